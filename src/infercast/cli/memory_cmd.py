@@ -1,0 +1,37 @@
+"""`infercast memory`: does it fit, and how much concurrency / context does the KV pool allow."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.memory import memory_budget
+from infercast.predict.render import render_memory
+
+
+def memory(
+    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")],
+    gpu: Annotated[str, typer.Option(help="Accelerator id (see `infercast gpus`) or a hardware YAML file.")],
+    tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp).")] = 1,
+    precision: Annotated[str | None, typer.Option(help="Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, "
+                                                  "int4, nvfp4, mxfp4, mxfp4-moe (default: the model's).")] = None,
+    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8.")] = None,
+    engine: Annotated[str, typer.Option(help="Engine memory policy: vllm, sglang, trtllm, ideal.")] = "vllm",
+    context: Annotated[int | None, typer.Option(help="Tokens per sequence (prompt + output).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Concurrent sequences.")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of memory the engine may use.")] = None,
+    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Per-GPU memory budget: weights, KV cache, activations, runtime; fits or not and by how much."""
+    budget = memory_budget(
+        model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, context=context,
+        concurrency=concurrency, gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+    )  # fmt: skip
+    if json_out:
+        emit_json(budget.to_dict())
+    else:
+        console.print(render_memory(budget))

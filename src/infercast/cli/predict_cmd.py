@@ -1,0 +1,39 @@
+"""`infercast predict`: one scenario, the two-phase report."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.predict.render import render_prediction
+from infercast.predict.scenario import predict as run_predict
+
+PRECISION_HELP = "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
+
+
+def predict(
+    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
+    gpu: Annotated[str, typer.Option(help="Accelerator id or hardware YAML file.")] = "h100-sxm",
+    input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = 2048,
+    output_len: Annotated[int, typer.Option(help="Output tokens.")] = 256,
+    batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp).")] = 1,
+    precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
+    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8.")] = None,
+    engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal (pure roofline).")] = "vllm",
+    chunk_size: Annotated[int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")] = None,
+    ops: Annotated[bool, typer.Option("--ops", help="Show the per-operator tables.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
+    result = run_predict(
+        model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, precision=precision,
+        kv_precision=kv_precision, engine=engine, chunk_size=chunk_size,
+    )  # fmt: skip
+    if json_out:
+        emit_json(result.to_dict(ops=ops))
+    else:
+        console.print(render_prediction(result, ops=ops))

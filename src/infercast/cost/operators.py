@@ -1,0 +1,210 @@
+"""The operator graph of one decoder step on one tensor-parallel rank, as linear coefficient tables.
+
+For every operator (a kernel, or a group of identical kernels across layers) the table holds the
+coefficients that turn a step's features (:mod:`infercast.cost.batch`) into FLOPs, bytes moved, and GEMM
+rows. These counts are exact bookkeeping from the architecture and formats — no efficiencies here; those
+are applied in :mod:`infercast.cost.step`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infercast.cost.batch import F, NUM_FEATURES
+from infercast.specs.deployment import Deployment
+from infercast.specs.sharding import rank_linears
+
+# Extra feature appended by the step model: the fraction of a rank's routed experts the step's tokens touch.
+EXPERT_FRAC = NUM_FEATURES
+NUM_COLUMNS = NUM_FEATURES + 1
+
+LOGIT_BYTES = 4  # sampler works on float32 logits
+
+
+@dataclass
+class OpRow:
+    """Coefficients of one operator (per rank, all its layers together)."""
+
+    name: str
+    group: str
+    kind: str  # gemm | attention | elementwise | comm
+    compute_key: str | None  # tensor-core peak key for the compute ceiling (None: vector fp32 / none)
+    flops: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
+    bytes: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
+    kernels: float = 0.0
+    hops: float = 0.0  # collective latency steps: sum of (N - 1) over the collectives in this op
+    active: int = F["tokens"]  # feature that must be > 0 for the op to run at all
+    bandwidth: str = "hbm"  # hbm | attn_decode | link
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """All operators of a step for one deployment."""
+
+    rows: list[OpRow]
+    weight_bytes: float  # bytes of weights streamed when every expert is touched (per rank)
+    moe_k_over_e: float  # k/E of the routed experts (0 for dense models)
+
+    @property
+    def names(self) -> list[str]:
+        return [r.name for r in self.rows]
+
+
+def _ring_factor(n: int) -> float:
+    """Bytes each rank sends per byte reduced in a ring all-reduce: 2(N-1)/N."""
+    return 2 * (n - 1) / n
+
+
+def build_op_table(dep: Deployment) -> OpTable:
+    """The per-rank operator list of one step for ``dep``."""
+    m, tp, ep = dep.model, dep.tp, dep.ep
+    act = dep.scheme.activation_format.bytes_per_element
+    kvb = dep.kv_format.bytes_per_element
+    wbytes = {
+        "dense": dep.scheme.weight_format.bytes_per_element,
+        "expert": dep.scheme.expert_weight_format.bytes_per_element,
+        "embedding": dep.scheme.embedding_format.bytes_per_element,
+    }
+    attn_key = dep.attention_key
+    h = m.hidden_size
+    L, Lf, Ls = m.num_layers, m.num_full_attention_layers, m.num_sliding_layers
+    nq_r = m.num_attention_heads / tp
+    k_over_e = m.moe.experts_per_token / m.moe.num_experts if m.moe else 0.0
+    k_over_ep = m.moe.experts_per_token / ep if m.moe else 0.0
+    ops: list[OpRow] = []
+    weight_total = 0.0
+
+    # --- GEMMs (and the embedding gather) from the shared per-rank layer list ---
+    for lin in rank_linears(m, tp, ep):
+        wb = wbytes[lin.weight_class]
+        if lin.name == "embedding":
+            op = OpRow("embedding", "embedding", "elementwise", None, kernels=1)
+            op.bytes[F["tokens"]] = h * (wb + act)
+            ops.append(op)
+            continue
+        key = attn_key if lin.weight_class == "embedding" or lin.name == "router" else dep.compute_key
+        op = OpRow(lin.name, lin.group, "gemm", key, kernels=lin.layers)
+        weights = lin.k * lin.n * lin.experts * lin.layers * wb
+        weight_total += weights
+        if lin.rows == "expert_tokens":
+            # tokens routed to this rank's experts: T·k/ep rows in all, T·k/E per expert on average
+            op.flops[F["tokens"]] = 2 * lin.k * lin.n * lin.layers * k_over_ep
+            op.bytes[EXPERT_FRAC] = weights
+            op.bytes[F["tokens"]] = (lin.k + lin.n) * act * lin.layers * k_over_ep
+            op.rows[F["tokens"]] = k_over_e
+        else:
+            feat = F["sampled"] if lin.rows == "samples" else F["tokens"]
+            op.flops[feat] = 2 * lin.k * lin.n * lin.layers
+            op.bytes[F["one"]] = weights
+            op.bytes[feat] = (lin.k + lin.n) * act * lin.layers
+            op.rows[feat] = 1.0
+            op.active = feat
+        if lin.name == "router":
+            op.kernels += 3 * lin.layers  # softmax/top-k, token sort/align, weighted sum
+        ops.append(op)
+
+    # --- attention ---
+    if m.mla:
+        ml = m.mla
+        d_qk_pre, d_v_pre = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
+        d_qk_dec, d_v_dec = ml.kv_lora_rank + ml.qk_rope_head_dim, ml.kv_lora_rank  # absorbed (latent) form
+        kv_pre_per_tok = nq_r * (d_qk_pre + d_v_pre) * act  # K/V expanded from the latent for prefill
+    else:
+        d_qk_pre = d_v_pre = d_qk_dec = d_v_dec = m.head_dim
+        kv_pre_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
+    kv_dec_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
+
+    pre = OpRow("attention_prefill", "attention", "attention", attn_key, kernels=L, active=F["prefill_tokens"])
+    per_pair = 2 * (d_qk_pre + d_v_pre) * nq_r
+    pre.flops[F["prefill_pairs"]] = per_pair * Lf
+    pre.flops[F["prefill_pairs_win"]] = per_pair * Ls
+    pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * L
+    pre.bytes[F["prefill_kv"]] = kv_pre_per_tok * Lf
+    pre.bytes[F["prefill_kv_win"]] = kv_pre_per_tok * Ls
+    ops.append(pre)
+
+    dec = OpRow(
+        "attention_decode", "attention", "attention", attn_key, kernels=L, active=F["decode_tokens"],
+        bandwidth="attn_decode",
+    )  # fmt: skip
+    per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
+    dec.flops[F["decode_kv"]] = per_key * Lf
+    dec.flops[F["decode_kv_win"]] = per_key * Ls
+    dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * L
+    dec.bytes[F["decode_kv"]] = kv_dec_per_tok * Lf
+    dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
+    ops.append(dec)
+
+    rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * L)
+    kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
+    rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
+    rope.bytes[F["tokens"]] = L * (
+        2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
+        + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
+    )
+    rope.flops[F["tokens"]] = L * 6 * (nq_r + kv_heads) * rope_dim
+    ops.append(rope)
+
+    # --- norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm ---
+    norms = OpRow("norms", "norm", "elementwise", None, kernels=L * m.norms_per_layer + 1)
+    norms.bytes[F["tokens"]] = (L * m.norms_per_layer * 4 + 2) * h * act
+    norms.flops[F["tokens"]] = (L * m.norms_per_layer + 1) * 5 * h
+    ops.append(norms)
+
+    # --- activations (SiLU/GELU x up) ---
+    up_mats = 3 if m.gated_ffn else 2
+    if m.num_dense_ffn_layers:
+        a = OpRow("ffn_activation", "ffn", "elementwise", None, kernels=m.num_dense_ffn_layers)
+        a.bytes[F["tokens"]] = up_mats * (m.intermediate_size / tp) * act * m.num_dense_ffn_layers
+        a.flops[F["tokens"]] = 4 * (m.intermediate_size / tp) * m.num_dense_ffn_layers
+        ops.append(a)
+    if m.moe:
+        moe, Lm = m.moe, m.num_moe_layers
+        width = moe.expert_intermediate_size / (tp // ep)
+        a = OpRow("moe_activation", "moe", "elementwise", None, kernels=Lm)
+        # activation of the routed rows (read gate/up, write the product), then the weighted sum of the
+        # k expert outputs back into one row per token
+        a.bytes[F["tokens"]] = Lm * (k_over_ep * (up_mats * width + h) + h) * act
+        if moe.num_shared_experts:
+            a.bytes[F["tokens"]] += Lm * up_mats * (moe.num_shared_experts * moe.shared_size / tp) * act
+        a.flops[F["tokens"]] = Lm * k_over_ep * 4 * width
+        ops.append(a)
+
+    # --- sampler: float32 logits of the sampled tokens (softmax, top-k/p) ---
+    sampler = OpRow("sampler", "lm_head", "elementwise", None, kernels=4, active=F["sampled"])
+    sampler.bytes[F["sampled"]] = 3 * m.vocab_size * LOGIT_BYTES
+    sampler.flops[F["sampled"]] = 5 * m.vocab_size
+    ops.append(sampler)
+
+    # --- communication ---
+    if tp > 1:
+        ar = OpRow("tp_allreduce", "communication", "comm", None, bandwidth="link")
+        count = 2 * L + 1  # after attention and after the FFN in every layer, plus the vocab-parallel embedding
+        if m.moe and ep > 1:
+            count -= m.num_moe_layers  # the MoE output is combined by the all-to-all (and an expert-TP reduce)
+        ar.bytes[F["tokens"]] = count * _ring_factor(tp) * h * act
+        ar.hops = count * (tp - 1)
+        ar.kernels = count
+        if m.moe and ep > 1 and tp // ep > 1:
+            etp = tp // ep
+            ar.bytes[F["tokens"]] += m.num_moe_layers * _ring_factor(etp) * h * act
+            ar.hops += m.num_moe_layers * (etp - 1)
+            ar.kernels += m.num_moe_layers
+        ops.append(ar)
+        gather = OpRow("logits_gather", "communication", "comm", None, bandwidth="link", active=F["sampled"])
+        gather.bytes[F["sampled"]] = (tp - 1) / tp * m.vocab_size * act
+        gather.hops = tp - 1
+        gather.kernels = 1
+        ops.append(gather)
+    if m.moe and ep > 1:
+        a2a = OpRow("ep_all_to_all", "communication", "comm", None, bandwidth="link")
+        # dispatch tokens to the ranks owning their experts and combine the results back
+        a2a.bytes[F["tokens"]] = m.num_moe_layers * 2 * m.moe.experts_per_token * h * act * (ep - 1) / ep
+        a2a.hops = m.num_moe_layers * 2 * (ep - 1)
+        a2a.kernels = 2 * m.num_moe_layers
+        ops.append(a2a)
+
+    return OpTable(rows=ops, weight_bytes=weight_total, moe_k_over_e=k_over_e)

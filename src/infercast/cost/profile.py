@@ -1,0 +1,210 @@
+"""Efficiency and overhead parameters of the step cost model, with where each value came from.
+
+Values resolve in three layers: the ``ideal`` engine (pure roofline, all efficiencies 1, no overheads);
+architecture/engine priors (``profiles/defaults.yaml``); fitted values per GPU (``profiles/<gpu>.yaml``,
+written by the calibration fit). ``provenance`` records, per parameter, ``fitted: ...`` or ``prior: ...``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infercast.errors import InfercastError
+
+KERNEL_PARAMS = (
+    "hbm_efficiency",
+    "attn_prefill_efficiency",
+    "attn_decode_efficiency",
+    "link_efficiency",
+    "allreduce_latency_s",
+)
+ENGINE_PARAMS = (
+    "kernel_overhead_graph_s",
+    "kernel_overhead_eager_s",
+    "step_overhead_s",
+    "seq_overhead_s",
+    "graph_max_tokens",
+)
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """All tunable parameters of :mod:`infercast.cost` for one GPU x engine."""
+
+    hardware: str
+    engine: str
+    gemm_eff_max: dict[str, float]
+    gemm_m_half: dict[str, float]
+    hbm_efficiency: float
+    attn_prefill_efficiency: float
+    attn_decode_efficiency: float
+    link_efficiency: float
+    allreduce_latency_s: float
+    kernel_overhead_graph_s: float
+    kernel_overhead_eager_s: float
+    step_overhead_s: float
+    seq_overhead_s: float
+    graph_max_tokens: float
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def gemm_params(self, key: str) -> tuple[float, float]:
+        """(eff_max, m_half) for GEMMs computing in ``key``."""
+        if key not in self.gemm_eff_max:
+            raise InfercastError(f"no GEMM efficiency for {key} on {self.hardware}", field="precision")
+        return self.gemm_eff_max[key], self.gemm_m_half[key]
+
+    def with_values(self, values: dict[str, float], provenance: str) -> CostProfile:
+        """Copy with parameters replaced; keys are names or 'gemm_eff_max.bf16' style paths."""
+        flat: dict[str, Any] = {}
+        eff, half = dict(self.gemm_eff_max), dict(self.gemm_m_half)
+        prov = dict(self.provenance)
+        for key, value in values.items():
+            if key.startswith("gemm_eff_max."):
+                eff[key.split(".", 1)[1]] = float(value)
+            elif key.startswith("gemm_m_half."):
+                half[key.split(".", 1)[1]] = float(value)
+            elif key in KERNEL_PARAMS or key in ENGINE_PARAMS:
+                flat[key] = float(value)
+            else:
+                raise InfercastError(f"unknown cost parameter {key!r}", field="profile")
+            prov[key] = provenance
+        return replace(self, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **flat)
+
+    def flat(self) -> dict[str, float]:
+        """Every numeric parameter as 'name' or 'gemm_eff_max.key' -> value."""
+        out: dict[str, float] = {}
+        for key, value in self.gemm_eff_max.items():
+            out[f"gemm_eff_max.{key}"] = value
+        for key, value in self.gemm_m_half.items():
+            out[f"gemm_m_half.{key}"] = value
+        for f in fields(self):
+            if f.name in KERNEL_PARAMS or f.name in ENGINE_PARAMS:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+
+def _read_yaml(name: str) -> dict[str, Any] | None:
+    ref = resources.files("infercast.cost.profiles").joinpath(name)
+    if not ref.is_file():
+        return None
+    return yaml.safe_load(ref.read_text())
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    data = _read_yaml("defaults.yaml")
+    assert data is not None
+    return data
+
+
+_overrides: dict[str, dict[str, Any]] = {}
+_generation = [0]
+
+
+def profile_generation() -> int:
+    """Counter bumped whenever profile overrides change (lets callers invalidate compiled models)."""
+    return _generation[0]
+
+
+def set_profile_override(hardware_id: str, data: dict[str, Any] | None) -> None:
+    """Use ``data`` (same layout as a profiles/<gpu>.yaml file) for a GPU in this process; None removes it."""
+    if data is None:
+        _overrides.pop(hardware_id, None)
+    else:
+        _overrides[hardware_id] = data
+    _generation[0] += 1
+    load_profile.cache_clear()
+
+
+def load_profile_file(path: str | Path) -> dict[str, Any]:
+    """Read a fitted-profile YAML written by ``infercast calibrate``."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise InfercastError(f"no such file: {path}", field="profile") from None
+    if not isinstance(data, dict) or "hardware" not in data:
+        raise InfercastError(f"{path} is not a cost profile (needs a 'hardware' key)", field="profile")
+    return data
+
+
+@cache
+def load_profile(hardware_id: str, architecture: str, engine: str) -> CostProfile:
+    """Resolve the parameters for one GPU and engine (see module docstring)."""
+    if engine == "ideal":
+        keys = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+        return CostProfile(
+            hardware=hardware_id,
+            engine=engine,
+            gemm_eff_max=dict.fromkeys(keys, 1.0),
+            gemm_m_half=dict.fromkeys(keys, 0.0),
+            hbm_efficiency=1.0,
+            attn_prefill_efficiency=1.0,
+            attn_decode_efficiency=1.0,
+            link_efficiency=1.0,
+            allreduce_latency_s=0.0,
+            kernel_overhead_graph_s=0.0,
+            kernel_overhead_eager_s=0.0,
+            step_overhead_s=0.0,
+            seq_overhead_s=0.0,
+            graph_max_tokens=float("inf"),
+            provenance={"*": "ideal: datasheet peaks, no overheads"},
+        )
+    defaults = _defaults()
+    arch = defaults["architectures"].get(architecture)
+    if arch is None:
+        raise InfercastError(
+            f"no cost priors for architecture {architecture!r}; known: {', '.join(defaults['architectures'])}",
+            field="gpu",
+        )
+    eng = defaults["engines"].get(engine)
+    if eng is None:
+        raise InfercastError(f"no cost priors for engine {engine!r}", field="engine")
+    prov: dict[str, str] = {}
+    arch_src = f"prior ({architecture}): {arch.get('source', '')}".strip()
+    eng_src = f"prior ({engine}): {eng.get('source', '')}".strip()
+    values: dict[str, Any] = {k: arch[k] for k in KERNEL_PARAMS}
+    values.update({k: eng[k] for k in ENGINE_PARAMS})
+    for k in KERNEL_PARAMS:
+        prov[k] = arch_src
+    for k in ENGINE_PARAMS:
+        prov[k] = eng_src
+    eff = {k: float(v) for k, v in arch["gemm_eff_max"].items()}
+    half = {k: float(v) for k, v in arch["gemm_m_half"].items()}
+    for k in eff:
+        prov[f"gemm_eff_max.{k}"] = arch_src
+        prov[f"gemm_m_half.{k}"] = arch_src
+    profile = CostProfile(
+        hardware=hardware_id,
+        engine=engine,
+        gemm_eff_max=eff,
+        gemm_m_half=half,
+        provenance=prov,
+        **{k: float(v) for k, v in values.items()},
+    )
+    fitted = _overrides.get(hardware_id) or _read_yaml(f"{hardware_id}.yaml")
+    if fitted:
+        src = f"fitted: {fitted.get('fitted_from', 'calibration')}"
+        kernel_vals = _flatten(fitted.get("kernels", {}))
+        if kernel_vals:
+            profile = profile.with_values(kernel_vals, src)
+        engine_vals = _flatten(fitted.get("engines", {}).get(engine, {}))
+        if engine_vals:
+            profile = profile.with_values(engine_vals, src)
+    return profile
+
+
+def _flatten(section: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in section.items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                out[f"{key}.{sub}"] = float(v)
+        else:
+            out[key] = float(value)
+    return out

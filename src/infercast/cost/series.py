@@ -1,0 +1,106 @@
+"""Exact sums of step costs over runs of steps whose work grows linearly (decode, chunked prefill).
+
+Across the decode phase of a static batch the context grows by one token per step while the number of
+tokens per step stays fixed, so every operator's compute and memory times are linear in the step index and
+its time is the max of two lines. The sum over n steps then has a closed form: find where the two lines
+cross and add two arithmetic series. This makes a whole decode phase cost the same as two step
+evaluations, for any output length — it is what lets sweeps evaluate millions of configurations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infercast.cost.batch import F, StepBatch
+from infercast.cost.step import StepCostModel
+
+_FIXED = ("one", "tokens", "sampled", "seqs", "prefill_seqs", "prefill_tokens", "decode_tokens")
+
+
+@dataclass(frozen=True)
+class RangeSums:
+    """Per-operator totals over a run of steps, arrays of shape (n_ops, N); ``time_s`` includes overheads."""
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
+    engine_overhead_s: np.ndarray
+    steps: np.ndarray
+
+    @property
+    def total_s(self) -> np.ndarray:
+        """Wall time of the run, shape (N,)."""
+        return self.time_s.sum(axis=0) + self.engine_overhead_s
+
+
+def _series(a0: np.ndarray, da: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """sum_{j=p}^{q-1} (a0 + j·da), zero when q <= p."""
+    count = np.maximum(q - p, 0)
+    return count * a0 + da * (p + q - 1) * count / 2
+
+
+def sum_max_linear(a0: np.ndarray, da: np.ndarray, b0: np.ndarray, db: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """sum_{j=0}^{n-1} max(a0 + j·da, b0 + j·db), elementwise over broadcast arrays."""
+    d0, dd = a0 - b0, da - db
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where(dd != 0, -d0 / np.where(dd != 0, dd, 1.0), 0.0)
+    n = np.broadcast_to(n, d0.shape).astype(float)
+    zero = np.zeros_like(d0)
+    # steps where line a is on top: [pa, qa); line b covers the rest of [0, n), one contiguous range
+    pa = np.where(dd > 0, np.clip(np.ceil(cross), 0, n), zero)
+    qa = np.where(dd < 0, np.clip(np.floor(cross) + 1, 0, n), n)
+    flat_a = (dd == 0) & (d0 >= 0)
+    flat_b = (dd == 0) & (d0 < 0)
+    qa = np.where(flat_b, zero, qa)
+    pa = np.where(flat_a, zero, pa)
+    qa = np.maximum(qa, pa)
+    sum_a = _series(a0, da, pa, qa)
+    # b-range: [0, pa) when a starts later, else [qa, n)
+    pb = np.where(pa > 0, zero, qa)
+    qb = np.where(pa > 0, pa, n)
+    sum_b = _series(b0, db, pb, qb)
+    return sum_a + sum_b
+
+
+def sum_steps(model: StepCostModel, first: StepBatch, delta: np.ndarray, n: np.ndarray | float) -> RangeSums:
+    """Totals over steps ``first + j·delta`` for j = 0..n-1, per column.
+
+    ``delta`` (shape of ``first.x``) may change only context-like features (attention pairs and KV reads);
+    token counts must stay fixed so that GEMM shapes and efficiencies are constant over the run.
+    """
+    delta = np.asarray(delta, dtype=float)
+    for name in _FIXED:
+        if np.any(delta[F[name]] != 0):
+            raise ValueError(f"sum_steps: feature {name!r} must not change across the run")
+    n = np.asarray(n, dtype=float)
+    cols0 = model.columns(first)
+    cols1 = model.columns(StepBatch(first.x + delta))
+    f0, b0, c0, m0, o0, e0 = model._evaluate(cols0, fast=True)
+    f1, b1, c1, m1, _, _ = model._evaluate(cols1, fast=True)
+    nn = np.broadcast_to(n, e0.shape)
+    tri = nn * (nn - 1) / 2
+    time = sum_max_linear(c0, c1 - c0, m0, m1 - m0, nn) + nn * o0
+    return RangeSums(
+        flops=nn * f0 + tri * (f1 - f0),
+        bytes=nn * b0 + tri * (b1 - b0),
+        compute_s=nn * c0 + tri * (c1 - c0),
+        memory_s=nn * m0 + tri * (m1 - m0),
+        overhead_s=nn * o0,
+        time_s=time,
+        engine_overhead_s=nn * e0,
+        steps=nn,
+    )
+
+
+def add_sums(a: RangeSums, b: RangeSums) -> RangeSums:
+    """Element-wise total of two runs."""
+    return RangeSums(
+        *(getattr(a, f) + getattr(b, f) for f in ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s")),
+        engine_overhead_s=a.engine_overhead_s + b.engine_overhead_s,
+        steps=a.steps + b.steps,
+    )

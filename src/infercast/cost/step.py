@@ -1,0 +1,173 @@
+"""Step time: the roofline of every operator with fitted efficiencies, plus launch and runtime overheads.
+
+``StepCostModel(deployment).step_time(batch)`` is the one function every layer above (predict, sweep,
+simulator, planner, calibration) uses for time. Per operator::
+
+    t_op = max(FLOPs / (peak · eff(M)),  bytes / (bandwidth · eff_bw))  +  kernels · launch  +  hops · alpha
+
+with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows; plus a per-step engine overhead
+``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from infercast.cost.batch import F, StepBatch
+from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpTable, build_op_table
+from infercast.cost.profile import CostProfile, load_profile
+from infercast.specs.deployment import Deployment
+
+BOUNDS = ("compute", "memory", "interconnect", "latency")
+
+
+@dataclass(frozen=True)
+class OpBreakdown:
+    """Per-operator results for N steps: arrays of shape (n_ops, N)."""
+
+    names: list[str]
+    groups: list[str]
+    kinds: list[str]
+    flops: np.ndarray
+    bytes: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
+    engine_overhead_s: np.ndarray
+    """Per-step engine overhead (not attributed to an operator), shape (N,)."""
+
+    @property
+    def bound(self) -> np.ndarray:
+        """Which ceiling each operator's time is set by: compute, memory, interconnect or latency."""
+        is_link = np.array([k == "comm" for k in self.kinds])[:, None]
+        roof = np.where(self.compute_s >= self.memory_s, 0, np.where(is_link, 2, 1))
+        return np.where(self.overhead_s > np.maximum(self.compute_s, self.memory_s), 3, roof)
+
+
+class StepCostModel:
+    """Compiled cost model of one deployment (model x GPU x formats x TP/EP x engine)."""
+
+    def __init__(self, dep: Deployment, profile: CostProfile | None = None):
+        self.dep = dep
+        hw = dep.hardware
+        self.profile = profile or load_profile(hw.id, hw.architecture, dep.engine.id)
+        self.table: OpTable = build_op_table(dep)
+        rows = self.table.rows
+        n = len(rows)
+        self.n_ops = n
+        self.names = [r.name for r in rows]
+        self.groups = [r.group for r in rows]
+        self.kinds = [r.kind for r in rows]
+        # One stacked coefficient matrix: FLOPs, bytes, GEMM rows.
+        self.coef = np.vstack([np.array([getattr(r, a) for r in rows]) for a in ("flops", "bytes", "rows")])
+        p = self.profile
+        vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / 16)
+        inv_peak, eff_max, m_half, inv_bw = (np.zeros(n) for _ in range(4))
+        for i, r in enumerate(rows):
+            if r.kind == "gemm":
+                inv_peak[i] = 1.0 / hw.peak(r.compute_key)
+                eff_max[i], m_half[i] = p.gemm_params(r.compute_key)
+            elif r.kind == "attention":
+                inv_peak[i] = 1.0 / hw.peak(r.compute_key)
+                eff_max[i] = p.attn_prefill_efficiency
+                self.coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
+            elif r.kind == "elementwise":
+                inv_peak[i] = 1.0 / vector_peak
+                eff_max[i] = 1.0
+                self.coef[2 * n + i, F["one"]] = 1.0
+            else:  # comm: no compute ceiling
+                eff_max[i] = 1.0
+                self.coef[2 * n + i, F["one"]] = 1.0
+            if r.bandwidth == "link":
+                link = hw.interconnect.bandwidth_bytes_s or hw.host_link.bandwidth_bytes_s
+                inv_bw[i] = 1.0 / (link * p.link_efficiency)
+            elif r.bandwidth == "attn_decode":
+                inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
+            else:
+                inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.hbm_efficiency)
+        self.inv_peak = inv_peak[:, None]
+        self.eff_max = eff_max[:, None]
+        self.m_half = m_half[:, None]
+        self.inv_bw = inv_bw[:, None]
+        self.kernels = np.array([r.kernels for r in rows])[:, None]
+        self.latency = (np.array([r.hops for r in rows]) * p.allreduce_latency_s)[:, None]
+        self.active = np.array([r.active for r in rows])
+        self.log1m_k_over_e = np.log1p(-self.table.moe_k_over_e) if self.table.moe_k_over_e else 0.0
+
+    # ----- features --------------------------------------------------------------------------------------
+    def columns(self, batch: StepBatch) -> np.ndarray:
+        """Feature matrix with the expert-touch fraction appended: shape (NUM_COLUMNS, N)."""
+        x = batch.x
+        cols = np.empty((NUM_COLUMNS, x.shape[1]))
+        cols[: x.shape[0]] = x
+        if self.table.moe_k_over_e:
+            # expected fraction of a rank's experts that at least one of T tokens routes to: 1 - (1 - k/E)^T
+            cols[EXPERT_FRAC] = -np.expm1(x[F["tokens"]] * self.log1m_k_over_e)
+        else:
+            cols[EXPERT_FRAC] = 0.0
+        return cols
+
+    def _evaluate(self, cols: np.ndarray, fast: bool) -> tuple[np.ndarray, ...]:
+        n = self.n_ops
+        if fast:
+            prod = self.coef @ cols
+        else:  # einsum gives each column bit-identical results whatever N is (the simulator relies on it)
+            prod = np.einsum("of,fn->on", self.coef, cols, optimize=False)
+        flops, nbytes, rows = prod[:n], prod[n : 2 * n], prod[2 * n :]
+        eff = self.eff_max * rows / (rows + self.m_half)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            compute = np.where(flops > 0, flops * self.inv_peak / eff, 0.0)
+        memory = nbytes * self.inv_bw
+        tokens = cols[F["tokens"]]
+        graph = tokens <= self.profile.graph_max_tokens
+        per_kernel = np.where(graph, self.profile.kernel_overhead_graph_s, self.profile.kernel_overhead_eager_s)
+        on = cols[self.active] > 0
+        overhead = on * (self.kernels * per_kernel + self.latency)
+        engine = np.where(
+            tokens > 0, self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]], 0.0
+        )
+        return flops, nbytes, compute, memory, overhead, engine
+
+    # ----- public API --------------------------------------------------------------------------------------
+    def step_time(self, batch: StepBatch, *, fast: bool = False) -> np.ndarray:
+        """Seconds for each of the N steps in ``batch`` (shape (N,))."""
+        _, _, compute, memory, overhead, engine = self._evaluate(self.columns(batch), fast)
+        return (np.maximum(compute, memory) + overhead).sum(axis=0) + engine
+
+    def breakdown(self, batch: StepBatch) -> OpBreakdown:
+        """Per-operator FLOPs, bytes, times and binding ceiling for each step in ``batch``."""
+        flops, nbytes, compute, memory, overhead, engine = self._evaluate(self.columns(batch), fast=False)
+        return OpBreakdown(
+            names=self.names,
+            groups=self.groups,
+            kinds=self.kinds,
+            flops=flops,
+            bytes=nbytes,
+            compute_s=compute,
+            memory_s=memory,
+            overhead_s=overhead,
+            time_s=np.maximum(compute, memory) + overhead,
+            engine_overhead_s=engine,
+        )
+
+    @cached_property
+    def weight_bytes(self) -> float:
+        """Weight bytes one step streams on one rank when every expert is touched."""
+        return self.table.weight_bytes
+
+    def weight_bytes_streamed(self, tokens: float) -> float:
+        """Weight bytes a step of ``tokens`` tokens streams on one rank (MoE: only experts it touches)."""
+        n = self.n_ops
+        gemm = np.array([k == "gemm" for k in self.kinds])
+        coef = self.coef[n : 2 * n][gemm]
+        frac = -np.expm1(tokens * self.log1m_k_over_e) if self.table.moe_k_over_e else 0.0
+        return float(coef[:, F["one"]].sum() + coef[:, EXPERT_FRAC].sum() * frac)
+
+
+def step_time(batch: StepBatch, deployment: Deployment, profile: CostProfile | None = None) -> np.ndarray:
+    """Convenience: seconds per step for ``batch`` on ``deployment`` (compiles the model each call)."""
+    return StepCostModel(deployment, profile).step_time(batch)

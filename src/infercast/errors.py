@@ -1,0 +1,73 @@
+"""User-facing errors: each names the field that is wrong and what is allowed instead."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class InfercastError(ValueError):
+    """An input or configuration problem the user can fix.
+
+    The CLI prints ``str(error)`` on one line and exits with status 2; the Python API raises it.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, allowed: Iterable[str] | None = None):
+        self.field = field
+        self.allowed = list(allowed) if allowed is not None else None
+        text = f"{field}: {message}" if field else message
+        super().__init__(text)
+
+
+class DoesNotFitError(InfercastError):
+    """The configuration needs more memory than the hardware has."""
+
+
+def nearest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Closest valid names to ``name`` (by edit similarity), for 'did you mean' hints."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.45)
+    if not hits:
+        hits = [c for c in lowered if name.lower() in c or c in name.lower()][:n]
+    return [lowered[h] for h in hits]
+
+
+def unknown_choice(field: str, value: str, choices: Iterable[str]) -> InfercastError:
+    """Error for a name that is not in a catalog, with the nearest valid names."""
+    choices = sorted(choices)
+    close = nearest(value, choices)
+    hint = f"did you mean {', '.join(close)}?" if close else f"allowed: {', '.join(choices)}"
+    if close:
+        hint += f" (all: {', '.join(choices)})" if len(choices) <= 12 else ""
+    return InfercastError(f"unknown value {value!r}; {hint}", field=field, allowed=choices)
+
+
+def require_positive_int(field: str, value: object, *, minimum: int = 1) -> int:
+    """Validate a size/count argument: an integer >= ``minimum`` (bools and floats with fractions refused)."""
+    if isinstance(value, bool):
+        raise InfercastError(f"must be an integer >= {minimum}, got {value!r}", field=field)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise InfercastError(f"must be an integer >= {minimum}, got {value!r}", field=field)
+        value = int(value)
+    try:
+        ivalue = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InfercastError(f"must be an integer >= {minimum}, got {value!r}", field=field) from None
+    if ivalue != value and not isinstance(value, str):
+        raise InfercastError(f"must be an integer >= {minimum}, got {value!r}", field=field)
+    if ivalue < minimum:
+        raise InfercastError(f"must be an integer >= {minimum}, got {ivalue}", field=field)
+    return ivalue
+
+
+def require_fraction(field: str, value: float, *, low: float = 0.0, high: float = 1.0) -> float:
+    """Validate a fraction in (low, high]."""
+    try:
+        fvalue = float(value)
+    except (TypeError, ValueError):
+        raise InfercastError(f"must be a number in ({low}, {high}], got {value!r}", field=field) from None
+    if not (low < fvalue <= high):
+        raise InfercastError(f"must be in ({low}, {high}], got {fvalue}", field=field)
+    return fvalue

@@ -1,0 +1,284 @@
+"""Memory budget of one GPU of a serving replica: weights, KV cache, activations, runtime reservations.
+
+Answers the capacity-planning questions: does it fit (and by how much), how many sequences of a context fit,
+how much context each of C sequences can have, and how many paged KV blocks the engine gets. The KV pool is
+reserved as the engines do it (``specs/data/engines.yaml``): vLLM/SGLang take a fraction of *total* memory
+and subtract everything else; TensorRT-LLM takes a fraction of what is *free* after loading.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+from infercast.errors import DoesNotFitError, InfercastError, require_fraction, require_positive_int
+from infercast.specs.deployment import Deployment
+from infercast.specs.engine import EngineSpec
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.model import ModelSpec
+from infercast.specs.precision import FORMATS, PrecisionScheme
+from infercast.specs.sharding import norm_elements, rank_linears
+
+LOGITS_BYTES = 4
+"""Sampler logits are float32 in vLLM/SGLang/TensorRT-LLM."""
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Per-GPU memory accounting for a model on a TP(/EP) replica. All sizes in bytes (SI)."""
+
+    model_id: str
+    gpu_id: str
+    tp: int
+    ep: int
+    precision: str
+    kv_precision: str
+    engine: str
+    capacity_bytes: float
+    weights_bytes: float
+    weights_breakdown: dict[str, float]
+    kv_bytes_per_token: float
+    """KV bytes one token adds on this GPU while within every sliding window."""
+    activation_bytes: float
+    """Peak activation workspace at the engine's token budget (prior estimate)."""
+    runtime_overhead_bytes: float
+    """CUDA context, CUDA-graph pools, communication buffers (engine priors)."""
+    kv_pool_bytes: float
+    """KV cache pool after the engine's reservation policy, rounded down to whole blocks (>= 0)."""
+    block_size: int
+    block_bytes: float
+    num_blocks: int
+    context: int | None = None
+    concurrency: int | None = None
+    kv_cache_bytes: float = 0.0
+    """KV bytes the requested context x concurrency needs on this GPU."""
+    notes: list[str] = field(default_factory=list)
+    _sliding_window: int | None = None
+    _sliding_fraction: float = 0.0
+
+    @property
+    def total_bytes(self) -> float:
+        """Weights + KV for the request + activations + runtime reservations."""
+        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes + self.runtime_overhead_bytes
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.kv_pool_bytes > 0 and self.num_blocks > 0
+
+    @property
+    def fits(self) -> bool:
+        """Weights fit and the requested context x concurrency fits in the KV pool."""
+        if not self.weights_fit:
+            return False
+        if self.context is None:
+            return True
+        return self.blocks_per_sequence(self.context) * (self.concurrency or 1) <= self.num_blocks
+
+    @property
+    def shortfall_bytes(self) -> float:
+        """Extra bytes per GPU the configuration needs to fit (0 when it fits)."""
+        if self.fits:
+            return 0.0
+        need = self.blocks_per_sequence(self.context or 1) * (self.concurrency or 1) * self.block_bytes
+        if not self.weights_fit:
+            need = max(need, self.block_bytes)
+        return need - self.kv_pool_bytes
+
+    def blocks_per_sequence(self, context: int) -> int:
+        """KV blocks one sequence of ``context`` tokens occupies (sliding layers hold only the window)."""
+        full = math.ceil(context / self.block_size)
+        if not self._sliding_window:
+            return full
+        window_blocks = math.ceil(min(context, self._sliding_window) / self.block_size)
+        return math.ceil(full * (1 - self._sliding_fraction) + window_blocks * self._sliding_fraction)
+
+    def max_concurrency(self, context: int) -> int:
+        """Most sequences of ``context`` tokens the KV pool holds at once."""
+        context = require_positive_int("context", context)
+        return self.num_blocks // self.blocks_per_sequence(context) if self.num_blocks > 0 else 0
+
+    def max_context(self, concurrency: int) -> int:
+        """Longest context each of ``concurrency`` sequences can hold at once."""
+        concurrency = require_positive_int("concurrency", concurrency)
+        if self.num_blocks <= 0:
+            return 0
+        per_seq_blocks = self.num_blocks // concurrency
+        if not self._sliding_window or self._sliding_fraction == 0:
+            return per_seq_blocks * self.block_size
+        # Sliding layers stop growing at the window; search the largest context that fits.
+        lo, hi = 0, per_seq_blocks * self.block_size * 64 + self.block_size
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.blocks_per_sequence(mid) <= per_seq_blocks:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def to_dict(self) -> dict[str, object]:
+        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d.update(
+            total_bytes=self.total_bytes,
+            fits=self.fits,
+            weights_fit=self.weights_fit,
+            shortfall_bytes=self.shortfall_bytes,
+        )
+        if self.context is not None:
+            d["max_concurrency"] = self.max_concurrency(self.context)
+        if self.concurrency is not None:
+            d["max_context"] = self.max_context(self.concurrency)
+        return d
+
+
+def weight_bytes_per_gpu(model: ModelSpec, scheme: PrecisionScheme, tp: int = 1, ep: int = 1) -> dict[str, float]:
+    """Weight bytes one rank stores, by tensor class (quantization scales included)."""
+    fmt = {
+        "dense": scheme.weight_format.bytes_per_element,
+        "expert": scheme.expert_weight_format.bytes_per_element,
+        "embedding": scheme.embedding_format.bytes_per_element,
+    }
+    out: dict[str, float] = {}
+    for lin in rank_linears(model, tp, ep):
+        if lin.name == "lm_head" and model.tie_word_embeddings:
+            continue
+        out[lin.group] = out.get(lin.group, 0.0) + lin.elements * fmt[lin.weight_class]
+    out["norms"] = norm_elements(model) * FORMATS["bf16"].bytes_per_element
+    return out
+
+
+def activation_bytes(model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act_bytes: float) -> float:
+    """Peak activation workspace at the engine's batched-token budget (prior estimate).
+
+    The largest live tensors in a step of T tokens: the FFN up-projection output and its activation
+    (3 x width per token), a handful of hidden-size buffers (residual, normed input, attention output,
+    QKV), and float32 logits for up to max_num_seqs sampled tokens.
+    """
+    if engine.id == "ideal":
+        return 0.0
+    tokens = engine.max_num_batched_tokens
+    width = model.intermediate_size / tp if model.num_dense_ffn_layers else 0.0
+    if model.moe:
+        width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size / (tp // ep))
+    hidden_buffers = 6 * model.hidden_size + model.q_proj_dim / tp
+    per_token = (3 * width + hidden_buffers) * act_bytes
+    logits = engine.max_num_seqs * model.vocab_size * LOGITS_BYTES * 2
+    return tokens * per_token + logits
+
+
+def memory_budget(
+    model: str | ModelSpec | Deployment,
+    gpu: str | HardwareSpec | None = None,
+    *,
+    tp: int = 1,
+    ep: int = 1,
+    precision: str | None = None,
+    kv_precision: str | None = None,
+    engine: str | EngineSpec = "vllm",
+    context: int | None = None,
+    concurrency: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    block_size: int | None = None,
+) -> MemoryBudget:
+    """Per-GPU memory budget; see :class:`MemoryBudget`. Raises InfercastError on invalid input.
+
+    ``model`` may be a resolved :class:`Deployment` (then ``gpu``/``tp``/... are taken from it).
+    """
+    if isinstance(model, Deployment):
+        dep = model
+    else:
+        if gpu is None:
+            raise InfercastError("is required", field="gpu")
+        dep = Deployment.resolve(
+            model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine
+        )
+    model, hw, eng, scheme, kv_fmt, tp, ep = (
+        dep.model, dep.hardware, dep.engine, dep.scheme, dep.kv_format, dep.tp, dep.ep,
+    )  # fmt: skip
+    if context is not None:
+        context = require_positive_int("context", context)
+    if concurrency is not None:
+        concurrency = require_positive_int("concurrency", concurrency)
+    fraction = (
+        eng.kv_fraction
+        if gpu_memory_utilization is None
+        else require_fraction("gpu_memory_utilization", gpu_memory_utilization)
+    )
+    block = eng.block_size if block_size is None else require_positive_int("block_size", block_size)
+
+    breakdown = weight_bytes_per_gpu(model, scheme, tp, ep)
+    weights = sum(breakdown.values())
+    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element)
+    runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
+    capacity = hw.memory.capacity_bytes
+    reserved = weights + act + runtime
+    if eng.kv_fraction_of == "total":
+        pool = fraction * capacity - reserved
+    else:
+        pool = fraction * (capacity - reserved)
+    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp)
+    block_bytes = kv_tok * block
+    num_blocks = int(pool // block_bytes) if pool > 0 else 0
+    pool_rounded = num_blocks * block_bytes if pool > 0 else pool
+
+    notes = []
+    if model.mla and tp > 1:
+        notes.append("MLA latent KV is replicated on every TP rank (as in vLLM)")
+    if not model.mla and tp > model.num_kv_heads:
+        notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")
+    if pool <= 0:
+        notes.append(
+            f"weights + activations + runtime need {reserved / 1e9:.1f} GB per GPU but "
+            f"{fraction:.0%} of {capacity / 1e9:.1f} GB leaves no KV pool; use more TP or a narrower precision"
+        )
+    sliding_fraction = model.num_sliding_layers / model.num_layers if model.sliding_window else 0.0
+    budget = MemoryBudget(
+        model_id=model.id,
+        gpu_id=hw.id,
+        tp=tp,
+        ep=ep,
+        precision=scheme.name,
+        kv_precision=kv_fmt.name,
+        engine=eng.id,
+        capacity_bytes=capacity,
+        weights_bytes=weights,
+        weights_breakdown=breakdown,
+        kv_bytes_per_token=kv_tok,
+        activation_bytes=act,
+        runtime_overhead_bytes=runtime,
+        kv_pool_bytes=pool_rounded,
+        block_size=block,
+        block_bytes=block_bytes,
+        num_blocks=num_blocks,
+        context=context,
+        concurrency=concurrency if concurrency is not None else (1 if context is not None else None),
+        notes=notes,
+        _sliding_window=model.sliding_window,
+        _sliding_fraction=sliding_fraction,
+    )
+    if context is not None:
+        kv_need = budget.blocks_per_sequence(context) * (budget.concurrency or 1) * block_bytes
+        budget = replace(budget, kv_cache_bytes=kv_need)
+    return budget
+
+
+def require_fit(budget: MemoryBudget) -> None:
+    """Raise a DoesNotFitError that says why when the budget does not fit."""
+    if budget.fits:
+        return
+    gb = 1e9
+    if not budget.weights_fit:
+        raise DoesNotFitError(
+            f"{budget.model_id} at {budget.precision} needs {budget.weights_bytes / gb:.1f} GB of weights + "
+            f"{(budget.activation_bytes + budget.runtime_overhead_bytes) / gb:.1f} GB runtime per GPU "
+            f"with tp={budget.tp}, "
+            f"but {budget.gpu_id} has {budget.capacity_bytes / gb:.1f} GB; raise --tp or use a narrower --precision",
+            field="memory",
+        )
+    need = budget.blocks_per_sequence(budget.context or 1) * (budget.concurrency or 1)
+    raise DoesNotFitError(
+        f"{budget.concurrency} x {budget.context} tokens need {need} KV blocks "
+        f"({need * budget.block_bytes / gb:.1f} GB) but the pool holds {budget.num_blocks} "
+        f"({budget.kv_pool_bytes / gb:.1f} GB); at this context at most {budget.max_concurrency(budget.context or 1)} "
+        f"sequences fit",
+        field="memory",
+    )

@@ -1,0 +1,96 @@
+"""Prefill and decode phases of static batches as sums of step costs, vectorised over configurations.
+
+Every argument may be a scalar or an array of N configurations (all for one compiled deployment); results
+are :class:`RangeSums` with N columns. ``predict`` calls these with N = 1 and ``sweep`` with large N.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from infercast.cost.batch import NUM_FEATURES, F, StepBatch, causal_pairs, window_pairs
+from infercast.cost.series import RangeSums, add_sums, sum_steps
+from infercast.cost.step import StepCostModel
+
+
+def _arr(v: np.ndarray | float) -> np.ndarray:
+    return np.atleast_1d(np.asarray(v, dtype=float))
+
+
+def prefill_sums(
+    model: StepCostModel,
+    input_len: np.ndarray | float,
+    batch: np.ndarray | float = 1,
+    chunk_size: np.ndarray | float | None = None,
+) -> RangeSums:
+    """The prefill of ``batch`` prompts of ``input_len`` tokens (TTFT of a static batch).
+
+    Without ``chunk_size`` all prompts run in one step. With it, the B·I prompt tokens run in
+    ceil(B·I / chunk) steps; attention totals are exact for contiguous chunks of each prompt, and the
+    totals are spread evenly over the steps (all steps are compute-bound, so the sum is unchanged).
+    """
+    inp, bat = np.broadcast_arrays(_arr(input_len), _arr(batch))
+    window = model.dep.model.sliding_window
+    if chunk_size is None:
+        first = StepBatch.uniform(prefill_seqs=bat, chunk=inp, cached=0, window=window)
+        return sum_steps(model, first, np.zeros((NUM_FEATURES, 1)), 1)
+    chunk = np.broadcast_to(_arr(chunk_size), inp.shape)
+    total_tokens = bat * inp
+    steps = np.maximum(np.ceil(total_tokens / chunk), 1)
+    chunks_per_seq = np.ceil(inp / np.minimum(chunk, inp))
+    c = np.minimum(chunk, inp)
+    # sum over a prompt's chunks i = 0..k-1 of (c0 + c) with c0 = i·c, capped at the prompt
+    kv_full = _capped_chunk_kv(c, chunks_per_seq, inp, np.inf)
+    x = np.zeros((NUM_FEATURES, inp.size))
+    x[F["one"]] = 1
+    x[F["prefill_tokens"]] = total_tokens / steps
+    x[F["tokens"]] = total_tokens / steps
+    x[F["sampled"]] = bat / steps
+    x[F["seqs"]] = np.maximum(bat * chunks_per_seq / steps, 1)
+    x[F["prefill_seqs"]] = x[F["seqs"]]
+    x[F["prefill_pairs"]] = bat * causal_pairs(inp, 0) / steps
+    x[F["prefill_kv"]] = bat * kv_full / steps
+    if window:
+        x[F["prefill_pairs_win"]] = bat * window_pairs(inp, 0, window) / steps
+        x[F["prefill_kv_win"]] = bat * _capped_chunk_kv(c, chunks_per_seq, inp, window) / steps
+    else:
+        x[F["prefill_pairs_win"]] = x[F["prefill_pairs"]]
+        x[F["prefill_kv_win"]] = x[F["prefill_kv"]]
+    return sum_steps(model, StepBatch(x), np.zeros((NUM_FEATURES, 1)), steps)
+
+
+def _capped_chunk_kv(c: np.ndarray, k: np.ndarray, total: np.ndarray, window: float) -> np.ndarray:
+    """sum_{i<k} (min(i·c, window-1) + c_i) for a prompt of ``total`` tokens cut into k chunks of c."""
+    if np.isinf(window):
+        offsets = c * k * (k - 1) / 2
+    else:
+        m = np.minimum(k, np.ceil((window - 1) / c))
+        offsets = c * m * (m - 1) / 2 + (k - m) * (window - 1)
+    return offsets + total
+
+
+def decode_sums(
+    model: StepCostModel,
+    input_len: np.ndarray | float,
+    output_len: np.ndarray | float,
+    batch: np.ndarray | float = 1,
+) -> RangeSums:
+    """The O-1 decode steps of a static batch after prefill: step j has B decodes at context I + j."""
+    inp, out, bat = np.broadcast_arrays(_arr(input_len), _arr(output_len), _arr(batch))
+    window = model.dep.model.sliding_window
+    steps = np.maximum(out - 1, 0)
+    delta = np.zeros((NUM_FEATURES,) + inp.shape)
+    delta[F["decode_kv"]] = bat
+    if not window:
+        delta[F["decode_kv_win"]] = bat
+        first = StepBatch.uniform(decode_seqs=bat, context=inp + 1)
+        return sum_steps(model, first, delta, steps)
+    # windowed layers stop growing once the context reaches the window: two linear runs
+    n1 = np.clip(window - inp, 0, steps)
+    delta_in = delta.copy()
+    delta_in[F["decode_kv_win"]] = bat
+    run1 = sum_steps(model, StepBatch.uniform(decode_seqs=bat, context=inp + 1, window=window), delta_in, n1)
+    run2 = sum_steps(
+        model, StepBatch.uniform(decode_seqs=bat, context=inp + 1 + n1, window=window), delta, steps - n1
+    )
+    return add_sums(run1, run2)

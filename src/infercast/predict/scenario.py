@@ -1,0 +1,181 @@
+"""``predict``: TTFT, TPOT, ITL, end-to-end latency, static-batch throughput and memory for one scenario."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infercast.cost.profile import CostProfile, profile_generation
+from infercast.cost.step import StepCostModel
+from infercast.errors import InfercastError, require_positive_int
+from infercast.memory import MemoryBudget, memory_budget, require_fit
+from infercast.predict.phases import decode_sums, prefill_sums
+from infercast.predict.report import PhaseReport, advice, phase_report
+from infercast.specs.deployment import Deployment
+from infercast.specs.engine import EngineSpec
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.model import ModelSpec
+
+_compiled: dict[tuple, StepCostModel] = {}
+
+
+def cost_model(dep: Deployment, profile: CostProfile | None = None) -> StepCostModel:
+    """A compiled :class:`StepCostModel`, cached per deployment, explicit profile and profile generation.
+
+    Cached models hold references to their specs, so the ids in the key cannot be reused while cached.
+    """
+    key = (id(dep.model), id(dep.hardware), dep.scheme.name, dep.kv_format.name, dep.tp, dep.ep, dep.engine.id,
+           id(profile), profile_generation())  # fmt: skip
+    hit = _compiled.get(key)
+    if hit is not None and hit.dep.model is dep.model and hit.dep.hardware is dep.hardware:
+        return hit
+    if len(_compiled) > 512:
+        _compiled.clear()
+    model = StepCostModel(dep, profile)
+    _compiled[key] = model
+    return model
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Result of :func:`predict`. Times in seconds; ``prefill``/``decode`` explain each phase."""
+
+    model: str
+    gpu: str
+    tp: int
+    ep: int
+    precision: str
+    kv_precision: str
+    engine: str
+    input_len: int
+    output_len: int
+    batch: int
+    ttft_s: float
+    tpot_s: float
+    itl_s: float
+    e2e_s: float
+    output_throughput_tok_s: float
+    total_throughput_tok_s: float
+    prefill: PhaseReport
+    decode: PhaseReport
+    memory: MemoryBudget
+    advice: list[str] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self, ops: bool = False) -> dict[str, object]:
+        """Plain dict (JSON-ready); ``ops=True`` adds per-operator tables to each phase."""
+        mem = self.memory
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "tp": self.tp,
+            "ep": self.ep,
+            "precision": self.precision,
+            "kv_precision": self.kv_precision,
+            "engine": self.engine,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "batch": self.batch,
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "itl_s": self.itl_s,
+            "e2e_s": self.e2e_s,
+            "output_throughput_tok_s": self.output_throughput_tok_s,
+            "total_throughput_tok_s": self.total_throughput_tok_s,
+            "prefill": self.prefill.to_dict(ops),
+            "decode": self.decode.to_dict(ops),
+            "memory": {
+                "weights_bytes": mem.weights_bytes,
+                "kv_cache_bytes": mem.kv_cache_bytes,
+                "activation_bytes": mem.activation_bytes,
+                "runtime_overhead_bytes": mem.runtime_overhead_bytes,
+                "total_bytes": mem.total_bytes,
+                "capacity_bytes": mem.capacity_bytes,
+                "kv_pool_bytes": mem.kv_pool_bytes,
+                "max_concurrency": mem.max_concurrency(self.input_len + self.output_len) if mem.weights_fit else 0,
+                "fits": mem.fits,
+                "per_gpu": True,
+            },
+            "advice": self.advice,
+            "provenance": self.provenance,
+        }
+
+    def __rich__(self):  # pragma: no cover - rendering exercised through the CLI tests
+        from infercast.predict.render import render_prediction
+
+        return render_prediction(self)
+
+
+def predict(
+    model: str | ModelSpec,
+    gpu: str | HardwareSpec,
+    *,
+    input_len: int,
+    output_len: int,
+    batch: int = 1,
+    tp: int = 1,
+    ep: int = 1,
+    precision: str | None = None,
+    kv_precision: str | None = None,
+    engine: str | EngineSpec = "vllm",
+    chunk_size: int | None = None,
+    profile: CostProfile | None = None,
+    strict: bool = True,
+) -> Prediction:
+    """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
+
+    TTFT is the prefill of the batch's prompts (chunked when ``chunk_size`` is given); TPOT the mean decode
+    step as the context grows from I+1 to I+O-1; ITL the same for a single stream; throughput that of a
+    static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
+    :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
+    """
+    dep = Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+    input_len = require_positive_int("input_len", input_len)
+    output_len = require_positive_int("output_len", output_len)
+    batch = require_positive_int("batch", batch)
+    if chunk_size is not None:
+        chunk_size = require_positive_int("chunk_size", chunk_size)
+    if input_len + output_len > dep.model.max_context:
+        raise InfercastError(
+            f"input_len + output_len = {input_len + output_len} exceeds the {dep.model.max_context}-token "
+            f"context of {dep.model.id}",
+            field="input_len",
+        )
+    mem = memory_budget(dep, context=input_len + output_len, concurrency=batch)
+    if strict:
+        require_fit(mem)
+    cm = cost_model(dep, profile)
+    pre = prefill_sums(cm, input_len, batch, chunk_size)
+    dec = decode_sums(cm, input_len, output_len, batch)
+    single = dec if batch == 1 else decode_sums(cm, input_len, output_len, 1)
+    pre_report = phase_report("prefill", pre, cm)
+    dec_report = phase_report("decode", dec, cm)
+    ttft = pre_report.time_s
+    steps = output_len - 1
+    tpot = dec_report.time_s / steps if steps else 0.0
+    itl = float(single.total_s[0]) / steps if steps else 0.0
+    e2e = ttft + dec_report.time_s
+    prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats"}
+    prov.update({f"param.{k}": v for k, v in sorted(cm.profile.provenance.items())})
+    return Prediction(
+        model=dep.model.id,
+        gpu=dep.hardware.id,
+        tp=dep.tp,
+        ep=dep.ep,
+        precision=dep.scheme.name,
+        kv_precision=dep.kv_format.name,
+        engine=dep.engine.id,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        itl_s=itl,
+        e2e_s=e2e,
+        output_throughput_tok_s=batch * output_len / e2e,
+        total_throughput_tok_s=batch * (input_len + output_len) / e2e,
+        prefill=pre_report,
+        decode=dec_report,
+        memory=mem,
+        advice=advice(pre_report, dec_report, cm, batch),
+        provenance=prov,
+    )

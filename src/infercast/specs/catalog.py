@@ -1,0 +1,94 @@
+"""Built-in model and hardware catalogs (YAML inside the package), loaded once."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from infercast.errors import InfercastError, unknown_choice
+from infercast.specs.hardware import HardwareSpec, load_hardware_file
+from infercast.specs.model import ModelSpec
+
+_DATA = "infercast.specs.data"
+
+
+def _load_yaml(name: str) -> list[dict]:
+    text = resources.files(_DATA).joinpath(name).read_text()
+    data = yaml.safe_load(text)
+    if not isinstance(data, list):
+        raise RuntimeError(f"catalog {name} must be a YAML list")
+    return data
+
+
+@cache
+def model_catalog() -> dict[str, ModelSpec]:
+    """All built-in models by id."""
+    return {m.id: m for m in (ModelSpec.model_validate(e) for e in _load_yaml("models.yaml"))}
+
+
+@cache
+def hardware_catalog() -> dict[str, HardwareSpec]:
+    """All built-in accelerators by id."""
+    return {h.id: h for h in (HardwareSpec.model_validate(e) for e in _load_yaml("hardware.yaml"))}
+
+
+_user_hardware: dict[str, HardwareSpec] = {}
+
+
+def register_hardware(spec: HardwareSpec) -> HardwareSpec:
+    """Add a user-defined accelerator so it can be used by id."""
+    _user_hardware[spec.id] = spec
+    return spec
+
+
+def load_hardware(path: str | Path) -> list[HardwareSpec]:
+    """Register every accelerator defined in a user YAML file; returns them."""
+    return [register_hardware(spec) for spec in load_hardware_file(path)]
+
+
+def get_model(ref: str | ModelSpec) -> ModelSpec:
+    """A model by catalog id, or from a HuggingFace ``config.json`` path (file or folder)."""
+    if isinstance(ref, ModelSpec):
+        return ref
+    ref = str(ref)
+    catalog = model_catalog()
+    key = ref.strip().lower()
+    if key in catalog:
+        return catalog[key]
+    path = Path(ref).expanduser()
+    looks_like_path = ref.endswith(".json") or "/" in ref or path.exists()
+    if looks_like_path:
+        from infercast.specs.hf_config import load_hf_config
+
+        return load_hf_config(path)
+    raise unknown_choice("model", ref, catalog)
+
+
+def get_hardware(ref: str | HardwareSpec) -> HardwareSpec:
+    """An accelerator by id (built-in or registered), or from a YAML file path holding exactly one."""
+    if isinstance(ref, HardwareSpec):
+        return ref
+    ref = str(ref)
+    key = ref.strip().lower()
+    if key in _user_hardware:
+        return _user_hardware[key]
+    catalog = hardware_catalog()
+    if key in catalog:
+        return catalog[key]
+    if ref.endswith((".yaml", ".yml")):
+        specs = load_hardware(ref)
+        if len(specs) != 1:
+            raise InfercastError(f"{ref} defines {len(specs)} accelerators; pass one id", field="gpu")
+        return specs[0]
+    raise unknown_choice("gpu", ref, list(catalog) + list(_user_hardware))
+
+
+def list_models() -> list[ModelSpec]:
+    return list(model_catalog().values())
+
+
+def list_hardware() -> list[HardwareSpec]:
+    return list(hardware_catalog().values()) + list(_user_hardware.values())

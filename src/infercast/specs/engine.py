@@ -1,0 +1,51 @@
+"""Serving-engine runtime settings (memory reservation, KV paging, scheduler limits) from engines.yaml."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from infercast.errors import unknown_choice
+
+
+class EngineSpec(BaseModel):
+    """How an engine reserves memory and sizes its batches (its documented defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    description: str
+    kv_fraction: float = Field(gt=0, le=1, description="gpu_memory_utilization / free_gpu_memory_fraction.")
+    kv_fraction_of: Literal["total", "free"] = Field(
+        description="'total': fraction of all memory minus reservations (vLLM, SGLang); "
+        "'free': fraction of what is free after weights and reservations (TensorRT-LLM)."
+    )
+    block_size: int = Field(ge=1, description="Tokens per KV block (page).")
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    chunked_prefill: bool
+    cuda_graphs: bool
+    cuda_context_bytes: float = Field(ge=0)
+    cuda_graph_bytes: float = Field(ge=0)
+    comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+@cache
+def engine_catalog() -> dict[str, EngineSpec]:
+    text = resources.files("infercast.specs.data").joinpath("engines.yaml").read_text()
+    return {e.id: e for e in (EngineSpec.model_validate(x) for x in yaml.safe_load(text))}
+
+
+def get_engine(ref: str | EngineSpec) -> EngineSpec:
+    if isinstance(ref, EngineSpec):
+        return ref
+    catalog = engine_catalog()
+    key = str(ref).strip().lower()
+    if key not in catalog:
+        raise unknown_choice("engine", str(ref), catalog)
+    return catalog[key]

@@ -1,0 +1,114 @@
+"""Accelerator specs: per-format dense peaks, HBM, caches, interconnect, power and price.
+
+All quantities are SI (bytes, bytes/s, FLOP/s); capacities say whether the marketing "GB" is really GiB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from infercast.errors import InfercastError
+
+PEAK_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+
+
+class MemorySpec(BaseModel):
+    """Device memory (HBM/GDDR)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    capacity_bytes: float = Field(gt=0, description="Physical capacity in bytes (SI).")
+    capacity_as_sold: str = Field(description='Capacity as marketed, e.g. "80 GB".')
+    capacity_note: str = ""
+    bandwidth_bytes_s: float = Field(gt=0, description="Datasheet peak bandwidth, bytes/s (SI).")
+    type: str = ""
+
+
+class LinkSpec(BaseModel):
+    """A data link: scale-up fabric (NVLink/Infinity Fabric) or host link (PCIe)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    bandwidth_bytes_s: float = Field(ge=0, description="Per GPU, per direction, bytes/s.")
+    note: str = ""
+
+
+class HardwareSpec(BaseModel):
+    """One accelerator. ``peak_flops`` holds dense (non-sparse) tensor rates per number format."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    vendor: str
+    architecture: str
+    form_factor: str = ""
+    memory: MemorySpec
+    peak_flops: dict[str, float]
+    l2_bytes: float = Field(ge=0)
+    sm_count: int = Field(ge=1, description="Streaming multiprocessors (NVIDIA) or compute units (AMD).")
+    interconnect: LinkSpec
+    host_link: LinkSpec
+    max_gpus_per_node: int = Field(default=8, ge=1, description="GPUs joined by the scale-up fabric.")
+    tdp_w: float = Field(gt=0)
+    price_per_hour_usd: float = Field(ge=0, description="Indicative on-demand cloud price per GPU-hour.")
+    price_source: str = ""
+    sources: dict[str, str] = Field(default_factory=dict, description="Citation per field (datasheet).")
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _known_keys(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, flops in value.items():
+            if key not in PEAK_KEYS:
+                raise ValueError(f"unknown peak key {key!r}; allowed: {', '.join(PEAK_KEYS)}")
+            if flops <= 0:
+                raise ValueError(f"peak_flops[{key}] must be > 0")
+        return value
+
+    def peak(self, key: str) -> float:
+        """Dense peak FLOP/s for a compute key, or a clear error naming the keys the chip has."""
+        if key not in self.peak_flops:
+            raise InfercastError(
+                f"{self.id} has no {key} rate; it has {', '.join(self.peak_flops)}",
+                field="precision",
+                allowed=list(self.peak_flops),
+            )
+        return self.peak_flops[key]
+
+    def ridge_point(self, key: str) -> float:
+        """Arithmetic intensity (FLOP/byte) where compute and HBM ceilings meet."""
+        return self.peak(key) / self.memory.bandwidth_bytes_s
+
+
+def load_hardware_file(path: str | Path) -> list[HardwareSpec]:
+    """Load user-defined hardware from a YAML file (a list of entries, or one mapping)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InfercastError(f"no such file: {path}", field="hardware file") from None
+    except yaml.YAMLError as exc:
+        raise InfercastError(f"{path} is not valid YAML: {exc}", field="hardware file") from None
+    entries = raw if isinstance(raw, list) else [raw]
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise InfercastError(f"{path}: each entry must be a mapping", field="hardware file")
+        try:
+            out.append(HardwareSpec.model_validate(entry))
+        except Exception as exc:  # pydantic ValidationError: report the first field
+            raise InfercastError(f"{path}: {_first_error(exc)}", field="hardware file") from None
+    return out
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        err = errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        return f"{loc}: {err.get('msg')}"
+    return str(exc).splitlines()[0]

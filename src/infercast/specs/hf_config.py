@@ -1,0 +1,187 @@
+"""Build a :class:`ModelSpec` from a HuggingFace ``config.json`` on disk (no network access).
+
+Families read: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2/v3, gemma, gemma2,
+gemma3(_text), gpt_oss, phi3. Other llama-like configs are read with the generic keys and say so in ``family``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from infercast.errors import InfercastError
+from infercast.specs.model import MLASpec, ModelSpec, MoESpec
+
+SUPPORTED_TYPES = (
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+    "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "phi3",
+)  # fmt: skip
+
+_QUANT_TO_PRECISION = {"fp8": "fp8", "mxfp4": "mxfp4-moe", "awq": "int4", "gptq": "int4", "compressed-tensors": "int8"}
+
+
+def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelSpec:
+    """Read ``config.json`` (or a folder holding one) into a ModelSpec, with one-line errors on bad input."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.exists():
+        raise InfercastError(f"no such file: {path}", field="model")
+    try:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InfercastError(f"{path} is not valid JSON ({exc})", field="model") from None
+    if not isinstance(raw, dict):
+        raise InfercastError(f"{path} must hold a JSON object", field="model")
+    name = model_id or (path.parent.name if path.name == "config.json" else path.stem)
+    return spec_from_hf_dict(raw, model_id=name.lower(), source=str(path))
+
+
+def _get(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., where: str = "config.json") -> Any:
+    for k in (key, *alts):
+        if k in cfg and cfg[k] is not None:
+            return cfg[k]
+    if default is ...:
+        raise InfercastError(f"{where} lacks required field {key!r}", field="model")
+    return default
+
+
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
+    value = _get(cfg, key, *alts, default=default)
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
+        raise InfercastError(f"config.json field {key!r} must be a non-negative integer, got {value!r}", field="model")
+    return int(value)
+
+
+def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelSpec:
+    """Map HF config keys onto ModelSpec fields (see module docstring for the families)."""
+    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    model_type = str(raw.get("model_type") or cfg.get("model_type") or "")
+    family = model_type if model_type in SUPPORTED_TYPES else f"{model_type or 'unknown'} (read as llama-like)"
+
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _int(cfg, "num_attention_heads", "n_head")
+    kv_heads = _int(cfg, "num_key_value_heads", default=heads)
+    head_dim = _int(cfg, "head_dim", default=hidden // heads if heads else 0)
+    vocab = _int(cfg, "vocab_size")
+    act = str(_get(cfg, "hidden_act", "hidden_activation", "activation_function", default="silu"))
+    tie_default = model_type.startswith("gemma")
+    fields: dict[str, Any] = dict(
+        id=model_id,
+        name=str(raw.get("_name_or_path") or model_id),
+        family=family,
+        source=source,
+        num_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=_int(cfg, "intermediate_size", "ffn_dim", default=0),
+        gated_ffn=True,
+        activation=act,
+        vocab_size=vocab,
+        tie_word_embeddings=bool(_get(raw, "tie_word_embeddings", default=tie_default)),
+        max_context=_int(cfg, "max_position_embeddings", "max_sequence_length", default=4096),
+        qkv_bias=bool(_get(cfg, "attention_bias", default=model_type == "qwen2" or model_type == "qwen2_moe")),
+        o_bias=bool(_get(cfg, "attention_bias", default=False)) and model_type not in ("qwen2", "qwen2_moe"),
+        mlp_bias=bool(_get(cfg, "mlp_bias", default=False)),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
+        norms_per_layer=4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2,
+        default_precision=_default_precision(raw),
+    )
+    fields.update(_sliding(cfg, model_type, layers))
+    if model_type == "gpt_oss":
+        fields["attention_sinks"] = True
+    moe = _moe(cfg, model_type, layers)
+    if moe is not None:
+        fields["moe"] = moe
+        if not fields["intermediate_size"]:
+            fields["intermediate_size"] = moe.expert_intermediate_size
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        mla = MLASpec(
+            q_lora_rank=_int(cfg, "q_lora_rank", default=None),
+            kv_lora_rank=_int(cfg, "kv_lora_rank"),
+            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
+            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
+            v_head_dim=_int(cfg, "v_head_dim"),
+        )
+        fields["mla"] = mla
+        fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        fields["num_kv_heads"] = heads
+    try:
+        return ModelSpec(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        raise InfercastError(
+            f"config.json gives an invalid architecture ({loc}: {err['msg']})", field="model"
+        ) from None
+
+
+def _default_precision(raw: dict[str, Any]) -> str:
+    quant = raw.get("quantization_config")
+    if isinstance(quant, dict):
+        method = str(quant.get("quant_method", "")).lower()
+        if method in _QUANT_TO_PRECISION:
+            return _QUANT_TO_PRECISION[method]
+    dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
+    return "fp16" if dtype in ("float16", "fp16") else "bf16"
+
+
+def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any]:
+    window = cfg.get("sliding_window")
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and window:
+        n = sum(1 for t in layer_types if "sliding" in str(t))
+        return {"sliding_window": int(window), "num_sliding_layers": n} if n else {}
+    if not window:
+        return {}
+    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        if not cfg.get("use_sliding_window", False):
+            return {}
+        # Qwen applies the window to layers at index >= max_window_layers.
+        n = max(layers - int(cfg.get("max_window_layers", layers)), 0)
+        return {"sliding_window": int(window), "num_sliding_layers": n} if n else {}
+    if model_type == "gemma2":
+        return {"sliding_window": int(window), "num_sliding_layers": layers // 2}
+    if model_type in ("gemma3", "gemma3_text"):
+        pattern = int(cfg.get("sliding_window_pattern", 6))
+        n = layers - layers // pattern
+        return {"sliding_window": int(window), "num_sliding_layers": n}
+    return {"sliding_window": int(window), "num_sliding_layers": layers}
+
+
+def _moe(cfg: dict[str, Any], model_type: str, layers: int) -> MoESpec | None:
+    experts = _int(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=0)
+    if not experts:
+        return None
+    k = _int(cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token")
+    width = _int(cfg, "moe_intermediate_size", default=0) or _int(cfg, "intermediate_size")
+    dense_layers = _int(cfg, "first_k_dense_replace", default=0)
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if mlp_only:
+        dense_layers = len(mlp_only)
+    shared = _int(cfg, "n_shared_experts", default=0)
+    shared_width = _int(cfg, "shared_expert_intermediate_size", default=0)
+    if shared_width and not shared:
+        shared = 1
+    try:
+        return MoESpec(
+            num_experts=experts,
+            experts_per_token=k,
+            expert_intermediate_size=width,
+            num_shared_experts=shared,
+            shared_expert_intermediate_size=shared_width,
+            num_dense_layers=dense_layers,
+            expert_bias=model_type == "gpt_oss",
+            router_bias=model_type == "gpt_oss",
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InfercastError(f"config.json gives an invalid MoE block ({err['msg']})", field="model") from None

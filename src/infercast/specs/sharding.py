@@ -1,0 +1,112 @@
+"""The linear layers of a model as one tensor-parallel rank holds them.
+
+One list serves both the memory budget (weight bytes per GPU) and the cost model (GEMM shapes per step),
+so the two can never disagree. Splits follow vLLM/TensorRT-LLM: column-parallel QKV/gate-up, row-parallel
+O/down, vocab-parallel embedding and LM head; K/V heads replicated when tp > n_kv; MLA's down-projections
+(q_a, kv_a) replicated; routers replicated; with expert parallelism the experts are split ``ep`` ways and
+each expert ``tp/ep`` ways.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from infercast.specs.model import ModelSpec
+
+WeightClass = Literal["dense", "expert", "embedding"]
+RowSource = Literal["tokens", "samples", "expert_tokens", "gather"]
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One weight matrix (or a set of per-expert matrices) on one rank."""
+
+    name: str
+    group: str
+    """Operator group for reports: attention, ffn, moe, embedding, lm_head."""
+    k: float
+    """Input features on this rank."""
+    n: float
+    """Output features on this rank."""
+    layers: int
+    """Number of decoder layers that have this matrix (1 for embedding / LM head)."""
+    weight_class: WeightClass
+    rows: RowSource
+    """What sets the GEMM's M: all new tokens, sampled tokens only, tokens routed to an expert, or a gather."""
+    experts: int = 1
+    """Matrices of this shape on the rank (local routed experts); 1 otherwise."""
+    replicated: bool = False
+
+    @property
+    def elements(self) -> float:
+        """Weight elements on this rank, all layers."""
+        return self.k * self.n * self.experts * self.layers
+
+
+def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1) -> list[Linear]:
+    """Every weight matrix one rank of a ``tp``-way (``ep``-way for experts) replica holds."""
+    h, nq, L = model.hidden_size, model.num_attention_heads, model.num_layers
+    mats_up = 2 if model.gated_ffn else 1
+    out: list[Linear] = [
+        Linear("embedding", "embedding", model.vocab_size / tp, h, 1, "embedding", "gather"),
+    ]
+    if model.mla:
+        m = model.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            out.append(Linear("q_a_proj", "attention", h, m.q_lora_rank, L, "dense", "tokens", replicated=True))
+            out.append(Linear("q_b_proj", "attention", m.q_lora_rank, nq / tp * qk, L, "dense", "tokens"))
+        else:
+            out.append(Linear("q_proj", "attention", h, nq / tp * qk, L, "dense", "tokens"))
+        out.append(
+            Linear(
+                "kv_a_proj", "attention", h, m.kv_lora_rank + m.qk_rope_head_dim, L, "dense", "tokens", replicated=True
+            )
+        )
+        out.append(
+            Linear(
+                "kv_b_proj",
+                "attention",
+                m.kv_lora_rank,
+                nq / tp * (m.qk_nope_head_dim + m.v_head_dim),
+                L,
+                "dense",
+                "tokens",
+            )
+        )
+        out.append(Linear("o_proj", "attention", nq / tp * m.v_head_dim, h, L, "dense", "tokens"))
+    else:
+        kv_heads = model.kv_heads_per_rank(tp)
+        qkv_n = (nq / tp + 2 * kv_heads) * model.head_dim
+        out.append(Linear("qkv_proj", "attention", h, qkv_n, L, "dense", "tokens"))
+        out.append(Linear("o_proj", "attention", nq / tp * model.head_dim, h, L, "dense", "tokens"))
+    dense_layers = model.num_dense_ffn_layers
+    if dense_layers:
+        inter = model.intermediate_size / tp
+        out.append(Linear("gate_up_proj", "ffn", h, mats_up * inter, dense_layers, "dense", "tokens"))
+        out.append(Linear("down_proj", "ffn", inter, h, dense_layers, "dense", "tokens"))
+    if model.moe:
+        moe, moe_layers = model.moe, model.num_moe_layers
+        out.append(Linear("router", "moe", h, moe.num_experts, moe_layers, "dense", "tokens", replicated=True))
+        width = moe.expert_intermediate_size / (tp // ep)
+        local = moe.num_experts // ep
+        out.append(
+            Linear("experts_gate_up", "moe", h, mats_up * width, moe_layers, "expert", "expert_tokens", experts=local)
+        )
+        out.append(Linear("experts_down", "moe", width, h, moe_layers, "expert", "expert_tokens", experts=local))
+        if moe.num_shared_experts:
+            shared = moe.num_shared_experts * moe.shared_size / tp
+            out.append(Linear("shared_gate_up", "moe", h, mats_up * shared, moe_layers, "dense", "tokens"))
+            out.append(Linear("shared_down", "moe", shared, h, moe_layers, "dense", "tokens"))
+    out.append(Linear("lm_head", "lm_head", h, model.vocab_size / tp, 1, "embedding", "samples"))
+    return out
+
+
+def norm_elements(model: ModelSpec) -> float:
+    """Norm weights (and qk-norms, sink logits): small and replicated on every rank."""
+    extra = model.num_layers * (2 * model.head_dim if model.qk_norm else 0)
+    extra += model.num_layers * (model.num_attention_heads if model.attention_sinks else 0)
+    if model.mla:
+        extra += model.num_layers * (model.mla.kv_lora_rank + (model.mla.q_lora_rank or 0))
+    return model.norm_params + extra

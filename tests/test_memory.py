@@ -1,0 +1,121 @@
+"""Memory budget: hand-checked numbers and properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infercast.errors import DoesNotFitError, InfercastError
+from infercast.memory import memory_budget, require_fit
+from infercast.specs.catalog import get_model
+
+
+def test_llama_70b_fp8_tp2_by_hand():
+    b = memory_budget("llama-3.1-70b", "h100-sxm", tp=2, precision="fp8", context=8192)
+    m = get_model("llama-3.1-70b")
+    linear = m.dense_linear_params  # fp8: 1 byte each, split over 2 GPUs
+    embed = 2 * m.vocab_size * m.hidden_size * 2  # untied embedding + LM head stay bf16
+    norms = m.norm_params * 2
+    assert b.weights_bytes == pytest.approx((linear + embed) / 2 + norms, rel=1e-9)
+    assert b.kv_bytes_per_token == 80 * 8 * 128 * 2 * 2 / 2
+    # vLLM policy: 0.9 x capacity - weights - activations - runtime, whole 16-token blocks
+    pool = 0.9 * 80 * 2**30 - b.weights_bytes - b.activation_bytes - b.runtime_overhead_bytes
+    assert b.num_blocks == int(pool // (16 * b.kv_bytes_per_token))
+    assert b.max_concurrency(8192) == b.num_blocks // 512
+    assert b.fits and b.kv_cache_bytes == 512 * 16 * b.kv_bytes_per_token
+
+
+def test_does_not_fit_says_why():
+    b = memory_budget("llama-3.1-70b", "h100-sxm", precision="bf16")
+    assert not b.fits and b.shortfall_bytes > 50e9
+    with pytest.raises(DoesNotFitError, match="raise --tp"):
+        require_fit(b)
+    ok = memory_budget("llama-3.1-8b", "h100-sxm", context=100_000, concurrency=100)
+    assert ok.weights_fit and not ok.fits
+    with pytest.raises(DoesNotFitError, match="at most"):
+        require_fit(ok)
+
+
+def test_trtllm_takes_fraction_of_free_memory():
+    v = memory_budget("llama-3.1-8b", "h100-sxm", engine="vllm")
+    t = memory_budget("llama-3.1-8b", "h100-sxm", engine="trtllm")
+    free = t.capacity_bytes - t.weights_bytes - t.activation_bytes - t.runtime_overhead_bytes
+    assert t.kv_pool_bytes == pytest.approx(0.9 * free, abs=t.block_bytes)
+    assert t.kv_pool_bytes > v.kv_pool_bytes
+
+
+def test_ideal_engine_uses_everything():
+    b = memory_budget("llama-3.1-8b", "h100-sxm", engine="ideal")
+    assert b.kv_pool_bytes == pytest.approx(b.capacity_bytes - b.weights_bytes, abs=b.block_bytes)
+
+
+def test_quantized_weights_include_scales():
+    bf16 = memory_budget("llama-3.1-8b", "h100-sxm", precision="bf16").weights_breakdown
+    int4 = memory_budget("llama-3.1-8b", "h100-sxm", precision="int4").weights_breakdown
+    assert int4["ffn"] == pytest.approx(bf16["ffn"] / 2 * (4 + 20 / 128) / 8, rel=1e-9)
+    assert int4["embedding"] == bf16["embedding"]  # embeddings stay 16-bit
+
+
+def test_mxfp4_moe_keeps_attention_bf16():
+    b = memory_budget("gpt-oss-120b", "h100-sxm")  # default precision: the release format
+    assert b.precision == "mxfp4-moe"
+    m = get_model("gpt-oss-120b")
+    assert b.weights_breakdown["moe"] == pytest.approx(
+        m.routed_expert_params * 4.25 / 8 + m.num_moe_layers * m.router_params_per_layer * 2, rel=1e-3
+    )
+    assert 60e9 < b.weights_bytes < 66e9  # ~61 GiB as released
+
+
+def test_bad_inputs():
+    for kwargs, field in (
+        ({"tp": 0}, "tp"),
+        ({"tp": 3}, "tp"),
+        ({"context": -1}, "context"),
+        ({"concurrency": 1.5}, "concurrency"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"precision": "fp8", "gpu": "a100-80gb"}, "precision"),
+        ({"engine": "tgi"}, "engine"),
+    ):
+        args = {"gpu": "h100-sxm"} | kwargs
+        with pytest.raises(InfercastError) as exc:
+            memory_budget("llama-3.1-8b", **args)
+        assert exc.value.field == field
+
+
+MODELS = st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "gemma-2-9b", "gpt-oss-20b", "mistral-7b"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=MODELS, ctx=st.integers(1, 200_000), extra=st.integers(1, 50_000), conc=st.integers(1, 512))
+def test_kv_need_monotone_in_context_and_concurrency(model, ctx, extra, conc):
+    a = memory_budget(model, "h200", context=ctx, concurrency=conc)
+    b = memory_budget(model, "h200", context=ctx + extra, concurrency=conc)
+    c = memory_budget(model, "h200", context=ctx, concurrency=conc + 1)
+    assert a.kv_cache_bytes <= b.kv_cache_bytes
+    assert a.kv_cache_bytes < c.kv_cache_bytes
+    assert a.max_concurrency(ctx) >= b.max_concurrency(ctx + extra)
+    assert a.max_context(conc) >= c.max_context(conc + 1)
+    if a.max_concurrency(ctx) >= conc:
+        assert a.fits
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(["llama-3.1-70b", "qwen2.5-72b", "qwen3-32b"]), tp=st.sampled_from([1, 2, 4, 8]))
+def test_tp_shards_divide_weights_and_kv(model, tp):
+    one = memory_budget(model, "b200", tp=1)
+    many = memory_budget(model, "b200", tp=tp)
+    body = one.weights_bytes - one.weights_breakdown["norms"]
+    assert many.weights_bytes - many.weights_breakdown["norms"] == pytest.approx(body / tp, rel=1e-9)
+    assert many.kv_bytes_per_token == pytest.approx(one.kv_bytes_per_token / tp)
+
+
+@settings(max_examples=30, deadline=None)
+@given(ctx=st.integers(1, 100_000))
+def test_max_context_is_consistent_with_blocks(ctx):
+    b = memory_budget("gemma-2-9b", "l40s", precision="int4")
+    conc = b.max_concurrency(ctx)
+    if conc >= 1:
+        assert b.blocks_per_sequence(ctx) * conc <= b.num_blocks
+        assert b.blocks_per_sequence(ctx) * (conc + 1) > b.num_blocks
+        assert b.max_context(conc) >= ctx
