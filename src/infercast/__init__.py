@@ -1,0 +1,61 @@
+"""infercast: predict, simulate and measure how large language models perform when served.
+
+Public API (imported lazily so ``import infercast`` stays fast)::
+
+    infercast.predict(model, gpu, input_len=..., output_len=..., ...)   -> Prediction
+    infercast.sweep(models=..., gpus=..., ...)                           -> pandas.DataFrame
+    infercast.simulate(...)                                             -> SimulationResult
+    infercast.memory_budget(model, gpu, ...)                            -> MemoryBudget
+    infercast.get_model / get_hardware / list_models / list_hardware    catalogs
+    infercast.Models, infercast.Hardware, infercast.ServingModel, infercast.show   (tutorial-style API)
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "predict": ("infercast.predict.scenario", "predict"),
+    "Prediction": ("infercast.predict.scenario", "Prediction"),
+    "sweep": ("infercast.predict.sweep", "sweep"),
+    "simulate": ("infercast.sim.api", "simulate"),
+    "SimulationResult": ("infercast.sim.api", "SimulationResult"),
+    "memory_budget": ("infercast.memory", "memory_budget"),
+    "MemoryBudget": ("infercast.memory", "MemoryBudget"),
+    "get_model": ("infercast.specs.catalog", "get_model"),
+    "get_hardware": ("infercast.specs.catalog", "get_hardware"),
+    "list_models": ("infercast.specs.catalog", "list_models"),
+    "list_hardware": ("infercast.specs.catalog", "list_hardware"),
+    "load_hardware": ("infercast.specs.catalog", "load_hardware"),
+    "ModelSpec": ("infercast.specs.model", "ModelSpec"),
+    "HardwareSpec": ("infercast.specs.hardware", "HardwareSpec"),
+    "Deployment": ("infercast.specs.deployment", "Deployment"),
+    "StepBatch": ("infercast.cost.batch", "StepBatch"),
+    "StepCostModel": ("infercast.cost.step", "StepCostModel"),
+    "InfercastError": ("infercast.errors", "InfercastError"),
+    "Models": ("infercast.tutorial_api", "Models"),
+    "Hardware": ("infercast.tutorial_api", "Hardware"),
+    "ServingModel": ("infercast.tutorial_api", "ServingModel"),
+}
+_MODULES = {"show": "infercast.show"}
+
+__all__ = sorted([*_EXPORTS, *_MODULES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module, attr = _EXPORTS[name]
+        value = getattr(import_module(module), attr)
+    elif name in _MODULES:
+        value = import_module(_MODULES[name])
+    else:
+        raise AttributeError(f"module 'infercast' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -17,6 +17,7 @@ from infercast.cost.batch import F, StepBatch
 from infercast.cost.step import StepCostModel
 
 _FIXED = ("one", "tokens", "sampled", "seqs", "prefill_seqs", "prefill_tokens", "decode_tokens")
+_FIXED_IDX = [F[name] for name in _FIXED]
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,10 @@ def _series(a0: np.ndarray, da: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.
 
 def sum_max_linear(a0: np.ndarray, da: np.ndarray, b0: np.ndarray, db: np.ndarray, n: np.ndarray) -> np.ndarray:
     """sum_{j=0}^{n-1} max(a0 + j·da, b0 + j·db), elementwise over broadcast arrays."""
+    a0, da, b0, db, n = np.broadcast_arrays(a0, da, b0, db, np.asarray(n, dtype=float))
     d0, dd = a0 - b0, da - db
     with np.errstate(divide="ignore", invalid="ignore"):
         cross = np.where(dd != 0, -d0 / np.where(dd != 0, dd, 1.0), 0.0)
-    n = np.broadcast_to(n, d0.shape).astype(float)
     zero = np.zeros_like(d0)
     # steps where line a is on top: [pa, qa); line b covers the rest of [0, n), one contiguous range
     pa = np.where(dd > 0, np.clip(np.ceil(cross), 0, n), zero)
@@ -68,23 +69,24 @@ def sum_max_linear(a0: np.ndarray, da: np.ndarray, b0: np.ndarray, db: np.ndarra
 
 
 def sum_steps(model: StepCostModel, first: StepBatch, delta: np.ndarray, n: np.ndarray | float) -> RangeSums:
-    """Totals over steps ``first + j·delta`` for j = 0..n-1, per column.
+    """Per-operator totals over steps ``first + j·delta`` for j = 0..n-1, per column.
 
     ``delta`` (shape of ``first.x``) may change only context-like features (attention pairs and KV reads);
     token counts must stay fixed so that GEMM shapes and efficiencies are constant over the run.
     """
     delta = np.asarray(delta, dtype=float)
-    for name in _FIXED:
-        if np.any(delta[F[name]] != 0):
-            raise ValueError(f"sum_steps: feature {name!r} must not change across the run")
-    n = np.asarray(n, dtype=float)
-    cols0 = model.columns(first)
-    cols1 = model.columns(StepBatch(first.x + delta))
-    f0, b0, c0, m0, o0, e0 = model._evaluate(cols0, fast=True)
-    f1, b1, c1, m1, _, _ = model._evaluate(cols1, fast=True)
-    nn = np.broadcast_to(n, e0.shape)
+    if delta[_FIXED_IDX].any():
+        raise ValueError(f"sum_steps: features {_FIXED} must not change across the run")
+    f0, b0, c0, m0, o0, e0 = model._evaluate(model.columns(first), fast=True)
+    nn = np.broadcast_to(np.asarray(n, dtype=float), e0.shape)
+    time = nn * (np.maximum(c0, m0) + o0)
+    if not delta.any():
+        return RangeSums(nn * f0, nn * b0, nn * c0, nn * m0, nn * o0, time, nn * e0, nn)
+    f1, b1, c1, m1, _, _ = model._evaluate(model.columns(StepBatch(first.x + delta)), fast=True)
+    varies = ((c1 != c0) | (m1 != m0)).any(axis=1)
+    time[varies] = sum_max_linear(c0[varies], c1[varies] - c0[varies], m0[varies], m1[varies] - m0[varies], nn)
+    time[varies] += nn * o0[varies]
     tri = nn * (nn - 1) / 2
-    time = sum_max_linear(c0, c1 - c0, m0, m1 - m0, nn) + nn * o0
     return RangeSums(
         flops=nn * f0 + tri * (f1 - f0),
         bytes=nn * b0 + tri * (b1 - b0),
@@ -104,3 +106,49 @@ def add_sums(a: RangeSums, b: RangeSums) -> RangeSums:
         engine_overhead_s=a.engine_overhead_s + b.engine_overhead_s,
         steps=a.steps + b.steps,
     )
+
+
+@dataclass(frozen=True)
+class LinearRun:
+    """Step costs of a run whose work grows linearly, split into a part fixed per step and the operators
+    whose compute/memory lines change (shape (n_varying, N)): the total over n steps is ``total(n)``."""
+
+    fixed: np.ndarray
+    c0: np.ndarray
+    dc: np.ndarray
+    m0: np.ndarray
+    dm: np.ndarray
+
+    def total(self, n: np.ndarray | float) -> np.ndarray:
+        """Wall time of n steps (n broadcasts against the columns, e.g. shape (N, k) with fixed of shape (N, 1))."""
+        n = np.asarray(n, dtype=float)
+        out = n * self.fixed
+        for i in range(self.c0.shape[0]):
+            out = out + sum_max_linear(self.c0[i], self.dc[i], self.m0[i], self.dm[i], n)
+        return out
+
+
+def linear_run(model: StepCostModel, first: StepBatch, delta: np.ndarray) -> LinearRun:
+    """Decompose the run starting at ``first`` and growing by ``delta`` per step (see :class:`LinearRun`).
+
+    Operators whose work does not change contribute n · t(first); only those that do (attention, as the
+    context grows) need the two-line closed form.
+    """
+    delta = np.asarray(delta, dtype=float)
+    _, _, c0, m0, o0, e0 = model._evaluate(model.columns(first), fast=True)
+    const = (np.maximum(c0, m0) + o0).sum(axis=0) + e0
+    pattern = (np.abs(delta).reshape(delta.shape[0], -1).max(axis=1) > 0).astype(float)
+    empty = np.zeros((0, const.size))
+    if not pattern.any():
+        return LinearRun(const, empty, empty, empty, empty)
+    touched = np.abs(model.coef[: 2 * model.n_ops, : pattern.size]) @ pattern
+    varies = (touched[: model.n_ops] + touched[model.n_ops :]) > 0
+    _, _, c1, m1, _, _ = model._evaluate(model.columns(StepBatch(first.x + delta)), fast=True)
+    c0v, m0v = c0[varies], m0[varies]
+    fixed = const - np.maximum(c0v, m0v).sum(axis=0)
+    return LinearRun(fixed, c0v, c1[varies] - c0v, m0v, m1[varies] - m0v)
+
+
+def total_steps_time(model: StepCostModel, first: StepBatch, delta: np.ndarray, n: np.ndarray | float) -> np.ndarray:
+    """Wall time (s) of ``sum_steps`` without the per-operator detail (the fast path of sweeps)."""
+    return linear_run(model, first, delta).total(n)

@@ -89,13 +89,15 @@ class StepCostModel:
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
             else:
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.hbm_efficiency)
-        self.inv_peak = inv_peak[:, None]
-        self.eff_max = eff_max[:, None]
+        self.inv_peak_eff = (inv_peak / eff_max)[:, None]
         self.m_half = m_half[:, None]
         self.inv_bw = inv_bw[:, None]
         self.kernels = np.array([r.kernels for r in rows])[:, None]
         self.latency = (np.array([r.hops for r in rows]) * p.allreduce_latency_s)[:, None]
         self.active = np.array([r.active for r in rows])
+        self.is_comm = np.array([k == "comm" for k in self.kinds])
+        self.group_names = list(dict.fromkeys(self.groups))
+        self.group_index = np.array([self.group_names.index(g) for g in self.groups])
         self.log1m_k_over_e = np.log1p(-self.table.moe_k_over_e) if self.table.moe_k_over_e else 0.0
 
     # ----- features --------------------------------------------------------------------------------------
@@ -117,19 +119,18 @@ class StepCostModel:
             prod = self.coef @ cols
         else:  # einsum gives each column bit-identical results whatever N is (the simulator relies on it)
             prod = np.einsum("of,fn->on", self.coef, cols, optimize=False)
-        flops, nbytes, rows = prod[:n], prod[n : 2 * n], prod[2 * n :]
-        eff = self.eff_max * rows / (rows + self.m_half)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            compute = np.where(flops > 0, flops * self.inv_peak / eff, 0.0)
+        flops, nbytes = prod[:n], prod[n : 2 * n]
+        rows = np.maximum(prod[2 * n :], 1e-30)  # ops with no rows have no FLOPs either
+        compute = flops * self.inv_peak_eff * (rows + self.m_half) / rows
         memory = nbytes * self.inv_bw
         tokens = cols[F["tokens"]]
-        graph = tokens <= self.profile.graph_max_tokens
-        per_kernel = np.where(graph, self.profile.kernel_overhead_graph_s, self.profile.kernel_overhead_eager_s)
-        on = cols[self.active] > 0
-        overhead = on * (self.kernels * per_kernel + self.latency)
-        engine = np.where(
-            tokens > 0, self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]], 0.0
+        per_kernel = np.where(
+            tokens <= self.profile.graph_max_tokens,
+            self.profile.kernel_overhead_graph_s,
+            self.profile.kernel_overhead_eager_s,
         )
+        overhead = (cols[self.active] > 0) * (self.kernels * per_kernel + self.latency)
+        engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]])
         return flops, nbytes, compute, memory, overhead, engine
 
     # ----- public API --------------------------------------------------------------------------------------

@@ -58,7 +58,6 @@ class PhaseReport:
 def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int = 0) -> PhaseReport:
     """Summarise one column of a run of steps into a :class:`PhaseReport`."""
     dep = model.dep
-    tp = dep.tp
     flops = sums.flops[:, column]
     nbytes = sums.bytes[:, column]
     compute = sums.compute_s[:, column]
@@ -66,55 +65,45 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
     overhead = sums.overhead_s[:, column]
     times = sums.time_s[:, column]
     engine = float(sums.engine_overhead_s[column])
-    total = float(times.sum() + engine)
-    # Time of each op goes to the ceiling that binds it; launch/latency and engine time to "overhead".
+    total = float(times.sum()) + engine
+    # Each op's roofline time goes to the ceiling that binds it; launch/latency and engine time to "overhead".
     roof = np.maximum(compute, memory)
-    by_ceiling = dict.fromkeys(CEILINGS, 0.0)
-    op_rows = []
-    for i, op_name in enumerate(model.names):
-        if model.kinds[i] == "comm":
-            ceiling = "interconnect"
-        else:
-            ceiling = "compute" if compute[i] >= memory[i] else "memory"
-        by_ceiling[ceiling] += float(roof[i])
-        by_ceiling["overhead"] += float(overhead[i])
-        bound = ceiling if roof[i] >= overhead[i] else "overhead"
-        op_rows.append(
-            OpRow(
-                name=op_name,
-                group=model.groups[i],
-                flops=float(flops[i]),
-                bytes=float(nbytes[i]),
-                arithmetic_intensity=float(flops[i] / nbytes[i]) if nbytes[i] else 0.0,
-                time_s=float(times[i]),
-                share=float(times[i] / total) if total else 0.0,
-                bound=bound,
-            )
-        )
-    by_ceiling["overhead"] += engine
-    by_group: dict[str, float] = {}
-    for i, group in enumerate(model.groups):
-        by_group[group] = by_group.get(group, 0.0) + float(times[i])
+    ceiling = np.where(model.is_comm, 2, np.where(compute >= memory, 0, 1))
+    by_ceiling = dict(zip(CEILINGS, np.bincount(ceiling, weights=roof, minlength=4).tolist(), strict=True))
+    by_ceiling["overhead"] = float(overhead.sum()) + engine
+    bound_idx = np.where(roof >= overhead, ceiling, 3)
+    group_idx = model.group_index
+    by_group_arr = np.bincount(group_idx, weights=times, minlength=len(model.group_names)).tolist()
+    by_group = dict(zip(model.group_names, by_group_arr, strict=True))
     by_group["engine overhead"] = engine
-    share_c = {k: (v / total if total else 0.0) for k, v in by_ceiling.items()}
-    share_g = {k: (v / total if total else 0.0) for k, v in sorted(by_group.items(), key=lambda kv: -kv[1])}
+    scale = 1.0 / total if total else 0.0
+    share_c = {k: v * scale for k, v in by_ceiling.items()}
+    share_g = {k: v * scale for k, v in sorted(by_group.items(), key=lambda kv: -kv[1])}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(nbytes > 0, flops / nbytes, 0.0)
+    op_rows = [
+        OpRow(name, group, f, b, ai, t, t * scale, CEILINGS[c])
+        for name, group, f, b, ai, t, c in zip(
+            model.names, model.groups, flops.tolist(), nbytes.tolist(), intensity.tolist(), times.tolist(),
+            bound_idx.tolist(), strict=True,
+        )
+    ]  # fmt: skip
     flops_gpu, bytes_gpu = float(flops.sum()), float(nbytes.sum())
-    bound = max(share_c, key=share_c.get) if total else "none"
     return PhaseReport(
         name=name,
         time_s=total,
         steps=float(sums.steps[column]),
-        flops=flops_gpu * tp,
-        bytes=bytes_gpu * tp,
+        flops=flops_gpu * dep.tp,
+        bytes=bytes_gpu * dep.tp,
         flops_per_gpu=flops_gpu,
         bytes_per_gpu=bytes_gpu,
         arithmetic_intensity=flops_gpu / bytes_gpu if bytes_gpu else 0.0,
         ridge_point=dep.hardware.ridge_point(dep.compute_key),
-        bound=bound,
+        bound=max(share_c, key=share_c.get) if total else "none",
         time_share_by_ceiling=share_c,
         time_share_by_group=share_g,
-        achieved_tflops_per_gpu=flops_gpu / total / 1e12 if total else 0.0,
-        achieved_bandwidth_tb_s_per_gpu=bytes_gpu / total / 1e12 if total else 0.0,
+        achieved_tflops_per_gpu=flops_gpu * scale / 1e12,
+        achieved_bandwidth_tb_s_per_gpu=bytes_gpu * scale / 1e12,
         ops=op_rows,
     )
 

@@ -1,0 +1,160 @@
+"""``sweep``: the cartesian product of scenarios, evaluated with NumPy arrays.
+
+Categorical choices (model, GPU, precision, TP/EP, engine) form groups; within a group every numeric
+combination (batch x input x output) is one column of a feature matrix, and TTFT, TPOT, E2E and
+throughput for all of them come from a handful of vectorised evaluations — no Python loop per
+configuration. Invalid groups (a precision the chip cannot run, a TP that does not divide the heads) are
+skipped and listed in ``DataFrame.attrs["skipped"]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from infercast.cost.batch import NUM_FEATURES, F, StepBatch
+from infercast.cost.series import LinearRun, linear_run
+from infercast.cost.step import StepCostModel
+from infercast.errors import InfercastError
+from infercast.memory import memory_budget
+from infercast.predict.scenario import cost_model
+from infercast.specs.deployment import Deployment
+
+CHUNK = 1 << 16  # columns per evaluation: keeps temporaries in cache-friendly sizes
+
+
+def _as_list(value: object) -> list:
+    if value is None:
+        return [None]
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def static_batch_grid(
+    model: StepCostModel, batches: np.ndarray, input_lens: np.ndarray, output_lens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """TTFT of shape (nB, nI) and total decode time of shape (nB, nI, nO) for every static batch.
+
+    Prefill depends only on (B, I) and a decode step's fixed part only on B, so the grid is evaluated
+    on the (B, I) pairs and broadcast over output lengths; the context-dependent attention terms are
+    summed over each output length in closed form.
+    """
+    window = model.dep.model.sliding_window
+    bb, ii = (g.ravel() for g in np.meshgrid(batches, input_lens, indexing="ij"))
+    zero = np.zeros((NUM_FEATURES, 1))
+    ttft = linear_run(model, StepBatch.uniform(prefill_seqs=bb, chunk=ii, window=window), zero).total(1.0)
+    steps = np.maximum(output_lens - 1, 0)[None, :]  # (1, nO)
+    delta = np.zeros((NUM_FEATURES, bb.size))
+    delta[F["decode_kv"]] = bb
+    if not window:
+        delta[F["decode_kv_win"]] = bb
+        run = linear_run(model, StepBatch.uniform(decode_seqs=bb, context=ii + 1), delta)
+        decode = _broadcast_total(run, steps)
+    else:
+        inside = delta.copy()
+        inside[F["decode_kv_win"]] = bb
+        run1 = linear_run(model, StepBatch.uniform(decode_seqs=bb, context=ii + 1, window=window), inside)
+        start2 = np.maximum(ii, window) + 1  # where the second run starts does not depend on O
+        run2 = linear_run(model, StepBatch.uniform(decode_seqs=bb, context=start2, window=window), delta)
+        n1 = np.clip(window - ii[:, None], 0, steps)
+        decode = _broadcast_total(run1, n1) + _broadcast_total(run2, steps - n1)
+    shape = (batches.size, input_lens.size)
+    return ttft.reshape(shape), decode.reshape(shape + (output_lens.size,))
+
+
+def _broadcast_total(run: LinearRun, n: np.ndarray) -> np.ndarray:
+    cols = LinearRun(run.fixed[:, None], run.c0[:, :, None], run.dc[:, :, None], run.m0[:, :, None], run.dm[:, :, None])
+    return cols.total(n)
+
+
+def sweep(
+    models: str | Sequence[str] = "llama-3.1-8b",
+    gpus: str | Sequence[str] = "h100-sxm",
+    precisions: str | Sequence[str | None] | None = None,
+    batches: int | Sequence[int] = 1,
+    input_lens: int | Sequence[int] = 2048,
+    output_lens: int | Sequence[int] = 256,
+    tps: int | Sequence[int] = 1,
+    eps: int | Sequence[int] = 1,
+    engines: str | Sequence[str] = "vllm",
+    kv_precisions: str | Sequence[str | None] | None = None,
+) -> pd.DataFrame:
+    """Evaluate every combination; one DataFrame row per configuration (times in seconds, static batches)."""
+    num = [np.unique(np.asarray(_as_list(v), dtype=float)) for v in (batches, input_lens, output_lens)]
+    for name, arr in zip(("batches", "input_lens", "output_lens"), num, strict=True):
+        if arr.size == 0 or (arr < 1).any() or (arr != np.round(arr)).any():
+            raise InfercastError("must be integers >= 1", field=name)
+    frames, skipped = [], []
+    groups = itertools.product(*(_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines)))
+    for model_id, gpu, prec, kvp, tp, ep, engine in groups:
+        try:
+            dep = Deployment.resolve(model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine)
+        except InfercastError as exc:
+            skipped.append({"model": model_id, "gpu": gpu, "precision": prec, "tp": tp, "ep": ep, "reason": str(exc)})
+            continue
+        frames.append(_evaluate_group(dep, *num))
+    if not frames:
+        raise InfercastError(f"no valid configuration: {skipped[0]['reason'] if skipped else 'empty sweep'}")
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df.attrs["skipped"] = skipped
+    return df
+
+
+def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, outputs: np.ndarray) -> pd.DataFrame:
+    model = cost_model(dep)
+    ttft_g, decode_g = static_batch_grid(model, batches, inputs, outputs)
+    bat, inp, out = (g.ravel() for g in np.meshgrid(batches, inputs, outputs, indexing="ij"))
+    ttft = np.broadcast_to(ttft_g[:, :, None], decode_g.shape).ravel()
+    decode = decode_g.ravel()
+    e2e = ttft + decode
+    steps = np.maximum(out - 1, 0)
+    tpot = decode / np.maximum(steps, 1)
+    out_tput = bat * out / e2e
+    mem = memory_budget(dep)
+    kv_need = _kv_bytes(dep, inp + out, mem.block_size) * bat
+    n = bat.size
+
+    def const(value: object) -> pd.Categorical:
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[value])
+
+    return pd.DataFrame(
+        {
+            "model": const(dep.model.id),
+            "gpu": const(dep.hardware.id),
+            "precision": const(dep.scheme.name),
+            "kv_precision": const(dep.kv_format.name),
+            "tp": np.full(n, dep.tp, dtype=np.int16),
+            "ep": np.full(n, dep.ep, dtype=np.int16),
+            "engine": const(dep.engine.id),
+            "batch": bat.astype(np.int64),
+            "input_len": inp.astype(np.int64),
+            "output_len": out.astype(np.int64),
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+            "output_throughput_tok_s": out_tput,
+            "total_throughput_tok_s": bat * (inp + out) / e2e,
+            "weights_bytes": np.full(n, mem.weights_bytes),
+            "kv_cache_bytes": kv_need,
+            "within_context": (inp + out) <= dep.model.max_context,
+            "fits": mem.weights_fit & (kv_need <= max(mem.kv_pool_bytes, 0.0)),
+            "cost_per_mtok_usd": dep.tp * dep.hardware.price_per_hour_usd / 3600 / out_tput * 1e6,
+        },
+        copy=False,
+    )
+
+
+def _kv_bytes(dep: Deployment, context: np.ndarray, block: int) -> np.ndarray:
+    """KV bytes per sequence on one GPU, rounded up to whole blocks, sliding layers capped at the window."""
+    m = dep.model
+    per_tok = m.kv_bytes_per_token(dep.kv_format.bytes_per_element, dep.tp)
+    full = np.ceil(context / block) * block
+    if not m.sliding_window:
+        return full * per_tok
+    frac = m.num_sliding_layers / m.num_layers
+    win = np.ceil(np.minimum(context, m.sliding_window) / block) * block
+    return (full * (1 - frac) + win * frac) * per_tok
