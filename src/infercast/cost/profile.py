@@ -1,8 +1,10 @@
 """Efficiency and overhead parameters of the step cost model, with where each value came from.
 
-Values resolve in three layers: the ``ideal`` engine (pure roofline, all efficiencies 1, no overheads);
-architecture/engine priors (``profiles/defaults.yaml``); fitted values per GPU (``profiles/<gpu>.yaml``,
-written by the calibration fit). ``provenance`` records, per parameter, ``fitted: ...`` or ``prior: ...``.
+Values resolve in layers: the ``ideal`` engine (pure roofline, all efficiencies 1, no overheads) stands
+alone; otherwise architecture/engine priors (``profiles/defaults.yaml``), then fitted engine parameters
+shared by all GPUs (``profiles/engines.yaml``), then fitted values per GPU (``profiles/<gpu>.yaml``; its
+optional ``engines`` section overrides engine parameters for that GPU only). Both files are written by
+the calibration fit. ``provenance`` records, per parameter, ``fitted: ...`` or ``prior: ...``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ ENGINE_PARAMS = (
     "step_overhead_s",
     "seq_overhead_s",
     "graph_max_tokens",
+    "request_overhead_s",
+    "decode_attn_group_reads",
 )
 
 
@@ -51,6 +55,10 @@ class CostProfile:
     step_overhead_s: float
     seq_overhead_s: float
     graph_max_tokens: float
+    request_overhead_s: float = 0.0
+    """Per-request latency outside the engine loop (API server, tokenisation), added to TTFT."""
+    decode_attn_group_reads: float = 0.0
+    """0: decode attention reads each KV head once (GQA-aware kernels); 1: once per query head."""
     provenance: dict[str, str] = field(default_factory=dict)
 
     def gemm_params(self, key: str) -> tuple[float, float]:
@@ -134,8 +142,8 @@ def load_profile_file(path: str | Path) -> dict[str, Any]:
 
 
 @cache
-def load_profile(hardware_id: str, architecture: str, engine: str) -> CostProfile:
-    """Resolve the parameters for one GPU and engine (see module docstring)."""
+def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool = True) -> CostProfile:
+    """Resolve the parameters for one GPU and engine (see module docstring); ``fitted=False``: priors only."""
     if engine == "ideal":
         keys = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
         return CostProfile(
@@ -153,6 +161,8 @@ def load_profile(hardware_id: str, architecture: str, engine: str) -> CostProfil
             step_overhead_s=0.0,
             seq_overhead_s=0.0,
             graph_max_tokens=float("inf"),
+            request_overhead_s=0.0,
+            decode_attn_group_reads=0.0,
             provenance={"*": "ideal: datasheet peaks, no overheads"},
         )
     defaults = _defaults()
@@ -169,7 +179,7 @@ def load_profile(hardware_id: str, architecture: str, engine: str) -> CostProfil
     arch_src = f"prior ({architecture}): {arch.get('source', '')}".strip()
     eng_src = f"prior ({engine}): {eng.get('source', '')}".strip()
     values: dict[str, Any] = {k: arch[k] for k in KERNEL_PARAMS}
-    values.update({k: eng[k] for k in ENGINE_PARAMS})
+    values.update({k: eng.get(k, 0.0) for k in ENGINE_PARAMS})
     for k in KERNEL_PARAMS:
         prov[k] = arch_src
     for k in ENGINE_PARAMS:
@@ -187,13 +197,17 @@ def load_profile(hardware_id: str, architecture: str, engine: str) -> CostProfil
         provenance=prov,
         **{k: float(v) for k, v in values.items()},
     )
-    fitted = _overrides.get(hardware_id) or _read_yaml(f"{hardware_id}.yaml")
-    if fitted:
-        src = f"fitted: {fitted.get('fitted_from', 'calibration')}"
-        kernel_vals = _flatten(fitted.get("kernels", {}))
+    shared = _read_yaml("engines.yaml") if fitted else None
+    if shared and engine in shared.get("engines", {}):
+        src = f"fitted (engine, all GPUs): {shared.get('fitted_from', 'calibration')}"
+        profile = profile.with_values(_flatten(shared["engines"][engine]), src)
+    data = (_overrides.get(hardware_id) or _read_yaml(f"{hardware_id}.yaml")) if fitted else None
+    if data:
+        src = f"fitted: {data.get('fitted_from', 'calibration')}"
+        kernel_vals = _flatten(data.get("kernels", {}))
         if kernel_vals:
             profile = profile.with_values(kernel_vals, src)
-        engine_vals = _flatten(fitted.get("engines", {}).get(engine, {}))
+        engine_vals = _flatten(data.get("engines", {}).get(engine, {}))
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
     return profile

@@ -48,6 +48,22 @@ class OpBreakdown:
         return np.where(self.overhead_s > np.maximum(self.compute_s, self.memory_s), 3, roof)
 
 
+_tables: dict[int, tuple[Deployment, OpTable]] = {}
+
+
+def _op_table(dep: Deployment) -> OpTable:
+    """Operator tables depend only on the deployment: build each once (the cache holds the deployment, so
+    its id cannot be reused while cached)."""
+    hit = _tables.get(id(dep))
+    if hit is not None and hit[0] is dep:
+        return hit[1]
+    if len(_tables) > 1024:
+        _tables.clear()
+    table = build_op_table(dep)
+    _tables[id(dep)] = (dep, table)
+    return table
+
+
 class StepCostModel:
     """Compiled cost model of one deployment (model x GPU x formats x TP/EP x engine)."""
 
@@ -55,7 +71,7 @@ class StepCostModel:
         self.dep = dep
         hw = dep.hardware
         self.profile = profile or load_profile(hw.id, hw.architecture, dep.engine.id)
-        self.table: OpTable = build_op_table(dep)
+        self.table: OpTable = _op_table(dep)
         rows = self.table.rows
         n = len(rows)
         self.n_ops = n
@@ -65,6 +81,13 @@ class StepCostModel:
         # One stacked coefficient matrix: FLOPs, bytes, GEMM rows.
         self.coef = np.vstack([np.array([getattr(r, a) for r in rows]) for a in ("flops", "bytes", "rows")])
         p = self.profile
+        if p.decode_attn_group_reads and not dep.model.mla and "attention_decode" in self.names:
+            # kernels that read K/V once per query head re-read each KV head (group size - 1) more times
+            group = dep.model.num_attention_heads / dep.model.num_kv_heads
+            i = self.names.index("attention_decode")
+            scale = 1.0 + (group - 1.0) * p.decode_attn_group_reads
+            for feat in ("decode_kv", "decode_kv_win"):
+                self.coef[n + i, F[feat]] *= scale
         vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / 16)
         inv_peak, eff_max, m_half, inv_bw = (np.zeros(n) for _ in range(4))
         for i, r in enumerate(rows):

@@ -19,7 +19,11 @@ gemm                   one GEMM of ``m`` x ``k`` @ ``k`` x ``n`` in ``precision`
 op                     one named layer operator (``op``) for ``batch`` tokens   s
 hbm_copy               device-to-device copy of ``bytes`` (read + write)        s
 launch_overhead        one empty kernel launch                                  s
+serving_ttft           mean TTFT of ``batch`` requests sent at once (serving)   s
+serving_tpot           median TPOT of ``batch`` requests sent at once           s
 =====================  ======================================================  ===========
+
+Serving kinds include queueing and scheduling, so they are predicted by the simulator.
 
 ``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
 that row use the same truncated model.
@@ -44,6 +48,8 @@ KINDS = (
     "op",
     "hbm_copy",
     "launch_overhead",
+    "serving_ttft",
+    "serving_tpot",
 )
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "tok/s": 1.0}
 

@@ -50,6 +50,7 @@ class Prediction:
     output_len: int
     batch: int
     ttft_s: float
+    """Request overhead (API server, tokenisation) + prefill steps."""
     tpot_s: float
     itl_s: float
     e2e_s: float
@@ -76,6 +77,7 @@ class Prediction:
             "output_len": self.output_len,
             "batch": self.batch,
             "ttft_s": self.ttft_s,
+            "request_overhead_s": self.ttft_s - self.prefill.time_s,
             "tpot_s": self.tpot_s,
             "itl_s": self.itl_s,
             "e2e_s": self.e2e_s,
@@ -149,7 +151,7 @@ def predict(
     single = dec if batch == 1 else decode_sums(cm, input_len, output_len, 1)
     pre_report = phase_report("prefill", pre, cm)
     dec_report = phase_report("decode", dec, cm)
-    ttft = pre_report.time_s
+    ttft = pre_report.time_s + cm.profile.request_overhead_s
     steps = output_len - 1
     tpot = dec_report.time_s / steps if steps else 0.0
     itl = float(single.total_s[0]) / steps if steps else 0.0

@@ -1,0 +1,261 @@
+"""Fit the cost model's efficiency and overhead parameters to measurements.
+
+Least squares on log error (``log(predicted / measured)`` per record), bounded, in log-parameter space,
+with a weak pull towards the priors so that parameters the data do not constrain stay at their prior (and
+are reported as such). Deterministic: no random starts, so the same data give the same profile.
+
+Kernel-level parameters belong to one GPU (``h100-sxm/hbm_efficiency``, ``h100-sxm/gemm_eff_max.bf16``);
+engine-level ones (CPU overheads, launch costs, attention-kernel behaviour) are shared by every GPU the
+engine runs on (``vllm:step_overhead_s``), so one fit over several GPUs pools what they have in common.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.optimize import least_squares
+
+from infercast.cost.profile import ENGINE_PARAMS, KERNEL_PARAMS, CostProfile, load_profile
+from infercast.errors import InfercastError
+from infercast.measure.predictors import PREDICTABLE, deployment_of, predict_record
+from infercast.measure.records import Record
+from infercast.specs.catalog import get_hardware
+
+BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_eff_max": (0.05, 1.0),
+    "gemm_m_half": (0.5, 8192.0),
+    "hbm_efficiency": (0.3, 1.0),
+    "attn_prefill_efficiency": (0.05, 1.0),
+    "attn_decode_efficiency": (0.1, 1.0),
+    "link_efficiency": (0.1, 1.0),
+    "allreduce_latency_s": (1e-7, 2e-4),
+    "kernel_overhead_graph_s": (1e-8, 5e-5),
+    "kernel_overhead_eager_s": (1e-7, 1e-4),
+    "step_overhead_s": (1e-6, 0.05),
+    "seq_overhead_s": (1e-9, 1e-3),
+    "request_overhead_s": (1e-6, 0.5),
+    "decode_attn_group_reads": (1e-4, 1.0),
+}
+NOT_FITTED = ("graph_max_tokens",)
+PRIOR_WEIGHT = 0.1
+"""Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
+SENSITIVITY = 2e-3
+"""A parameter is fitted only if an e-fold change moves some prediction by more than 0.2%."""
+PROFILE_DIR = Path(__file__).resolve().parents[1] / "cost" / "profiles"
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.5g}")
+
+
+def _base(name: str) -> str:
+    """'h100-sxm/gemm_eff_max.bf16' -> 'gemm_eff_max'; 'vllm:step_overhead_s' -> 'step_overhead_s'."""
+    return name.split(":", 1)[-1].split("/", 1)[-1].split(".", 1)[0]
+
+
+def _scoped(values: dict[str, float], gpu: str, engine: str) -> dict[str, float]:
+    """The values that apply to one (gpu, engine) pair, with their scope prefixes removed."""
+    out = {k.split("/", 1)[1]: v for k, v in values.items() if k.startswith(f"{gpu}/")}
+    out.update({k.split(":", 1)[1]: v for k, v in values.items() if k.startswith(f"{engine}:")})
+    return out
+
+
+def build_profiles(
+    pairs: Sequence[tuple[str, str]], values: dict[str, float], provenance: str
+) -> dict[str, CostProfile]:
+    """Prior profiles with ``values`` applied, one per (gpu, engine) pair, keyed 'gpu/engine'."""
+    out = {}
+    for gpu, eng in pairs:
+        hw = get_hardware(gpu)
+        base = load_profile(hw.id, hw.architecture, eng, fitted=False)
+        own = _scoped(values, gpu, eng)
+        out[f"{gpu}/{eng}"] = base.with_values(own, provenance) if own else base
+    return out
+
+
+def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
+    """Every parameter the records could inform, with its prior value."""
+    params: dict[str, float] = {}
+    for gpu in sorted({r.gpu for r in records}):
+        hw = get_hardware(gpu)
+        mine = [r for r in records if r.gpu == gpu]
+        keys, multi_gpu = set(), False
+        for rec in mine:
+            if rec.kind == "gemm":
+                keys.add("bf16" if rec.precision in ("", "bf16") else rec.precision)
+            elif rec.kind not in ("hbm_copy", "launch_overhead"):
+                dep = deployment_of(rec, layers=1 if rec.kind == "op" else None)
+                keys |= {dep.compute_key, dep.attention_key}
+                multi_gpu |= rec.tp > 1
+        prof = load_profile(hw.id, hw.architecture, mine[0].engine, fitted=False)
+        for key in sorted(keys & set(prof.gemm_eff_max)):
+            params[f"{gpu}/gemm_eff_max.{key}"] = prof.gemm_eff_max[key]
+            params[f"{gpu}/gemm_m_half.{key}"] = max(prof.gemm_m_half[key], 1.0)
+        for name in KERNEL_PARAMS:
+            if name in ("link_efficiency", "allreduce_latency_s") and not multi_gpu:
+                continue
+            params[f"{gpu}/{name}"] = getattr(prof, name)
+    for eng in sorted({r.engine for r in records}):
+        hw = get_hardware(next(r.gpu for r in records if r.engine == eng))
+        prof = load_profile(hw.id, hw.architecture, eng, fitted=False)
+        for name in ENGINE_PARAMS:
+            if name not in NOT_FITTED:
+                params[f"{eng}:{name}"] = getattr(prof, name)
+    return params
+
+
+@dataclass
+class FitResult:
+    """Outcome of :func:`fit`: fitted values, the priors they replaced, errors before and after."""
+
+    values: dict[str, float]
+    priors: dict[str, float]
+    sensitivity: dict[str, float]
+    records: list[Record]
+    before: np.ndarray
+    after: np.ndarray
+    source: str = ""
+    skipped: list[Record] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        return sorted({(r.gpu, r.engine) for r in self.records})
+
+    def profiles(self) -> dict[str, CostProfile]:
+        """Fitted profiles for every (gpu, engine) in the data, keyed 'gpu/engine'."""
+        return build_profiles(self.pairs, self.values, f"fitted: {self.source}")
+
+    def _fit_summary(self, records: list[int] | None = None) -> dict[str, object]:
+        idx = range(len(self.records)) if records is None else records
+        before = np.abs(np.exp(self.before[list(idx)]) - 1)
+        after = np.abs(np.exp(self.after[list(idx)]) - 1)
+        return {
+            "points": len(before),
+            "median_abs_error_before": _round(float(np.median(before))) if len(before) else None,
+            "median_abs_error_after": _round(float(np.median(after))) if len(after) else None,
+        }
+
+    def gpu_profile(self, gpu: str, with_engines: bool) -> dict[str, object]:
+        """YAML layout of ``cost/profiles/<gpu>.yaml``: kernel parameters, optionally engine overrides."""
+        kernels: dict[str, object] = {}
+        for name, value in sorted(self.values.items()):
+            if not name.startswith(f"{gpu}/"):
+                continue
+            param = name.split("/", 1)[1]
+            if "." in param:
+                group, key = param.split(".", 1)
+                kernels.setdefault(group, {})[key] = _round(value)  # type: ignore[union-attr]
+            else:
+                kernels[param] = _round(value)
+        data: dict[str, object] = {"hardware": gpu, "fitted_from": self.source, "kernels": kernels}
+        if with_engines:
+            data["engines"] = self.engine_values()
+        idx = [i for i, r in enumerate(self.records) if r.gpu == gpu]
+        summary = self._fit_summary(idx)
+        summary["priors"] = {k: _round(v) for k, v in sorted(self.priors.items()) if k.startswith(f"{gpu}/")}
+        data["fit"] = summary
+        return data
+
+    def engine_values(self) -> dict[str, dict[str, float]]:
+        engines: dict[str, dict[str, float]] = {}
+        for name, value in sorted(self.values.items()):
+            if ":" in name:
+                eng, param = name.split(":", 1)
+                engines.setdefault(eng, {})[param] = _round(value)
+        return engines
+
+    def engine_profile(self) -> dict[str, object]:
+        """YAML layout of ``cost/profiles/engines.yaml``: engine parameters shared by every GPU."""
+        return {
+            "fitted_from": self.source,
+            "engines": self.engine_values(),
+            "fit": self._fit_summary()
+            | {"priors": {k: _round(v) for k, v in sorted(self.priors.items()) if ":" in k}},
+        }
+
+
+def fit(
+    records: Sequence[Record],
+    *,
+    gpus: Sequence[str] | None = None,
+    prior_weight: float = PRIOR_WEIGHT,
+    parameters: Sequence[str] | None = None,
+    source: str = "",
+) -> FitResult:
+    """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given)."""
+    chosen = [r for r in records if gpus is None or r.gpu in gpus]
+    usable = [r for r in chosen if r.kind in PREDICTABLE]
+    skipped = [r for r in chosen if r.kind not in PREDICTABLE]
+    if not usable:
+        raise InfercastError("no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else ""), field="data")
+    priors = candidate_parameters(usable)
+    if parameters is not None:
+        unknown = set(parameters) - set(priors)
+        if unknown:
+            raise InfercastError(f"cannot fit {sorted(unknown)}; candidates: {sorted(priors)}", field="parameters")
+        priors = {k: priors[k] for k in parameters}
+    names = list(priors)
+    pairs = sorted({(r.gpu, r.engine) for r in usable})
+    measured = np.array([r.value_si for r in usable])
+
+    def log_errors(values: dict[str, float]) -> np.ndarray:
+        profiles = build_profiles(pairs, values, "calibration trial")
+        return np.log(np.array([predict_record(r, profiles) for r in usable]) / measured)
+
+    def clipped(name: str, value: float) -> float:
+        lo, hi = BOUNDS[_base(name)]
+        return min(max(value, lo * 1.0001), hi * 0.9999)
+
+    u0 = np.log([clipped(n, priors[n]) for n in names])
+    base = log_errors(priors)
+    sens = {}
+    for j, name in enumerate(names):  # effect of an e-fold change, by finite difference in log space
+        probe = dict(priors)
+        step = 0.1 if math.exp(u0[j] + 0.1) <= BOUNDS[_base(name)][1] else -0.1
+        probe[name] = math.exp(u0[j] + step)
+        sens[name] = float(np.max(np.abs(log_errors(probe) - base)) / abs(step))
+    free = [n for n in names if sens[n] > SENSITIVITY]
+    fixed = {n: priors[n] for n in names if n not in free}
+    if not free:
+        return FitResult({}, {}, sens, usable, base, base, source, skipped)
+    idx = [names.index(n) for n in free]
+    lower = np.log([BOUNDS[_base(n)][0] for n in free])
+    upper = np.log([BOUNDS[_base(n)][1] for n in free])
+    start = np.clip(u0[idx], lower + 1e-9, upper - 1e-9)
+
+    def residuals(u: np.ndarray) -> np.ndarray:
+        values = fixed | {n: math.exp(x) for n, x in zip(free, u, strict=True)}
+        return np.concatenate([log_errors(values), prior_weight * (u - start)])
+
+    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=400)
+    fitted = {n: math.exp(x) for n, x in zip(free, result.x, strict=True)}
+    after = log_errors(fixed | fitted)
+    return FitResult(fitted, {n: priors[n] for n in free}, sens, usable, base, after, source, skipped)
+
+
+def _header(what: str) -> str:
+    return (
+        f"# Fitted cost-model parameters ({what}); written by infercast's calibration (least squares on log\n"
+        f"# error, prior weight {PRIOR_WEIGHT}). Do not edit by hand: re-run `python scripts/fit_profiles.py` or\n"
+        "# `infercast calibrate`.\n"
+    )
+
+
+def write_gpu_profile(result: FitResult, gpu: str, path: str | Path | None = None, with_engines: bool = True) -> Path:
+    """Write ``<gpu>.yaml`` (default: into the package, where predictions pick it up)."""
+    path = Path(path) if path else PROFILE_DIR / f"{gpu}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_header(gpu) + yaml.safe_dump(result.gpu_profile(gpu, with_engines), sort_keys=False))
+    return path
+
+
+def write_engine_profile(result: FitResult, path: str | Path | None = None) -> Path:
+    """Write the shared engine parameters (default: the package's ``cost/profiles/engines.yaml``)."""
+    path = Path(path) if path else PROFILE_DIR / "engines.yaml"
+    path.write_text(_header("engines, shared by all GPUs") + yaml.safe_dump(result.engine_profile(), sort_keys=False))
+    return path
