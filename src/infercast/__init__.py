@@ -18,9 +18,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, tuple[str, str]] = {
-    "predict": ("infercast.predict.scenario", "predict"),
-    "Prediction": ("infercast.predict.scenario", "Prediction"),
-    "sweep": ("infercast.predict.sweep", "sweep"),
+    "predict": ("infercast.analysis.scenario", "predict"),
+    "Prediction": ("infercast.analysis.scenario", "Prediction"),
+    "sweep": ("infercast.analysis.sweep", "sweep"),
     "simulate": ("infercast.sim.api", "simulate"),
     "SimulationResult": ("infercast.sim.api", "SimulationResult"),
     "memory_budget": ("infercast.memory", "memory_budget"),

@@ -26,7 +26,7 @@ from typing import Any
 import pint
 
 from infercast.errors import InfercastError, nearest
-from infercast.predict.scenario import Prediction, predict
+from infercast.analysis.scenario import Prediction, predict
 from infercast.specs.catalog import get_hardware, get_model, model_catalog
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
@@ -50,7 +50,7 @@ def _camel(word: str) -> str:
 
 
 def _tag(token: str) -> str:
-    """One non-family part of an id: ``70b`` -> ``70B``, ``8x7b`` -> ``8x7B``, ``mini`` -> ``Mini``, ``0.6b`` -> ``0_6B``."""
+    """One non-family part of an id: ``70b`` -> ``70B``, ``8x7b`` -> ``8x7B``, ``0.6b`` -> ``0_6B``."""
     if _WORD.fullmatch(token):
         return _camel(token)
     text = re.sub(r"(?<=\d)X(?=\d)", "x", token.upper())
@@ -269,7 +269,9 @@ def _model_ref(model: Any) -> ModelSpec:
         return model
     if isinstance(model, str):
         return get_model(model)
-    raise InfercastError(f"expected a ModelSpec, Models.<name> or catalog id, got {type(model).__name__}", field="model")
+    raise InfercastError(
+        f"expected a ModelSpec, Models.<name> or catalog id, got {type(model).__name__}", field="model"
+    )
 
 
 def _hardware_ref(hardware: Any) -> HardwareSpec:

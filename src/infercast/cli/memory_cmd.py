@@ -8,7 +8,7 @@ import typer
 
 from infercast.cli.common import JSON_HELP, console, emit_json
 from infercast.memory import memory_budget
-from infercast.predict.render import render_memory
+from infercast.analysis.render import render_memory
 
 
 def memory(

@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from infercast.cli.common import JSON_HELP, console, emit_json
-from infercast.predict.render import render_prediction
-from infercast.predict.scenario import predict as run_predict
+from infercast.analysis.render import render_prediction
+from infercast.analysis.scenario import predict as run_predict
 
 PRECISION_HELP = "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
 

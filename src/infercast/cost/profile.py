@@ -19,6 +19,9 @@ import yaml
 
 from infercast.errors import InfercastError
 
+SAME_RATE = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "int8": ("fp8", "int8")}
+"""Compute formats whose GEMMs share a tensor-core rate (and so one fitted efficiency curve)."""
+
 KERNEL_PARAMS = (
     "hbm_efficiency",
     "attn_prefill_efficiency",
@@ -73,10 +76,13 @@ class CostProfile:
         eff, half = dict(self.gemm_eff_max), dict(self.gemm_m_half)
         prov = dict(self.provenance)
         for key, value in values.items():
-            if key.startswith("gemm_eff_max."):
-                eff[key.split(".", 1)[1]] = float(value)
-            elif key.startswith("gemm_m_half."):
-                half[key.split(".", 1)[1]] = float(value)
+            if key.startswith(("gemm_eff_max.", "gemm_m_half.")):
+                group, fmt = key.split(".", 1)
+                target = eff if group == "gemm_eff_max" else half
+                # bf16 and fp16 run on the same tensor cores at the same rate: one parameter serves both
+                for alias in SAME_RATE.get(fmt, (fmt,)):
+                    target[alias] = float(value)
+                    prov[f"{group}.{alias}"] = provenance
             elif key in KERNEL_PARAMS or key in ENGINE_PARAMS:
                 flat[key] = float(value)
             else:

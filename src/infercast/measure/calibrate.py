@@ -93,7 +93,8 @@ def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
                 keys |= {dep.compute_key, dep.attention_key}
                 multi_gpu |= rec.tp > 1
         prof = load_profile(hw.id, hw.architecture, mine[0].engine, fitted=False)
-        for key in sorted(keys & set(prof.gemm_eff_max)):
+        canonical = {"fp16": "bf16", "int8": "fp8"}  # same tensor-core rate, one curve (see SAME_RATE)
+        for key in sorted({canonical.get(k, k) for k in keys} & set(prof.gemm_eff_max)):
             params[f"{gpu}/gemm_eff_max.{key}"] = prof.gemm_eff_max[key]
             params[f"{gpu}/gemm_m_half.{key}"] = max(prof.gemm_m_half[key], 1.0)
         for name in KERNEL_PARAMS:

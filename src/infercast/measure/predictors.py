@@ -15,7 +15,7 @@ from infercast.cost.profile import CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.measure.records import Record
-from infercast.predict.phases import decode_sums, prefill_sums
+from infercast.analysis.phases import decode_sums, prefill_sums
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.model import ModelSpec

@@ -8,8 +8,8 @@ from infercast.cost.profile import CostProfile, profile_generation
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError, require_positive_int
 from infercast.memory import MemoryBudget, memory_budget, require_fit
-from infercast.predict.phases import decode_sums, prefill_sums
-from infercast.predict.report import PhaseReport, advice, phase_report
+from infercast.analysis.phases import decode_sums, prefill_sums
+from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
 from infercast.specs.hardware import HardwareSpec
@@ -102,7 +102,7 @@ class Prediction:
         }
 
     def __rich__(self):  # pragma: no cover - rendering exercised through the CLI tests
-        from infercast.predict.render import render_prediction
+        from infercast.analysis.render import render_prediction
 
         return render_prediction(self)
 

@@ -12,8 +12,8 @@ from infercast.display import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 if TYPE_CHECKING:
     from infercast.memory import MemoryBudget
-    from infercast.predict.report import PhaseReport
-    from infercast.predict.scenario import Prediction
+    from infercast.analysis.report import PhaseReport
+    from infercast.analysis.scenario import Prediction
 
 
 def render_memory(mem: MemoryBudget) -> Table:

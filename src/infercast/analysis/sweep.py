@@ -20,7 +20,7 @@ from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
-from infercast.predict.scenario import cost_model
+from infercast.analysis.scenario import cost_model
 from infercast.specs.deployment import Deployment
 
 CHUNK = 1 << 16  # columns per evaluation: keeps temporaries in cache-friendly sizes
