@@ -26,7 +26,6 @@ from infercast.measure.records import Record, read_records  # noqa: E402
 from infercast.measure.validate import Comparison, compare, summarize  # noqa: E402
 
 
-
 def load_all(folder: Path) -> list[Record]:
     records = []
     for path in sorted(folder.rglob("*.csv")):
@@ -45,8 +44,13 @@ def held_out(records: list[Record], folds: int) -> list[Comparison]:
         test = set(range(f, len(records), folds))
         train = [r for i, r in enumerate(records) if i not in test]
         result = fit(train, prior_weight=PRIOR_WEIGHT)
-        profiles = prior_profiles(records) | (result.values and build_profiles(
-            sorted({(r.gpu, r.engine) for r in records}), result.values, "cross-validation") or {})
+        profiles = prior_profiles(records) | (
+            (
+                result.values
+                and build_profiles(sorted({(r.gpu, r.engine) for r in records}), result.values, "cross-validation")
+            )
+            or {}
+        )
         for i in test:
             preds[i] = compare([records[i]], profiles)[0]
     return [p for p in preds if p is not None]

@@ -52,9 +52,13 @@ def convert(row: dict[str, str]) -> Record | None:
         return None
     precision, kv = PRECISION[row["precision"]]
     tp = int(row["tp"])
-    metric, value, unit = row["metric"], float(row["value"]), row["unit"]
-    engine = "trtllm-0.6" if row["engine"].startswith("TensorRT") else "vllm" if row["engine"].startswith("vLLM") else (
-        "torch-eager"
+    metric, value, _unit = row["metric"], float(row["value"]), row["unit"]
+    engine = (
+        "trtllm-0.6"
+        if row["engine"].startswith("TensorRT")
+        else "vllm"
+        if row["engine"].startswith("vLLM")
+        else ("torch-eager")
     )
     base = dict(model=model, gpu=gpu, engine=engine, precision=precision, kv_precision=kv, tp=tp,
                 source=row["source"], notes=row["notes"])  # fmt: skip
@@ -80,18 +84,22 @@ def convert(row: dict[str, str]) -> Record | None:
 # after 3 warm-ups; copies count bytes read + written).
 DEVICE_NOTES = [
     Record(kind="gemm", gpu="h100-sxm", engine="torch-eager", precision="bf16", m=8192, n=8192, k=8192,
-           value=2 * 8192**3 / 798e12, source="device notes, nvidia-h100-x1 (2026-11-13): 8192^3 bf16 GEMM at 798 TFLOP/s"),
+           value=2 * 8192**3 / 798e12,
+           source="device notes, nvidia-h100-x1 (2026-11-13): 8192^3 bf16 GEMM at 798 TFLOP/s"),
     Record(kind="hbm_copy", gpu="h100-sxm", engine="torch-eager", bytes=8.6e9, value=8.6e9 / 3.0e12,
            source="device notes, nvidia-h100-x1 (2026-11-13): device-to-device copy ~3.0 TB/s (read + write)"),
     Record(kind="gemm", gpu="h200", engine="torch-eager", precision="bf16", m=8192, n=8192, k=8192,
-           value=2 * 8192**3 / 788e12, source="device notes, nvidia-h200 (2026-10-28): 8192^3 bf16 GEMM at 788 TFLOP/s"),
+           value=2 * 8192**3 / 788e12,
+           source="device notes, nvidia-h200 (2026-10-28): 8192^3 bf16 GEMM at 788 TFLOP/s"),
     Record(kind="hbm_copy", gpu="h200", engine="torch-eager", bytes=8.6e9, value=2.0e-3,
            source="device notes, nvidia-h200 (2026-10-28): 8.6 GB device-to-device copy in 2.0 ms (~4.3 TB/s)"),
 ]  # fmt: skip
 
 
 def main() -> None:
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "reference" / "published_measurements.csv"
+    src = (
+        Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "reference" / "published_measurements.csv"
+    )
     with src.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     records = [r for r in (convert(row) for row in rows) if r is not None]

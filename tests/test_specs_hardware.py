@@ -8,7 +8,22 @@ from infercast.errors import InfercastError
 from infercast.specs.catalog import get_hardware, hardware_catalog, load_hardware
 from infercast.specs.precision import FORMATS, get_kv_format, get_scheme, schemes_for
 
-REQUIRED = "t4 l4 a10g l40s a100-40gb a100-80gb h100-pcie h100-sxm h200 b200 gb200 mi300x mi325x rtx-4090".split()
+REQUIRED = [
+    "t4",
+    "l4",
+    "a10g",
+    "l40s",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-pcie",
+    "h100-sxm",
+    "h200",
+    "b200",
+    "gb200",
+    "mi300x",
+    "mi325x",
+    "rtx-4090",
+]
 
 
 def test_catalog_ids_and_citations():

@@ -10,10 +10,35 @@ from infercast.errors import InfercastError
 from infercast.specs.catalog import get_model, model_catalog
 from infercast.specs.hf_config import load_hf_config
 
-REQUIRED = """llama-2-7b llama-2-13b llama-2-70b llama-3-8b llama-3-70b llama-3.1-8b llama-3.1-70b llama-3.1-405b
-llama-3.2-1b llama-3.2-3b llama-3.3-70b mistral-7b mixtral-8x7b mixtral-8x22b qwen2.5-7b qwen2.5-72b qwen3-0.6b
-qwen3-8b qwen3-32b qwen3-30b-a3b qwen3-235b-a22b deepseek-v3 deepseek-r1 gpt-oss-20b gpt-oss-120b gemma-2-9b
-phi-3-mini""".split()
+REQUIRED = [
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "llama-3.3-70b",
+    "mistral-7b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "qwen2.5-7b",
+    "qwen2.5-72b",
+    "qwen3-0.6b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "deepseek-v3",
+    "deepseek-r1",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "gemma-2-9b",
+    "phi-3-mini",
+]
 
 
 def test_catalog_has_required_ids_with_sources():
@@ -118,13 +143,33 @@ def test_malformed_configs_give_field_errors(tmp_path):
     bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
     with pytest.raises(InfercastError, match="num_hidden_layers"):
         load_hf_config(tmp_path)
-    bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": -2,
-                               "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008}))
+    bad.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_hidden_layers": -2,
+                "num_attention_heads": 32,
+                "vocab_size": 32000,
+                "intermediate_size": 11008,
+            }
+        )
+    )
     with pytest.raises(InfercastError, match="non-negative integer"):
         load_hf_config(bad)
-    bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2,
-                               "num_attention_heads": 32, "num_key_value_heads": 5, "vocab_size": 32000,
-                               "intermediate_size": 11008}))
+    bad.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 5,
+                "vocab_size": 32000,
+                "intermediate_size": 11008,
+            }
+        )
+    )
     with pytest.raises(InfercastError, match="multiple"):
         load_hf_config(bad)
     with pytest.raises(InfercastError, match="no such file"):

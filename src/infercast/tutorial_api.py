@@ -25,8 +25,8 @@ from typing import Any
 
 import pint
 
-from infercast.errors import InfercastError, nearest
 from infercast.analysis.scenario import Prediction, predict
+from infercast.errors import InfercastError, nearest
 from infercast.specs.catalog import get_hardware, get_model, model_catalog
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec

@@ -79,7 +79,7 @@ def decode_sums(
     inp, out, bat = np.broadcast_arrays(_arr(input_len), _arr(output_len), _arr(batch))
     window = model.dep.model.sliding_window
     steps = np.maximum(out - 1, 0)
-    delta = np.zeros((NUM_FEATURES,) + inp.shape)
+    delta = np.zeros((NUM_FEATURES, *inp.shape))
     delta[F["decode_kv"]] = bat
     if not window:
         delta[F["decode_kv_win"]] = bat
@@ -90,7 +90,5 @@ def decode_sums(
     delta_in = delta.copy()
     delta_in[F["decode_kv_win"]] = bat
     run1 = sum_steps(model, StepBatch.uniform(decode_seqs=bat, context=inp + 1, window=window), delta_in, n1)
-    run2 = sum_steps(
-        model, StepBatch.uniform(decode_seqs=bat, context=inp + 1 + n1, window=window), delta, steps - n1
-    )
+    run2 = sum_steps(model, StepBatch.uniform(decode_seqs=bat, context=inp + 1 + n1, window=window), delta, steps - n1)
     return add_sums(run1, run2)

@@ -11,9 +11,9 @@ from rich.text import Text
 from infercast.display import fmt_bytes, fmt_count, fmt_pct, fmt_time
 
 if TYPE_CHECKING:
-    from infercast.memory import MemoryBudget
     from infercast.analysis.report import PhaseReport
     from infercast.analysis.scenario import Prediction
+    from infercast.memory import MemoryBudget
 
 
 def render_memory(mem: MemoryBudget) -> Table:

@@ -141,7 +141,9 @@ def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batc
             + (" (fp8 compute doubles the tensor peak on this GPU)" if fp8 else "")
             + ", more TP, or prefix caching to skip shared prompt tokens"
         )
-    comm = max(prefill.time_share_by_ceiling.get("interconnect", 0), decode.time_share_by_ceiling.get("interconnect", 0))
+    comm = max(
+        prefill.time_share_by_ceiling.get("interconnect", 0), decode.time_share_by_ceiling.get("interconnect", 0)
+    )
     if comm > 0.15:
         tips.append(f"all-reduce takes {comm:.0%} of a phase: fewer TP ranks or a faster interconnect would help")
     return tips

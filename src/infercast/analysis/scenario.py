@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from infercast.analysis.phases import decode_sums, prefill_sums
+from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.cost.profile import CostProfile, profile_generation
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError, require_positive_int
 from infercast.memory import MemoryBudget, memory_budget, require_fit
-from infercast.analysis.phases import decode_sums, prefill_sums
-from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
 from infercast.specs.hardware import HardwareSpec

@@ -15,12 +15,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from infercast.analysis.scenario import cost_model
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
-from infercast.analysis.scenario import cost_model
 from infercast.specs.deployment import Deployment
 
 CHUNK = 1 << 16  # columns per evaluation: keeps temporaries in cache-friendly sizes
@@ -64,7 +64,7 @@ def static_batch_grid(
         n1 = np.clip(window - ii[:, None], 0, steps)
         decode = _broadcast_total(run1, n1) + _broadcast_total(run2, steps - n1)
     shape = (batches.size, input_lens.size)
-    return ttft.reshape(shape), decode.reshape(shape + (output_lens.size,))
+    return ttft.reshape(shape), decode.reshape((*shape, output_lens.size))
 
 
 def _broadcast_total(run: LinearRun, n: np.ndarray) -> np.ndarray:

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
+from infercast.analysis.render import render_memory
 from infercast.cli.common import JSON_HELP, console, emit_json
 from infercast.memory import memory_budget
-from infercast.analysis.render import render_memory
 
 
 def memory(
@@ -16,8 +16,13 @@ def memory(
     gpu: Annotated[str, typer.Option(help="Accelerator id (see `infercast gpus`) or a hardware YAML file.")],
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
     ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp).")] = 1,
-    precision: Annotated[str | None, typer.Option(help="Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, "
-                                                  "int4, nvfp4, mxfp4, mxfp4-moe (default: the model's).")] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            help="Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, "
+            "int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
+        ),
+    ] = None,
     kv_precision: Annotated[str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8.")] = None,
     engine: Annotated[str, typer.Option(help="Engine memory policy: vllm, sglang, trtllm, ideal.")] = "vllm",
     context: Annotated[int | None, typer.Option(help="Tokens per sequence (prompt + output).")] = None,

@@ -6,11 +6,13 @@ from typing import Annotated
 
 import typer
 
-from infercast.cli.common import JSON_HELP, console, emit_json
 from infercast.analysis.render import render_prediction
 from infercast.analysis.scenario import predict as run_predict
+from infercast.cli.common import JSON_HELP, console, emit_json
 
-PRECISION_HELP = "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
+PRECISION_HELP = (
+    "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
+)
 
 
 def predict(
@@ -24,7 +26,9 @@ def predict(
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8.")] = None,
     engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal (pure roofline).")] = "vllm",
-    chunk_size: Annotated[int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")] = None,
+    chunk_size: Annotated[
+        int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")
+    ] = None,
     ops: Annotated[bool, typer.Option("--ops", help="Show the per-operator tables.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:

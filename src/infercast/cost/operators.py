@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infercast.cost.batch import F, NUM_FEATURES
+from infercast.cost.batch import NUM_FEATURES, F
 from infercast.specs.deployment import Deployment
 from infercast.specs.sharding import rank_linears
 

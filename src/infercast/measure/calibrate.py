@@ -175,8 +175,7 @@ class FitResult:
         return {
             "fitted_from": self.source,
             "engines": self.engine_values(),
-            "fit": self._fit_summary()
-            | {"priors": {k: _round(v) for k, v in sorted(self.priors.items()) if ":" in k}},
+            "fit": self._fit_summary() | {"priors": {k: _round(v) for k, v in sorted(self.priors.items()) if ":" in k}},
         }
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from functools import cache
 
+from infercast.analysis.phases import decode_sums, prefill_sums
 from infercast.cost.batch import StepBatch
 from infercast.cost.kernels import copy_time, gemm_time
 from infercast.cost.profile import CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.measure.records import Record
-from infercast.analysis.phases import decode_sums, prefill_sums
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.model import ModelSpec

@@ -126,9 +126,13 @@ def read_records(path: str | Path) -> list[Record]:
                     raise InfercastError(f"{path}:{i}: {name}={raw!r} is not a number", field="data") from None
             rec = Record(**kwargs)  # type: ignore[arg-type]
             if rec.kind not in KINDS:
-                raise InfercastError(f"{path}:{i}: unknown kind {rec.kind!r}; allowed: {', '.join(KINDS)}", field="data")
+                raise InfercastError(
+                    f"{path}:{i}: unknown kind {rec.kind!r}; allowed: {', '.join(KINDS)}", field="data"
+                )
             if rec.unit not in UNITS:
-                raise InfercastError(f"{path}:{i}: unknown unit {rec.unit!r}; allowed: {', '.join(UNITS)}", field="data")
+                raise InfercastError(
+                    f"{path}:{i}: unknown unit {rec.unit!r}; allowed: {', '.join(UNITS)}", field="data"
+                )
             if not (rec.value > 0):
                 raise InfercastError(f"{path}:{i}: value must be > 0, got {rec.value}", field="data")
             out.append(rec)

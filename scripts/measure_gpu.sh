@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Measure the torch harness (random weights, real shapes) on one GPU and write CSVs under
+# data/measurements/<gpu-id>/ (h100-sxm on an "NVIDIA H100 80GB HBM3"), copied to $OUT/measurements/<gpu-id>/
+# too when $OUT is set.
+#
+# Run from the repository root, from source (torch preinstalled, no network needed):
+#     bash scripts/measure_gpu.sh              # every step (about 10-12 minutes of GPU time on an H100)
+#     bash scripts/measure_gpu.sh llama1b      # one or more named steps, e.g. to stay under a per-command limit
+# Steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8
+#
+# Entry point: `python3 -m infercast.measure run ...` (src/infercast/measure/__main__.py) needs only torch,
+# pydantic and PyYAML; it takes the same options as `infercast measure`.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+
+GPU_ID=${GPU_ID:-$($PY -c "import torch; from infercast.measure.timing import detect_gpu_id; \
+print(detect_gpu_id(torch.cuda.get_device_name()) or 'h100-sxm')")}
+DEST=data/measurements/$GPU_ID
+mkdir -p "$DEST"
+
+# Same sweep for every model so rows line up across models and against extrapolations.
+LENS=128,512,2048,8192
+BATCHES=1,8,32,64
+CONTEXTS=512,2048,4096
+COMMON=(--gpu "$GPU_ID" --prefill-lens "$LENS" --batches "$BATCHES" --contexts "$CONTEXTS" --output-len 128)
+
+measure() {  # measure OUTFILE ARGS...
+  local out=$1
+  shift
+  echo "+ $PY -m infercast.measure run --out $DEST/$out $*" >&2
+  local t0=$SECONDS
+  $PY -m infercast.measure run --out "$DEST/$out" "$@"
+  echo "  ($out: $((SECONDS - t0)) s)" >&2
+}
+
+publish() {  # copy what exists so far into $OUT
+  if [[ -n "${OUT:-}" ]]; then
+    mkdir -p "$OUT/measurements/$GPU_ID"
+    cp -f "$DEST"/* "$OUT/measurements/$GPU_ID/" 2>/dev/null || true
+  fi
+}
+
+step_env() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,memory.total --format=csv \
+    | tee "$DEST/environment.txt" || true
+  $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" \
+    | tee -a "$DEST/environment.txt"
+}
+
+step_llama1b() {
+  # Full suite: steps + microbenchmarks (GEMMs, attention, copy bandwidth, peak matmul, launch overhead).
+  measure llama-3.2-1b-bf16.csv --model llama-3.2-1b --suite full "${COMMON[@]}"
+}
+
+step_llama8b() {
+  measure llama-3.1-8b-bf16.csv --model llama-3.1-8b --suite full "${COMMON[@]}"
+}
+
+step_qwen8b() {
+  measure qwen3-8b-bf16.csv --model qwen3-8b --suite full "${COMMON[@]}"
+}
+
+step_extrapolate() {
+  # Llama-3.1-8B at 4 and 8 of its 32 layers, extrapolated to 32 and compared with the full run of step_llama8b
+  # (same sweep minus the batched prefill rows, which the quick suite does not run).
+  measure llama-3.1-8b-bf16-L4-L8.csv --model llama-3.1-8b --suite quick --extrapolate-from 4,8 "${COMMON[@]}"
+  if [[ -f "$DEST/llama-3.1-8b-bf16.csv" ]]; then
+    $PY -m infercast.measure compare "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" "$DEST/llama-3.1-8b-bf16.csv" \
+      | tee "$DEST/llama-3.1-8b-extrapolation-vs-full.txt"
+  fi
+}
+
+step_qwen30b() {
+  # Qwen3-30B-A3B (MoE, 128 experts, top-8): the first 4 and 8 of 48 layers, extrapolated to 48.
+  measure qwen3-30b-a3b-bf16-L4-L8.csv --model qwen3-30b-a3b --suite quick --extrapolate-from 4,8 "${COMMON[@]}"
+}
+
+step_fp8() {
+  # fp8 (e4m3, per-tensor scales, torch._scaled_mm) GEMM microbenchmarks of Llama-3.1-8B's shapes.
+  measure llama-3.1-8b-fp8-micro.csv --model llama-3.1-8b --suite micro --precision fp8 "${COMMON[@]}"
+}
+
+STEPS=("$@")
+if [[ ${#STEPS[@]} -eq 0 ]]; then
+  STEPS=(env llama1b llama8b qwen8b extrapolate qwen30b fp8)
+fi
+for step in "${STEPS[@]}"; do
+  if ! declare -F "step_$step" >/dev/null; then
+    echo "unknown step '$step'; steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8" >&2
+    exit 2
+  fi
+  "step_$step"
+  publish
+done
+echo "measurements in $DEST" >&2

@@ -1,0 +1,154 @@
+"""`infercast measure`: time a random-weight PyTorch build of a model and write measurement records (CSV).
+
+PyTorch is imported only when the command runs, so the rest of the CLI works without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from infercast.cli.common import JSON_HELP, console, emit_json, err_console
+from infercast.errors import InfercastError
+
+
+def parse_int_list(field: str, text: str | None) -> list[int] | None:
+    """'128,512,2048' -> [128, 512, 2048]; None stays None; anything else is a one-line error."""
+    if text is None:
+        return None
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InfercastError(f"must be comma-separated integers, got {text!r}", field=field) from None
+    if not values or min(values) < 1:
+        raise InfercastError(f"must be comma-separated positive integers, got {text!r}", field=field)
+    return values
+
+
+def _layer_pair(text: str | None) -> tuple[int, int] | None:
+    values = parse_int_list("extrapolate-from", text)
+    if values is None:
+        return None
+    if len(values) != 2:
+        raise InfercastError(f"needs exactly two layer counts 'A,B', got {text!r}", field="extrapolate-from")
+    return values[0], values[1]
+
+
+def measure(
+    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")],
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="Hardware id for the records' gpu column (default: detected from the device name; 'cpu' on CPU)."
+        ),
+    ] = None,
+    precision: Annotated[
+        str, typer.Option(help="bf16, fp16, fp32 or fp8 (fp8 needs compute capability >= 8.9).")
+    ] = "bf16",
+    layers: Annotated[int | None, typer.Option(help="Run only the first N decoder layers.")] = None,
+    prefill_lens: Annotated[str | None, typer.Option(help="Prompt lengths, e.g. 128,512,2048.")] = None,
+    batches: Annotated[str | None, typer.Option(help="Batch sizes, e.g. 1,8,32.")] = None,
+    contexts: Annotated[str | None, typer.Option(help="Decode context lengths, e.g. 512,2048.")] = None,
+    suite: Annotated[
+        str,
+        typer.Option(
+            help="quick: prefill (batch 1), decode, TTFT/TPOT; full: quick with "
+            "prefill batches plus micro; micro: GEMMs, attention, copy, launch."
+        ),
+    ] = "quick",
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda when available).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="CSV to write (default: infercast-measure-MODEL-GPU-SUITE.csv).")
+    ] = None,
+    output_len: Annotated[int | None, typer.Option(help="Tokens generated per request for TTFT/TPOT.")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Timed repeats per point (median reported).")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Untimed warm-up calls per point.")] = None,
+    cuda_graphs: Annotated[
+        bool, typer.Option("--cuda-graphs/--no-cuda-graphs", help="Capture decode steps in CUDA graphs (CUDA only).")
+    ] = True,
+    extrapolate_from: Annotated[
+        str | None,
+        typer.Option(
+            help="Two layer counts 'A,B': measure both and predict the full model (written to FILE.extrapolated.csv)."
+        ),
+    ] = None,
+    max_prefill_tokens: Annotated[
+        int, typer.Option(help="Skip prefill points with batch x length above this.")
+    ] = 16384,
+    seed: Annotated[int, typer.Option(help="Seed of the random weights and tokens.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Measure prefill/decode step times, TTFT/TPOT and microbenchmarks of a model with random weights."""
+    try:
+        from infercast.measure.runner import MeasureOptions, run_measure
+        from infercast.measure.timing import command_line
+    except ImportError as exc:
+        raise InfercastError(
+            f"needs PyTorch ({exc}); install it with: pip install 'infercast[measure]'", field="measure"
+        ) from None
+    opts = MeasureOptions(
+        model=model,
+        gpu=gpu,
+        precision=precision,
+        layers=layers,
+        prefill_lens=parse_int_list("prefill-lens", prefill_lens),
+        batches=parse_int_list("batches", batches),
+        contexts=parse_int_list("contexts", contexts),
+        suite=suite,
+        device=device,
+        out=out,
+        output_len=output_len,
+        warmup=warmup,
+        repeats=repeats,
+        cuda_graphs=cuda_graphs,
+        extrapolate_from=_layer_pair(extrapolate_from),
+        max_prefill_tokens=max_prefill_tokens,
+        seed=seed,
+        source=command_line(),
+    )
+    result = run_measure(opts)
+    if json_out:
+        emit_json(
+            {
+                "out": str(result.out) if result.out else None,
+                "device": result.device,
+                "gpu": result.gpu,
+                "records": [asdict(r) for r in result.records],
+                "skipped": result.skipped,
+                "extrapolated_out": str(result.extrapolated_out) if result.extrapolated_out else None,
+                "extrapolated": [asdict(r) for r in result.extrapolated],
+            }
+        )
+        return
+    for line in result.skipped:
+        err_console.print(f"[yellow]skipped[/] {line}")
+    console.print(_table(result.records + result.extrapolated))
+    if result.out:
+        console.print(f"wrote {len(result.records)} records to {result.out}")
+    if result.extrapolated_out:
+        console.print(f"wrote {len(result.extrapolated)} extrapolated records to {result.extrapolated_out}")
+
+
+def _table(records: list) -> Table:
+    table = Table(title="measurements (torch harness, random weights)")
+    for col in ("kind", "op", "batch", "input", "output", "context", "layers", "m x n x k", "value", "notes"):
+        table.add_column(col, justify="right" if col not in ("kind", "op", "notes") else "left")
+    for r in records:
+        shape = f"{r.m}x{r.n}x{r.k}" if r.kind == "gemm" else ""
+        table.add_row(
+            r.kind,
+            r.op,
+            str(r.batch),
+            str(r.input_len),
+            str(r.output_len),
+            str(r.context),
+            str(r.layers),
+            shape,
+            f"{r.value_si * 1e3:.4g} ms",
+            r.notes,
+        )
+    return table

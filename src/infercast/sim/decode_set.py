@@ -1,0 +1,184 @@
+"""The running decode batch of a replica, advanced in O(1) per event.
+
+Every running sequence gains one token per decode step, so the batch is described by a step counter ``D``
+and, per sequence, its context offset ``base`` (context of the next step = base + D) and the value of D at
+which it finishes. Sums the cost model needs (Σ context, Σ min(context, window)), KV blocks held and the
+blocks the next steps must allocate (a sequence needs a new block when its context crosses a multiple of
+the block size: counted per residue class) are all kept incrementally; completions come off a heap.
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import accumulate
+
+
+class DecodeSet:
+    """Running sequences of one replica (see module docstring)."""
+
+    def __init__(self, block_size: int, window: int | None):
+        self.bs = block_size
+        self.window = window
+        self.D = 0
+        self.n = 0
+        self.sum_base = 0
+        self.base: dict[int, int] = {}
+        self.finish_at: dict[int, int] = {}
+        self.shared: dict[int, int] = {}  # prefix-cache blocks (not released by the sequence)
+        self.reserved: dict[int, int] = {}  # static batching: blocks held for the whole request, no growth
+        self.order: list[int] = []  # join order; the last live one is preempted first
+        self.heap: list[tuple[int, int]] = []  # (finish D, id), stale entries skipped
+        self.residue = [0] * block_size  # growing sequences by (base - 1) mod block size
+        self._prefix: list[int] | None = None  # prefix sums of ``residue`` twice over (cyclic ranges), lazily
+        self.held = 0  # blocks held by all running sequences
+        # sliding window: sequences whose context is still below the window
+        self.n_below = 0
+        self.sum_base_below = 0
+        self.below: set[int] = set()
+        self.cross_heap: list[tuple[int, int]] = []  # (D at which it reaches the window, id)
+        self.joined: list[tuple[int, float]] = []  # (id, last token time) since the last decode step
+        self.last_decode = 0.0  # end of the last decode step
+
+    # ----- sums the cost model reads ------------------------------------------------------------------------
+    def context_sum(self) -> int:
+        """Σ context of the next decode step."""
+        return self.sum_base + self.n * self.D
+
+    def window_sum(self) -> int:
+        """Σ min(context, window) of the next decode step."""
+        if not self.window:
+            return self.context_sum()
+        return self.sum_base_below + self.n_below * self.D + self.window * (self.n - self.n_below)
+
+    def growth_now(self) -> int:
+        """Blocks the next decode step must allocate."""
+        return self.residue[(-self.D) % self.bs]
+
+    def growth_over(self, k: int) -> int:
+        """Blocks decode steps D .. D+k-1 allocate (sequences finishing inside are not subtracted).
+
+        A sequence of residue r crosses q = k // bs block boundaries, plus one more when
+        ((D - 1 + r) mod bs) + (k mod bs) >= bs: a cyclic range of residues, summed with prefix sums.
+        """
+        if k <= 0:
+            return 0
+        bs = self.bs
+        if k == 1:
+            return self.residue[(-self.D) % bs]
+        prefix = self._prefix
+        if prefix is None:
+            prefix = self._prefix = [0, *accumulate(self.residue + self.residue)]
+        q, m = divmod(k, bs)
+        total = q * prefix[bs]
+        if m:
+            start = (bs - m - self.D + 1) % bs  # residues whose rotated position lies in [bs - m, bs)
+            total += prefix[start + m] - prefix[start]
+        return total
+
+    def held_by(self, i: int) -> int:
+        """Blocks sequence ``i`` holds now (its KV covers context - 1 tokens)."""
+        if i in self.reserved:
+            return self.reserved[i]
+        return -(-(self.base[i] + self.D - 1) // self.bs)
+
+    # ----- membership -------------------------------------------------------------------------------------
+    def join(self, i: int, ctx: int, remaining: int, shared: int, t_last: float, reserved: int = 0) -> None:
+        """Sequence ``i`` decodes from the next step at context ``ctx`` for ``remaining`` more tokens."""
+        base = ctx - self.D
+        self.base[i] = base
+        self.finish_at[i] = self.D + remaining
+        self.shared[i] = shared
+        self.n += 1
+        self.sum_base += base
+        self.order.append(i)
+        heapq.heappush(self.heap, (self.D + remaining, i))
+        if reserved:
+            self.reserved[i] = reserved
+            self.held += reserved
+        else:
+            self.residue[(base - 1) % self.bs] += 1
+            self._prefix = None
+            self.held += -(-(ctx - 1) // self.bs)
+        if self.window and ctx < self.window:
+            self.below.add(i)
+            self.n_below += 1
+            self.sum_base_below += base
+            heapq.heappush(self.cross_heap, (self.window - base, i))
+        self.joined.append((i, t_last))
+
+    def remove(self, i: int) -> tuple[int, int, int, float]:
+        """Take ``i`` out; returns (context of its next step, tokens still to generate, blocks it held,
+        time of its last token)."""
+        base = self.base.pop(i)
+        held = self.held_by_base(i, base)
+        finish = self.finish_at.pop(i)
+        self.shared.pop(i, None)
+        self.n -= 1
+        self.sum_base -= base
+        self.held -= held
+        if i in self.reserved:
+            del self.reserved[i]
+        else:
+            self.residue[(base - 1) % self.bs] -= 1
+            self._prefix = None
+        if i in self.below:
+            self.below.discard(i)
+            self.n_below -= 1
+            self.sum_base_below -= base
+        last = self.last_decode
+        if self.joined:
+            for j, t in self.joined:
+                if j == i:
+                    last = t
+            self.joined = [(j, t) for j, t in self.joined if j != i]
+        return base + self.D, finish - self.D, held, last
+
+    def held_by_base(self, i: int, base: int) -> int:
+        if i in self.reserved:
+            return self.reserved[i]
+        return -(-(base + self.D - 1) // self.bs)
+
+    # ----- events ---------------------------------------------------------------------------------------------
+    def steps_to_completion(self) -> int:
+        """Decode steps until the next sequence finishes (it finishes at the end of the last of them)."""
+        heap = self.heap
+        while heap and self.finish_at.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] - self.D if heap else 1 << 60
+
+    def steps_to_window(self) -> int:
+        """Decode steps before the next sequence's context reaches the window (changes Σ min slope)."""
+        heap = self.cross_heap
+        while heap and heap[0][1] not in self.below:
+            heapq.heappop(heap)
+        return heap[0][0] - self.D if heap else 1 << 60
+
+    def advance(self, k: int, grown: int | None = None) -> None:
+        """Account ``k`` decode steps (the caller has allocated their ``grown`` blocks)."""
+        self.held += self.growth_over(k) if grown is None else grown
+        self.D += k
+        while self.cross_heap and self.cross_heap[0][0] <= self.D:
+            _, i = heapq.heappop(self.cross_heap)
+            if i in self.below:
+                self.below.discard(i)
+                self.n_below -= 1
+                self.sum_base_below -= self.base[i]
+
+    def pop_finished(self) -> list[int]:
+        """Sequences whose last token came out in the steps just accounted."""
+        out = []
+        heap = self.heap
+        while heap and heap[0][0] <= self.D:
+            d, i = heapq.heappop(heap)
+            if self.finish_at.get(i) == d:
+                out.append(i)
+        return out
+
+    def victim(self) -> int | None:
+        """The most recently joined running sequence (vLLM preempts it first)."""
+        while self.order and self.order[-1] not in self.base:
+            self.order.pop()
+        return self.order[-1] if self.order else None
+
+    def __len__(self) -> int:
+        return self.n

@@ -1,0 +1,69 @@
+"""What a simulation records as it runs: token gaps, a bounded step trace, occupancy over time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infercast.sim.metrics import GapRecorder
+
+
+@dataclass
+class StepRecord:
+    """One engine step (or a run of identical-shape decode steps) for the Perfetto trace."""
+
+    replica: int
+    start: float
+    duration: float
+    kind: str  # prefill | decode | mixed
+    prefill_tokens: int
+    decode_seqs: int
+    steps: int = 1
+    prefill_ids: tuple[int, ...] = ()
+
+
+@dataclass
+class Recorder:
+    """Collects metrics while replicas run; bounded memory whatever the run length."""
+
+    trace_limit: int = 0
+    """Keep at most this many step records for the timeline trace (0: none)."""
+    sample_interval: float = 1.0
+    """Occupancy is sampled at most once per this many simulated seconds per replica."""
+    gaps: GapRecorder = field(default_factory=GapRecorder)
+    steps: list[StepRecord] = field(default_factory=list)
+    samples: list[tuple[int, float, int, int, int, int]] = field(default_factory=list)
+    step_count: int = 0
+    busy_time: float = 0.0
+    _next_sample: dict[int, float] = field(default_factory=dict)
+    next_sample: float = 0.0
+    """Earliest time any replica takes its next sample (a cheap pre-check for the hot loop)."""
+
+    def step(self, record: StepRecord) -> None:
+        self.step_count += record.steps
+        self.busy_time += record.duration
+        if len(self.steps) < self.trace_limit:
+            self.steps.append(record)
+
+    def count(self, steps: int, duration: float) -> None:
+        """Count steps without keeping a trace record (the hot path when no trace is wanted)."""
+        self.step_count += steps
+        self.busy_time += duration
+
+    @property
+    def tracing(self) -> bool:
+        return len(self.steps) < self.trace_limit
+
+    def sample(self, replica: int, t: float, used_blocks: int, running: int, waiting: int, prefilling: int) -> None:
+        """(replica, time, KV blocks in use, running, waiting, prefilling), rate-limited per replica."""
+        if t >= self._next_sample.get(replica, 0.0):
+            self.samples.append((replica, t, used_blocks, running, waiting, prefilling))
+            self._next_sample[replica] = t + self.sample_interval
+            self.next_sample = min(self._next_sample.values())
+
+    def occupancy(self) -> np.ndarray:
+        """Samples as a structured array."""
+        dtype = [("replica", "i8"), ("t", "f8"), ("kv_blocks", "i8"), ("running", "i8"), ("waiting", "i8"),
+                 ("prefilling", "i8")]  # fmt: skip
+        return np.array(self.samples, dtype=dtype)

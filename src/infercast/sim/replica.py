@@ -1,0 +1,479 @@
+"""One serving replica: queues, KV cache, scheduler and the step loop.
+
+Step times come only from the cost layer: a compiled scalar function of ``StepCostModel`` for steps with
+prefill work, and its decode table for decode-only steps. Between events (arrival, completion, block
+boundary, window crossing, time limit) a decode batch evolves deterministically, so a whole run of decode
+steps is accounted in O(1): closed-form sums of the step times (:mod:`infercast.sim.decode_cost`) and
+incremental batch state (:mod:`infercast.sim.decode_set`). ``skip=False`` runs the same state machine one
+step at a time; the tests check both give the same metrics.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from infercast.analysis.scenario import cost_model
+from infercast.cost.compiled import DecodeTable, compile_scalar
+from infercast.cost.profile import CostProfile
+from infercast.errors import DoesNotFitError, InfercastError
+from infercast.memory import memory_budget
+from infercast.sim.decode_cost import DecodeRun
+from infercast.sim.decode_set import DecodeSet
+from infercast.sim.kv_cache import KVCache
+from infercast.sim.recorder import Recorder, StepRecord
+from infercast.sim.scheduler import Plan, make_scheduler
+from infercast.sim.state import RequestTable
+from infercast.specs.deployment import Deployment
+
+NEVER = 1 << 60
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """How a replica is deployed and scheduled."""
+
+    deployment: Deployment
+    scheduler: str = "sarathi"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    prefix_caching: bool = True
+    preemption: str = "recompute"  # recompute | swap
+    profile: CostProfile | None = None
+
+
+class Replica:
+    """A replica's state and step loop (see module docstring)."""
+
+    def __init__(self, rid: int, config: ReplicaConfig, table: RequestTable, recorder: Recorder, *, skip: bool = True):
+        dep = config.deployment
+        eng = dep.engine
+        self.rid = rid
+        self.config = config
+        self.table = table
+        self.rec = recorder
+        self.skip = skip
+        self.scheduler = make_scheduler(config.scheduler)
+        self.max_seqs = config.max_num_seqs or eng.max_num_seqs
+        self.max_batched_tokens = config.max_num_batched_tokens or eng.max_num_batched_tokens
+        if config.preemption not in ("recompute", "swap"):
+            raise InfercastError(f"must be recompute or swap, got {config.preemption!r}", field="preemption")
+        mem = memory_budget(dep, gpu_memory_utilization=config.gpu_memory_utilization, block_size=config.block_size)
+        if mem.num_blocks <= 0:
+            raise DoesNotFitError(
+                f"{dep.model.id} does not fit on {dep.tp}x {dep.hardware.id} at {dep.scheme.name}: no room for "
+                "a KV cache after weights and runtime memory; raise --tp or use a narrower --precision",
+                field="memory",
+            )
+        self.block_bytes = mem.block_bytes
+        self.bs = mem.block_size
+        hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
+        self.kv = KVCache(mem.num_blocks, mem.block_size, config.prefix_caching, hash_bs)
+        self.window = dep.model.sliding_window
+        model = cost_model(dep, config.profile)
+        self.profile = model.profile
+        self.request_overhead = model.profile.request_overhead_s
+        self.step_fn = compile_scalar(model)
+        self.decode_table = DecodeTable(model, self.max_seqs)
+        self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
+        self.t = 0.0
+        self.pending: deque[int] = deque()
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []
+        self.run = DecodeSet(self.bs, self.window)
+        self.swap_cost = 0.0
+        self.on_finish: Callable[[np.ndarray, np.ndarray], None] | None = None
+        self.on_prefilled: Callable[[int, float], None] | None = None
+        self.stop_on_completion = False
+
+    # ----- counts used by schedulers and routers --------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return self.run.n
+
+    @property
+    def num_seqs(self) -> int:
+        return self.run.n + len(self.prefilling)
+
+    @property
+    def outstanding(self) -> int:
+        """Requests on this replica not yet finished (for least-outstanding routing)."""
+        return len(self.pending) + len(self.waiting) + self.num_seqs
+
+    def prefill_left(self, i: int) -> int:
+        return int(self.table.target[i] - self.table.computed[i])
+
+    # ----- admission -----------------------------------------------------------------------------------------
+    def enqueue(self, i: int, t: float | None = None) -> None:
+        """Hand request ``i`` (sent at ``t``, default its arrival) to this replica.
+
+        It reaches the engine after the engine's per-request overhead (API server, tokenisation); requests
+        must be enqueued in the order they are sent.
+        """
+        tb = self.table
+        tb.replica[i] = self.rid
+        tb.visible[i] = (tb.arrival[i] if t is None else t) + self.request_overhead
+        self.pending.append(i)
+
+    def _pull_arrivals(self) -> None:
+        visible, pending, waiting, t = self.table.visible, self.pending, self.waiting, self.t
+        while pending and visible[pending[0]] <= t:
+            waiting.append(pending.popleft())
+
+    def admit(self, i: int, budget: int | None, *, limit: int | None = None, reserve: bool = False) -> int | None:
+        """Move the head of the waiting queue into prefill; returns the tokens scheduled now.
+
+        Looks up the prefix cache, then allocates KV blocks for the scheduled tokens (``reserve``: for the
+        whole prompt + output). Returns None, changing nothing, when blocks run short or the remaining
+        prompt exceeds ``limit``.
+        """
+        tb, kv = self.table, self.kv
+        if tb.swapped[i]:
+            return None  # swapped-out sequences come back whole, through _swap_in
+        hashes = tb.hashes_of(i)
+        hits = kv.match(hashes, int(tb.target[i])) if hashes is not None and tb.computed[i] == 0 else 0
+        cached = hits * kv.hash_block_size
+        left = int(tb.target[i]) - cached
+        if limit is not None and left > limit:
+            kv.unpin(hashes, hits)
+            return None
+        chunk = left if budget is None else min(left, budget)
+        shared = hits * kv.blocks_per_hash
+        length = int(tb.prompt[i] + tb.output[i]) if reserve else cached + chunk
+        need = -(-length // self.bs) - shared
+        if not kv.allocate(need):
+            kv.unpin(hashes, hits)
+            return None
+        self.waiting.popleft()
+        tb.computed[i] = cached
+        tb.shared[i] = shared
+        tb.pinned[i] = hits
+        tb.private[i] = max(need, 0)
+        if tb.preemptions[i] == 0:
+            tb.cached_tokens[i] = cached
+        self.prefilling.append(i)
+        return chunk
+
+    def grow(self, i: int, budget: int | None) -> int:
+        """Schedule the next chunk of a request in prefill; returns its tokens (0 if blocks run short)."""
+        tb = self.table
+        left = int(tb.target[i] - tb.computed[i])
+        chunk = left if budget is None else min(left, budget)
+        need = -(-(int(tb.computed[i]) + chunk) // self.bs) - int(tb.shared[i] + tb.private[i])
+        if need > 0:
+            if not self.kv.allocate(need):
+                return 0
+            tb.private[i] += need
+        return chunk
+
+    # ----- the loop ---------------------------------------------------------------------------------------------
+    def run_until(self, t_limit: float = np.inf) -> None:
+        """Run steps that start before ``t_limit`` (the last may end after it)."""
+        visible = self.table.visible
+        while True:
+            self._pull_arrivals()
+            if not (self.run.n or self.prefilling or self.waiting):
+                if self.pending and visible[self.pending[0]] < t_limit:
+                    self.t = max(self.t, float(visible[self.pending[0]]))
+                    continue
+                return
+            if self.t >= t_limit:
+                return
+            if self.waiting and self.table.swapped[self.waiting[0]]:
+                self._swap_in()
+            if self.run.n:
+                self._ensure_decode_blocks()
+            plan = self.scheduler.plan(self)
+            if plan is None:
+                if self.waiting and not self.run.n and not self.prefilling:
+                    self._cannot_admit(self.waiting[0])
+                if self.pending and visible[self.pending[0]] < t_limit:
+                    self.t = max(self.t, float(visible[self.pending[0]]))
+                    continue
+                return
+            if plan.prefill:
+                self._step(plan)
+            else:
+                self._decode_run(t_limit)
+
+    def _cannot_admit(self, i: int) -> None:
+        tb = self.table
+        need = -(-int(tb.prompt[i] + tb.output[i]) // self.bs)
+        raise DoesNotFitError(
+            f"request {i} ({tb.prompt[i]} prompt + {tb.output[i]} output tokens) needs {need} KV blocks but the "
+            f"replica has {self.kv.num_blocks} blocks of {self.bs} tokens; shorten the request or add memory",
+            field="workload",
+        )
+
+    # ----- a step with prefill work ---------------------------------------------------------------------------
+    def _step(self, plan: Plan) -> None:
+        tb, W = self.table, self.window
+        pre_tokens = sampled = 0
+        pairs = pairs_w = kv_read = kv_read_w = 0.0
+        for i, c in plan.prefill:
+            c0 = int(tb.computed[i])
+            pre_tokens += c
+            pairs += c * c0 + c * (c + 1) / 2
+            kv_read += c0 + c
+            if W:
+                pairs_w += _window_pairs(c, c0, W)
+                kv_read_w += min(c0, W - 1) + c
+            if c0 + c == tb.target[i]:
+                sampled += 1
+        if not W:
+            pairs_w, kv_read_w = pairs, kv_read
+        run = self.run
+        n = run.n if plan.decode else 0
+        s = float(run.context_sum()) if n else 0.0
+        sw = float(run.window_sum()) if n else 0.0
+        n_pre = len(plan.prefill)
+        x = (1.0, pre_tokens + n, sampled + n, pre_tokens, n, pairs, pairs_w, kv_read, kv_read_w, s, sw,
+             n_pre + n, n_pre)  # fmt: skip
+        dt = self.step_fn(x) + self.swap_cost
+        self.swap_cost = 0.0
+        start = self.t
+        end = start + dt
+        self.t = end
+        if self.rec.tracing:
+            self.rec.step(StepRecord(self.rid, start, dt, "mixed" if n else "prefill", pre_tokens, n,
+                                     prefill_ids=tuple(i for i, _ in plan.prefill)))  # fmt: skip
+        else:
+            self.rec.count(1, dt)
+        if n:
+            self._decode_gaps(end)
+            run.advance(1)
+            run.last_decode = end
+            self._complete(end)
+        for i, c in plan.prefill:
+            if tb.scheduled[i] != tb.scheduled[i]:  # NaN: first time any of its tokens runs
+                tb.scheduled[i] = start
+            tb.computed[i] += c
+            if tb.computed[i] == tb.target[i]:
+                self._prefill_done(i, end)
+        self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting), len(self.prefilling))
+
+    def _decode_gaps(self, end: float) -> None:
+        """Gaps of the first decode step after a change: newcomers from their last token, others together."""
+        run = self.run
+        others = run.n
+        for _, t_last in run.joined:
+            self.rec.gaps.add(end - t_last)
+            others -= 1
+        run.joined = []
+        if others:
+            self.rec.gaps.add(end - run.last_decode, others)
+
+    def _prefill_done(self, i: int, t: float) -> None:
+        tb, kv = self.table, self.kv
+        if tb.hashes is not None:
+            moved = kv.publish(tb.hashes_of(i), int(tb.pinned[i]), int(tb.target[i]))
+            if moved:
+                tb.private[i] -= moved
+                tb.shared[i] += moved
+                tb.pinned[i] = int(tb.target[i]) // kv.hash_block_size
+        self.prefilling.remove(i)
+        if tb.generated[i] == 0:
+            tb.first_token[i] = t
+        else:
+            self.rec.gaps.add(t - tb.last_token[i])
+        tb.generated[i] += 1
+        tb.last_token[i] = t
+        if tb.generated[i] >= tb.output[i]:
+            self._release(i)
+            tb.finish[i] = t
+            if self.on_finish:
+                self.on_finish(np.array([i]), np.array([t]))
+            return
+        if self.on_prefilled is not None:  # disaggregated: the decode pool takes over
+            self._release(i)
+            self.on_prefilled(i, t)
+            return
+        reserved = int(tb.private[i] + tb.shared[i]) if self.scheduler.name == "static" else 0
+        self.run.join(i, int(tb.target[i]) + 1, int(tb.output[i] - tb.generated[i]), int(tb.shared[i]), t, reserved)
+
+    def join_decoding(self, i: int) -> bool:
+        """Disaggregated decode pool: request ``i`` arrives with its prompt KV; False if blocks run short."""
+        tb = self.table
+        ctx = int(tb.prompt[i] + tb.generated[i])
+        need = -(-(ctx - 1) // self.bs)
+        if self.num_seqs >= self.max_seqs or not self.kv.allocate(need):
+            return False
+        tb.private[i], tb.shared[i], tb.pinned[i] = need, 0, 0
+        self.run.join(i, ctx, int(tb.output[i] - tb.generated[i]), 0, float(tb.last_token[i]))
+        return True
+
+    # ----- runs of decode-only steps -----------------------------------------------------------------------------
+    def _decode_run(self, t_limit: float) -> None:
+        """Decode steps until the next event, in O(1) each (one step at a time when ``skip`` is off).
+
+        A run's step j costs ``const + Σ_v max(a_v + j·da_v, b_v + j·db_v)`` (:class:`DecodeRun`). Completions
+        end a run; when nothing else could be scheduled afterwards (no queue, no prefill, no closed-loop
+        client waiting) the next run starts here instead of in the main loop.
+        """
+        run, kv, rec, table = self.run, self.kv, self.rec, self.decode_table
+        arrivals = self.scheduler.continuous
+        visible = self.table.visible
+        window = self.window
+        gaps = rec.gaps
+        while True:
+            n = run.n
+            s = float(run.context_sum())
+            ctx_run = DecodeRun(table, n, s, float(run.window_sum()) if window else s, n, run.n_below if window else n)
+            first = ctx_run.step(0)
+            k = run.steps_to_completion() if self.skip else 1
+            if k > 1:
+                if window:
+                    k = min(k, run.steps_to_window())
+                if arrivals and self.pending:
+                    k = ctx_run.steps_until(visible[self.pending[0]] - self.t, k, first)
+                if t_limit < np.inf:
+                    k = ctx_run.steps_until(t_limit - self.t, k, first)
+            now = run.residue[(-run.D) % run.bs]  # allocated by _ensure_decode_blocks
+            if k > 1:
+                grown = run.growth_over(k)
+                if grown - now > kv.free + kv.evictable:
+                    k = self._steps_with_blocks(k)
+                    grown = run.growth_over(k)
+                if grown > now and not kv.allocate(grown - now):
+                    raise RuntimeError("block accounting error: a decode run exceeded the checked budget")
+                total = ctx_run.total(k)
+            else:
+                grown, total = now, first
+            start = self.t
+            if self.swap_cost:
+                first += self.swap_cost
+                total += self.swap_cost
+                self.swap_cost = 0.0
+            end = start + total
+            # gaps: the run's first step for sequences that just joined (from their last token) and the
+            # rest (from the last decode step); then steps 1..k-1, every sequence each time
+            end_first = start + first
+            others = n
+            if run.joined:
+                for _, t_last in run.joined:
+                    gaps.add(end_first - t_last)
+                    others -= 1
+                run.joined = []
+            if others:
+                gaps.add(end_first - run.last_decode, others)
+            if k > 1:
+                gaps.add_ramp(ctx_run.const, ctx_run.lines, 1, k, n)
+            run.advance(k, grown)
+            run.last_decode = end
+            self.t = end
+            if rec.tracing:
+                rec.step(StepRecord(self.rid, start, total, "decode", 0, n, steps=k))
+            else:
+                rec.step_count += k
+                rec.busy_time += total
+            finished = run.heap[0][0] <= run.D and self._complete(end)
+            if end >= rec.next_sample:
+                rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
+            if not (finished and self.skip and run.n and not self.waiting and not self.prefilling and end < t_limit):
+                return
+            if (self.pending and visible[self.pending[0]] <= end) or self.stop_on_completion:
+                return
+            self._ensure_decode_blocks()
+
+    def _steps_with_blocks(self, k: int) -> int:
+        """Most steps (>= 1) whose block growth fits in what is available now (frees not counted)."""
+        run, avail = self.run, self.kv.available + self.run.growth_now()
+        lo, hi = 1, k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if run.growth_over(mid) <= avail:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    # ----- bookkeeping ---------------------------------------------------------------------------------------------
+    def _complete(self, t: float) -> bool:
+        """Finish the sequences whose last token came out in the steps just accounted."""
+        done = self.run.pop_finished()
+        if not done:
+            return False
+        tb, kv, remove = self.table, self.kv, self.run.remove
+        finish, shared, pinned = tb.finish, tb.shared, tb.pinned
+        for i in done:
+            held = remove(i)[2]
+            finish[i] = t
+            kv.release(held - int(shared[i]))
+            if pinned[i]:
+                kv.unpin(tb.hashes_of(i), int(pinned[i]))
+                pinned[i] = 0
+            shared[i] = 0
+        tb.generated[done] = tb.output[done]
+        tb.last_token[done] = t
+        tb.private[done] = 0
+        if self.on_finish:
+            ids = np.array(done)
+            self.on_finish(ids, np.full(ids.size, t))
+        return True
+
+    def _release(self, i: int) -> None:
+        tb = self.table
+        self.kv.release(int(tb.private[i]))
+        if tb.pinned[i]:
+            self.kv.unpin(tb.hashes_of(i), int(tb.pinned[i]))
+        tb.private[i] = tb.shared[i] = tb.pinned[i] = 0
+
+    def _ensure_decode_blocks(self) -> None:
+        """Before a decode step: every running sequence needs a slot for its next token; preempt if short."""
+        run, kv = self.run, self.kv
+        while run.n:
+            need = run.residue[(-run.D) % run.bs]
+            if need <= kv.free:  # the common case: no eviction needed
+                if need:
+                    kv.private += need
+                    kv.free -= need
+                return
+            if need <= kv.free + kv.evictable:
+                kv.allocate(need)
+                return
+            self._preempt(run.victim())
+
+    def _preempt(self, i: int) -> None:
+        """Evict running sequence ``i`` (the most recently admitted: vLLM's policy) by recompute or swap."""
+        tb = self.table
+        ctx, remaining, held, last = self.run.remove(i)
+        tb.preemptions[i] += 1
+        tb.generated[i] = tb.output[i] - remaining
+        tb.private[i] = held - int(tb.shared[i])
+        tb.last_token[i] = last
+        self._release(i)
+        if self.config.preemption == "swap":
+            tb.swapped[i] = True
+            tb.computed[i] = ctx  # its KV goes to host memory: nothing to recompute
+            self.swap_cost += held * self.block_bytes / self.host_bw
+        else:
+            tb.computed[i] = 0
+            tb.target[i] = int(tb.prompt[i] + tb.generated[i])
+        self.waiting.appendleft(i)
+
+    def _swap_in(self) -> None:
+        """Bring the swapped-out head of the queue back onto the GPU when it fits (PCIe transfer time)."""
+        tb = self.table
+        i = self.waiting[0]
+        ctx = int(tb.computed[i])
+        need = -(-(ctx - 1) // self.bs)
+        if self.num_seqs >= self.max_seqs or not self.kv.allocate(need):
+            return
+        self.waiting.popleft()
+        tb.swapped[i] = False
+        tb.private[i], tb.shared[i], tb.pinned[i] = need, 0, 0
+        self.swap_cost += need * self.block_bytes / self.host_bw
+        self.run.join(i, ctx, int(tb.output[i] - tb.generated[i]), 0, float(tb.last_token[i]))
+
+
+def _window_pairs(c: int, c0: int, w: int) -> float:
+    """Σ over a chunk's queries of min(position + 1, window) (pure-Python twin of cost.batch.window_pairs)."""
+    lo, hi = c0 + 1, c0 + c
+    top = min(hi, w)
+    n_lin = max(top - lo + 1, 0)
+    return n_lin * (lo + max(top, lo - 1)) / 2 + w * max(hi - max(lo - 1, w), 0)
