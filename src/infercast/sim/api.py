@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica, ReplicaConfig
 from infercast.sim.state import RequestTable
-from infercast.sim.workload import Workload, load_trace, synthetic
+from infercast.sim.workload import BUILTIN_TRACES, Workload, builtin_trace, load_trace, synthetic
 from infercast.specs.deployment import Deployment
 
 
@@ -38,6 +39,7 @@ class SimulationResult:
     table: RequestTable
     recorder: Recorder
     config: dict[str, Any]
+    replicas: list[Replica] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.summary, "config": self.config}
@@ -54,7 +56,7 @@ class SimulationResult:
                 "ttft_s": ttft,
                 "tpot_s": tpot,
                 "e2e_s": e2e,
-                "queue_s": tb.scheduled - tb.arrival,
+                "queue_s": tb.scheduled - tb.visible,
                 "first_token_s": tb.first_token,
                 "finish_s": tb.finish,
                 "cached_tokens": tb.cached_tokens,
@@ -95,7 +97,7 @@ def build_workload(
     if workload is not None:
         return workload
     if trace is not None:
-        work = load_trace(trace)
+        work = builtin_trace(trace) if trace in BUILTIN_TRACES and not Path(trace).exists() else load_trace(trace)
         if num_requests:
             work = work.head(require_positive_int("num_requests", num_requests))
         if concurrency is not None or offline:
@@ -197,7 +199,7 @@ def simulate(
         "max_num_seqs": reps[0].max_seqs, "max_num_batched_tokens": reps[0].max_batched_tokens,
         "kv_blocks_per_replica": reps[0].kv.num_blocks, "block_size": reps[0].bs, "workload": work.name,
     }  # fmt: skip
-    return SimulationResult(summarize(table, recorder, reps, slo, work), table, recorder, config)
+    return SimulationResult(summarize(table, recorder, reps, slo, work), table, recorder, config, reps)
 
 
 def _check_lengths(table: RequestTable, model: str) -> None:
@@ -223,7 +225,7 @@ def summarize(table: RequestTable, rec: Recorder, reps: list[Replica], slo: SLO 
     completed = int(done.sum())
     out_tokens = int(table.output[done].sum())
     in_tokens = int(table.prompt[done].sum())
-    queue = table.scheduled - table.arrival
+    queue = table.scheduled - table.visible  # waiting inside the engine (after the request overhead)
     summary: dict[str, Any] = {
         "num_requests": table.n,
         "completed": completed,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,11 +86,9 @@ class Coordinator:
             if self.decode:
                 rep.on_prefilled = self._prefilled
             if closed_loop:
-                rep.stop_on_completion = True
                 rep.on_finish = self._client_done
         for rep in self.decode:
             if closed_loop:
-                rep.stop_on_completion = True
                 rep.on_finish = self._client_done
 
     # ----- callbacks -------------------------------------------------------------------------------------
@@ -107,7 +105,7 @@ class Coordinator:
             if self._next_request < self.table.n:
                 j = self._next_request
                 self._next_request += 1
-                self.table.arrival[j] = self.table.visible[j] = t
+                self.table.arrival[j] = t
                 heapq.heappush(self.events, (t, next(self._order), j))
 
     # ----- driving -----------------------------------------------------------------------------------------
@@ -115,87 +113,69 @@ class Coordinator:
         tb = self.table
         if self.closed_loop:
             first = min(self.closed_loop, tb.n)
-            tb.arrival[:first] = tb.visible[:first] = 0.0
+            tb.arrival[:first] = 0.0
             for j in range(first):
                 heapq.heappush(self.events, (0.0, next(self._order), j))
             self._next_request = first
-            arrivals: Callable[[], tuple[float, int] | None] = lambda: None  # noqa: E731
+            order: list[int] = []
         else:
-            order = np.argsort(tb.arrival, kind="stable")
-            it = iter(order.tolist())
-            nxt = [next(it, None)]
-
-            def arrivals() -> tuple[float, int] | None:
-                i = nxt[0]
-                return None if i is None else (float(tb.arrival[i]), i)
-
-        simple = not self.router.needs_state and not self.decode and not self.closed_loop
-        if simple:  # independent replicas: give each its share up front and run them to the end
-            while (a := arrivals()) is not None:
-                self.router.pick(a[1], self.replicas).enqueue(a[1])
-                nxt[0] = next(it, None)
+            order = np.argsort(tb.arrival, kind="stable").tolist()
+        if not self.router.needs_state and not self.decode and not self.closed_loop:
+            for i in order:  # independent replicas: give each its share up front and run them to the end
+                self.router.pick(i, self.replicas).enqueue(i)
             for rep in self.replicas:
                 rep.run_until(np.inf)
             return
+        self._run_in_time_order(order)
+
+    def _run_in_time_order(self, order: list[int]) -> None:
+        """Conservative time-stepping: always advance the replica that is furthest behind, never past the next
+        event (arrival, KV transfer, client send) or the next replica's clock, so every event is routed
+        before any replica has moved beyond it."""
+        tb = self.table
+        everyone = self.replicas + self.decode
+        for rep in everyone:
+            rep.yield_on_event = True
+        position = 0
         while True:
-            a = arrivals()
-            e = self.events[0] if self.events else None
-            if a is None and e is None:
-                if self._drain():
-                    continue
+            t_arrival = float(tb.arrival[order[position]]) if position < len(order) else np.inf
+            t_event = self.events[0][0] if self.events else np.inf
+            t_next = min(t_arrival, t_event)
+            lowest, t_low, t_second = None, np.inf, np.inf
+            for rep in everyone:
+                tr = rep.next_activity()
+                if tr < t_low:
+                    lowest, t_low, t_second = rep, tr, t_low
+                elif tr < t_second:
+                    t_second = tr
+            if lowest is not None and t_low < t_next:
+                limit = min(t_next, t_second)
+                lowest.run_until(max(limit, np.nextafter(t_low, np.inf)))
+                if lowest.rid in self.kv_queue:
+                    self._feed_decode(lowest)
+                continue
+            if t_next == np.inf:
+                stuck = [q[0] for q in self.kv_queue.values() if q]
+                if stuck:
+                    raise InfercastError(f"request {stuck[0]} cannot fit in any decode replica's KV cache",
+                                         field="workload")  # fmt: skip
                 return
-            if e is not None and (a is None or e[0] <= a[0]):
-                heapq.heappop(self.events)
-                t, i = e[0], e[2]
+            if t_event <= t_arrival:
+                t, _, i = heapq.heappop(self.events)
                 if self.decode and not np.isnan(tb.first_token[i]) and tb.generated[i] < tb.output[i]:
-                    self._to_decode(t, i)
+                    rep = (self.decode_router or self.router).pick(i, self.decode)
+                    tb.replica[i] = rep.rid
+                    self.kv_queue[rep.rid].append(i)
+                    rep.t = max(rep.t, t)
+                    self._feed_decode(rep)
                 else:
-                    self._route(t, i)
+                    self.router.pick(i, self.replicas).enqueue(i, t)
             else:
-                t, i = a
-                nxt[0] = next(it, None)
-                self._route(t, i)
-
-    def _advance_all(self, t: float) -> None:
-        for rep in self.replicas:
-            rep.run_until(t)
-        for rep in self.decode:
-            self._feed_decode(rep)
-            rep.run_until(t)
-            self._feed_decode(rep)
-
-    def _route(self, t: float, i: int) -> None:
-        self._advance_all(t)
-        self.table.visible[i] = t
-        self.router.pick(i, self.replicas).enqueue(i)
-
-    def _to_decode(self, t: float, i: int) -> None:
-        self._advance_all(t)
-        rep = (self.decode_router or self.router).pick(i, self.decode)
-        self.table.replica[i] = rep.rid
-        self.kv_queue[rep.rid].append(i)
-        rep.t = max(rep.t, t)
-        self._feed_decode(rep)
+                i = order[position]
+                position += 1
+                self.router.pick(i, self.replicas).enqueue(i)
 
     def _feed_decode(self, rep: Replica) -> None:
         queue = self.kv_queue[rep.rid]
         while queue and rep.join_decoding(queue[0]):
             queue.popleft()
-
-    def _drain(self) -> bool:
-        """Run everything to the end; True if that produced new events."""
-        for rep in self.replicas:
-            rep.run_until(np.inf)
-        progress = True
-        while progress and not self.events:
-            progress = False
-            for rep in self.decode:
-                before = len(self.kv_queue[rep.rid])
-                self._feed_decode(rep)
-                rep.run_until(np.inf)
-                self._feed_decode(rep)
-                progress |= len(self.kv_queue[rep.rid]) != before or bool(rep.r_ids.size)
-            if any(self.kv_queue[r.rid] for r in self.decode) and not progress:
-                stuck = next(q[0] for q in self.kv_queue.values() if q)
-                raise InfercastError(f"request {stuck} cannot fit in any decode replica's KV cache", field="workload")
-        return bool(self.events)

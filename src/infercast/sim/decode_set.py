@@ -170,7 +170,7 @@ class DecodeSet:
         heap = self.heap
         while heap and heap[0][0] <= self.D:
             d, i = heapq.heappop(heap)
-            if self.finish_at.get(i) == d:
+            if self.finish_at.get(i) == d and i not in out:  # a re-joined sequence may repeat its entry
                 out.append(i)
         return out
 

@@ -87,9 +87,11 @@ class Replica:
         self.prefilling: list[int] = []
         self.run = DecodeSet(self.bs, self.window)
         self.swap_cost = 0.0
+        self.reserved = 0  # blocks allocated for the growth of the next decode step (see _ensure_decode_blocks)
         self.on_finish: Callable[[np.ndarray, np.ndarray], None] | None = None
         self.on_prefilled: Callable[[int, float], None] | None = None
-        self.stop_on_completion = False
+        self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
+        self._event = False
 
     # ----- counts used by schedulers and routers --------------------------------------------------------------
     @property
@@ -104,6 +106,14 @@ class Replica:
     def outstanding(self) -> int:
         """Requests on this replica not yet finished (for least-outstanding routing)."""
         return len(self.pending) + len(self.waiting) + self.num_seqs
+
+    def next_activity(self) -> float:
+        """When this replica next has something to do (inf when idle with nothing pending)."""
+        if self.run.n or self.prefilling or self.waiting:
+            return self.t
+        if self.pending:
+            return max(self.t, float(self.table.visible[self.pending[0]]))
+        return np.inf
 
     def prefill_left(self, i: int) -> int:
         return int(self.table.target[i] - self.table.computed[i])
@@ -184,9 +194,9 @@ class Replica:
                 return
             if self.t >= t_limit:
                 return
-            if self.waiting and self.table.swapped[self.waiting[0]]:
-                self._swap_in()
             if self.run.n:
+                self._ensure_decode_blocks()
+            if self.waiting and self.table.swapped[self.waiting[0]] and self._swap_in():
                 self._ensure_decode_blocks()
             plan = self.scheduler.plan(self)
             if plan is None:
@@ -200,6 +210,9 @@ class Replica:
                 self._step(plan)
             else:
                 self._decode_run(t_limit)
+            if self._event and self.yield_on_event:
+                self._event = False
+                return
 
     def _cannot_admit(self, i: int) -> None:
         tb = self.table
@@ -246,7 +259,8 @@ class Replica:
             self.rec.count(1, dt)
         if n:
             self._decode_gaps(end)
-            run.advance(1)
+            run.advance(1, self.reserved)
+            self.reserved = 0
             run.last_decode = end
             self._complete(end)
         for i, c in plan.prefill:
@@ -286,11 +300,13 @@ class Replica:
         if tb.generated[i] >= tb.output[i]:
             self._release(i)
             tb.finish[i] = t
+            self._event = True
             if self.on_finish:
                 self.on_finish(np.array([i]), np.array([t]))
             return
         if self.on_prefilled is not None:  # disaggregated: the decode pool takes over
             self._release(i)
+            self._event = True
             self.on_prefilled(i, t)
             return
         reserved = int(tb.private[i] + tb.shared[i]) if self.scheduler.name == "static" else 0
@@ -325,15 +341,17 @@ class Replica:
             s = float(run.context_sum())
             ctx_run = DecodeRun(table, n, s, float(run.window_sum()) if window else s, n, run.n_below if window else n)
             first = ctx_run.step(0)
+            swap, self.swap_cost = self.swap_cost, 0.0  # host transfers of preempted KV delay this run
+            origin = self.t + swap
             k = run.steps_to_completion() if self.skip else 1
             if k > 1:
                 if window:
                     k = min(k, run.steps_to_window())
                 if arrivals and self.pending:
-                    k = ctx_run.steps_until(visible[self.pending[0]] - self.t, k, first)
+                    k = ctx_run.steps_until(visible[self.pending[0]] - origin, k, first)
                 if t_limit < np.inf:
-                    k = ctx_run.steps_until(t_limit - self.t, k, first)
-            now = run.residue[(-run.D) % run.bs]  # allocated by _ensure_decode_blocks
+                    k = ctx_run.steps_until(t_limit - origin, k, first)
+            now = self.reserved  # the first step's growth, reserved by _ensure_decode_blocks
             if k > 1:
                 grown = run.growth_over(k)
                 if grown - now > kv.free + kv.evictable:
@@ -344,11 +362,10 @@ class Replica:
                 total = ctx_run.total(k)
             else:
                 grown, total = now, first
+            self.reserved = 0
             start = self.t
-            if self.swap_cost:
-                first += self.swap_cost
-                total += self.swap_cost
-                self.swap_cost = 0.0
+            first += swap
+            total += swap
             end = start + total
             # gaps: the run's first step for sequences that just joined (from their last token) and the
             # rest (from the last decode step); then steps 1..k-1, every sequence each time
@@ -376,13 +393,15 @@ class Replica:
                 rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
             if not (finished and self.skip and run.n and not self.waiting and not self.prefilling and end < t_limit):
                 return
-            if (self.pending and visible[self.pending[0]] <= end) or self.stop_on_completion:
+            if (self.pending and visible[self.pending[0]] <= end) or self.yield_on_event:
                 return
             self._ensure_decode_blocks()
+            if self.waiting or not run.n:  # a preemption queued work for the scheduler
+                return
 
     def _steps_with_blocks(self, k: int) -> int:
         """Most steps (>= 1) whose block growth fits in what is available now (frees not counted)."""
-        run, avail = self.run, self.kv.available + self.run.growth_now()
+        run, avail = self.run, self.kv.available + self.reserved
         lo, hi = 1, k
         while lo < hi:
             mid = (lo + hi + 1) // 2
@@ -411,6 +430,7 @@ class Replica:
         tb.generated[done] = tb.output[done]
         tb.last_token[done] = t
         tb.private[done] = 0
+        self._event = True
         if self.on_finish:
             ids = np.array(done)
             self.on_finish(ids, np.full(ids.size, t))
@@ -424,19 +444,26 @@ class Replica:
         tb.private[i] = tb.shared[i] = tb.pinned[i] = 0
 
     def _ensure_decode_blocks(self) -> None:
-        """Before a decode step: every running sequence needs a slot for its next token; preempt if short."""
+        """Reserve the blocks the next decode step needs (a new block for every sequence crossing a block
+        boundary), preempting the most recently admitted sequences if they do not fit. Idempotent until the
+        step runs: steps without decodes (prefill-first, static) keep the reservation."""
         run, kv = self.run, self.kv
         while run.n:
             need = run.residue[(-run.D) % run.bs]
-            if need <= kv.free:  # the common case: no eviction needed
-                if need:
-                    kv.private += need
-                    kv.free -= need
+            delta = need - self.reserved
+            if delta <= 0:
+                if delta:
+                    kv.release(-delta)
+                self.reserved = need
                 return
-            if need <= kv.free + kv.evictable:
-                kv.allocate(need)
+            if delta <= kv.free + kv.evictable:
+                kv.allocate(delta)
+                self.reserved = need
                 return
             self._preempt(run.victim())
+        if self.reserved:
+            kv.release(self.reserved)
+            self.reserved = 0
 
     def _preempt(self, i: int) -> None:
         """Evict running sequence ``i`` (the most recently admitted: vLLM's policy) by recompute or swap."""
@@ -456,19 +483,23 @@ class Replica:
             tb.target[i] = int(tb.prompt[i] + tb.generated[i])
         self.waiting.appendleft(i)
 
-    def _swap_in(self) -> None:
-        """Bring the swapped-out head of the queue back onto the GPU when it fits (PCIe transfer time)."""
+    def _swap_in(self) -> bool:
+        """Bring the swapped-out head of the queue back onto the GPU (PCIe transfer time) when its blocks fit
+        beside the running batch's next growth (already reserved), so it is not evicted again at once."""
         tb = self.table
         i = self.waiting[0]
         ctx = int(tb.computed[i])
-        need = -(-(ctx - 1) // self.bs)
-        if self.num_seqs >= self.max_seqs or not self.kv.allocate(need):
-            return
+        need = -(-(ctx - 1) // self.bs) + 1  # its blocks plus room for its next token
+        if self.num_seqs >= self.max_seqs or need > self.kv.free + self.kv.evictable:
+            return False
+        need -= 1
+        self.kv.allocate(need)
         self.waiting.popleft()
         tb.swapped[i] = False
         tb.private[i], tb.shared[i], tb.pinned[i] = need, 0, 0
         self.swap_cost += need * self.block_bytes / self.host_bw
         self.run.join(i, ctx, int(tb.output[i] - tb.generated[i]), 0, float(tb.last_token[i]))
+        return True
 
 
 def _window_pairs(c: int, c0: int, w: int) -> float:

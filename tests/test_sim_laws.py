@@ -1,0 +1,221 @@
+"""The simulator obeys the laws of serving: limits, conservation, monotonicity, and the fast path equals
+stepping token by token."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infercast.analysis.scenario import predict
+from infercast.errors import DoesNotFitError, InfercastError
+from infercast.sim.api import DisaggConfig, simulate
+from infercast.sim.cluster import KVLink
+from infercast.sim.workload import Workload, synthetic
+
+GPU = "h100-sxm"
+MODEL = "llama-3.1-8b"
+
+
+def _close(a: dict, b: dict, rtol: float = 1e-9) -> None:
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s"):
+        for q in ("mean", "p50", "p90", "p99"):
+            assert a[key][q] == pytest.approx(b[key][q], rel=rtol, abs=1e-12), (key, q)
+    for key in ("output_throughput_tok_s", "request_throughput_req_s", "duration_s"):
+        assert a[key] == pytest.approx(b[key], rel=rtol)
+    for key in ("completed", "preemptions", "steps"):
+        assert a[key] == b[key], key
+
+
+EQUIVALENCE_CASES = {
+    "chunked prefill": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20),
+    "prefill-first": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20, scheduler="vllm"),
+    "static": dict(input_len=500, output_len="uniform:10,300", num_requests=120, rate=20, scheduler="static",
+                   max_num_seqs=32),
+    "recompute preemption": dict(input_len=3000, output_len="uniform:100,600", num_requests=120, rate=30,
+                                 gpu_memory_utilization=0.3),
+    "swap preemption": dict(input_len=3000, output_len="uniform:100,600", num_requests=100, rate=30,
+                            gpu_memory_utilization=0.3, preemption="swap"),
+    "prefix caching": dict(input_len=500, output_len=100, num_requests=150, rate=20, prefix=(4, 2000)),
+    "closed loop": dict(input_len=1000, output_len="uniform:10,300", num_requests=120, concurrency=16),
+    "disaggregated": dict(input_len=1500, output_len=200, num_requests=100, rate=10, scheduler="disagg"),
+    "two replicas": dict(input_len=1500, output_len=200, num_requests=100, rate=20, replicas=2,
+                         router="least_outstanding"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(EQUIVALENCE_CASES))
+def test_skip_ahead_equals_step_by_step(case):
+    kw = dict(EQUIVALENCE_CASES[case])
+    fast = simulate(MODEL, GPU, seed=5, **kw)
+    slow = simulate(MODEL, GPU, seed=5, skip=False, **kw)
+    _close(fast.summary, slow.summary)
+    np.testing.assert_allclose(fast.table.finish, slow.table.finish, rtol=1e-12)
+    assert fast.summary["steps"] > 0
+
+
+@pytest.mark.parametrize("model", ["gemma-2-9b", "qwen3-30b-a3b"])
+def test_skip_ahead_equivalence_sliding_window_and_moe(model):
+    kw = dict(input_len="uniform:100,6000", output_len="uniform:10,300", num_requests=80, rate=10, seed=2)
+    _close(simulate(model, GPU, **kw).summary, simulate(model, GPU, skip=False, **kw).summary)
+
+
+def test_low_rate_matches_single_request_prediction():
+    res = simulate(MODEL, GPU, input_len=1000, output_len=200, num_requests=20, rate=0.01, seed=1)
+    p = predict(MODEL, GPU, input_len=1000, output_len=200)
+    assert res["ttft_s"]["p50"] == pytest.approx(p.ttft_s, rel=1e-6)
+    assert res["tpot_s"]["p50"] == pytest.approx(p.tpot_s, rel=1e-6)
+    assert res["queue_s"]["p99"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_offline_throughput_approaches_step_capacity():
+    res = simulate(MODEL, GPU, input_len=512, output_len=256, num_requests=512, offline=True, max_num_seqs=256)
+    static = predict(MODEL, GPU, input_len=512, output_len=256, batch=256)
+    # continuous batching of 256 slots sustains about what a static batch of 256 achieves
+    assert res["output_throughput_tok_s"] == pytest.approx(static.output_throughput_tok_s, rel=0.15)
+    assert res["mean_decode_batch"] > 100
+
+
+def test_littles_law_from_replica_occupancy():
+    res = simulate(MODEL, GPU, engine="ideal", input_len="uniform:200,2000", output_len="uniform:20,400",
+                   num_requests=600, rate=15, seed=3, sample_interval=0.0)  # fmt: skip
+    occ = res.occupancy()
+    t = occ["t"].to_numpy()
+    inside = (occ["running"] + occ["waiting"] + occ["prefilling"]).to_numpy()
+    area = float(np.sum(inside[1:] * np.diff(t)))  # requests in the system, integrated over the samples
+    e2e = res.requests()["e2e_s"].to_numpy()
+    span = t[-1] - t[0]
+    # L = λ W over the same window (requests in the system at sample times)
+    assert area / span == pytest.approx(e2e.sum() / span, rel=0.05)
+
+
+def test_every_request_finishes_with_its_exact_output_length():
+    res = simulate(MODEL, GPU, input_len="lognormal:800,0.8", output_len="lognormal:150,0.9", num_requests=400,
+                   rate=25, gpu_memory_utilization=0.35, seed=4)  # fmt: skip
+    tb = res.table
+    assert res["completed"] == 400
+    assert (tb.generated == tb.output).all()
+    assert (tb.first_token >= tb.arrival).all() and (tb.finish >= tb.first_token).all()
+    for rep in res.replicas:  # every block returned
+        assert rep.kv.private == 0 and rep.reserved == 0
+
+
+def test_same_seed_same_result_different_seed_differs():
+    kw = dict(input_len="uniform:100,2000", output_len="uniform:10,400", num_requests=200, rate=10)
+    a, b = simulate(MODEL, GPU, seed=7, **kw), simulate(MODEL, GPU, seed=7, **kw)
+    c = simulate(MODEL, GPU, seed=8, **kw)
+    assert a.summary == b.summary
+    assert a["ttft_s"]["mean"] != c["ttft_s"]["mean"]
+
+
+def test_chunked_prefill_lowers_tpot_tail_on_mixed_workload():
+    kw = dict(input_len="uniform:2000,8000", output_len="uniform:100,400", num_requests=200, rate=2.5, seed=1)
+    chunked = simulate(MODEL, GPU, scheduler="sarathi", max_num_batched_tokens=2048, **kw)
+    prefill_first = simulate(MODEL, GPU, scheduler="vllm", max_num_batched_tokens=16384, **kw)
+    assert chunked["tpot_s"]["p99"] < prefill_first["tpot_s"]["p99"]
+    assert chunked["itl_s"]["p99"] < prefill_first["itl_s"]["p99"]
+
+
+def test_prefix_caching_lowers_ttft_for_shared_prompts():
+    kw = dict(input_len=200, output_len=50, num_requests=200, rate=5, prefix=(2, 4000), seed=1)
+    cached = simulate(MODEL, GPU, **kw)
+    uncached = simulate(MODEL, GPU, prefix_caching=False, **kw)
+    assert cached["prefix_cache_hit_rate"] > 0.9
+    assert uncached["prefix_cache_hit_rate"] == 0
+    assert cached["ttft_s"]["mean"] < 0.5 * uncached["ttft_s"]["mean"]
+
+
+def test_more_load_never_lowers_latency():
+    base = synthetic(300, "uniform:200,3000", "uniform:20,300", arrival="gamma", rate=1.0, seed=11)
+    previous = None
+    for rate in (2, 6, 12, 24):
+        work = Workload(base.arrival / rate, base.prompt_len, base.output_len)  # same pattern, compressed
+        s = simulate(MODEL, GPU, workload=work).summary
+        current = [s[k][q] for k in ("ttft_s", "tpot_s", "e2e_s") for q in ("p50", "p99")]
+        if previous is not None:
+            assert all(c >= p * 0.999 for c, p in zip(current, previous, strict=True)), (rate, current, previous)
+        previous = current
+
+
+def test_overload_reports_saturation_and_terminates():
+    res = simulate(MODEL, GPU, input_len=4000, output_len=300, num_requests=400, rate=200)
+    assert res["saturated"] and "exceeds" in res["saturation_reason"]
+    assert res["completed"] == 400
+
+
+def test_goodput_counts_requests_meeting_slos():
+    kw = dict(input_len=1000, output_len=100, num_requests=200, rate=5, seed=2)
+    loose = simulate(MODEL, GPU, goodput=["ttft:10000", "tpot:1000"], **kw)
+    assert loose["goodput_req_s"] == pytest.approx(loose["request_throughput_req_s"])
+    strict = simulate(MODEL, GPU, goodput="ttft:1 tpot:1", **kw)
+    assert strict["goodput_req_s"] == 0 and strict["slo_attainment"] == 0
+
+
+def test_preemption_when_kv_runs_short():
+    res = simulate(MODEL, GPU, input_len=3000, output_len=800, num_requests=150, rate=50,
+                   gpu_memory_utilization=0.3, seed=1)  # fmt: skip
+    assert res["preemptions"] > 0 and res["completed"] == 150
+
+
+def test_disaggregation_removes_prefill_interference_from_decode():
+    kw = dict(input_len=4000, output_len=300, num_requests=200, rate=3, seed=1)
+    colocated = simulate(MODEL, GPU, max_num_batched_tokens=8192, **kw)
+    disagg = simulate(MODEL, GPU, scheduler="disagg", disagg=DisaggConfig(1, 1, link=KVLink(50e9)), **kw)
+    assert disagg["tpot_s"]["p99"] < colocated["tpot_s"]["p99"]
+    assert disagg["completed"] == 200
+    slow_link = simulate(MODEL, GPU, scheduler="disagg", disagg=DisaggConfig(1, 1, link=KVLink(1e9)), **kw)
+    # the KV transfer (4000 tokens x 128 KiB over 1 GB/s: ~0.5 s) sits in the gap before the second token
+    transfer = 4000 * 131072 / 1e9
+    assert slow_link["e2e_s"]["p50"] - disagg["e2e_s"]["p50"] == pytest.approx(transfer, rel=0.1)
+    assert slow_link["ttft_s"]["p50"] == pytest.approx(disagg["ttft_s"]["p50"], rel=1e-6)
+
+
+def test_two_replicas_share_load():
+    kw = dict(input_len=1000, output_len=200, num_requests=300, seed=1)
+    one = simulate(MODEL, GPU, rate=6, **kw)
+    two = simulate(MODEL, GPU, rate=12, replicas=2, **kw)
+    assert two["request_throughput_req_s"] == pytest.approx(2 * one["request_throughput_req_s"], rel=0.1)
+    assert two["tpot_s"]["mean"] == pytest.approx(one["tpot_s"]["mean"], rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(input_len=100, output_len=10, rate=0), "rate"),
+        (dict(input_len=100, output_len=10, concurrency=0), "concurrency"),
+        (dict(input_len=100, output_len=10), "rate"),
+        (dict(input_len=100, output_len=10, rate=1, concurrency=2), "rate"),
+        (dict(input_len=0, output_len=10, rate=1), "input_len"),
+        (dict(input_len=200_000, output_len=10, rate=1), "workload"),
+        (dict(input_len=100, output_len=10, rate=1, scheduler="fifo"), "scheduler"),
+        (dict(input_len=100, output_len=10, rate=1, goodput="latency:5"), "goodput"),
+    ],
+)
+def test_bad_inputs(kwargs, field):
+    with pytest.raises(InfercastError) as exc:
+        simulate(MODEL, GPU, num_requests=10, **kwargs)
+    assert exc.value.field == field
+
+
+def test_model_that_does_not_fit():
+    with pytest.raises(DoesNotFitError, match="raise --tp"):
+        simulate("llama-3.1-70b", GPU, precision="bf16", input_len=100, output_len=10, rate=1, num_requests=5)
+
+
+def test_empty_and_malformed_traces(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n")
+    with pytest.raises(InfercastError):
+        simulate(MODEL, GPU, trace=str(empty))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,abc\n")
+    with pytest.raises(InfercastError):
+        simulate(MODEL, GPU, trace=str(bad))
+
+
+def test_closed_loop_clients_obey_littles_law():
+    res = simulate(MODEL, GPU, input_len=1000, output_len=200, num_requests=300, concurrency=16, seed=1)
+    e2e = res.requests()["e2e_s"].to_numpy()
+    # N = X · R with N clients always in the system (no think time)
+    assert res["request_throughput_req_s"] * e2e.mean() == pytest.approx(16, rel=0.05)
+    single = predict(MODEL, GPU, input_len=1000, output_len=200, batch=16)
+    assert res["tpot_s"]["p50"] == pytest.approx(single.tpot_s, rel=0.25)
