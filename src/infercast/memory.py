@@ -9,7 +9,7 @@ and subtract everything else; TensorRT-LLM takes a fraction of what is *free* af
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 from infercast.errors import DoesNotFitError, InfercastError, require_fraction, require_positive_int
 from infercast.specs.deployment import Deployment
@@ -130,8 +130,23 @@ class MemoryBudget:
         return d
 
 
+_weights_cache: dict[tuple, tuple[ModelSpec, dict[str, float]]] = {}
+
+
 def weight_bytes_per_gpu(model: ModelSpec, scheme: PrecisionScheme, tp: int = 1, ep: int = 1) -> dict[str, float]:
-    """Weight bytes one rank stores, by tensor class (quantization scales included)."""
+    """Weight bytes one rank stores, by tensor class (quantization scales included); cached per model."""
+    key = (id(model), scheme.name, tp, ep)
+    hit = _weights_cache.get(key)
+    if hit is not None and hit[0] is model:
+        return dict(hit[1])
+    out = _weight_bytes(model, scheme, tp, ep)
+    if len(_weights_cache) > 4096:
+        _weights_cache.clear()
+    _weights_cache[key] = (model, out)
+    return dict(out)
+
+
+def _weight_bytes(model: ModelSpec, scheme: PrecisionScheme, tp: int, ep: int) -> dict[str, float]:
     fmt = {
         "dense": scheme.weight_format.bytes_per_element,
         "expert": scheme.expert_weight_format.bytes_per_element,
@@ -256,8 +271,8 @@ def memory_budget(
         _sliding_fraction=sliding_fraction,
     )
     if context is not None:
-        kv_need = budget.blocks_per_sequence(context) * (budget.concurrency or 1) * block_bytes
-        budget = replace(budget, kv_cache_bytes=kv_need)
+        object.__setattr__(budget, "kv_cache_bytes",
+                           budget.blocks_per_sequence(context) * (budget.concurrency or 1) * block_bytes)  # fmt: skip
     return budget
 
 

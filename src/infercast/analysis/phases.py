@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch, causal_pairs, window_pairs
-from infercast.cost.series import RangeSums, add_sums, sum_steps
+from infercast.cost.series import RangeSums, add_sums, sum_steps, sums_from
 from infercast.cost.step import StepCostModel
 
 
@@ -92,3 +92,57 @@ def decode_sums(
     run1 = sum_steps(model, StepBatch.uniform(decode_seqs=bat, context=inp + 1, window=window), delta_in, n1)
     run2 = sum_steps(model, StepBatch.uniform(decode_seqs=bat, context=inp + 1 + n1, window=window), delta, steps - n1)
     return add_sums(run1, run2)
+
+
+def static_batch_phases(
+    model: StepCostModel, input_len: int, output_len: int, batch: int
+) -> tuple[RangeSums, RangeSums, float]:
+    """Prefill and decode sums of one static batch, plus the single-stream decode total (for ITL).
+
+    The same quantities as :func:`prefill_sums` and :func:`decode_sums`, for one configuration, from a single
+    evaluation of the few step shapes involved (the fast path of ``predict``).
+    """
+    window = model.dep.model.sliding_window
+    i, b = float(input_len), float(batch)
+    steps = max(output_len - 1, 0)
+    n1 = min(max(window - input_len, 0), steps) if window else steps
+    n2 = steps - n1
+    runs = [(1, i + 1, b, True), (1, i + 1, 1.0, True)]  # (kind, start context, sequences, inside window)
+    if window and n2:
+        start2 = max(i, window) + 1
+        runs += [(1, start2, b, False), (1, start2, 1.0, False)]
+    x = np.zeros((NUM_FEATURES, 1 + 2 * len(runs)))
+    x[F["one"]] = 1.0
+    x[F["tokens"], 0] = x[F["prefill_tokens"], 0] = b * i
+    x[F["sampled"], 0] = x[F["seqs"], 0] = x[F["prefill_seqs"], 0] = b
+    x[F["prefill_pairs"], 0] = b * causal_pairs(i, 0)
+    x[F["prefill_kv"], 0] = b * i
+    x[F["prefill_pairs_win"], 0] = b * float(window_pairs(i, 0, window)) if window else x[F["prefill_pairs"], 0]
+    x[F["prefill_kv_win"], 0] = b * i  # a chunk touches all its own keys, whatever the window
+    nr = len(runs)
+    for r, (_, ctx, seqs, inside) in enumerate(runs):
+        for col, c in ((1 + r, ctx), (1 + nr + r, ctx + 1)):  # run starts, then their next steps
+            x[F["tokens"], col] = x[F["sampled"], col] = x[F["decode_tokens"], col] = x[F["seqs"], col] = seqs
+            x[F["decode_kv"], col] = seqs * c
+            w = min(c if inside else ctx, window) if window else c
+            x[F["decode_kv_win"], col] = seqs * w
+    ev = model._evaluate(model.columns(StepBatch(x)), fast=True)
+    pre = sums_from(tuple(a[..., :1] for a in ev), None, 1.0)
+    # every decode run at once: run r starts at column 1 + r and grows towards column 1 + nr + r
+    counts = np.array([float(n1), float(n1), float(n2), float(n2)][:nr])
+    runs_sums = sums_from(tuple(a[..., 1 : 1 + nr] for a in ev), tuple(a[..., 1 + nr :] for a in ev), counts)
+    totals = runs_sums.total_s
+    if nr == 2:
+        return pre, _column(runs_sums, 0), float(totals[1])
+    return pre, _add_columns(runs_sums, 0, 2), float(totals[1] + totals[3])
+
+
+def _column(s: RangeSums, c: int) -> RangeSums:
+    return RangeSums(*(getattr(s, f)[..., c : c + 1] for f in _SUM_FIELDS))
+
+
+def _add_columns(s: RangeSums, a: int, b: int) -> RangeSums:
+    return RangeSums(*(getattr(s, f)[..., a : a + 1] + getattr(s, f)[..., b : b + 1] for f in _SUM_FIELDS))
+
+
+_SUM_FIELDS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "engine_overhead_s", "steps")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -44,14 +44,27 @@ class PhaseReport:
     time_share_by_group: dict[str, float]
     achieved_tflops_per_gpu: float
     achieved_bandwidth_tb_s_per_gpu: float
-    ops: list[OpRow] = field(default_factory=list)
+    _op_data: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def ops(self) -> list[OpRow]:
+        """Per-operator totals over the phase (built on first use)."""
+        if not self._op_data:
+            return []
+        names, groups, flops, nbytes, times, bounds, total = self._op_data
+        scale = 1.0 / total if total else 0.0
+        return [
+            OpRow(n, g, f, b, f / b if b else 0.0, t, t * scale, CEILINGS[c])
+            for n, g, f, b, t, c in zip(names, groups, flops.tolist(), nbytes.tolist(), times.tolist(),
+                                        bounds.tolist(), strict=True)
+        ]  # fmt: skip
 
     def to_dict(self, ops: bool = False) -> dict[str, object]:
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        d["time_share_by_ceiling"] = dict(self.time_share_by_ceiling)
+        d["time_share_by_group"] = dict(self.time_share_by_group)
         if ops:
             d["ops"] = [asdict(o) for o in self.ops]
-        else:
-            d.pop("ops")
         return d
 
 
@@ -79,15 +92,6 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
     scale = 1.0 / total if total else 0.0
     share_c = {k: v * scale for k, v in by_ceiling.items()}
     share_g = {k: v * scale for k, v in sorted(by_group.items(), key=lambda kv: -kv[1])}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        intensity = np.where(nbytes > 0, flops / nbytes, 0.0)
-    op_rows = [
-        OpRow(name, group, f, b, ai, t, t * scale, CEILINGS[c])
-        for name, group, f, b, ai, t, c in zip(
-            model.names, model.groups, flops.tolist(), nbytes.tolist(), intensity.tolist(), times.tolist(),
-            bound_idx.tolist(), strict=True,
-        )
-    ]  # fmt: skip
     flops_gpu, bytes_gpu = float(flops.sum()), float(nbytes.sum())
     return PhaseReport(
         name=name,
@@ -104,7 +108,7 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
         time_share_by_group=share_g,
         achieved_tflops_per_gpu=flops_gpu * scale / 1e12,
         achieved_bandwidth_tb_s_per_gpu=bytes_gpu * scale / 1e12,
-        ops=op_rows,
+        _op_data=(model.names, model.groups, flops, nbytes, times, bound_idx, total),
     )
 
 

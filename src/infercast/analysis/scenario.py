@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from infercast.analysis.phases import decode_sums, prefill_sums
+from infercast.analysis.phases import prefill_sums, static_batch_phases
 from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.cost.profile import CostProfile, profile_generation
 from infercast.cost.step import StepCostModel
@@ -146,15 +146,15 @@ def predict(
     if strict:
         require_fit(mem)
     cm = cost_model(dep, profile)
-    pre = prefill_sums(cm, input_len, batch, chunk_size)
-    dec = decode_sums(cm, input_len, output_len, batch)
-    single = dec if batch == 1 else decode_sums(cm, input_len, output_len, 1)
+    pre, dec, single_total = static_batch_phases(cm, input_len, output_len, batch)
+    if chunk_size is not None:
+        pre = prefill_sums(cm, input_len, batch, chunk_size)
     pre_report = phase_report("prefill", pre, cm)
     dec_report = phase_report("decode", dec, cm)
     ttft = pre_report.time_s + cm.profile.request_overhead_s
     steps = output_len - 1
     tpot = dec_report.time_s / steps if steps else 0.0
-    itl = float(single.total_s[0]) / steps if steps else 0.0
+    itl = single_total / steps if steps else 0.0
     e2e = ttft + dec_report.time_s
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats"}
     prov.update({f"param.{k}": v for k, v in sorted(cm.profile.provenance.items())})

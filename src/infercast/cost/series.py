@@ -9,6 +9,7 @@ evaluations, for any output length — it is what lets sweeps evaluate millions 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +46,34 @@ def _series(a0: np.ndarray, da: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.
     return count * a0 + da * (p + q - 1) * count / 2
 
 
+def sum_max_lines(a0: float, da: float, b0: float, db: float, n: int) -> float:
+    """Scalar Σ_{j=0}^{n-1} max(a0 + j·da, b0 + j·db), in plain floats (the simulator's hot path)."""
+    if n <= 0:
+        return 0.0
+    d0, dd = a0 - b0, da - db
+    tri = n * (n - 1) / 2
+    if dd == 0.0:
+        return n * a0 + da * tri if d0 >= 0 else n * b0 + db * tri
+    cross = -d0 / dd
+    if dd > 0:  # line a on top from ceil(cross)
+        p = min(max(math.ceil(cross), 0), n)
+        return _series_scalar(b0, db, 0, p) + _series_scalar(a0, da, p, n)
+    q = min(max(math.floor(cross) + 1, 0), n)  # line a on top before q
+    return _series_scalar(a0, da, 0, q) + _series_scalar(b0, db, q, n)
+
+
+def _series_scalar(a0: float, da: float, p: int, q: int) -> float:
+    count = q - p
+    return count * a0 + da * (p + q - 1) * count / 2 if count > 0 else 0.0
+
+
 def sum_max_linear(a0: np.ndarray, da: np.ndarray, b0: np.ndarray, db: np.ndarray, n: np.ndarray) -> np.ndarray:
     """sum_{j=0}^{n-1} max(a0 + j·da, b0 + j·db), elementwise over broadcast arrays."""
     a0, da, b0, db, n = np.broadcast_arrays(a0, da, b0, db, np.asarray(n, dtype=float))
+    if a0.size <= 16:  # a few elements: the scalar formula beats NumPy's per-call overhead
+        flat = zip(a0.ravel().tolist(), da.ravel().tolist(), b0.ravel().tolist(), db.ravel().tolist(),
+                   n.ravel().tolist(), strict=True)  # fmt: skip
+        return np.array([sum_max_lines(a, x, b, y, int(k)) for a, x, b, y, k in flat]).reshape(a0.shape)
     d0, dd = a0 - b0, da - db
     with np.errstate(divide="ignore", invalid="ignore"):
         cross = np.where(dd != 0, -d0 / np.where(dd != 0, dd, 1.0), 0.0)
@@ -77,15 +103,29 @@ def sum_steps(model: StepCostModel, first: StepBatch, delta: np.ndarray, n: np.n
     delta = np.asarray(delta, dtype=float)
     if delta[_FIXED_IDX].any():
         raise ValueError(f"sum_steps: features {_FIXED} must not change across the run")
-    f0, b0, c0, m0, o0, e0 = model._evaluate(model.columns(first), fast=True)
+    start = model._evaluate(model.columns(first), fast=True)
+    if not delta.any():
+        return sums_from(start, None, n)
+    return sums_from(start, model._evaluate(model.columns(StepBatch(first.x + delta)), fast=True), n)
+
+
+def sums_from(start: tuple[np.ndarray, ...], nxt: tuple[np.ndarray, ...] | None, n: np.ndarray | float) -> RangeSums:
+    """Totals over n steps from the evaluated first step and (if the run grows) the second one.
+
+    ``start``/``nxt`` are ``StepCostModel._evaluate`` results (flops, bytes, compute, memory, overhead, engine).
+    """
+    f0, b0, c0, m0, o0, e0 = start
+    if nxt is None and isinstance(n, float | int) and n == 1:  # a single step (prefill without chunking)
+        return RangeSums(f0, b0, c0, m0, o0, np.maximum(c0, m0) + o0, e0, np.ones_like(e0))
     nn = np.broadcast_to(np.asarray(n, dtype=float), e0.shape)
     time = nn * (np.maximum(c0, m0) + o0)
-    if not delta.any():
+    if nxt is None:
         return RangeSums(nn * f0, nn * b0, nn * c0, nn * m0, nn * o0, time, nn * e0, nn)
-    f1, b1, c1, m1, _, _ = model._evaluate(model.columns(StepBatch(first.x + delta)), fast=True)
+    f1, b1, c1, m1, _, _ = nxt
     varies = ((c1 != c0) | (m1 != m0)).any(axis=1)
-    time[varies] = sum_max_linear(c0[varies], c1[varies] - c0[varies], m0[varies], m1[varies] - m0[varies], nn)
-    time[varies] += nn * o0[varies]
+    if varies.any():
+        time[varies] = sum_max_linear(c0[varies], c1[varies] - c0[varies], m0[varies], m1[varies] - m0[varies], nn)
+        time[varies] += nn * o0[varies]
     tri = nn * (nn - 1) / 2
     return RangeSums(
         flops=nn * f0 + tri * (f1 - f0),

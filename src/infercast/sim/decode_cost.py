@@ -11,27 +11,7 @@ from __future__ import annotations
 import math
 
 from infercast.cost.compiled import DecodeTable
-
-
-def sum_max_lines(a0: float, da: float, b0: float, db: float, n: int) -> float:
-    """Σ_{j=0}^{n-1} max(a0 + j·da, b0 + j·db)."""
-    if n <= 0:
-        return 0.0
-    d0, dd = a0 - b0, da - db
-    tri = n * (n - 1) / 2
-    if dd == 0.0:
-        return n * a0 + da * tri if d0 >= 0 else n * b0 + db * tri
-    cross = -d0 / dd
-    if dd > 0:  # line a on top from ceil(cross)
-        p = min(max(math.ceil(cross), 0), n)
-        return _series(b0, db, 0, p) + _series(a0, da, p, n)
-    q = min(max(math.floor(cross) + 1, 0), n)  # line a on top before q
-    return _series(a0, da, 0, q) + _series(b0, db, q, n)
-
-
-def _series(a0: float, da: float, p: int, q: int) -> float:
-    count = q - p
-    return count * a0 + da * (p + q - 1) * count / 2 if count > 0 else 0.0
+from infercast.cost.series import sum_max_lines
 
 
 class DecodeRun:

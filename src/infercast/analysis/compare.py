@@ -1,0 +1,481 @@
+"""Side-by-side questions built on :func:`predict` and :func:`sweep`: compare, select, crossover.
+
+* :func:`compare` puts GPUs (and number formats) next to each other for one scenario, with the ceiling
+  each phase hits and ratios against the first configuration, so "TTFT tracks FLOP/s, TPOT tracks
+  bandwidth" can be read straight off the table.
+* :func:`select` answers "which GPU meets my latency SLA, and at what cost?": it tries every GPU x TP x
+  precision, says why each failure fails, and ranks the passing ones by cost per million output tokens.
+* :func:`crossover` finds the prompt length at which prefill (TTFT) starts to take longer than decoding
+  the response — where the dominant phase (and so the hardware spec that matters) switches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from infercast.analysis.scenario import predict
+from infercast.analysis.sweep import sweep
+from infercast.errors import InfercastError, require_positive_int
+from infercast.memory import MemoryBudget, memory_budget
+from infercast.specs.catalog import get_hardware, get_model, list_hardware
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.model import ModelSpec
+from infercast.specs.precision import PrecisionScheme, get_scheme, schemes_for
+
+_COMPUTE_NAMES = {"w16": "16-bit", "fp4": "FP4", "fp8": "FP8", "int8": "INT8", "bf16": "BF16", "fp16": "FP16"}
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def default_precision(model: ModelSpec, hw: HardwareSpec) -> str:
+    """The model's native scheme, with bf16 replaced by fp16 on chips that have no bf16 (T4, V100).
+
+    That is what engines do on such chips, and it keeps "no precision given" from failing on older GPUs.
+    """
+    scheme = get_scheme(model.default_precision)
+    if scheme.compute == "bf16" and "bf16" not in hw.peak_flops and "fp16" in hw.peak_flops:
+        return "fp16"
+    return scheme.name
+
+
+def unsupported_note(scheme: PrecisionScheme, hw: HardwareSpec) -> str | None:
+    """None when ``hw`` can run ``scheme``; otherwise a short reason, e.g. "fp8 needs FP8 tensor cores ..."."""
+    try:
+        scheme.compute_key(hw)
+    except InfercastError:
+        need = _COMPUTE_NAMES.get(scheme.compute, scheme.compute.upper())
+        return f"{scheme.name} needs {need} tensor cores; {hw.id} has none (runnable: {', '.join(schemes_for(hw))})"
+    return None
+
+
+def split_refs(field: str, values: object) -> list:
+    """A name, a comma-separated string or a sequence of names/specs -> list; strings split on commas.
+
+    Spec objects (a :class:`HardwareSpec`, say) pass through untouched. An empty result is an error.
+    """
+    items = [values] if isinstance(values, str) or not isinstance(values, Sequence) else list(values)
+    out: list = []
+    for item in items:
+        if isinstance(item, str):
+            out.extend(part.strip() for part in item.split(",") if part.strip())
+        elif item is not None:
+            out.append(item)
+    if not out:
+        raise InfercastError("needs at least one value", field=field)
+    return out
+
+
+def _cost_per_mtok(hw: HardwareSpec, tp: int, out_tok_s: float) -> float:
+    """Dollars per million output tokens for a replica of ``tp`` GPUs; NaN when the GPU has no price."""
+    if hw.price_per_hour_usd <= 0 or not out_tok_s > 0:
+        return math.nan
+    return tp * hw.price_per_hour_usd / 3600.0 / out_tok_s * 1e6
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.0f} GB" if n >= 10e9 else f"{n / 1e9:.1f} GB"
+
+
+def _does_not_fit(mem: MemoryBudget) -> str:
+    """'does not fit: needs 146 GB per GPU, has 151 GB (9.3 GB short after the engine's reserve)'."""
+    return (
+        f"does not fit: needs {_gb(mem.total_bytes)} per GPU, has {_gb(mem.capacity_bytes)} "
+        f"({_gb(mem.shortfall_bytes)} short after the engine's reserve)"
+    )
+
+
+def _ms(s: float) -> str:
+    """Times for reasons and messages: 421 ms, 6.82 ms, 2.17 s."""
+    if s >= 1:
+        return f"{s:.2f} s"
+    ms = s * 1e3
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def _check_context(model: ModelSpec, input_len: int, output_len: int) -> None:
+    if input_len + output_len > model.max_context:
+        raise InfercastError(
+            f"input_len + output_len = {input_len + output_len} exceeds the {model.max_context}-token "
+            f"context of {model.id}",
+            field="input_len",
+        )
+
+
+# --------------------------------------------------------------------------------------------- compare
+
+_COMPARE_COLUMNS = [
+    "gpu", "precision", "tp", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "fits", "weights_bytes",
+    "memory_bytes", "capacity_bytes", "prefill_bound", "decode_bound", "prefill_ai", "decode_ai", "ridge_point",
+    "prefill_tflops_per_gpu", "prefill_flops_util", "decode_tb_s_per_gpu", "decode_bw_util", "peak_tflops",
+    "hbm_tb_s", "cost_per_mtok_usd", "ttft_speedup", "tpot_speedup", "e2e_speedup", "throughput_ratio",
+    "cost_ratio", "peak_flops_ratio", "bandwidth_ratio", "note",
+]  # fmt: skip
+
+
+def compare(
+    model: str | ModelSpec,
+    gpus: str | Sequence[str | HardwareSpec],
+    precisions: str | Sequence[str] | None = None,
+    *,
+    input_len: int,
+    output_len: int,
+    batch: int = 1,
+    tp: int = 1,
+    engine: str = "vllm",
+) -> pd.DataFrame:
+    """One row per (GPU, precision): latencies, throughput, memory fit, phase ceilings, cost, ratios.
+
+    Ratios compare each row with the first row that could be predicted (``attrs["baseline"]``):
+    ``*_speedup`` = baseline time / this time (>1 is faster); ``throughput_ratio``, ``cost_ratio``,
+    ``peak_flops_ratio`` (at the precision's compute rate) and ``bandwidth_ratio`` = this / baseline.
+    A precision a GPU cannot run gives a row with only ``note`` set; a configuration that does not fit
+    is still predicted (``fits`` False, with a note saying how much memory it needs). With no
+    ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16).
+    """
+    spec = get_model(model)
+    hws = [get_hardware(g) for g in split_refs("gpus", gpus)]
+    schemes = [get_scheme(p) for p in split_refs("precisions", precisions)] if precisions is not None else None
+    input_len = require_positive_int("input_len", input_len)
+    output_len = require_positive_int("output_len", output_len)
+    _check_context(spec, input_len, output_len)
+    rows: list[dict[str, object]] = []
+    for hw in hws:
+        for scheme in schemes or [get_scheme(default_precision(spec, hw))]:
+            note = unsupported_note(scheme, hw)
+            if note is not None:
+                rows.append({"gpu": hw.id, "precision": scheme.name, "tp": tp, "note": note})
+                continue
+            p = predict(
+                spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp,
+                precision=scheme.name, engine=engine, strict=False,
+            )  # fmt: skip
+            mem, pre, dec = p.memory, p.prefill, p.decode
+            peak = hw.peak(scheme.compute_key(hw))
+            bw = hw.memory.bandwidth_bytes_s
+            fits = bool(mem.fits)
+            rows.append(
+                {
+                    "gpu": hw.id,
+                    "precision": p.precision,
+                    "tp": p.tp,
+                    "ttft_s": p.ttft_s,
+                    "tpot_s": p.tpot_s,
+                    "e2e_s": p.e2e_s,
+                    "output_throughput_tok_s": p.output_throughput_tok_s,
+                    "fits": fits,
+                    "weights_bytes": mem.weights_bytes,
+                    "memory_bytes": mem.total_bytes,
+                    "capacity_bytes": mem.capacity_bytes,
+                    "prefill_bound": pre.bound,
+                    "decode_bound": dec.bound,
+                    "prefill_ai": pre.arithmetic_intensity,
+                    "decode_ai": dec.arithmetic_intensity,
+                    "ridge_point": pre.ridge_point,
+                    "prefill_tflops_per_gpu": pre.achieved_tflops_per_gpu,
+                    "prefill_flops_util": pre.achieved_tflops_per_gpu * 1e12 / peak,
+                    "decode_tb_s_per_gpu": dec.achieved_bandwidth_tb_s_per_gpu,
+                    "decode_bw_util": dec.achieved_bandwidth_tb_s_per_gpu * 1e12 / bw,
+                    "peak_tflops": peak / 1e12,
+                    "hbm_tb_s": bw / 1e12,
+                    "cost_per_mtok_usd": _cost_per_mtok(hw, p.tp, p.output_throughput_tok_s),
+                    "note": "" if fits else _does_not_fit(mem),
+                }
+            )
+    df = pd.DataFrame(rows).reindex(columns=_COMPARE_COLUMNS)
+    df["note"] = df["note"].fillna("")
+    df["fits"] = df["fits"].astype(object)
+    valid = df["ttft_s"].notna()
+    if valid.any():
+        base = df[valid].iloc[0]
+        df["ttft_speedup"] = base["ttft_s"] / df["ttft_s"]
+        df["tpot_speedup"] = base["tpot_s"] / df["tpot_s"]
+        df["e2e_speedup"] = base["e2e_s"] / df["e2e_s"]
+        df["throughput_ratio"] = df["output_throughput_tok_s"] / base["output_throughput_tok_s"]
+        df["cost_ratio"] = df["cost_per_mtok_usd"] / base["cost_per_mtok_usd"]
+        df["peak_flops_ratio"] = df["peak_tflops"] / base["peak_tflops"]
+        df["bandwidth_ratio"] = df["hbm_tb_s"] / base["hbm_tb_s"]
+        df.attrs["baseline"] = f"{base['gpu']} {base['precision']}"
+    df.attrs.update(model=spec.id, input_len=input_len, output_len=output_len, batch=batch, tp=tp, engine=engine)
+    return df
+
+
+# --------------------------------------------------------------------------------------------- select
+
+_SELECT_COLUMNS = [
+    "gpu", "passes", "precision", "tp", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "fits",
+    "cost_per_mtok_usd", "reason", "configs_tried", "configs_passing",
+]  # fmt: skip
+
+
+def _positive_seconds(field: str, value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InfercastError(f"must be a time in seconds > 0, got {value!r}", field=field) from None
+    if not (v > 0 and math.isfinite(v)):
+        raise InfercastError(f"must be a time in seconds > 0, got {value!r}", field=field)
+    return v
+
+
+def _sla_configs(
+    spec: ModelSpec,
+    hw: HardwareSpec,
+    schemes: list[PrecisionScheme],
+    tps: list[int],
+    *,
+    ttft_s: float,
+    tpot_s: float,
+    input_len: int,
+    output_len: int,
+    batch: int,
+    engine: str,
+) -> list[dict[str, object]]:
+    """Every (precision, TP) of one GPU with its SLA verdict and the reasons it fails (if it does)."""
+    rows: list[dict[str, object]] = []
+    runnable: list[str] = []
+    for scheme in schemes:
+        note = unsupported_note(scheme, hw)
+        if note is None:
+            runnable.append(scheme.name)
+        else:
+            rows.append({"gpu": hw.id, "precision": scheme.name, "tp": None, "passes": False, "reason": note})
+    valid_tps: list[int] = []
+    for t in tps:
+        reason = None
+        if t > hw.max_gpus_per_node:
+            reason = f"tp {t} exceeds the {hw.max_gpus_per_node} GPUs of one {hw.id} node"
+        else:
+            try:
+                spec.check_parallelism(t)
+            except InfercastError as exc:
+                reason = str(exc)
+        if reason is None:
+            valid_tps.append(t)
+        else:
+            rows.extend({"gpu": hw.id, "precision": p, "tp": t, "passes": False, "reason": reason} for p in runnable)
+    if not runnable or not valid_tps:
+        return rows
+    df = sweep(
+        models=[spec], gpus=[hw], precisions=runnable, batches=batch,  # type: ignore[list-item]
+ input_lens=input_len, output_lens=output_len, tps=valid_tps, engines=engine,
+    )  # fmt: skip
+    for r in df.itertuples(index=False):
+        reasons: list[str] = []
+        if not r.fits:
+            mem = memory_budget(
+                spec, hw, tp=int(r.tp), precision=str(r.precision), engine=engine,
+                context=input_len + output_len, concurrency=batch,
+            )  # fmt: skip
+            reasons.append(_does_not_fit(mem))
+        if r.ttft_s > ttft_s:
+            reasons.append(f"TTFT {_ms(r.ttft_s)} > {_ms(ttft_s)}")
+        if r.tpot_s > tpot_s:
+            reasons.append(f"TPOT {_ms(r.tpot_s)} > {_ms(tpot_s)}")
+        rows.append(
+            {
+                "gpu": hw.id,
+                "precision": str(r.precision),
+                "tp": int(r.tp),
+                "passes": not reasons,
+                "ttft_s": float(r.ttft_s),
+                "tpot_s": float(r.tpot_s),
+                "e2e_s": float(r.e2e_s),
+                "output_throughput_tok_s": float(r.output_throughput_tok_s),
+                "fits": bool(r.fits),
+                "cost_per_mtok_usd": _cost_per_mtok(hw, int(r.tp), float(r.output_throughput_tok_s)),
+                "reason": "; ".join(reasons),
+                "_miss": max(r.ttft_s / ttft_s, r.tpot_s / tpot_s) + (0.0 if r.fits else 1e6),
+            }
+        )
+    return rows
+
+
+def select(
+    model: str | ModelSpec,
+    gpus: str | Sequence[str | HardwareSpec] | None = None,
+    *,
+    ttft_s: float,
+    tpot_s: float,
+    input_len: int,
+    output_len: int,
+    batch: int = 1,
+    precisions: str | Sequence[str] | None = None,
+    tps: int | Sequence[int] = (1, 2, 4, 8),
+    engine: str = "vllm",
+    all_configs: bool = False,
+) -> pd.DataFrame:
+    """Which GPUs meet ``TTFT <= ttft_s`` and ``TPOT <= tpot_s`` (seconds), and at what cost.
+
+    Every GPU x precision x TP is predicted (one vectorised :func:`sweep` per GPU). For each GPU the row
+    shown is its passing configuration with the smallest TP, and among those the cheapest precision per
+    million output tokens; a GPU with none shows its closest miss and why it fails ("TTFT 421 ms > 200 ms",
+    "does not fit: needs 146 GB per GPU, has 86 GB (...)", "fp8 needs FP8 tensor cores ..."). Passing GPUs come
+    first, cheapest first. ``all_configs=True`` returns every configuration instead of one row per GPU.
+    With no ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16).
+    """
+    spec = get_model(model)
+    hws = [get_hardware(g) for g in split_refs("gpus", gpus)] if gpus is not None else list_hardware()
+    schemes = [get_scheme(p) for p in split_refs("precisions", precisions)] if precisions is not None else None
+    ttft_s = _positive_seconds("ttft", ttft_s)
+    tpot_s = _positive_seconds("tpot", tpot_s)
+    input_len = require_positive_int("input_len", input_len)
+    output_len = require_positive_int("output_len", output_len)
+    batch = require_positive_int("batch", batch)
+    tp_list = sorted({require_positive_int("tp", t) for t in ([tps] if isinstance(tps, int) else list(tps))})
+    if not tp_list:
+        raise InfercastError("needs at least one value", field="tps")
+    _check_context(spec, input_len, output_len)
+
+    per_gpu: list[dict[str, object]] = []
+    every: list[dict[str, object]] = []
+    for hw in hws:
+        configs = _sla_configs(
+            spec, hw, schemes or [get_scheme(default_precision(spec, hw))], tp_list, ttft_s=ttft_s, tpot_s=tpot_s,
+            input_len=input_len, output_len=output_len, batch=batch, engine=engine,
+        )  # fmt: skip
+        every.extend(configs)
+        passing = [c for c in configs if c["passes"]]
+        evaluated = [c for c in configs if "_miss" in c]
+        if passing:
+            best = min(passing, key=lambda c: (c["tp"], _nan_last(c["cost_per_mtok_usd"])))
+        elif evaluated:
+            best = min(evaluated, key=lambda c: (c["_miss"], c["tp"]))
+        else:
+            best = configs[0]
+        per_gpu.append(best | {"configs_tried": len(configs), "configs_passing": len(passing)})
+
+    df = pd.DataFrame(every if all_configs else per_gpu)
+    df = df.reindex(columns=[*_SELECT_COLUMNS, "_miss"])
+    df["_passing_cost"] = np.where(df["passes"].astype(bool), df["cost_per_mtok_usd"].fillna(np.inf), np.inf)
+    df = df.sort_values(["_passing_cost", "_miss", "tp"], na_position="last", kind="stable")
+    df = df.drop(columns=["_miss", "_passing_cost"]).reset_index(drop=True)
+    df["tp"] = df["tp"].astype("Int64")  # None where the precision cannot run at all
+    if not all_configs:
+        df["configs_tried"] = df["configs_tried"].astype(int)
+        df["configs_passing"] = df["configs_passing"].astype(int)
+    else:
+        df = df.drop(columns=["configs_tried", "configs_passing"])
+    df["passes"] = df["passes"].astype(bool)
+    df["reason"] = df["reason"].fillna("")
+    df.attrs.update(
+        model=spec.id, ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len, output_len=output_len, batch=batch,
+        tps=tp_list, engine=engine,
+    )  # fmt: skip
+    return df
+
+
+def _nan_last(x: object) -> float:
+    v = float(x)  # type: ignore[arg-type]
+    return math.inf if math.isnan(v) else v
+
+
+# --------------------------------------------------------------------------------------------- crossover
+
+GRID_POINTS = 192
+"""Geometric grid the crossover curve is evaluated on before the exact token is searched."""
+
+
+def crossover(
+    model: str | ModelSpec,
+    gpu: str | HardwareSpec,
+    *,
+    output_len: int,
+    batch: int = 1,
+    precision: str | None = None,
+    tp: int = 1,
+    engine: str = "vllm",
+    max_input: int | None = None,
+) -> dict[str, object]:
+    """The prompt length at which TTFT first exceeds the time to decode ``output_len`` tokens.
+
+    Decode time is ``output_len x TPOT`` at that prompt length (TPOT grows slowly with the prompt, as every
+    step reads the longer KV cache). Below the crossover the response dominates a request's latency (buy
+    bandwidth); above it the prompt does (buy FLOP/s). Found by evaluating a geometric grid of prompt
+    lengths in one vectorised :func:`sweep`, bracketing the first sign change, then evaluating every token
+    of that bracket (another single vectorised call) to get the exact first token. Returns the length
+    (None when TTFT stays below the decode time up to ``max_input``, by default the model's context minus
+    ``output_len``), TTFT and decode time there, and the grid curve.
+    """
+    spec = get_model(model)
+    hw = get_hardware(gpu)
+    output_len = require_positive_int("output_len", output_len)
+    batch = require_positive_int("batch", batch)
+    if output_len < 2:
+        raise InfercastError("must be >= 2: with one output token there is no decode phase", field="output_len")
+    limit = spec.max_context - output_len
+    if limit < 1:
+        raise InfercastError(f"leaves no room for a prompt in the {spec.max_context}-token context", field="output_len")
+    if max_input is None:
+        max_input = limit
+    max_input = require_positive_int("max_input", max_input)
+    if max_input > limit:
+        raise InfercastError(
+            f"{max_input} + output_len {output_len} exceeds the {spec.max_context}-token context of {spec.id}",
+            field="max_input",
+        )
+    prec = precision if precision is not None else default_precision(spec, hw)
+    scheme = get_scheme(prec)
+    note = unsupported_note(scheme, hw)
+    if note is not None:
+        raise InfercastError(note, field="precision")
+
+    def evaluate(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        df = sweep(
+            models=[spec], gpus=[hw], precisions=scheme.name, batches=batch,  # type: ignore[list-item]
+            input_lens=lengths, output_lens=output_len, tps=tp, engines=engine,
+        )  # fmt: skip
+        df = df.sort_values("input_len")
+        return df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy() * output_len, df["fits"].to_numpy()
+
+    grid = np.unique(np.round(np.geomspace(1, max_input, GRID_POINTS)).astype(np.int64))
+    ttft, decode, _ = evaluate(grid)
+    over = ttft >= decode
+    result: dict[str, object] = {
+        "model": spec.id,
+        "gpu": hw.id,
+        "precision": scheme.name,
+        "tp": tp,
+        "batch": batch,
+        "engine": engine,
+        "output_len": output_len,
+        "max_input": max_input,
+        "curve": {"input_len": grid.tolist(), "ttft_s": ttft.tolist(), "decode_s": decode.tolist()},
+    }
+    if not over.any():
+        result.update(
+            found=False, crossover_input_len=None, ttft_s=float(ttft[-1]), decode_s=float(decode[-1]), fits=None,
+            message=f"no crossover: at {max_input:,} prompt tokens TTFT ({_ms(ttft[-1])}) is still below the "
+            f"{output_len}-token decode time ({_ms(decode[-1])})",
+        )  # fmt: skip
+        return result
+    k = int(np.argmax(over))
+    x = int(grid[0])
+    if k > 0:
+        # TTFT < decode at grid[k-1] and >= at grid[k]. Decode time also grows with the prompt, so the
+        # difference can plateau for a few tokens: every token of the bracket is evaluated in one call
+        # and the first one at or over the line taken (bisection could land on a later sign change).
+        bracket = np.arange(int(grid[k - 1]) + 1, int(grid[k]) + 1, dtype=np.int64)
+        t, d, _ = evaluate(bracket)
+        x = int(bracket[int(np.argmax(t >= d))])
+    t, d, fits = evaluate(np.array([x - 1, x]) if x > 1 else np.array([x]))
+    result.update(
+        found=True,
+        crossover_input_len=x,
+        ttft_s=float(t[-1]),
+        decode_s=float(d[-1]),
+        tpot_s=float(d[-1]) / output_len,
+        fits=bool(fits[-1]),
+        message=(
+            f"prefill dominates from a {x:,}-token prompt: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
+            if x > 1
+            else f"prefill dominates at every prompt length: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
+        ),
+    )
+    if x > 1:
+        result["ttft_before_s"], result["decode_before_s"] = float(t[0]), float(d[0])
+    return result

@@ -1,0 +1,154 @@
+"""`infercast simulate`: replay traffic against a configuration; `--rate-sweep` for latency vs load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.display import fmt_time
+from infercast.sim.api import DisaggConfig
+from infercast.sim.api import simulate as run_simulate
+from infercast.sim.cluster import KVLink
+
+SCHEDULERS = "static | vllm (prefill-first continuous batching) | sarathi (chunked prefill) | disagg"
+
+
+def _length(value: str | None, field: str) -> int | str | None:
+    """An integer, or a distribution spec such as lognormal:1000,0.6 (see sim.workload.LengthSpec)."""
+    if value is None:
+        return None
+    return int(value) if value.strip().lstrip("-").isdigit() else value
+
+
+def simulate(
+    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
+    gpu: Annotated[str, typer.Option(help="Accelerator id or hardware YAML file.")] = "h100-sxm",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE).")] = 1,
+    precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
+    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format.")] = None,
+    engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal.")] = "vllm",
+    scheduler: Annotated[str, typer.Option(help=SCHEDULERS)] = "sarathi",
+    input_len: Annotated[
+        str | None,
+        typer.Option(help="Prompt tokens: N or a distribution (uniform:a,b, normal:m,s, lognormal:median,sigma)."),
+    ] = None,
+    output_len: Annotated[str | None, typer.Option(help="Output tokens: N or a distribution.")] = None,
+    trace: Annotated[
+        str | None,
+        typer.Option(
+            help="Trace CSV (arrived_at,num_prefill_tokens,num_decode_tokens), "
+            "Mooncake JSONL, or azure_conv / azure_code."
+        ),
+    ] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Requests to simulate (default 1000; trace: all).")] = None,
+    rate: Annotated[float | None, typer.Option(help="Request rate (req/s), open loop.")] = None,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape of inter-arrivals (1 = Poisson), as vLLM.")] = 1.0,
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: N clients, each sends on completion.")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="All requests at t=0 (throughput test).")] = False,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Scheduler sequence limit.")] = None,
+    max_batched_tokens: Annotated[int | None, typer.Option(help="Tokens per step (chunked-prefill budget).")] = None,
+    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Memory fraction for the engine.")] = None,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
+    prefix_len: Annotated[int, typer.Option(help="Shared system prompt tokens added to every prompt.")] = 0,
+    num_prefixes: Annotated[int, typer.Option(help="Distinct shared system prompts.")] = 1,
+    preemption: Annotated[str, typer.Option(help="recompute | swap (PCIe cost) when KV blocks run out.")] = "recompute",
+    replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
+    router: Annotated[str, typer.Option(help="round_robin | least_outstanding | prefix_affinity")] = "round_robin",
+    prefill_instances: Annotated[int, typer.Option(help="disagg: prefill replicas.")] = 1,
+    decode_instances: Annotated[int, typer.Option(help="disagg: decode replicas.")] = 1,
+    prefill_tp: Annotated[int | None, typer.Option(help="disagg: TP of prefill replicas.")] = None,
+    decode_tp: Annotated[int | None, typer.Option(help="disagg: TP of decode replicas.")] = None,
+    kv_link_gbps: Annotated[float, typer.Option(help="disagg: KV transfer bandwidth per GPU, GB/s.")] = 50.0,
+    goodput: Annotated[str | None, typer.Option(help="SLOs in ms, e.g. --goodput ttft:200 tpot:50")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths).")] = 0,
+    rate_sweep: Annotated[
+        bool, typer.Option("--rate-sweep", help="Latency vs load; find the saturation rate.")
+    ] = False,
+    rates: Annotated[
+        str | None, typer.Option(help="--rate-sweep: comma-separated rates (default: around capacity).")
+    ] = None,
+    attainment: Annotated[float, typer.Option(help="--rate-sweep: share of requests that must meet the SLOs.")] = 0.9,
+    requests_out: Annotated[Path | None, typer.Option(help="Write the per-request table (.csv or .parquet).")] = None,
+    trace_out: Annotated[Path | None, typer.Option(help="Write a Perfetto/Chrome trace (.json or .json.gz).")] = None,
+    plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
+    step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Simulate serving under traffic; report vLLM-bench-style TTFT/TPOT/ITL/E2E, throughput and goodput."""
+    disagg = None
+    if scheduler == "disagg":
+        disagg = DisaggConfig(prefill_instances, decode_instances, prefill_tp, decode_tp,
+                              KVLink(bandwidth_bytes_s=kv_link_gbps * 1e9))  # fmt: skip
+    prefix = (num_prefixes, prefix_len) if prefix_len > 0 else None
+    common = dict(
+        tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
+        scheduler="sarathi" if scheduler == "disagg" else scheduler, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_batched_tokens, block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching,
+        preemption=preemption, replicas=replicas, router=router, disagg=disagg,
+    )  # fmt: skip
+    if rate_sweep:
+        from infercast.sim.rate_sweep import rate_sweep as run_sweep
+
+        rate_list = [float(x) for x in rates.split(",")] if rates else None
+        sweep = run_sweep(model, gpu, rates=rate_list, goodput=goodput, attainment=attainment, trace=trace,
+                          input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
+                          num_requests=num_requests, burstiness=burstiness, seed=seed, **common)  # fmt: skip
+        if plot_dir:
+            from infercast.sim.plots import plot_rate_sweep
+
+            plot_dir.mkdir(parents=True, exist_ok=True)
+            plot_rate_sweep(sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo)
+        if json_out:
+            emit_json(sweep.to_dict())
+        else:
+            _render_sweep(sweep)
+        return
+    result = run_simulate(
+        model, gpu, trace=trace, input_len=_length(input_len, "input_len"),
+        output_len=_length(output_len, "output_len"), num_requests=num_requests, rate=rate, burstiness=burstiness,
+        concurrency=concurrency, offline=offline, seed=seed, prefix=prefix, goodput=goodput, skip=not step_mode,
+        trace_steps=200_000 if trace_out else 0, sample_interval=0.05 if (trace_out or plot_dir) else 1.0, **common,
+    )  # fmt: skip
+    if requests_out:
+        from infercast.sim.export import write_requests
+
+        write_requests(result, requests_out)
+    if trace_out:
+        from infercast.sim.perfetto import write_chrome_trace
+
+        write_chrome_trace(result, trace_out)
+    if plot_dir:
+        from infercast.sim.plots import plot_latency_cdfs, plot_timeline
+
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        plot_latency_cdfs(result, plot_dir / "latency_cdfs.png")
+        plot_timeline(result, plot_dir / "timeline.png")
+    if json_out:
+        emit_json(result.to_dict())
+        return
+    from infercast.sim.export import summary_table
+
+    console.print(summary_table(result))
+
+
+def _render_sweep(sweep) -> None:
+    t = Table(title="Latency vs request rate" + (f" (SLO {sweep.slo.to_dict()})" if sweep.slo else ""))
+    for col in ("rate", "throughput", "goodput", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "saturated"):
+        t.add_column(col, justify="right")
+    for row in sweep.table.to_dict(orient="records"):
+        t.add_row(f"{row['rate_req_s']:.2f}", f"{row['request_throughput_req_s']:.2f}", f"{row['goodput_req_s']:.2f}",
+                  fmt_time(row["ttft_p50_s"]), fmt_time(row["ttft_p99_s"]), fmt_time(row["tpot_p50_s"]),
+                  fmt_time(row["tpot_p99_s"]), "yes" if row["saturated"] else "")  # fmt: skip
+    console.print(t)
+    if sweep.saturation_rate_req_s is None:
+        console.print("[red]no rate met the SLOs[/]")
+    else:
+        console.print(f"saturation point: {sweep.saturation_rate_req_s:.2f} req/s "
+                      f"(capacity at full load ~{sweep.capacity_req_s:.2f} req/s)")  # fmt: skip

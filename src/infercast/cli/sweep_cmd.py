@@ -1,0 +1,70 @@
+"""`infercast sweep`: the cartesian product of scenarios, vectorised, as a table or CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from infercast.analysis.sweep import sweep as run_sweep
+from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.display import fmt_time
+from infercast.errors import InfercastError
+
+
+def _ints(text: str, field: str) -> list[int]:
+    """Parse "1,8,64" or ranges "128:4096:128" (start:stop:step, inclusive)."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            if ":" in part:
+                start, stop, *step = (int(x) for x in part.split(":"))
+                out.extend(range(start, stop + 1, step[0] if step else 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise InfercastError(f"expected integers like 1,8,64 or 128:4096:128, got {text!r}", field=field) from None
+    return out
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def sweep(
+    models: Annotated[str, typer.Option(help="Comma-separated model ids.")] = "llama-3.1-8b",
+    gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "h100-sxm",
+    precisions: Annotated[str | None, typer.Option(help="Comma-separated schemes (default: each model's).")] = None,
+    batches: Annotated[str, typer.Option(help="Batch sizes: 1,8,64 or 1:256:1.")] = "1,8,32,128",
+    input_lens: Annotated[str, typer.Option(help="Prompt lengths.")] = "512,2048,8192",
+    output_lens: Annotated[str, typer.Option(help="Output lengths.")] = "128,512",
+    tps: Annotated[str, typer.Option(help="Tensor-parallel sizes.")] = "1",
+    engines: Annotated[str, typer.Option(help="Engine profiles.")] = "vllm",
+    out: Annotated[Path | None, typer.Option(help="Write all rows to CSV/Parquet.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
+    df = run_sweep(
+        models=_names(models), gpus=_names(gpus), precisions=_names(precisions) if precisions else None,
+        batches=_ints(batches, "batches"), input_lens=_ints(input_lens, "input_lens"),
+        output_lens=_ints(output_lens, "output_lens"), tps=_ints(tps, "tps"), engines=_names(engines),
+    )  # fmt: skip
+    if out:
+        df.to_parquet(out) if out.suffix == ".parquet" else df.to_csv(out, index=False)
+    if json_out:
+        emit_json({"rows": df.astype({c: str for c in df.select_dtypes("category")}).to_dict(orient="records"),
+                   "skipped": df.attrs.get("skipped", [])})  # fmt: skip
+        return
+    t = Table(title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""))
+    for col in ("model", "gpu", "precision", "tp", "batch", "in", "out", "TTFT", "TPOT", "out tok/s", "fits"):
+        t.add_column(col)
+    shown = df if len(df) <= 30 else df.sort_values("output_throughput_tok_s", ascending=False).head(30)
+    for r in shown.itertuples():
+        t.add_row(str(r.model), str(r.gpu), str(r.precision), str(r.tp), str(r.batch), str(r.input_len),
+                  str(r.output_len), fmt_time(r.ttft_s), fmt_time(r.tpot_s), f"{r.output_throughput_tok_s:,.0f}",
+                  "yes" if r.fits else "no")  # fmt: skip
+    console.print(t)
+    for s in df.attrs.get("skipped", []):
+        console.print(f"[yellow]skipped[/] {s['model']} {s['gpu']} {s['precision']}: {s['reason']}")

@@ -1,0 +1,122 @@
+"""Write a simulation's per-request table to a file, and render its summary like ``vllm bench serve``."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from infercast.errors import InfercastError
+
+if TYPE_CHECKING:
+    from infercast.sim.api import SimulationResult
+
+CSV_SUFFIXES = (".csv", ".csv.gz")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _kind(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(CSV_SUFFIXES):
+        return "csv"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    raise InfercastError(
+        f"cannot tell the format of {path.name!r}: name it *.csv, *.csv.gz or *.parquet", field="requests_out"
+    )
+
+
+def write_requests(result: SimulationResult, path: str | Path) -> Path:
+    """Write the per-request table (``result.requests()``, with a leading ``request_id`` column) to ``path``.
+
+    The format follows the extension: ``.csv`` (``.csv.gz`` compressed) or ``.parquet`` / ``.pq`` (needs
+    pyarrow). Times are in seconds; unfinished requests have empty (NaN) times. Returns the path.
+    """
+    path = Path(path)
+    kind = _kind(path)
+    if kind == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise InfercastError(
+            "writing Parquet needs pyarrow: pip install 'infercast[parquet]', or write a .csv file instead",
+            field="requests_out",
+        )
+    df = result.requests()
+    df.insert(0, "request_id", df.index.to_numpy())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "csv":
+        df.to_csv(path, index=False)
+    else:
+        df.to_parquet(path, index=False, engine="pyarrow")
+    return path
+
+
+def _num(value: Any, fmt: str = ",.2f") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, fmt)
+
+
+def _ms(seconds: float | None) -> str:
+    return _num(None if seconds is None else seconds * 1e3)
+
+
+def summary_table(result: SimulationResult) -> Table:
+    """A ``vllm bench serve``-style summary: requests, duration, throughputs, goodput, TTFT/TPOT/ITL/E2E
+    (mean, median, P99 in ms), then queueing, preemptions, prefix-cache hits and any saturation warning."""
+    s = result.summary
+    cfg = result.config
+    df = result.requests()
+    finished = df[df["finish_s"].notna()]
+    title = "Serving Benchmark Result (simulated)"
+    head = f"{cfg.get('model', '?')} on {cfg.get('gpu', '?')}"
+    if cfg.get("tp", 1) != 1:
+        head += f" tp{cfg['tp']}"
+    if cfg.get("replicas", 1) != 1:
+        head += f" × {cfg['replicas']} replicas"
+    caption = f"{head} · {cfg.get('engine', '')} · {cfg.get('scheduler', '')} · {cfg.get('workload', '')}"
+    t = Table(title=title, caption=caption, show_header=False, title_style="bold")
+    t.add_column("metric", style="", no_wrap=True)
+    t.add_column("value", justify="right", no_wrap=True)
+
+    completed, total = int(s.get("completed", len(finished))), int(s.get("num_requests", len(df)))
+    t.add_row("Successful requests", f"{completed:,}" + (f" of {total:,}" if completed != total else ""))
+    t.add_row("Benchmark duration (s)", _num(s.get("duration_s")))
+    t.add_row("Total input tokens", f"{int(finished['prompt_tokens'].sum()):,}")
+    t.add_row("Total generated tokens", f"{int(finished['output_tokens'].sum()):,}")
+    t.add_row("Request throughput (req/s)", _num(s.get("request_throughput_req_s")))
+    if "slo" in s:
+        slo = ", ".join(f"{k.replace('_ms', '')} ≤ {v:g} ms" for k, v in s["slo"].items() if v is not None)
+        t.add_row("Request goodput (req/s)", _num(s.get("goodput_req_s")))
+        t.add_row(f"SLO attainment ({slo})", _num(100 * s.get("slo_attainment", float("nan")), ".1f") + " %")
+    t.add_row("Output token throughput (tok/s)", _num(s.get("output_throughput_tok_s")))
+    t.add_row("Total token throughput (tok/s)", _num(s.get("total_throughput_tok_s")), end_section=True)
+
+    sections = (
+        ("ttft_s", "Time to First Token", "TTFT"),
+        ("tpot_s", "Time per Output Token (excl. 1st token)", "TPOT"),
+        ("itl_s", "Inter-token Latency", "ITL"),
+        ("e2e_s", "End-to-end Latency", "E2EL"),
+        ("queue_s", "Queueing (arrival to first schedule)", "queue"),
+    )
+    for key, heading, short in sections:
+        stats = s.get(key) or {}
+        t.add_row(f"[bold]{heading}[/]", "")
+        t.add_row(f"Mean {short} (ms)", _ms(stats.get("mean")))
+        t.add_row(f"Median {short} (ms)", _ms(stats.get("p50")))
+        t.add_row(f"P99 {short} (ms)", _ms(stats.get("p99")), end_section=True)
+
+    t.add_row("[bold]Engine[/]", "")
+    t.add_row("Preemptions", f"{int(s.get('preemptions', 0)):,}")
+    t.add_row("Prefix-cache hit rate", _num(100 * s.get("prefix_cache_hit_rate", 0.0), ".1f") + " %")
+    if "mean_decode_batch" in s:
+        t.add_row("Mean running sequences", _num(s["mean_decode_batch"], ".1f"))
+    if "busy_fraction" in s:
+        t.add_row("Busy fraction", _num(100 * s["busy_fraction"], ".1f") + " %")
+    if s.get("saturated"):
+        reason = s.get("saturation_reason", "the queue grows through the run: the offered load exceeds capacity")
+        t.add_section()
+        t.add_row("[bold red]WARNING: saturated[/]", "[red]latencies grow with the run length[/]")
+        t.caption = f"[red]Saturated: {reason}[/]\n{caption}"
+    return t

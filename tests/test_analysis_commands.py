@@ -1,0 +1,312 @@
+"""compare / select / crossover / roofline: the library functions and their CLI commands.
+
+The physics checks follow the two-phase story: prefill (TTFT) tracks the tensor peak, decode (TPOT)
+tracks HBM bandwidth, narrower weights help decode, and the crossover is where the two times meet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from matplotlib.image import imread
+from typer.testing import CliRunner
+
+from infercast.analysis.compare import compare, crossover, select
+from infercast.analysis.roofline_plot import plot_roofline, roofline_data
+from infercast.analysis.scenario import predict
+from infercast.cli import analysis_cmds
+from infercast.errors import InfercastError
+from infercast.specs.catalog import get_hardware
+
+MODEL = "llama-3.1-8b"
+SCENARIO = {"input_len": 2048, "output_len": 256}
+
+
+@pytest.fixture(scope="module")
+def generations():
+    """A100 -> H100 -> H200 for the 8B model in its native bf16 (computed once for several tests)."""
+    return compare(MODEL, ["a100-80gb", "h100-sxm", "h200"], **SCENARIO).set_index("gpu")
+
+
+# --------------------------------------------------------------------------------------------- compare
+
+
+def test_h200_decodes_faster_than_h100_with_about_the_same_ttft(generations):
+    h100, h200 = generations.loc["h100-sxm"], generations.loc["h200"]
+    assert h200.tpot_s < h100.tpot_s
+    bw_ratio = get_hardware("h200").memory.bandwidth_bytes_s / get_hardware("h100-sxm").memory.bandwidth_bytes_s
+    decode_gain = h100.tpot_s / h200.tpot_s
+    assert 1.1 < decode_gain <= bw_ratio * 1.02  # more bandwidth helps decode, at most in proportion
+    assert h200.ttft_s == pytest.approx(h100.ttft_s, rel=0.15)  # same tensor peak: prefill barely moves
+    assert h200.decode_bound == h100.decode_bound == "memory"
+    assert h200.prefill_bound == h100.prefill_bound == "compute"
+    assert h200.decode_tb_s_per_gpu > h100.decode_tb_s_per_gpu
+
+
+def test_a100_to_h100_ttft_tracks_compute_and_tpot_tracks_bandwidth(generations):
+    h100 = generations.loc["h100-sxm"]
+    assert generations.attrs["baseline"] == "a100-80gb bf16"
+    assert generations.loc["a100-80gb", "ttft_speedup"] == pytest.approx(1.0)
+    compute_ratio, bw_ratio = h100.peak_flops_ratio, h100.bandwidth_ratio
+    assert compute_ratio == pytest.approx(989.4 / 312, rel=0.02)
+    assert 0.6 * compute_ratio < h100.ttft_speedup <= 1.05 * compute_ratio
+    assert h100.ttft_speedup > bw_ratio  # TTFT follows FLOP/s more than bandwidth
+    assert abs(h100.tpot_speedup - bw_ratio) < abs(h100.tpot_speedup - compute_ratio)
+    assert h100.ttft_speedup == pytest.approx(generations.loc["a100-80gb", "ttft_s"] / h100.ttft_s)
+
+
+def test_compare_matches_predict_and_reports_phase_details(generations):
+    row = generations.loc["h100-sxm"]
+    p = predict(MODEL, "h100-sxm", **SCENARIO)
+    assert row.ttft_s == pytest.approx(p.ttft_s) and row.tpot_s == pytest.approx(p.tpot_s)
+    assert row.prefill_ai > row.ridge_point > row.decode_ai
+    assert 0 < row.prefill_flops_util <= 1 and 0 < row.decode_bw_util <= 1
+    price = get_hardware("h100-sxm").price_per_hour_usd
+    assert row.cost_per_mtok_usd == pytest.approx(price / 3600 / row.output_throughput_tok_s * 1e6)
+
+
+def test_int4_decodes_faster_than_bf16_on_h100():
+    df = compare(MODEL, "h100-sxm", ["bf16", "int4"], **SCENARIO).set_index("precision")
+    assert df.loc["int4", "tpot_s"] < 0.8 * df.loc["bf16", "tpot_s"]
+    assert df.loc["int4", "weights_bytes"] < 0.5 * df.loc["bf16", "weights_bytes"]
+    # W4A16 still multiplies at the 16-bit rate, so prefill gains nothing
+    assert df.loc["int4", "ttft_s"] == pytest.approx(df.loc["bf16", "ttft_s"], rel=0.1)
+
+
+def test_fp8_on_a100_is_a_note_not_a_crash():
+    df = compare(MODEL, ["a100-80gb", "h100-sxm"], ["fp8", "bf16"], **SCENARIO)
+    a100_fp8 = df[(df.gpu == "a100-80gb") & (df.precision == "fp8")].iloc[0]
+    assert "FP8 tensor cores" in a100_fp8.note and math.isnan(a100_fp8.ttft_s)
+    assert df.attrs["baseline"] == "a100-80gb bf16"  # ratios start at the first row that has numbers
+    h100_fp8 = df[(df.gpu == "h100-sxm") & (df.precision == "fp8")].iloc[0]
+    assert h100_fp8.note == "" and h100_fp8.ttft_s > 0 and h100_fp8.peak_flops_ratio > 5
+
+
+def test_compare_predicts_configurations_that_do_not_fit():
+    row = compare("llama-3.1-70b", ["h100-sxm"], **SCENARIO).iloc[0]
+    assert not row.fits
+    assert row.note.startswith("does not fit: needs") and row.memory_bytes > row.capacity_bytes
+    assert row.ttft_s > 0 and row.tpot_s > 0
+
+
+def test_compare_accepts_comma_strings_and_specs():
+    df = compare(MODEL, "h100-sxm, h200", **SCENARIO)
+    assert list(df.gpu) == ["h100-sxm", "h200"]
+    spec = compare(MODEL, [get_hardware("h200")], **SCENARIO)
+    assert spec.loc[0, "tpot_s"] == pytest.approx(df.loc[1, "tpot_s"])
+
+
+def test_compare_rejects_unknown_names():
+    with pytest.raises(InfercastError, match="precision"):
+        compare(MODEL, ["h100-sxm"], ["fp9"], **SCENARIO)
+    with pytest.raises(InfercastError, match="gpu"):
+        compare(MODEL, ["h1000"], **SCENARIO)
+
+
+# --------------------------------------------------------------------------------------------- select
+
+
+def test_select_generous_sla_passes_h100_at_tp1_with_the_cheapest_precision():
+    gpus, precisions = ["h100-sxm", "a100-80gb"], ["bf16", "int4"]
+    best = select(MODEL, gpus, ttft_s=10.0, tpot_s=1.0, precisions=precisions, **SCENARIO)
+    assert best["passes"].all()
+    h100 = best.set_index("gpu").loc["h100-sxm"]
+    assert h100.tp == 1 and h100.reason == ""
+    every = select(
+        MODEL, ["h100-sxm"], ttft_s=10.0, tpot_s=1.0, precisions=["bf16", "int4"], all_configs=True, **SCENARIO
+    )
+    tp1 = every[every.tp == 1]
+    assert h100.precision == tp1.loc[tp1.cost_per_mtok_usd.idxmin(), "precision"]
+    assert list(best.cost_per_mtok_usd) == sorted(best.cost_per_mtok_usd)  # cheapest first
+
+
+def test_select_impossible_sla_passes_nothing_and_says_why():
+    df = select(MODEL, ["h100-sxm", "a100-80gb", "t4"], ttft_s=1e-4, tpot_s=1e-5, **SCENARIO)
+    assert not df["passes"].any()
+    assert all("TTFT" in r and "> 0.1 ms" in r for r in df["reason"])
+    assert all("TPOT" in r for r in df["reason"])
+    assert df.set_index("gpu").loc["t4", "precision"] == "fp16"  # native bf16 model on a chip without bf16
+
+
+def test_select_reasons_for_memory_and_hardware():
+    df = select(
+        "llama-3.1-70b", ["h100-sxm", "a100-80gb"], ttft_s=10.0, tpot_s=1.0, precisions=["bf16", "fp8"], tps=[1],
+        all_configs=True, **SCENARIO,
+    )  # fmt: skip
+    by = df.set_index(["gpu", "precision"])
+    assert by.loc[("h100-sxm", "bf16"), "reason"].startswith("does not fit: needs")
+    assert by.loc[("h100-sxm", "fp8"), "passes"]  # 70B in fp8 fits one H100 and a loose SLA passes
+    assert "FP8 tensor cores" in by.loc[("a100-80gb", "fp8"), "reason"]
+    # a stricter TTFT target makes the fitting configuration fail on time only
+    strict = select("llama-3.1-70b", ["h100-sxm"], ttft_s=0.05, tpot_s=1.0, precisions=["fp8"], tps=[1], **SCENARIO)
+    assert strict.loc[0, "reason"].startswith("TTFT") and "> 50 ms" in strict.loc[0, "reason"]
+
+
+def test_select_prefers_the_smallest_tp_that_passes():
+    loose_ttft = predict(MODEL, "a100-80gb", **SCENARIO).ttft_s
+    # a TTFT target just under TP=1's forces a larger TP, but no larger than needed
+    df = select(MODEL, ["a100-80gb"], ttft_s=0.9 * loose_ttft, tpot_s=1.0, **SCENARIO)
+    assert df.loc[0, "passes"] and df.loc[0, "tp"] == 2
+
+
+# --------------------------------------------------------------------------------------------- crossover
+
+
+def test_crossover_is_where_ttft_meets_decode_time():
+    res = crossover(MODEL, "h100-sxm", output_len=256)
+    assert res["found"]
+    x = res["crossover_input_len"]
+    assert 1 < x < 131072 - 256
+    at = predict(MODEL, "h100-sxm", input_len=x, output_len=256)
+    before = predict(MODEL, "h100-sxm", input_len=x - 1, output_len=256)
+    assert at.ttft_s >= 256 * at.tpot_s
+    assert before.ttft_s < 256 * before.tpot_s
+    assert res["ttft_s"] == pytest.approx(res["decode_s"], rel=0.01)
+    assert res["ttft_s"] == pytest.approx(at.ttft_s) and res["decode_s"] == pytest.approx(256 * at.tpot_s)
+    curve = res["curve"]
+    assert np.all(np.diff(curve["ttft_s"]) >= 0) and len(curve["input_len"]) > 50
+
+
+def test_crossover_moves_with_the_hardware_and_output_length():
+    h100 = crossover(MODEL, "h100-sxm", output_len=256)["crossover_input_len"]
+    a100 = crossover(MODEL, "a100-80gb", output_len=256)["crossover_input_len"]
+    shorter = crossover(MODEL, "h100-sxm", output_len=64)["crossover_input_len"]
+    assert a100 < h100  # less compute per byte of bandwidth: prefill dominates sooner
+    assert shorter < h100  # less to decode: prefill dominates sooner
+
+
+def test_crossover_absent_within_the_searched_range():
+    res = crossover(MODEL, "h100-sxm", output_len=256, max_input=1000)
+    assert not res["found"] and res["crossover_input_len"] is None
+    assert "no crossover" in res["message"] and res["ttft_s"] < res["decode_s"]
+    with pytest.raises(InfercastError, match="max_input"):
+        crossover(MODEL, "h100-sxm", output_len=256, max_input=200_000)
+
+
+# --------------------------------------------------------------------------------------------- roofline
+
+
+def test_roofline_data_places_prefill_above_and_decode_below_the_ridge():
+    data = roofline_data(["h100-sxm", "a100-80gb"], MODEL, **SCENARIO)
+    assert [e["gpu"] for e in data["gpus"]] == ["h100-sxm", "a100-80gb"]
+    for e in data["gpus"]:
+        pre, dec = e["points"]["prefill"], e["points"]["decode"]
+        assert pre["arithmetic_intensity"] > e["ridge_point"] > dec["arithmetic_intensity"]
+        assert e["ridge_point"] == pytest.approx(e["peak_flops"] / e["bandwidth_bytes_s"])
+        for pt in (pre, dec):
+            assert 0 < pt["achieved_flops_per_gpu"] <= pt["attainable_flops_per_gpu"] * 1.001
+    skipped = roofline_data(["a100-80gb", "h100-sxm"], MODEL, precision="fp8", **SCENARIO)
+    assert [e["gpu"] for e in skipped["gpus"]] == ["h100-sxm"]
+    assert "FP8 tensor cores" in skipped["skipped"][0]["reason"]
+
+
+def test_roofline_png_and_svg_are_written(tmp_path: Path):
+    png = plot_roofline(["a100-80gb", "h100-sxm", "h200"], MODEL, path=tmp_path / "sub" / "r.png", **SCENARIO)
+    assert png.exists() and png.stat().st_size > 20_000
+    img = imread(png)
+    assert img.ndim == 3 and img.shape[0] > 400 and img.shape[1] > 600
+    assert img[..., :3].std() > 0.05  # not a blank canvas
+    svg = plot_roofline("h100-sxm", MODEL, path=tmp_path / "r.svg", **SCENARIO)
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+    with pytest.raises(InfercastError, match=r"\.png or \.svg"):
+        plot_roofline("h100-sxm", MODEL, path=tmp_path / "r.jpg", **SCENARIO)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+    for name in ("compare", "roofline", "select", "crossover"):
+        app.command(name)(getattr(analysis_cmds, name))
+    return app
+
+
+def _run(*args: str):
+    return CliRunner().invoke(_app(), list(args))
+
+
+def test_cli_compare_json_and_table():
+    result = _run("compare", "--gpus", "a100-80gb,h100-sxm", "--precisions", "bf16,fp8", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    rows = {(r["gpu"], r["precision"]): r for r in payload["rows"]}
+    assert set(rows) == {("a100-80gb", "bf16"), ("a100-80gb", "fp8"), ("h100-sxm", "bf16"), ("h100-sxm", "fp8")}
+    assert rows[("a100-80gb", "fp8")]["ttft_s"] is None and "FP8" in rows[("a100-80gb", "fp8")]["note"]
+    assert rows[("h100-sxm", "fp8")]["ttft_s"] < rows[("h100-sxm", "bf16")]["ttft_s"]
+    table = _run("compare", "--gpus", "h100-sxm,h200")
+    assert table.exit_code == 0 and "h200" in table.stdout and "memory" in table.stdout
+
+
+def test_cli_select_parses_durations_and_reports():
+    result = _run("select", "--ttft", "0.2s", "--tpot", "50", "--gpus", "h100-sxm,t4", "--input-len", "4096",
+                  "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["ttft_s"] == pytest.approx(0.2) and payload["tpot_s"] == pytest.approx(0.05)
+    assert "h100-sxm" in payload["passing"]
+    t4 = next(r for r in payload["rows"] if r["gpu"] == "t4")
+    assert not t4["passes"] and "TTFT" in t4["reason"]
+    human = _run("select", "--ttft", "200ms", "--tpot", "50ms", "--gpus", "h100-sxm")
+    assert human.exit_code == 0 and "PASS" in human.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("200ms", 0.2), ("0.2s", 0.2), ("500us", 5e-4), ("250", 0.25), (" 1.5 s ", 1.5)]
+)
+def test_parse_duration_units(text: str, seconds: float):
+    assert analysis_cmds.parse_duration("ttft", text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["fast", "200 min", "-5ms", "0", "ms", ""])
+def test_parse_duration_rejects_malformed(bad: str):
+    with pytest.raises(InfercastError, match="ttft"):
+        analysis_cmds.parse_duration("ttft", bad)
+
+
+def test_cli_errors_are_infercast_errors_or_usage_errors():
+    bad = _run("select", "--ttft", "soon", "--tpot", "50ms")
+    assert bad.exit_code != 0 and isinstance(bad.exception, InfercastError)
+    assert "expected a time like 200ms" in str(bad.exception)
+    unknown = _run("compare", "--gpus", "h100-sxm,h1000")
+    assert isinstance(unknown.exception, InfercastError) and "gpu" in str(unknown.exception)
+    missing = _run("select", "--tpot", "50ms")  # --ttft is required: typer's usage error, status 2
+    assert missing.exit_code == 2
+
+
+def test_cli_main_style_wrapper_exits_2(capsys):
+    """The project's ``main()`` turns InfercastError into one stderr line and status 2; mimic it here."""
+
+    def main(argv: list[str]) -> None:
+        try:
+            _app()(args=argv)
+        except InfercastError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    with pytest.raises(SystemExit) as info:
+        main(["crossover", "--output-len", "1"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.startswith("error: output_len:")
+
+
+def test_cli_crossover_and_roofline(tmp_path: Path):
+    res = _run("crossover", "--gpu", "h100-sxm", "--output-len", "256", "--json")
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.stdout)
+    assert payload["crossover_input_len"] == crossover(MODEL, "h100-sxm", output_len=256)["crossover_input_len"]
+    assert "crossover" in _run("crossover", "--output-len", "256").stdout
+    out = tmp_path / "roof.png"
+    roof = _run("roofline", "--gpus", "h100-sxm,h200", "--out", str(out), "--json")
+    assert roof.exit_code == 0, roof.output
+    data = json.loads(roof.stdout)
+    assert data["path"] == str(out) and out.stat().st_size > 10_000
+    assert {e["gpu"] for e in data["gpus"]} == {"h100-sxm", "h200"}
+    bad = _run("roofline", "--out", str(tmp_path / "roof.gif"))
+    assert isinstance(bad.exception, InfercastError) and not (tmp_path / "roof.gif").exists()
