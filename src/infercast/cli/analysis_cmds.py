@@ -20,7 +20,7 @@ from infercast.analysis import compare as analysis
 from infercast.analysis.roofline_plot import FORMATS, roofline_data, save_roofline
 from infercast.cli.common import JSON_HELP, console, emit_json
 from infercast.cli.measure_cmd import parse_int_list
-from infercast.display import fmt_bytes, fmt_time
+from infercast.display import fmt_time
 from infercast.errors import InfercastError
 
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
@@ -104,7 +104,7 @@ def compare(
         caption=f"speedup = {base} time / this time; $/Mtok = replica $/h over output tokens/s",
     )
     for col in ("GPU", "prec", "TTFT", "TPOT", "E2E", "tok/s", "memory", "$/Mtok", "TTFT speedup", "TPOT speedup"):
-        t.add_column(col, justify="left" if col in ("GPU", "prec", "memory") else "right")
+        t.add_column(col, justify="left" if col in ("GPU", "prec", "memory") else "right", no_wrap=col == "memory")
     for r in ok.itertuples(index=False):
         t.add_row(
             r.gpu,
@@ -113,7 +113,7 @@ def compare(
             _t(r.tpot_s),
             _t(r.e2e_s),
             f"{r.output_throughput_tok_s:,.1f}",
-            ("fits " if r.fits else "[red]no fit[/] ") + f"{fmt_bytes(r.memory_bytes)}/{fmt_bytes(r.capacity_bytes)}",
+            ("fits " if r.fits else "[red]no fit[/] ") + f"{r.memory_bytes / 1e9:.1f}/{r.capacity_bytes / 1e9:.0f} GB",
             _usd(r.cost_per_mtok_usd),
             _x(r.ttft_speedup),
             _x(r.tpot_speedup),
@@ -182,7 +182,9 @@ def roofline(
                 f"{e['bandwidth_bytes_s'] / 1e12:.2f}",
                 f"{e['ridge_point']:.0f}",
                 phase,
-                f"{pt['arithmetic_intensity']:,.1f}",
+                f"{pt['arithmetic_intensity']:,.0f}"
+                if pt["arithmetic_intensity"] >= 10
+                else f"{pt['arithmetic_intensity']:.3g}",
                 f"{pt['achieved_flops_per_gpu'] / 1e12:,.2f}",
                 f"{pt['achieved_flops_per_gpu'] / pt['attainable_flops_per_gpu']:.0%}",
                 pt["bound"],

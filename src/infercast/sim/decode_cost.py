@@ -76,3 +76,52 @@ class DecodeRun:
             else:
                 lo = mid + 1
         return lo
+
+
+class LinearDecodeRun(DecodeRun):
+    """A :class:`DecodeRun` with one context-dependent operator whose binding ceiling does not change over the
+    first ``horizon`` steps (the common case): step times are then one line, and totals and deadlines follow
+    from the arithmetic series and its quadratic. Falls back to the general formulas otherwise."""
+
+    __slots__ = ("base", "slope")
+
+    def __init__(self, table: DecodeTable, n: int, s: float, horizon: int):
+        self.n = n
+        self.const = table.constant_f[n]
+        cs, ms = table.cs_f[0], table.ms_f[0]
+        a, da = table.c0_f[0][n] + cs * s, cs * n
+        b, db = table.m0_f[0][n] + ms * s, ms * n
+        self.lines = [(a, da, b, db)]
+        last = max(horizon, 1) - 1
+        if (a >= b) == (a + da * last >= b + db * last):  # one line on top over the whole horizon
+            self.base, self.slope = (self.const + a, da) if a >= b else (self.const + b, db)
+        else:
+            self.base = None
+
+    def step(self, j: int) -> float:
+        if self.base is None:
+            return DecodeRun.step(self, j)
+        return self.base + self.slope * j
+
+    def total(self, k: int) -> float:
+        if self.base is None:
+            return DecodeRun.total(self, k)
+        return k * self.base + self.slope * k * (k - 1) / 2
+
+    def steps_until(self, span: float, cap: int, first: float | None = None) -> int:
+        if self.base is None:
+            return DecodeRun.steps_until(self, span, cap, first)
+        if span <= 0:
+            return 1
+        base, slope = self.base, self.slope
+        if slope > 0:  # k·base + slope·k(k-1)/2 >= span
+            half = slope / 2
+            k = math.ceil((-(base - half) + math.sqrt((base - half) ** 2 + 4 * half * span)) / (2 * half))
+        else:
+            k = math.ceil(span / base)
+        k = min(max(k, 1), cap)
+        while k > 1 and self.total(k - 1) >= span:  # rounding guards: the fewest steps that reach the span
+            k -= 1
+        while k < cap and self.total(k) < span:
+            k += 1
+        return k

@@ -21,7 +21,7 @@ from infercast.cost.compiled import DecodeTable, compile_scalar
 from infercast.cost.profile import CostProfile
 from infercast.errors import DoesNotFitError, InfercastError
 from infercast.memory import memory_budget
-from infercast.sim.decode_cost import DecodeRun
+from infercast.sim.decode_cost import DecodeRun, LinearDecodeRun
 from infercast.sim.decode_set import DecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
@@ -336,14 +336,19 @@ class Replica:
         visible = self.table.visible
         window = self.window
         gaps = rec.gaps
+        simple_lines = table.num_varying == 1 and not window
         while True:
             n = run.n
-            s = float(run.context_sum())
-            ctx_run = DecodeRun(table, n, s, float(run.window_sum()) if window else s, n, run.n_below if window else n)
-            first = ctx_run.step(0)
+            s = float(run.sum_base + n * run.D)
             swap, self.swap_cost = self.swap_cost, 0.0  # host transfers of preempted KV delay this run
             origin = self.t + swap
             k = run.steps_to_completion() if self.skip else 1
+            if simple_lines:
+                ctx_run = LinearDecodeRun(table, n, s, k)
+            else:
+                ctx_run = DecodeRun(table, n, s, float(run.window_sum()) if window else s, n,
+                                    run.n_below if window else n)  # fmt: skip
+            first = ctx_run.step(0)
             if k > 1:
                 if window:
                     k = min(k, run.steps_to_window())
@@ -418,18 +423,16 @@ class Replica:
         if not done:
             return False
         tb, kv, remove = self.table, self.kv, self.run.remove
-        finish, shared, pinned = tb.finish, tb.shared, tb.pinned
+        finish, shared, pinned, generated, output = tb.finish, tb.shared, tb.pinned, tb.generated, tb.output
         for i in done:
             held = remove(i)[2]
             finish[i] = t
+            generated[i] = output[i]
             kv.release(held - int(shared[i]))
             if pinned[i]:
                 kv.unpin(tb.hashes_of(i), int(pinned[i]))
                 pinned[i] = 0
             shared[i] = 0
-        tb.generated[done] = tb.output[done]
-        tb.last_token[done] = t
-        tb.private[done] = 0
         self._event = True
         if self.on_finish:
             ids = np.array(done)
