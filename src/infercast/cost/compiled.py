@@ -50,7 +50,8 @@ def compile_scalar(model: StepCostModel) -> Callable[[Sequence[float]], float]:
             lines.append("        c = 0.0")
         elif mh:
             lines.append(f"        r = {rows}")
-            lines.append("        r = r if r > 1e-30 else 1e-30")
+            floor = float(model.profile.gemm_m_floor)
+            lines.append(f"        r = r if r > {floor!r} else {floor!r}")
             lines.append(f"        c = ({flops}) * {ipe!r} * (r + {mh!r}) / r")
         else:
             lines.append(f"        c = ({flops}) * {ipe!r}")

@@ -22,7 +22,8 @@ def gemm_time(
 ) -> float:
     """Seconds for (m x k) @ (k x n) computing in ``key``, launched eagerly."""
     eff_max, m_half = profile.gemm_params(key)
-    eff = eff_max * m / (m + m_half)
+    rows = max(m, profile.gemm_m_floor)
+    eff = eff_max * rows / (rows + m_half)
     compute = 2.0 * m * n * k / (hw.peak(key) * eff)
     memory = ((m * k + k * n) * in_bytes + m * n * out_bytes) / (hw.memory.bandwidth_bytes_s * profile.hbm_efficiency)
     return max(compute, memory) + profile.kernel_overhead_eager_s

@@ -58,6 +58,9 @@ class CostProfile:
     step_overhead_s: float
     seq_overhead_s: float
     graph_max_tokens: float
+    gemm_m_floor: float = 16.0
+    """GEMMs with fewer rows than this run at the efficiency of this many (tensor-core tiles are at least
+    16 rows tall): a GEMV is memory-bound, not starved of compute."""
     request_overhead_s: float = 0.0
     """Per-request latency outside the engine loop (API server, tokenisation), added to TTFT."""
     decode_attn_group_reads: float = 0.0
@@ -167,6 +170,7 @@ def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool 
             step_overhead_s=0.0,
             seq_overhead_s=0.0,
             graph_max_tokens=float("inf"),
+            gemm_m_floor=1.0,
             request_overhead_s=0.0,
             decode_attn_group_reads=0.0,
             provenance={"*": "ideal: datasheet peaks, no overheads"},
@@ -190,6 +194,8 @@ def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool 
         prov[k] = arch_src
     for k in ENGINE_PARAMS:
         prov[k] = eng_src
+    values["gemm_m_floor"] = arch.get("gemm_m_floor", 16)
+    prov["gemm_m_floor"] = arch_src
     eff = {k: float(v) for k, v in arch["gemm_eff_max"].items()}
     half = {k: float(v) for k, v in arch["gemm_m_half"].items()}
     for k in eff:

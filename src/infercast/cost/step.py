@@ -5,7 +5,7 @@ simulator, planner, calibration) uses for time. Per operator::
 
     t_op = max(FLOPs / (peak · eff(M)),  bytes / (bandwidth · eff_bw))  +  kernels · launch  +  hops · alpha
 
-with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows; plus a per-step engine overhead
+with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step engine overhead
 ``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
 """
 
@@ -143,7 +143,7 @@ class StepCostModel:
         else:  # einsum gives each column bit-identical results whatever N is (the simulator relies on it)
             prod = np.einsum("of,fn->on", self.coef, cols, optimize=False)
         flops, nbytes = prod[:n], prod[n : 2 * n]
-        rows = np.maximum(prod[2 * n :], 1e-30)  # ops with no rows have no FLOPs either
+        rows = np.maximum(prod[2 * n :], self.profile.gemm_m_floor)  # ops with no rows have no FLOPs either
         compute = flops * self.inv_peak_eff * (rows + self.m_half) / rows
         memory = nbytes * self.inv_bw
         tokens = cols[F["tokens"]]
