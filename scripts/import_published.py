@@ -56,7 +56,7 @@ def convert(row: dict[str, str]) -> Record | None:
     engine = (
         "trtllm-0.6"
         if row["engine"].startswith("TensorRT")
-        else "vllm"
+        else "vllm-0.6"
         if row["engine"].startswith("vLLM")
         else ("torch-eager")
     )

@@ -21,9 +21,10 @@ from infercast.specs.deployment import Deployment
 from infercast.specs.model import ModelSpec
 
 PREDICTABLE = frozenset(
-    {"prefill_step", "decode_step", "ttft", "tpot", "static_throughput", "gemm", "op", "hbm_copy", "launch_overhead"}
+    {"prefill_step", "decode_step", "ttft", "tpot", "static_throughput", "gemm", "op", "hbm_copy", "launch_overhead",
+     "serving_ttft", "serving_tpot"}
 )
-"""Record kinds with a static prediction (serving kinds need the simulator)."""
+"""Record kinds :func:`predict_record` handles (serving kinds through a small simulation)."""
 
 OP_NAMES = {
     "mlp_up_proj": "gate_up_proj",
@@ -91,6 +92,8 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
             raise InfercastError(f"unknown operator {rec.op!r}; known: {', '.join(model.names)}", field="op")
         bd = model.breakdown(StepBatch.uniform(prefill_seqs=1, chunk=rec.batch, cached=0))
         return float(bd.time_s[model.names.index(target), 0])
+    if rec.kind in ("serving_ttft", "serving_tpot"):
+        return _serving(rec, profile)
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
     window = dep.model.sliding_window
@@ -118,3 +121,17 @@ def metric_of(rec: Record) -> str:
     if rec.kind == "static_throughput":
         return "static-batch throughput"
     return rec.kind
+
+
+def _serving(rec: Record, profile: CostProfile) -> float:
+    """``batch`` requests sent together to a serving engine: mean TTFT or median TPOT from the simulator."""
+    from infercast.sim.api import simulate
+
+    dep = deployment_of(rec)
+    res = simulate(
+        dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, precision=rec.precision or None,
+        kv_precision=rec.kv_precision or None, engine=rec.engine,
+        scheduler="sarathi" if dep.engine.chunked_prefill else "vllm", input_len=rec.input_len,
+        output_len=max(rec.output_len, 2), num_requests=rec.batch, offline=True, profile=profile,
+    )  # fmt: skip
+    return res["ttft_s"]["mean"] if rec.kind == "serving_ttft" else res["tpot_s"]["p50"]

@@ -18,6 +18,8 @@ from infercast.sim.replica import Replica, ReplicaConfig
 from infercast.sim.state import RequestTable
 from infercast.sim.workload import BUILTIN_TRACES, Workload, builtin_trace, load_trace, synthetic
 from infercast.specs.deployment import Deployment
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,8 @@ def build_workload(
 
 
 def simulate(
-    model: str,
-    gpu: str,
+    model: str | ModelSpec,
+    gpu: str | HardwareSpec,
     *,
     tp: int = 1,
     ep: int = 1,
@@ -193,8 +195,9 @@ def simulate(
         reps = [make(r, tp, scheduler) for r in range(replicas)]
         coord = Coordinator(table, reps, Router(router, table), closed_loop=work.closed_loop)
     coord.run()
+    dep0 = reps[0].config.deployment
     config = {
-        "model": model, "gpu": gpu, "tp": tp, "ep": ep, "precision": reps[0].config.deployment.scheme.name,
+        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": tp, "ep": ep, "precision": reps[0].config.deployment.scheme.name,
         "engine": engine, "scheduler": scheduler, "replicas": len(reps), "router": router,
         "max_num_seqs": reps[0].max_seqs, "max_num_batched_tokens": reps[0].max_batched_tokens,
         "kv_blocks_per_replica": reps[0].kv.num_blocks, "block_size": reps[0].bs, "workload": work.name,
@@ -202,7 +205,7 @@ def simulate(
     return SimulationResult(summarize(table, recorder, reps, slo, work), table, recorder, config, reps)
 
 
-def _check_lengths(table: RequestTable, model: str) -> None:
+def _check_lengths(table: RequestTable, model: str | ModelSpec) -> None:
     from infercast.specs.catalog import get_model
 
     spec = get_model(model)
