@@ -53,8 +53,9 @@ def test_predict_ops_table(capsys):
 
 
 def test_simulate_contract(capsys):
-    d = run_json(capsys, "simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-len", "500",
-                 "--output-len", "50", "--num-requests", "60", "--rate", "4", "--goodput", "ttft:200", "tpot:50")  # fmt: skip
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-len", "500", "--output-len", "50",
+            "--num-requests", "60", "--rate", "4", "--goodput", "ttft:200", "tpot:50"]  # fmt: skip
+    d = run_json(capsys, *args)
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         assert {"mean", "p50", "p90", "p99"} <= set(d[key])
     for key in ("request_throughput_req_s", "output_throughput_tok_s", "total_throughput_tok_s", "goodput_req_s",
@@ -114,7 +115,7 @@ def test_sweep_command(capsys):
     ],
 )
 def test_errors_are_one_line_exit_2(capsys, args, needle):
-    code, out, err = run(capsys, *args)
+    code, _, err = run(capsys, *args)
     assert code == 2
     assert needle in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1

@@ -219,3 +219,20 @@ def test_closed_loop_clients_obey_littles_law():
     assert res["request_throughput_req_s"] * e2e.mean() == pytest.approx(16, rel=0.05)
     single = predict(MODEL, GPU, input_len=1000, output_len=200, batch=16)
     assert res["tpot_s"]["p50"] == pytest.approx(single.tpot_s, rel=0.25)
+
+
+def test_speculative_decoding_trades_verification_for_fewer_steps():
+    from infercast.sim.speculative import SpeculativeConfig
+
+    kw = dict(input_len=1000, output_len=300, num_requests=60, rate=2, seed=1)
+    plain = simulate(MODEL, GPU, **kw)
+    good = simulate(MODEL, GPU, speculative=SpeculativeConfig(4, 0.8), **kw)
+    useless = simulate(MODEL, GPU, speculative=SpeculativeConfig(4, 0.0), **kw)
+    assert good["tpot_s"]["mean"] < 0.6 * plain["tpot_s"]["mean"]
+    assert useless["tpot_s"]["mean"] > plain["tpot_s"]["mean"]  # verifying 5 tokens to keep 1 costs more
+    for res in (good, useless):
+        assert (res.table.generated == res.table.output).all()
+        assert all(rep.kv.private == 0 and rep.reserved == 0 for rep in res.replicas)
+    assert SpeculativeConfig(4, 0.8).expected_tokens_per_step == pytest.approx((1 - 0.8**5) / 0.2)
+    with pytest.raises(InfercastError):
+        SpeculativeConfig(0, 0.5)

@@ -18,8 +18,7 @@ from rich.table import Table
 
 from infercast.analysis import compare as analysis
 from infercast.analysis.roofline_plot import FORMATS, roofline_data, save_roofline
-from infercast.cli.common import JSON_HELP, console, emit_json
-from infercast.cli.measure_cmd import parse_int_list
+from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 

@@ -41,3 +41,29 @@ def _clean(obj: Any) -> Any:
 def emit_json(data: Any) -> None:
     """Write ``data`` as JSON to stdout (plain print: no rich markup or wrapping)."""
     print(json.dumps(_clean(data), indent=2, default=_default))
+
+
+def parse_int_list(field: str, text: str | None) -> list[int] | None:
+    """'1,8,64' or ranges 'start:stop[:step]' (inclusive) -> positive integers; None stays None.
+
+    Anything else is a one-line error naming the option.
+    """
+    if text is None:
+        return None
+    from infercast.errors import InfercastError
+
+    values: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            if ":" in part:
+                start, stop, *step = (int(x) for x in part.split(":"))
+                values.extend(range(start, stop + 1, step[0] if step else 1))
+            else:
+                values.append(int(part))
+    except ValueError:
+        raise InfercastError(f"expected integers like 1,8,64 or 128:4096:128, got {text!r}", field=field) from None
+    if not values or min(values) < 1:
+        raise InfercastError(f"must be positive integers, got {text!r}", field=field)
+    return values

@@ -12,21 +12,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from infercast.cli.common import JSON_HELP, console, emit_json, err_console
+from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
 from infercast.errors import InfercastError
-
-
-def parse_int_list(field: str, text: str | None) -> list[int] | None:
-    """'128,512,2048' -> [128, 512, 2048]; None stays None; anything else is a one-line error."""
-    if text is None:
-        return None
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise InfercastError(f"must be comma-separated integers, got {text!r}", field=field) from None
-    if not values or min(values) < 1:
-        raise InfercastError(f"must be comma-separated positive integers, got {text!r}", field=field)
-    return values
 
 
 def _layer_pair(text: str | None) -> tuple[int, int] | None:

@@ -13,6 +13,7 @@ from infercast.display import fmt_time
 from infercast.sim.api import DisaggConfig
 from infercast.sim.api import simulate as run_simulate
 from infercast.sim.cluster import KVLink
+from infercast.sim.speculative import SpeculativeConfig
 
 SCHEDULERS = "static | vllm (prefill-first continuous batching) | sarathi (chunked prefill) | disagg"
 
@@ -66,6 +67,10 @@ def simulate(
     decode_tp: Annotated[int | None, typer.Option(help="disagg: TP of decode replicas.")] = None,
     kv_link_gbps: Annotated[float, typer.Option(help="disagg: KV transfer bandwidth per GPU, GB/s.")] = 50.0,
     goodput: Annotated[str | None, typer.Option(help="SLOs in ms, e.g. --goodput ttft:200 tpot:50")] = None,
+    spec_tokens: Annotated[int | None, typer.Option(help="Speculative decoding: draft tokens per step.")] = None,
+    spec_acceptance: Annotated[float, typer.Option(help="Speculative decoding: per-token acceptance rate.")] = 0.7,
+    draft_model: Annotated[str | None, typer.Option(help="Speculative decoding: draft model id.")] = None,
+    draft_cost: Annotated[float, typer.Option(help="Draft step / target decode step, without --draft-model.")] = 0.05,
     seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths).")] = 0,
     rate_sweep: Annotated[
         bool, typer.Option("--rate-sweep", help="Latency vs load; find the saturation rate.")
@@ -92,6 +97,7 @@ def simulate(
         max_num_batched_tokens=max_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching,
         preemption=preemption, replicas=replicas, router=router, disagg=disagg,
+        speculative=SpeculativeConfig(spec_tokens, spec_acceptance, draft_model, draft_cost) if spec_tokens else None,
     )  # fmt: skip
     if rate_sweep:
         from infercast.sim.rate_sweep import rate_sweep as run_sweep
@@ -104,7 +110,8 @@ def simulate(
             from infercast.sim.plots import plot_rate_sweep
 
             plot_dir.mkdir(parents=True, exist_ok=True)
-            plot_rate_sweep(sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo)
+            plot_rate_sweep(sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo,
+                            saturation_rate=sweep.saturation_rate_req_s)  # fmt: skip
         if json_out:
             emit_json(sweep.to_dict())
         else:

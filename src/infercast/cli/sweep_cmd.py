@@ -9,24 +9,8 @@ import typer
 from rich.table import Table
 
 from infercast.analysis.sweep import sweep as run_sweep
-from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
-from infercast.errors import InfercastError
-
-
-def _ints(text: str, field: str) -> list[int]:
-    """Parse "1,8,64" or ranges "128:4096:128" (start:stop:step, inclusive)."""
-    out: list[int] = []
-    try:
-        for part in text.split(","):
-            if ":" in part:
-                start, stop, *step = (int(x) for x in part.split(":"))
-                out.extend(range(start, stop + 1, step[0] if step else 1))
-            else:
-                out.append(int(part))
-    except ValueError:
-        raise InfercastError(f"expected integers like 1,8,64 or 128:4096:128, got {text!r}", field=field) from None
-    return out
 
 
 def _names(text: str) -> list[str]:
@@ -48,8 +32,8 @@ def sweep(
     """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
     df = run_sweep(
         models=_names(models), gpus=_names(gpus), precisions=_names(precisions) if precisions else None,
-        batches=_ints(batches, "batches"), input_lens=_ints(input_lens, "input_lens"),
-        output_lens=_ints(output_lens, "output_lens"), tps=_ints(tps, "tps"), engines=_names(engines),
+        batches=parse_int_list("batches", batches), input_lens=parse_int_list("input_lens", input_lens),
+        output_lens=parse_int_list("output_lens", output_lens), tps=parse_int_list("tps", tps), engines=_names(engines),
     )  # fmt: skip
     if out:
         df.to_parquet(out) if out.suffix == ".parquet" else df.to_csv(out, index=False)

@@ -5,8 +5,8 @@ simulator, planner, calibration) uses for time. Per operator::
 
     t_op = max(FLOPs / (peak · eff(M)),  bytes / (bandwidth · eff_bw))  +  kernels · launch  +  hops · alpha
 
-with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step engine overhead
-``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
+with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step
+engine overhead ``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
 """
 
 from __future__ import annotations

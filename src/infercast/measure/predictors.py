@@ -21,8 +21,19 @@ from infercast.specs.deployment import Deployment
 from infercast.specs.model import ModelSpec
 
 PREDICTABLE = frozenset(
-    {"prefill_step", "decode_step", "ttft", "tpot", "static_throughput", "gemm", "op", "hbm_copy", "launch_overhead",
-     "serving_ttft", "serving_tpot"}
+    {
+        "prefill_step",
+        "decode_step",
+        "ttft",
+        "tpot",
+        "static_throughput",
+        "gemm",
+        "op",
+        "hbm_copy",
+        "launch_overhead",
+        "serving_ttft",
+        "serving_tpot",
+    }
 )
 """Record kinds :func:`predict_record` handles (serving kinds through a small simulation)."""
 

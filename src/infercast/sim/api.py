@@ -15,6 +15,7 @@ from infercast.sim.cluster import Coordinator, KVLink, Router
 from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica, ReplicaConfig
+from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.state import RequestTable
 from infercast.sim.workload import BUILTIN_TRACES, Workload, builtin_trace, load_trace, synthetic
 from infercast.specs.deployment import Deployment
@@ -155,6 +156,7 @@ def simulate(
     router: str = "round_robin",
     disagg: DisaggConfig | None = None,
     goodput: list[str] | str | None = None,
+    speculative: SpeculativeConfig | None = None,
     skip: bool = True,
     trace_steps: int = 0,
     sample_interval: float = 1.0,
@@ -180,7 +182,7 @@ def simulate(
         dep = Deployment.resolve(model, gpu, tp=tp_, ep=ep, precision=precision, kv_precision=kv_precision,
                                  engine=engine)  # fmt: skip
         cfg = ReplicaConfig(dep, sched, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
-                            prefix_caching, preemption, profile)  # fmt: skip
+                            prefix_caching, preemption, profile, speculative, seed)  # fmt: skip
         return Replica(rid, cfg, table, recorder, skip=skip)
 
     if disagg is not None:
@@ -197,7 +199,7 @@ def simulate(
     coord.run()
     dep0 = reps[0].config.deployment
     config = {
-        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": tp, "ep": ep, "precision": reps[0].config.deployment.scheme.name,
+        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": tp, "ep": ep, "precision": dep0.scheme.name,
         "engine": engine, "scheduler": scheduler, "replicas": len(reps), "router": router,
         "max_num_seqs": reps[0].max_seqs, "max_num_batched_tokens": reps[0].max_batched_tokens,
         "kv_blocks_per_replica": reps[0].kv.num_blocks, "block_size": reps[0].bs, "workload": work.name,

@@ -26,6 +26,7 @@ from infercast.sim.decode_set import DecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, make_scheduler
+from infercast.sim.speculative import SpeculativeConfig, Speculator
 from infercast.sim.state import RequestTable
 from infercast.specs.deployment import Deployment
 
@@ -45,6 +46,8 @@ class ReplicaConfig:
     prefix_caching: bool = True
     preemption: str = "recompute"  # recompute | swap
     profile: CostProfile | None = None
+    speculative: SpeculativeConfig | None = None
+    seed: int = 0
 
 
 class Replica:
@@ -90,6 +93,7 @@ class Replica:
         self.reserved = 0  # blocks allocated for the growth of the next decode step (see _ensure_decode_blocks)
         self.on_finish: Callable[[np.ndarray, np.ndarray], None] | None = None
         self.on_prefilled: Callable[[int, float], None] | None = None
+        self.spec = self._speculator(config, dep) if config.speculative else None
         self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
         self._event = False
 
@@ -208,6 +212,8 @@ class Replica:
                 return
             if plan.prefill:
                 self._step(plan)
+            elif self.spec is not None:
+                self._speculative_step()
             else:
                 self._decode_run(t_limit)
             if self._event and self.yield_on_event:
@@ -403,6 +409,57 @@ class Replica:
             self._ensure_decode_blocks()
             if self.waiting or not run.n:  # a preemption queued work for the scheduler
                 return
+
+    # ----- speculative decoding --------------------------------------------------------------------------------
+    def _speculator(self, config: ReplicaConfig, dep: Deployment) -> Speculator:
+        spec = config.speculative
+        table = None
+        if spec.draft_model:
+            draft = Deployment.resolve(spec.draft_model, dep.hardware, tp=dep.tp, precision=dep.scheme.name,
+                                       engine=dep.engine)  # fmt: skip
+            table = DecodeTable(cost_model(draft, None), self.max_seqs)
+        return Speculator(spec, config.seed + 7919 * self.rid, table)
+
+    def _speculative_step(self) -> None:
+        """Draft k tokens, verify k + 1 per sequence in one target pass, emit 1 + accepted (see speculative.py)."""
+        run, kv, spec = self.run, self.kv, self.spec
+        k = spec.config.num_tokens
+        # room for the most tokens the step can emit
+        while run.n and run.growth_over(k + 1) - self.reserved > kv.free + kv.evictable:
+            self._preempt(run.victim())
+        if not run.n:
+            return
+        n, s = run.n, float(run.context_sum())
+        sw = float(run.window_sum())
+        q = n * (k + 1)  # query tokens of the verification pass
+        kv_read = (k + 1) * s + n * k * (k + 1) / 2
+        kv_read_w = (k + 1) * sw + n * k * (k + 1) / 2 if not self.window else (k + 1) * sw
+        x = (1.0, q, q, 0.0, q, 0.0, 0.0, 0.0, 0.0, kv_read, kv_read_w, n, 0.0)
+        verify = self.step_fn(x)
+        if spec.draft_table is not None:
+            draft = DecodeRun(spec.draft_table, n, s, sw, n, run.n_below if self.window else n).total(k)
+        else:
+            draft = spec.config.draft_cost * k * DecodeRun(self.decode_table, n, s, sw, n, n).step(0)
+        dt = verify + draft + self.swap_cost
+        self.swap_cost = 0.0
+        m = 1 + spec.accepted()
+        grown = run.growth_over(m)
+        if grown > self.reserved:
+            kv.allocate(grown - self.reserved)
+        elif grown < self.reserved:
+            kv.release(self.reserved - grown)
+        self.reserved = 0
+        start, end = self.t, self.t + dt
+        self._decode_gaps(end)
+        run.advance(m, grown)
+        run.last_decode = end
+        self.t = end
+        if self.rec.tracing:
+            self.rec.step(StepRecord(self.rid, start, dt, "decode", 0, n))
+        else:
+            self.rec.count(1, dt)
+        self._complete(end)
+        self.rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
 
     def _steps_with_blocks(self, k: int) -> int:
         """Most steps (>= 1) whose block growth fits in what is available now (frees not counted)."""

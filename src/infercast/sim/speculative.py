@@ -1,0 +1,60 @@
+"""Speculative decoding: a draft proposes k tokens per step, the target verifies them in one pass.
+
+Each decode step then costs one target pass over k + 1 tokens per sequence (attending to the growing
+context) plus the draft's k decode steps, and emits 1 + a tokens, a ~ accepted drafts (each accepted with
+probability ``acceptance`` until the first rejection). Modelling choice: one draw per step serves the whole
+batch (sequences advance together), which keeps mean TPOT and throughput right but understates the spread
+between requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infercast.errors import InfercastError
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """Draft length, per-token acceptance, and what a draft token costs."""
+
+    num_tokens: int
+    acceptance: float
+    draft_model: str | None = None
+    """A catalog model run on the same GPUs as the draft; without one, ``draft_cost`` applies."""
+    draft_cost: float = 0.05
+    """Draft step time as a fraction of a target decode step (e.g. EAGLE heads, n-gram: ~0.02-0.1)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_tokens, int) or self.num_tokens < 1:
+            raise InfercastError(f"must be an integer >= 1, got {self.num_tokens!r}", field="spec_tokens")
+        if not 0 <= self.acceptance <= 1:
+            raise InfercastError(f"must be in [0, 1], got {self.acceptance}", field="spec_acceptance")
+        if self.draft_cost < 0:
+            raise InfercastError(f"must be >= 0, got {self.draft_cost}", field="draft_cost")
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        """E[1 + accepted] = (1 - α^(k+1)) / (1 - α)."""
+        a, k = self.acceptance, self.num_tokens
+        return float(k + 1) if a == 1 else (1 - a ** (k + 1)) / (1 - a)
+
+
+class Speculator:
+    """Draws accepted counts and prices the draft for one replica."""
+
+    def __init__(self, config: SpeculativeConfig, seed: int, draft_table=None):
+        self.config = config
+        self.rng = np.random.default_rng(seed)
+        self.draft_table = draft_table
+
+    def accepted(self) -> int:
+        """Drafts accepted this step (successes before the first rejection, at most k)."""
+        a, k = self.config.acceptance, self.config.num_tokens
+        if a >= 1:
+            return k
+        if a <= 0:
+            return 0
+        return min(int(self.rng.geometric(1 - a)) - 1, k)
