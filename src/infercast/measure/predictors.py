@@ -15,26 +15,12 @@ from infercast.cost.kernels import copy_time, gemm_time
 from infercast.cost.profile import CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.measure.records import Record
+from infercast.measure.records import KINDS, Record
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.model import ModelSpec
 
-PREDICTABLE = frozenset(
-    {
-        "prefill_step",
-        "decode_step",
-        "ttft",
-        "tpot",
-        "static_throughput",
-        "gemm",
-        "op",
-        "hbm_copy",
-        "launch_overhead",
-        "serving_ttft",
-        "serving_tpot",
-    }
-)
+PREDICTABLE = frozenset(KINDS)
 """Record kinds :func:`predict_record` handles (serving kinds through a small simulation)."""
 
 OP_NAMES = {

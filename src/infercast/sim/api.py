@@ -175,7 +175,7 @@ def simulate(
     if scheduler == "disagg" and disagg is None:
         disagg = DisaggConfig()
     table = RequestTable(work)
-    _check_lengths(table, model)
+    _check_lengths(work, model)
     recorder = Recorder(trace_limit=trace_steps, sample_interval=sample_interval)
 
     def make(rid: int, tp_: int, sched: str) -> Replica:
@@ -197,6 +197,7 @@ def simulate(
         reps = [make(r, tp, scheduler) for r in range(replicas)]
         coord = Coordinator(table, reps, Router(router, table), closed_loop=work.closed_loop)
     coord.run()
+    table.freeze()
     dep0 = reps[0].config.deployment
     config = {
         "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": tp, "ep": ep, "precision": dep0.scheme.name,
@@ -207,13 +208,14 @@ def simulate(
     return SimulationResult(summarize(table, recorder, reps, slo, work), table, recorder, config, reps)
 
 
-def _check_lengths(table: RequestTable, model: str | ModelSpec) -> None:
+def _check_lengths(work: Workload, model: str | ModelSpec) -> None:
     from infercast.specs.catalog import get_model
 
     spec = get_model(model)
-    longest = int((table.prompt + table.output).max())
+    total = work.prompt_len + work.output_len
+    longest = int(total.max())
     if longest > spec.max_context:
-        i = int(np.argmax(table.prompt + table.output))
+        i = int(np.argmax(total))
         raise InfercastError(
             f"request {i} needs {longest} tokens (prompt + output) but {spec.id} supports {spec.max_context}",
             field="workload",

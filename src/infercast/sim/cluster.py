@@ -113,7 +113,8 @@ class Coordinator:
         tb = self.table
         if self.closed_loop:
             first = min(self.closed_loop, tb.n)
-            tb.arrival[:first] = 0.0
+            for j in range(first):
+                tb.arrival[j] = 0.0
             for j in range(first):
                 heapq.heappush(self.events, (0.0, next(self._order), j))
             self._next_request = first

@@ -10,7 +10,6 @@ the block size: counted per residue class) are all kept incrementally; completio
 from __future__ import annotations
 
 import heapq
-from itertools import accumulate
 
 
 class DecodeSet:
@@ -29,7 +28,7 @@ class DecodeSet:
         self.order: list[int] = []  # join order; the last live one is preempted first
         self.heap: list[tuple[int, int]] = []  # (finish D, id), stale entries skipped
         self.residue = [0] * block_size  # growing sequences by (base - 1) mod block size
-        self._prefix: list[int] | None = None  # prefix sums of ``residue`` twice over (cyclic ranges), lazily
+        self.n_grow = 0  # sequences whose blocks grow (all but static batching's reserved ones)
         self.held = 0  # blocks held by all running sequences
         # sliding window: sequences whose context is still below the window
         self.n_below = 0
@@ -58,21 +57,18 @@ class DecodeSet:
         """Blocks decode steps D .. D+k-1 allocate (sequences finishing inside are not subtracted).
 
         A sequence of residue r crosses q = k // bs block boundaries, plus one more when
-        ((D - 1 + r) mod bs) + (k mod bs) >= bs: a cyclic range of residues, summed with prefix sums.
+        ((D - 1 + r) mod bs) + (k mod bs) >= bs: a cyclic range of m = k mod bs residues.
         """
-        if k <= 0:
-            return 0
         bs = self.bs
-        if k == 1:
-            return self.residue[(-self.D) % bs]
-        prefix = self._prefix
-        if prefix is None:
-            prefix = self._prefix = [0, *accumulate(self.residue + self.residue)]
+        if k <= 1:
+            return self.residue[(-self.D) % bs] if k == 1 else 0
         q, m = divmod(k, bs)
-        total = q * prefix[bs]
+        total = q * self.n_grow
         if m:
+            res = self.residue
             start = (bs - m - self.D + 1) % bs  # residues whose rotated position lies in [bs - m, bs)
-            total += prefix[start + m] - prefix[start]
+            end = start + m
+            total += sum(res[start:end]) if end <= bs else sum(res[start:]) + sum(res[: end - bs])
         return total
 
     def held_by(self, i: int) -> int:
@@ -97,7 +93,7 @@ class DecodeSet:
             self.held += reserved
         else:
             self.residue[(base - 1) % self.bs] += 1
-            self._prefix = None
+            self.n_grow += 1
             self.held += -(-(ctx - 1) // self.bs)
         if self.window and ctx < self.window:
             self.below.add(i)
@@ -120,7 +116,7 @@ class DecodeSet:
             del self.reserved[i]
         else:
             self.residue[(base - 1) % self.bs] -= 1
-            self._prefix = None
+            self.n_grow -= 1
         if i in self.below:
             self.below.discard(i)
             self.n_below -= 1

@@ -32,6 +32,7 @@ class GapRecorder:
     FLUSH = 250_000  # buffered entries before a bulk expansion
 
     def __init__(self) -> None:
+        # buffers are cleared in place when flushed, so hot loops may keep bound ``append``/``extend`` methods
         self._vals = array("d")
         self._wts = array("d")
         self._ramps = array("d")  # per ramp: j0, j1, weight, const, then (a, da, b, db) per line
@@ -47,15 +48,26 @@ class GapRecorder:
         """One gap value seen ``weight`` times."""
         self._vals.append(value)
         self._wts.append(weight)
-        if len(self._vals) >= self.FLUSH:
+
+    def ramp_buffer(self, lines: int) -> array:
+        """The raw ramp buffer for runs with ``lines`` context-dependent operators: callers extend it with
+        ``(j0, j1, weight, const, a, da, b, db, ...)`` (for speed) and call :meth:`maybe_flush` now and then."""
+        width = 4 + 4 * lines
+        if self._width and width != self._width:
+            self._flush()
+        self._width = width
+        return self._ramps
+
+    def maybe_flush(self) -> None:
+        """Bound memory: expand buffered gaps once they grow large."""
+        if len(self._vals) >= self.FLUSH or len(self._ramps) >= self.FLUSH * max(self._width, 1):
             self._flush()
 
     def add_many(self, values: np.ndarray, weights: np.ndarray | None = None) -> None:
         values = np.asarray(values, dtype=float)
         self._vals.extend(values.tolist())
         self._wts.extend((np.ones(values.size) if weights is None else np.asarray(weights, float)).tolist())
-        if len(self._vals) >= self.FLUSH:
-            self._flush()
+        self.maybe_flush()
 
     def add_ramp(self, const: float, lines: list[tuple[float, float, float, float]], j0: int, j1: int,
                  weight: float) -> None:  # fmt: skip
@@ -70,24 +82,43 @@ class GapRecorder:
         r.extend((j0, j1, weight, const))
         for line in lines:
             r.extend(line)
-        if len(r) >= self.FLUSH * width // 8:
-            self._flush()
 
     def _flush(self) -> None:
         chunks_v, chunks_w = [], []
         if self._vals:
-            chunks_v.append(np.frombuffer(self._vals, dtype=float).copy())
-            chunks_w.append(np.frombuffer(self._wts, dtype=float).copy())
-            self._vals, self._wts = array("d"), array("d")
+            chunks_v.append(np.array(self._vals, dtype=float))
+            chunks_w.append(np.array(self._wts, dtype=float))
+            del self._vals[:], self._wts[:]
         if self._ramps:
-            ramps = np.frombuffer(self._ramps, dtype=float).reshape(-1, self._width).copy()
-            self._ramps = array("d")
+            ramps = np.array(self._ramps, dtype=float).reshape(-1, self._width)
+            del self._ramps[:]
+            if self.hist is not None:
+                ramps = self._bin_flat_ramps(ramps)
             for start in range(0, len(ramps), 20_000):
                 v, w = _expand(ramps[start : start + 20_000])
                 chunks_v.append(v)
                 chunks_w.append(w)
         for v, w in zip(chunks_v, chunks_w, strict=True):
             self._absorb(v, w)
+
+    def _bin_flat_ramps(self, ramps: np.ndarray) -> np.ndarray:
+        """Histogram mode: a ramp whose first and last steps fall in the same bin lands there whole (step times
+        only grow along a run, so every step in between does too). Returns the ramps that need expanding."""
+        j0, j1, w = ramps[:, 0], ramps[:, 1], ramps[:, 2]
+        first = _ramp_values(ramps, j0)
+        last = _ramp_values(ramps, j1 - 1)
+        b0 = np.clip(np.searchsorted(_EDGES, first, side="right") - 1, 0, _EDGES.size - 2)
+        b1 = np.clip(np.searchsorted(_EDGES, last, side="right") - 1, 0, _EDGES.size - 2)
+        flat = b0 == b1
+        if flat.any():
+            steps = (j1 - j0)[flat]
+            weights = steps * w[flat]
+            self.count += int(weights.sum())
+            # exact sum of the ramp's step times: the mean of its ends is exact for one line, and within the
+            # bin's 0.3% for a kinked one
+            self.total += float(((first[flat] + last[flat]) / 2 * weights).sum())
+            self.hist += np.bincount(b0[flat], weights=weights, minlength=_EDGES.size - 1)
+        return ramps[~flat]
 
     def _absorb(self, values: np.ndarray, weights: np.ndarray) -> None:
         keep = weights > 0
@@ -124,6 +155,14 @@ class GapRecorder:
         for p in PERCENTILES:
             out[f"p{p}"] = float(mids[min(np.searchsorted(cdf, p / 100), mids.size - 1)])
         return out
+
+
+def _ramp_values(ramps: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Step time at index j of each ramp."""
+    values = ramps[:, 3].copy()
+    for col in range(4, ramps.shape[1], 4):
+        values += np.maximum(ramps[:, col] + j * ramps[:, col + 1], ramps[:, col + 2] + j * ramps[:, col + 3])
+    return values
 
 
 def _expand(ramps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,10 @@ class Recorder:
     next_sample: float = 0.0
     """Earliest time any replica takes its next sample (a cheap pre-check for the hot loop)."""
 
+    def flush_check(self) -> None:
+        """Called every few thousand steps: keeps the gap buffers bounded whatever the sampling interval."""
+        self.gaps.maybe_flush()
+
     def step(self, record: StepRecord) -> None:
         self.step_count += record.steps
         self.busy_time += record.duration
@@ -58,6 +62,7 @@ class Recorder:
     def sample(self, replica: int, t: float, used_blocks: int, running: int, waiting: int, prefilling: int) -> None:
         """(replica, time, KV blocks in use, running, waiting, prefilling), rate-limited per replica."""
         if t >= self._next_sample.get(replica, 0.0):
+            self.gaps.maybe_flush()
             self.samples.append((replica, t, used_blocks, running, waiting, prefilling))
             self._next_sample[replica] = t + self.sample_interval
             self.next_sample = min(self._next_sample.values())

@@ -94,6 +94,7 @@ class Replica:
         self.on_finish: Callable[[np.ndarray, np.ndarray], None] | None = None
         self.on_prefilled: Callable[[int, float], None] | None = None
         self.spec = self._speculator(config, dep) if config.speculative else None
+        self._steps_since_flush = 0
         self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
         self._event = False
 
@@ -275,7 +276,12 @@ class Replica:
             tb.computed[i] += c
             if tb.computed[i] == tb.target[i]:
                 self._prefill_done(i, end)
-        self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting), len(self.prefilling))
+        if end >= self.rec.next_sample:
+            self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting), len(self.prefilling))
+        self._steps_since_flush += 1
+        if self._steps_since_flush > 4096:
+            self._steps_since_flush = 0
+            self.rec.flush_check()
 
     def _decode_gaps(self, end: float) -> None:
         """Gaps of the first decode step after a change: newcomers from their last token, others together."""
@@ -343,6 +349,8 @@ class Replica:
         window = self.window
         gaps = rec.gaps
         simple_lines = table.num_varying == 1 and not window
+        single = table.num_varying == 1
+        ramps = gaps.ramp_buffer(table.num_varying)
         while True:
             n = run.n
             s = float(run.sum_base + n * run.D)
@@ -378,19 +386,25 @@ class Replica:
             first += swap
             total += swap
             end = start + total
-            # gaps: the run's first step for sequences that just joined (from their last token) and the
-            # rest (from the last decode step); then steps 1..k-1, every sequence each time
-            end_first = start + first
-            others = n
-            if run.joined:
-                for _, t_last in run.joined:
-                    gaps.add(end_first - t_last)
-                    others -= 1
-                run.joined = []
-            if others:
-                gaps.add(end_first - run.last_decode, others)
-            if k > 1:
-                gaps.add_ramp(ctx_run.const, ctx_run.lines, 1, k, n)
+            # gaps: every sequence sees every step of the run; the first step's gap is measured from each
+            # sequence's last token (the last decode step, or its own first token if it just joined)
+            if not run.joined and not swap and run.last_decode == start:
+                ramps.extend((0, k, n, ctx_run.const, *ctx_run.lines[0]) if single else (0, k, n, ctx_run.const))
+                if not single:
+                    for line in ctx_run.lines:
+                        ramps.extend(line)
+            else:
+                end_first = start + first
+                others = n
+                if run.joined:
+                    for _, t_last in run.joined:
+                        gaps.add(end_first - t_last)
+                        others -= 1
+                    run.joined = []
+                if others:
+                    gaps.add(end_first - run.last_decode, others)
+                if k > 1:
+                    gaps.add_ramp(ctx_run.const, ctx_run.lines, 1, k, n)
             run.advance(k, grown)
             run.last_decode = end
             self.t = end
