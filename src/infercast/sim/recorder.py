@@ -37,8 +37,6 @@ class Recorder:
     step_count: int = 0
     busy_time: float = 0.0
     _next_sample: dict[int, float] = field(default_factory=dict)
-    next_sample: float = 0.0
-    """Earliest time any replica takes its next sample (a cheap pre-check for the hot loop)."""
 
     def flush_check(self) -> None:
         """Called every few thousand steps: keeps the gap buffers bounded whatever the sampling interval."""
@@ -59,13 +57,15 @@ class Recorder:
     def tracing(self) -> bool:
         return len(self.steps) < self.trace_limit
 
-    def sample(self, replica: int, t: float, used_blocks: int, running: int, waiting: int, prefilling: int) -> None:
-        """(replica, time, KV blocks in use, running, waiting, prefilling), rate-limited per replica."""
-        if t >= self._next_sample.get(replica, 0.0):
+    def sample(self, replica: int, t: float, used_blocks: int, running: int, waiting: int, prefilling: int) -> float:
+        """(replica, time, KV blocks in use, running, waiting, prefilling), rate-limited per replica; returns
+        when this replica should sample next (callers may skip calling until then)."""
+        due = self._next_sample.get(replica, 0.0)
+        if t >= due:
             self.gaps.maybe_flush()
             self.samples.append((replica, t, used_blocks, running, waiting, prefilling))
-            self._next_sample[replica] = t + self.sample_interval
-            self.next_sample = min(self._next_sample.values())
+            due = self._next_sample[replica] = t + self.sample_interval
+        return due
 
     def occupancy(self) -> np.ndarray:
         """Samples as a structured array."""

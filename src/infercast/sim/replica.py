@@ -95,6 +95,7 @@ class Replica:
         self.on_prefilled: Callable[[int, float], None] | None = None
         self.spec = self._speculator(config, dep) if config.speculative else None
         self._steps_since_flush = 0
+        self.next_sample = 0.0  # when this replica records its next occupancy sample
         self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
         self._event = False
 
@@ -276,8 +277,9 @@ class Replica:
             tb.computed[i] += c
             if tb.computed[i] == tb.target[i]:
                 self._prefill_done(i, end)
-        if end >= self.rec.next_sample:
-            self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting), len(self.prefilling))
+        if end >= self.next_sample:
+            self.next_sample = self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting),
+                                               len(self.prefilling))  # fmt: skip
         self._steps_since_flush += 1
         if self._steps_since_flush > 4096:
             self._steps_since_flush = 0
@@ -414,8 +416,8 @@ class Replica:
                 rec.step_count += k
                 rec.busy_time += total
             finished = run.heap[0][0] <= run.D and self._complete(end)
-            if end >= rec.next_sample:
-                rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
+            if end >= self.next_sample:
+                self.next_sample = rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
             if not (finished and self.skip and run.n and not self.waiting and not self.prefilling and end < t_limit):
                 return
             if (self.pending and visible[self.pending[0]] <= end) or self.yield_on_event:
@@ -473,7 +475,7 @@ class Replica:
         else:
             self.rec.count(1, dt)
         self._complete(end)
-        self.rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
+        self.next_sample = self.rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
 
     def _steps_with_blocks(self, k: int) -> int:
         """Most steps (>= 1) whose block growth fits in what is available now (frees not counted)."""
