@@ -10,6 +10,7 @@ step at a time; the tests check both give the same metrics.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -214,6 +215,19 @@ class Replica:
                 return
             if plan.prefill:
                 self._step(plan)
+                if (
+                    self.spec is None
+                    and self.run.n
+                    and not self.waiting
+                    and not self.prefilling
+                    and self.t < t_limit
+                    and not (self._event and self.yield_on_event)
+                    and not (self.pending and visible[self.pending[0]] <= self.t)
+                ):  # the next iteration would plan a decode run: start it here
+                    self._ensure_decode_blocks()
+                    if self.waiting or not self.run.n:
+                        continue
+                    self._decode_run(t_limit)
             elif self.spec is not None:
                 self._speculative_step()
             else:
@@ -352,6 +366,9 @@ class Replica:
         gaps = rec.gaps
         simple_lines = table.num_varying == 1 and not window
         single = table.num_varying == 1
+        if single:
+            const_f, c0_f, m0_f = table.constant_f, table.c0_f[0], table.m0_f[0]
+            cs, ms = table.cs_f[0], table.ms_f[0]
         ramps = gaps.ramp_buffer(table.num_varying)
         while True:
             n = run.n
@@ -359,19 +376,37 @@ class Replica:
             swap, self.swap_cost = self.swap_cost, 0.0  # host transfers of preempted KV delay this run
             origin = self.t + swap
             k = run.steps_to_completion() if self.skip else 1
+            line = None
             if simple_lines:
-                ctx_run = LinearDecodeRun(table, n, s, k)
+                # inline LinearDecodeRun: step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on
+                # top over the k steps, the run is one arithmetic series (the common case, no objects made)
+                const = const_f[n]
+                ca, dca = c0_f[n] + cs * s, cs * n
+                ma, dma = m0_f[n] + ms * s, ms * n
+                last = k - 1
+                if (ca >= ma) == (ca + dca * last >= ma + dma * last):
+                    base, slope = (const + ca, dca) if ca >= ma else (const + ma, dma)
+                    line = (ca, dca, ma, dma)
+                    first = base
+                    if k > 1 and arrivals and self.pending:
+                        k = _steps_to_reach(base, slope, visible[self.pending[0]] - origin, k)
+                    if k > 1 and t_limit < np.inf:
+                        k = _steps_to_reach(base, slope, t_limit - origin, k)
+            if line is None:
+                ctx_run = (LinearDecodeRun(table, n, s, k) if simple_lines else
+                           DecodeRun(table, n, s, float(run.window_sum()) if window else s, n,
+                                     run.n_below if window else n))  # fmt: skip
+                const, line = ctx_run.const, ctx_run.lines[0] if single else None
+                first = ctx_run.step(0)
+                if k > 1:
+                    if window:
+                        k = min(k, run.steps_to_window())
+                    if arrivals and self.pending:
+                        k = ctx_run.steps_until(visible[self.pending[0]] - origin, k, first)
+                    if t_limit < np.inf:
+                        k = ctx_run.steps_until(t_limit - origin, k, first)
             else:
-                ctx_run = DecodeRun(table, n, s, float(run.window_sum()) if window else s, n,
-                                    run.n_below if window else n)  # fmt: skip
-            first = ctx_run.step(0)
-            if k > 1:
-                if window:
-                    k = min(k, run.steps_to_window())
-                if arrivals and self.pending:
-                    k = ctx_run.steps_until(visible[self.pending[0]] - origin, k, first)
-                if t_limit < np.inf:
-                    k = ctx_run.steps_until(t_limit - origin, k, first)
+                ctx_run = None
             now = self.reserved  # the first step's growth, reserved by _ensure_decode_blocks
             if k > 1:
                 grown = run.growth_over(k)
@@ -380,7 +415,7 @@ class Replica:
                     grown = run.growth_over(k)
                 if grown > now and not kv.allocate(grown - now):
                     raise RuntimeError("block accounting error: a decode run exceeded the checked budget")
-                total = ctx_run.total(k)
+                total = ctx_run.total(k) if ctx_run is not None else k * base + slope * k * (k - 1) / 2
             else:
                 grown, total = now, first
             self.reserved = 0
@@ -391,10 +426,10 @@ class Replica:
             # gaps: every sequence sees every step of the run; the first step's gap is measured from each
             # sequence's last token (the last decode step, or its own first token if it just joined)
             if not run.joined and not swap and run.last_decode == start:
-                ramps.extend((0, k, n, ctx_run.const, *ctx_run.lines[0]) if single else (0, k, n, ctx_run.const))
+                ramps.extend((0, k, n, const, *line) if single else (0, k, n, const))
                 if not single:
-                    for line in ctx_run.lines:
-                        ramps.extend(line)
+                    for each in ctx_run.lines:
+                        ramps.extend(each)
             else:
                 end_first = start + first
                 others = n
@@ -406,7 +441,7 @@ class Replica:
                 if others:
                     gaps.add(end_first - run.last_decode, others)
                 if k > 1:
-                    gaps.add_ramp(ctx_run.const, ctx_run.lines, 1, k, n)
+                    gaps.add_ramp(const, [line] if ctx_run is None else ctx_run.lines, 1, k, n)
             run.advance(k, grown)
             run.last_decode = end
             self.t = end
@@ -584,3 +619,21 @@ def _window_pairs(c: int, c0: int, w: int) -> float:
     top = min(hi, w)
     n_lin = max(top - lo + 1, 0)
     return n_lin * (lo + max(top, lo - 1)) / 2 + w * max(hi - max(lo - 1, w), 0)
+
+
+def _steps_to_reach(base: float, slope: float, span: float, cap: int) -> int:
+    """Fewest steps (1..cap) of times base + j·slope whose sum reaches ``span`` (cap if never)."""
+    if span <= 0:
+        return 1
+    if slope > 0:  # k·base + slope·k(k-1)/2 >= span
+        half = slope / 2
+        b = base - half
+        k = math.ceil((-b + math.sqrt(b * b + 4 * half * span)) / (2 * half))
+    else:
+        k = math.ceil(span / base)
+    k = min(max(k, 1), cap)
+    while k > 1 and (k - 1) * base + slope * (k - 1) * (k - 2) / 2 >= span:  # rounding guards
+        k -= 1
+    while k < cap and k * base + slope * k * (k - 1) / 2 < span:
+        k += 1
+    return k
