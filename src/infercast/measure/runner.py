@@ -294,7 +294,9 @@ def run_measure(opts: MeasureOptions) -> MeasureResult:
     env = Environment.detect(device)
     gpu, skipped = _gpu_label(opts, env)
     kv = "bf16" if opts.precision == "fp8" else opts.precision
-    stamp = Stamp(env, gpu, spec.id, opts.precision, kv, opts.source)
+    # records name the model as the user did: a catalog id, or the config.json path (so validate can find it)
+    model_ref = spec.id if spec.id == str(opts.model).strip().lower() else str(opts.model)
+    stamp = Stamp(env, gpu, model_ref, opts.precision, kv, opts.source)
     timer = Timer(device, _pick(opts.warmup, device, "warmup"), _pick(opts.repeats, device, "repeats"))
     lens = _pick(opts.prefill_lens, device, "prefill_lens")
     batches = _pick(opts.batches, device, "batches")
