@@ -129,8 +129,16 @@ class PrecisionScheme:
 SCHEMES: dict[str, PrecisionScheme] = {
     s.name: s
     for s in [
-        PrecisionScheme("fp32", "FP32 weights and compute on CUDA cores (reference and CPU test runs)", "fp32", "fp32",
-                        "fp32", embeddings="fp32", activations="fp32", kv_default="fp32"),  # fmt: skip
+        PrecisionScheme(
+            "fp32",
+            "FP32 weights and compute on CUDA cores (reference and CPU test runs)",
+            "fp32",
+            "fp32",
+            "fp32",
+            embeddings="fp32",
+            activations="fp32",
+            kv_default="fp32",
+        ),
         PrecisionScheme("bf16", "BF16 weights and compute", "bf16", "bf16", "bf16"),
         PrecisionScheme(
             "fp16",
