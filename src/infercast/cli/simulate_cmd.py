@@ -158,4 +158,4 @@ def _render_sweep(sweep) -> None:
         console.print("[red]no rate met the SLOs[/]")
     else:
         console.print(f"saturation point: {sweep.saturation_rate_req_s:.2f} req/s "
-                      f"(capacity at full load ~{sweep.capacity_req_s:.2f} req/s)")  # fmt: skip
+                      f"(offline throughput, all requests at once: {sweep.capacity_req_s:.2f} req/s)")  # fmt: skip
