@@ -160,14 +160,36 @@ class DecodeSet:
                 self.n_below -= 1
                 self.sum_base_below -= self.base[i]
 
-    def pop_finished(self) -> list[int]:
-        """Sequences whose last token came out in the steps just accounted."""
-        out = []
-        heap = self.heap
-        while heap and heap[0][0] <= self.D:
+    def remove_finished(self) -> list[tuple[int, int]]:
+        """Take out the sequences whose last token came out in the steps just accounted; returns
+        (id, blocks it held) for each. The completion path of :meth:`remove`, kept lean: it runs once per
+        request."""
+        out: list[tuple[int, int]] = []
+        heap, D, bs = self.heap, self.D, self.bs
+        finish_at, base_of, reserved, residue = self.finish_at, self.base, self.reserved, self.residue
+        while heap and heap[0][0] <= D:
             d, i = heapq.heappop(heap)
-            if self.finish_at.get(i) == d and i not in out:  # a re-joined sequence may repeat its entry
-                out.append(i)
+            if finish_at.get(i) != d:
+                continue  # stale entry (preempted, or a re-joined sequence's earlier entry)
+            del finish_at[i]
+            base = base_of.pop(i)
+            self.shared.pop(i, None)
+            if reserved and i in reserved:
+                held = reserved.pop(i)
+            else:
+                held = -(-(base + D - 1) // bs)
+                residue[(base - 1) % bs] -= 1
+                self.n_grow -= 1
+            self.n -= 1
+            self.sum_base -= base
+            self.held -= held
+            if i in self.below:
+                self.below.discard(i)
+                self.n_below -= 1
+                self.sum_base_below -= base
+            if self.joined:
+                self.joined = [(j, t) for j, t in self.joined if j != i]
+            out.append((i, held))
         return out
 
     def victim(self) -> int | None:

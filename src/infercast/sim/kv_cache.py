@@ -51,9 +51,9 @@ class KVCache:
         """Take ``blocks`` private blocks, evicting unreferenced cache blocks LRU-first; False if impossible."""
         if blocks <= 0:
             return True
-        if blocks > self.available:
-            return False
         short = blocks - self.free
+        if short > self.evictable:
+            return False
         while short > 0:
             self._evict_one()
             short -= self.blocks_per_hash

@@ -37,6 +37,11 @@ class Recorder:
     step_count: int = 0
     busy_time: float = 0.0
     _next_sample: dict[int, float] = field(default_factory=dict)
+    tracing: bool = field(init=False)
+    """Whether step records are still being kept (a plain attribute: hot loops read it every step)."""
+
+    def __post_init__(self) -> None:
+        self.tracing = self.trace_limit > 0
 
     def flush_check(self) -> None:
         """Called every few thousand steps: keeps the gap buffers bounded whatever the sampling interval."""
@@ -47,15 +52,12 @@ class Recorder:
         self.busy_time += record.duration
         if len(self.steps) < self.trace_limit:
             self.steps.append(record)
+        self.tracing = len(self.steps) < self.trace_limit
 
     def count(self, steps: int, duration: float) -> None:
         """Count steps without keeping a trace record (the hot path when no trace is wanted)."""
         self.step_count += steps
         self.busy_time += duration
-
-    @property
-    def tracing(self) -> bool:
-        return len(self.steps) < self.trace_limit
 
     def sample(self, replica: int, t: float, used_blocks: int, running: int, waiting: int, prefilling: int) -> float:
         """(replica, time, KV blocks in use, running, waiting, prefilling), rate-limited per replica; returns

@@ -152,16 +152,20 @@ class Replica:
         tb, kv = self.table, self.kv
         if tb.swapped[i]:
             return None  # swapped-out sequences come back whole, through _swap_in
-        hashes = tb.hashes_of(i)
-        hits = kv.match(hashes, int(tb.target[i])) if hashes is not None and tb.computed[i] == 0 else 0
-        cached = hits * kv.hash_block_size
-        left = int(tb.target[i]) - cached
+        target = tb.target[i]
+        if tb.hashes is not None and tb.computed[i] == 0:
+            hashes = tb.hashes[i]
+            hits = kv.match(hashes, target)
+            cached = hits * kv.hash_block_size
+        else:
+            hashes, hits, cached = None, 0, 0
+        left = target - cached
         if limit is not None and left > limit:
             kv.unpin(hashes, hits)
             return None
-        chunk = left if budget is None else min(left, budget)
+        chunk = left if budget is None or left <= budget else budget
         shared = hits * kv.blocks_per_hash
-        length = int(tb.prompt[i] + tb.output[i]) if reserve else cached + chunk
+        length = tb.prompt[i] + tb.output[i] if reserve else cached + chunk
         need = -(-length // self.bs) - shared
         if not kv.allocate(need):
             kv.unpin(hashes, hits)
@@ -170,7 +174,7 @@ class Replica:
         tb.computed[i] = cached
         tb.shared[i] = shared
         tb.pinned[i] = hits
-        tb.private[i] = max(need, 0)
+        tb.private[i] = need if need > 0 else 0
         if tb.preemptions[i] == 0:
             tb.cached_tokens[i] = cached
         self.prefilling.append(i)
@@ -179,9 +183,10 @@ class Replica:
     def grow(self, i: int, budget: int | None) -> int:
         """Schedule the next chunk of a request in prefill; returns its tokens (0 if blocks run short)."""
         tb = self.table
-        left = int(tb.target[i] - tb.computed[i])
-        chunk = left if budget is None else min(left, budget)
-        need = -(-(int(tb.computed[i]) + chunk) // self.bs) - int(tb.shared[i] + tb.private[i])
+        computed = tb.computed[i]
+        left = tb.target[i] - computed
+        chunk = left if budget is None or left <= budget else budget
+        need = -(-(computed + chunk) // self.bs) - tb.shared[i] - tb.private[i]
         if need > 0:
             if not self.kv.allocate(need):
                 return 0
@@ -250,15 +255,16 @@ class Replica:
         tb, W = self.table, self.window
         pre_tokens = sampled = 0
         pairs = pairs_w = kv_read = kv_read_w = 0.0
+        computed, target = tb.computed, tb.target
         for i, c in plan.prefill:
-            c0 = int(tb.computed[i])
+            c0 = computed[i]
             pre_tokens += c
             pairs += c * c0 + c * (c + 1) / 2
             kv_read += c0 + c
             if W:
                 pairs_w += _window_pairs(c, c0, W)
                 kv_read_w += min(c0, W - 1) + c
-            if c0 + c == tb.target[i]:
+            if c0 + c == target[i]:
                 sampled += 1
         if not W:
             pairs_w, kv_read_w = pairs, kv_read
@@ -284,12 +290,15 @@ class Replica:
             run.advance(1, self.reserved)
             self.reserved = 0
             run.last_decode = end
-            self._complete(end)
+            if run.heap[0][0] <= run.D:
+                self._complete(end)
+        scheduled = tb.scheduled
         for i, c in plan.prefill:
-            if tb.scheduled[i] != tb.scheduled[i]:  # NaN: first time any of its tokens runs
-                tb.scheduled[i] = start
-            tb.computed[i] += c
-            if tb.computed[i] == tb.target[i]:
+            if scheduled[i] != scheduled[i]:  # NaN: first time any of its tokens runs
+                scheduled[i] = start
+            done = computed[i] + c
+            computed[i] = done
+            if done == target[i]:
                 self._prefill_done(i, end)
         if end >= self.next_sample:
             self.next_sample = self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting),
@@ -312,20 +321,23 @@ class Replica:
 
     def _prefill_done(self, i: int, t: float) -> None:
         tb, kv = self.table, self.kv
+        target = tb.target[i]
         if tb.hashes is not None:
-            moved = kv.publish(tb.hashes_of(i), int(tb.pinned[i]), int(tb.target[i]))
+            moved = kv.publish(tb.hashes[i], tb.pinned[i], target)
             if moved:
                 tb.private[i] -= moved
                 tb.shared[i] += moved
-                tb.pinned[i] = int(tb.target[i]) // kv.hash_block_size
+                tb.pinned[i] = target // kv.hash_block_size
         self.prefilling.remove(i)
-        if tb.generated[i] == 0:
+        generated = tb.generated[i]
+        if generated == 0:
             tb.first_token[i] = t
         else:
             self.rec.gaps.add(t - tb.last_token[i])
-        tb.generated[i] += 1
+        generated += 1
+        tb.generated[i] = generated
         tb.last_token[i] = t
-        if tb.generated[i] >= tb.output[i]:
+        if generated >= tb.output[i]:
             self._release(i)
             tb.finish[i] = t
             self._event = True
@@ -337,8 +349,9 @@ class Replica:
             self._event = True
             self.on_prefilled(i, t)
             return
-        reserved = int(tb.private[i] + tb.shared[i]) if self.scheduler.name == "static" else 0
-        self.run.join(i, int(tb.target[i]) + 1, int(tb.output[i] - tb.generated[i]), int(tb.shared[i]), t, reserved)
+        shared = tb.shared[i]
+        reserved = tb.private[i] + shared if self.scheduler.name == "static" else 0
+        self.run.join(i, target + 1, tb.output[i] - generated, shared, t, reserved)
 
     def join_decoding(self, i: int) -> bool:
         """Disaggregated decode pool: request ``i`` arrives with its prompt KV; False if blocks run short."""
@@ -364,6 +377,8 @@ class Replica:
         visible = self.table.visible
         window = self.window
         gaps = rec.gaps
+        pending, skip = self.pending, self.skip
+        limited = t_limit < math.inf
         simple_lines = table.num_varying == 1 and not window
         single = table.num_varying == 1
         if single:
@@ -375,7 +390,7 @@ class Replica:
             s = float(run.sum_base + n * run.D)
             swap, self.swap_cost = self.swap_cost, 0.0  # host transfers of preempted KV delay this run
             origin = self.t + swap
-            k = run.steps_to_completion() if self.skip else 1
+            k = run.steps_to_completion() if skip else 1
             line = None
             if simple_lines:
                 # inline LinearDecodeRun: step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on
@@ -388,9 +403,9 @@ class Replica:
                     base, slope = (const + ca, dca) if ca >= ma else (const + ma, dma)
                     line = (ca, dca, ma, dma)
                     first = base
-                    if k > 1 and arrivals and self.pending:
-                        k = _steps_to_reach(base, slope, visible[self.pending[0]] - origin, k)
-                    if k > 1 and t_limit < np.inf:
+                    if k > 1 and arrivals and pending:
+                        k = _steps_to_reach(base, slope, visible[pending[0]] - origin, k)
+                    if k > 1 and limited:
                         k = _steps_to_reach(base, slope, t_limit - origin, k)
             if line is None:
                 ctx_run = (LinearDecodeRun(table, n, s, k) if simple_lines else
@@ -401,9 +416,9 @@ class Replica:
                 if k > 1:
                     if window:
                         k = min(k, run.steps_to_window())
-                    if arrivals and self.pending:
-                        k = ctx_run.steps_until(visible[self.pending[0]] - origin, k, first)
-                    if t_limit < np.inf:
+                    if arrivals and pending:
+                        k = ctx_run.steps_until(visible[pending[0]] - origin, k, first)
+                    if limited:
                         k = ctx_run.steps_until(t_limit - origin, k, first)
             else:
                 ctx_run = None
@@ -453,9 +468,9 @@ class Replica:
             finished = run.heap[0][0] <= run.D and self._complete(end)
             if end >= self.next_sample:
                 self.next_sample = rec.sample(self.rid, end, kv.used, run.n, len(self.waiting), len(self.prefilling))
-            if not (finished and self.skip and run.n and not self.waiting and not self.prefilling and end < t_limit):
+            if not (finished and skip and run.n and not self.waiting and not self.prefilling and end < t_limit):
                 return
-            if (self.pending and visible[self.pending[0]] <= end) or self.yield_on_event:
+            if (pending and visible[pending[0]] <= end) or self.yield_on_event:
                 return
             self._ensure_decode_blocks()
             if self.waiting or not run.n:  # a preemption queued work for the scheduler
@@ -527,23 +542,24 @@ class Replica:
     # ----- bookkeeping ---------------------------------------------------------------------------------------------
     def _complete(self, t: float) -> bool:
         """Finish the sequences whose last token came out in the steps just accounted."""
-        done = self.run.pop_finished()
+        done = self.run.remove_finished()
         if not done:
             return False
-        tb, kv, remove = self.table, self.kv, self.run.remove
+        tb, kv = self.table, self.kv
         finish, shared, pinned, generated, output = tb.finish, tb.shared, tb.pinned, tb.generated, tb.output
-        for i in done:
-            held = remove(i)[2]
+        freed = 0
+        for i, held in done:
             finish[i] = t
             generated[i] = output[i]
-            kv.release(held - int(shared[i]))
+            freed += held - shared[i]
             if pinned[i]:
-                kv.unpin(tb.hashes_of(i), int(pinned[i]))
+                kv.unpin(tb.hashes_of(i), pinned[i])
                 pinned[i] = 0
             shared[i] = 0
+        kv.release(freed)
         self._event = True
         if self.on_finish:
-            ids = np.array(done)
+            ids = np.array([i for i, _ in done])
             self.on_finish(ids, np.full(ids.size, t))
         return True
 
@@ -562,9 +578,10 @@ class Replica:
         while run.n:
             need = run.residue[(-run.D) % run.bs]
             delta = need - self.reserved
-            if delta <= 0:
-                if delta:
-                    kv.release(-delta)
+            if not delta:
+                return
+            if delta < 0:
+                kv.release(-delta)
                 self.reserved = need
                 return
             if delta <= kv.free + kv.evictable:

@@ -20,24 +20,28 @@ class ChunkedPrefillScheduler:
     continuous = True
 
     def plan(self, rep: Replica) -> Plan | None:
-        if not rep.waiting and not rep.prefilling:
-            return DECODE_ONLY if rep.run.n else None
-        budget = rep.max_batched_tokens - rep.num_running
+        waiting, prefilling, running = rep.waiting, rep.prefilling, rep.run.n
+        if not waiting and not prefilling:
+            return DECODE_ONLY if running else None
+        budget = rep.max_batched_tokens - running
         items: list[tuple[int, int]] = []
-        for i in list(rep.prefilling):
-            if budget <= 0:
-                break
-            chunk = rep.grow(i, budget)
-            if not chunk:
-                break
-            items.append((i, chunk))
-            budget -= chunk
-        while budget > 0 and rep.waiting and rep.num_seqs < rep.max_seqs:
-            chunk = rep.admit(rep.waiting[0], budget)
+        if prefilling:
+            for i in list(prefilling):
+                if budget <= 0:
+                    break
+                chunk = rep.grow(i, budget)
+                if not chunk:
+                    break
+                items.append((i, chunk))
+                budget -= chunk
+        room = rep.max_seqs - running - len(prefilling)
+        while budget > 0 and waiting and room > 0:
+            chunk = rep.admit(waiting[0], budget)
             if chunk is None:
                 break
-            items.append((rep.prefilling[-1], chunk))
+            items.append((prefilling[-1], chunk))
             budget -= chunk
-        if items or rep.num_running:
-            return Plan(items, decode=rep.num_running > 0)
+            room -= 1
+        if items or running:
+            return Plan(items, decode=running > 0)
         return None
