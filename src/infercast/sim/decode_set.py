@@ -23,7 +23,6 @@ class DecodeSet:
         self.sum_base = 0
         self.base: dict[int, int] = {}
         self.finish_at: dict[int, int] = {}
-        self.shared: dict[int, int] = {}  # prefix-cache blocks (not released by the sequence)
         self.reserved: dict[int, int] = {}  # static batching: blocks held for the whole request, no growth
         self.order: list[int] = []  # join order; the last live one is preempted first
         self.heap: list[tuple[int, int]] = []  # (finish D, id), stale entries skipped
@@ -78,15 +77,17 @@ class DecodeSet:
         return -(-(self.base[i] + self.D - 1) // self.bs)
 
     # ----- membership -------------------------------------------------------------------------------------
-    def join(self, i: int, ctx: int, remaining: int, shared: int, t_last: float, reserved: int = 0) -> None:
+    def join(self, i: int, ctx: int, remaining: int, t_last: float, reserved: int = 0) -> None:
         """Sequence ``i`` decodes from the next step at context ``ctx`` for ``remaining`` more tokens."""
         base = ctx - self.D
         self.base[i] = base
         self.finish_at[i] = self.D + remaining
-        self.shared[i] = shared
         self.n += 1
         self.sum_base += base
-        self.order.append(i)
+        order = self.order
+        order.append(i)
+        if len(order) > 4 * self.n + 1024:  # drop finished ones now and then: memory stays O(running)
+            self.order = [j for j in order if j in self.base]
         heapq.heappush(self.heap, (self.D + remaining, i))
         if reserved:
             self.reserved[i] = reserved
@@ -108,7 +109,6 @@ class DecodeSet:
         base = self.base.pop(i)
         held = self.held_by_base(i, base)
         finish = self.finish_at.pop(i)
-        self.shared.pop(i, None)
         self.n -= 1
         self.sum_base -= base
         self.held -= held
@@ -173,7 +173,6 @@ class DecodeSet:
                 continue  # stale entry (preempted, or a re-joined sequence's earlier entry)
             del finish_at[i]
             base = base_of.pop(i)
-            self.shared.pop(i, None)
             if reserved and i in reserved:
                 held = reserved.pop(i)
             else:

@@ -33,8 +33,7 @@ class GapRecorder:
 
     def __init__(self) -> None:
         # buffers are cleared in place when flushed, so hot loops may keep bound ``append``/``extend`` methods
-        self._vals = array("d")
-        self._wts = array("d")
+        self._points = array("d")  # (value, weight) pairs, interleaved
         self._ramps = array("d")  # per ramp: j0, j1, weight, const, then (a, da, b, db) per line
         self._width = 0
         self._exact_vals: list[np.ndarray] = []
@@ -46,8 +45,11 @@ class GapRecorder:
 
     def add(self, value: float, weight: float = 1.0) -> None:
         """One gap value seen ``weight`` times."""
-        self._vals.append(value)
-        self._wts.append(weight)
+        self._points.extend((value, weight))
+
+    def point_buffer(self) -> array:
+        """The raw buffer of single gaps: hot loops extend it with ``(value, weight)`` (same as :meth:`add`)."""
+        return self._points
 
     def ramp_buffer(self, lines: int) -> array:
         """The raw ramp buffer for runs with ``lines`` context-dependent operators: callers extend it with
@@ -60,13 +62,13 @@ class GapRecorder:
 
     def maybe_flush(self) -> None:
         """Bound memory: expand buffered gaps once they grow large."""
-        if len(self._vals) >= self.FLUSH or len(self._ramps) >= self.FLUSH * max(self._width, 1):
+        if len(self._points) >= 2 * self.FLUSH or len(self._ramps) >= self.FLUSH * max(self._width, 1):
             self._flush()
 
     def add_many(self, values: np.ndarray, weights: np.ndarray | None = None) -> None:
-        values = np.asarray(values, dtype=float)
-        self._vals.extend(values.tolist())
-        self._wts.extend((np.ones(values.size) if weights is None else np.asarray(weights, float)).tolist())
+        values = np.asarray(values, dtype=float).ravel()
+        weights = np.ones(values.size) if weights is None else np.asarray(weights, float).ravel()
+        self._points.extend(np.column_stack([values, weights]).ravel().tolist())
         self.maybe_flush()
 
     def add_ramp(self, const: float, lines: list[tuple[float, float, float, float]], j0: int, j1: int,
@@ -85,10 +87,11 @@ class GapRecorder:
 
     def _flush(self) -> None:
         chunks_v, chunks_w = [], []
-        if self._vals:
-            chunks_v.append(np.array(self._vals, dtype=float))
-            chunks_w.append(np.array(self._wts, dtype=float))
-            del self._vals[:], self._wts[:]
+        if self._points:
+            pairs = np.array(self._points, dtype=float).reshape(-1, 2)
+            chunks_v.append(pairs[:, 0].copy())
+            chunks_w.append(pairs[:, 1].copy())
+            del self._points[:]
         if self._ramps:
             ramps = np.array(self._ramps, dtype=float).reshape(-1, self._width)
             del self._ramps[:]

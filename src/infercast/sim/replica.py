@@ -137,11 +137,6 @@ class Replica:
         tb.visible[i] = (tb.arrival[i] if t is None else t) + self.request_overhead
         self.pending.append(i)
 
-    def _pull_arrivals(self) -> None:
-        visible, pending, waiting, t = self.table.visible, self.pending, self.waiting, self.t
-        while pending and visible[pending[0]] <= t:
-            waiting.append(pending.popleft())
-
     def admit(self, i: int, budget: int | None, *, limit: int | None = None, reserve: bool = False) -> int | None:
         """Move the head of the waiting queue into prefill; returns the tokens scheduled now.
 
@@ -196,41 +191,43 @@ class Replica:
     # ----- the loop ---------------------------------------------------------------------------------------------
     def run_until(self, t_limit: float = np.inf) -> None:
         """Run steps that start before ``t_limit`` (the last may end after it)."""
-        visible = self.table.visible
+        visible, swapped = self.table.visible, self.table.swapped
+        run, pending, waiting, prefilling = self.run, self.pending, self.waiting, self.prefilling
         while True:
-            self._pull_arrivals()
-            if not (self.run.n or self.prefilling or self.waiting):
-                if self.pending and visible[self.pending[0]] < t_limit:
-                    self.t = max(self.t, float(visible[self.pending[0]]))
+            while pending and visible[pending[0]] <= self.t:
+                waiting.append(pending.popleft())
+            if not (run.n or prefilling or waiting):
+                if pending and visible[pending[0]] < t_limit:
+                    self.t = max(self.t, float(visible[pending[0]]))
                     continue
                 return
             if self.t >= t_limit:
                 return
-            if self.run.n:
+            if run.n and run.residue[(-run.D) % run.bs] != self.reserved:
                 self._ensure_decode_blocks()
-            if self.waiting and self.table.swapped[self.waiting[0]] and self._swap_in():
+            if waiting and swapped[waiting[0]] and self._swap_in():
                 self._ensure_decode_blocks()
             plan = self.scheduler.plan(self)
             if plan is None:
-                if self.waiting and not self.run.n and not self.prefilling:
-                    self._cannot_admit(self.waiting[0])
-                if self.pending and visible[self.pending[0]] < t_limit:
-                    self.t = max(self.t, float(visible[self.pending[0]]))
+                if waiting and not run.n and not prefilling:
+                    self._cannot_admit(waiting[0])
+                if pending and visible[pending[0]] < t_limit:
+                    self.t = max(self.t, float(visible[pending[0]]))
                     continue
                 return
             if plan.prefill:
                 self._step(plan)
                 if (
                     self.spec is None
-                    and self.run.n
-                    and not self.waiting
-                    and not self.prefilling
+                    and run.n
+                    and not waiting
+                    and not prefilling
                     and self.t < t_limit
                     and not (self._event and self.yield_on_event)
-                    and not (self.pending and visible[self.pending[0]] <= self.t)
+                    and not (pending and visible[pending[0]] <= self.t)
                 ):  # the next iteration would plan a decode run: start it here
                     self._ensure_decode_blocks()
-                    if self.waiting or not self.run.n:
+                    if waiting or not run.n:
                         continue
                     self._decode_run(t_limit)
             elif self.spec is not None:
@@ -270,8 +267,11 @@ class Replica:
             pairs_w, kv_read_w = pairs, kv_read
         run = self.run
         n = run.n if plan.decode else 0
-        s = float(run.context_sum()) if n else 0.0
-        sw = float(run.window_sum()) if n else 0.0
+        if n:
+            s = float(run.sum_base + n * run.D)
+            sw = float(run.window_sum()) if W else s
+        else:
+            s = sw = 0.0
         n_pre = len(plan.prefill)
         x = (1.0, pre_tokens + n, sampled + n, pre_tokens, n, pairs, pairs_w, kv_read, kv_read_w, s, sw,
              n_pre + n, n_pre)  # fmt: skip
@@ -284,7 +284,8 @@ class Replica:
             self.rec.step(StepRecord(self.rid, start, dt, "mixed" if n else "prefill", pre_tokens, n,
                                      prefill_ids=tuple(i for i, _ in plan.prefill)))  # fmt: skip
         else:
-            self.rec.count(1, dt)
+            self.rec.step_count += 1
+            self.rec.busy_time += dt
         if n:
             self._decode_gaps(end)
             run.advance(1, self.reserved)
@@ -312,12 +313,14 @@ class Replica:
         """Gaps of the first decode step after a change: newcomers from their last token, others together."""
         run = self.run
         others = run.n
-        for _, t_last in run.joined:
-            self.rec.gaps.add(end - t_last)
-            others -= 1
-        run.joined = []
+        push = self.rec.gaps.point_buffer().extend
+        if run.joined:
+            for _, t_last in run.joined:
+                push((end - t_last, 1.0))
+                others -= 1
+            run.joined = []
         if others:
-            self.rec.gaps.add(end - run.last_decode, others)
+            push((end - run.last_decode, others))
 
     def _prefill_done(self, i: int, t: float) -> None:
         tb, kv = self.table, self.kv
@@ -349,9 +352,8 @@ class Replica:
             self._event = True
             self.on_prefilled(i, t)
             return
-        shared = tb.shared[i]
-        reserved = tb.private[i] + shared if self.scheduler.name == "static" else 0
-        self.run.join(i, target + 1, tb.output[i] - generated, shared, t, reserved)
+        reserved = tb.private[i] + tb.shared[i] if self.scheduler.name == "static" else 0
+        self.run.join(i, target + 1, tb.output[i] - generated, t, reserved)
 
     def join_decoding(self, i: int) -> bool:
         """Disaggregated decode pool: request ``i`` arrives with its prompt KV; False if blocks run short."""
@@ -361,7 +363,7 @@ class Replica:
         if self.num_seqs >= self.max_seqs or not self.kv.allocate(need):
             return False
         tb.private[i], tb.shared[i], tb.pinned[i] = need, 0, 0
-        self.run.join(i, ctx, int(tb.output[i] - tb.generated[i]), 0, float(tb.last_token[i]))
+        self.run.join(i, ctx, tb.output[i] - tb.generated[i], tb.last_token[i])
         return True
 
     # ----- runs of decode-only steps -----------------------------------------------------------------------------
@@ -385,6 +387,7 @@ class Replica:
             const_f, c0_f, m0_f = table.constant_f, table.c0_f[0], table.m0_f[0]
             cs, ms = table.cs_f[0], table.ms_f[0]
         ramps = gaps.ramp_buffer(table.num_varying)
+        push = gaps.point_buffer().extend
         while True:
             n = run.n
             s = float(run.sum_base + n * run.D)
@@ -404,7 +407,9 @@ class Replica:
                     line = (ca, dca, ma, dma)
                     first = base
                     if k > 1 and arrivals and pending:
-                        k = _steps_to_reach(base, slope, visible[pending[0]] - origin, k)
+                        span = visible[pending[0]] - origin
+                        if k * base + slope * k * (k - 1) * 0.5 >= span:  # the run reaches the next arrival
+                            k = _steps_to_reach(base, slope, span, k)
                     if k > 1 and limited:
                         k = _steps_to_reach(base, slope, t_limit - origin, k)
             if line is None:
@@ -441,7 +446,10 @@ class Replica:
             # gaps: every sequence sees every step of the run; the first step's gap is measured from each
             # sequence's last token (the last decode step, or its own first token if it just joined)
             if not run.joined and not swap and run.last_decode == start:
-                ramps.extend((0, k, n, const, *line) if single else (0, k, n, const))
+                if single:
+                    ramps.extend((0, k, n, const, line[0], line[1], line[2], line[3]))
+                else:
+                    ramps.extend((0, k, n, const))
                 if not single:
                     for each in ctx_run.lines:
                         ramps.extend(each)
@@ -450,11 +458,11 @@ class Replica:
                 others = n
                 if run.joined:
                     for _, t_last in run.joined:
-                        gaps.add(end_first - t_last)
+                        push((end_first - t_last, 1.0))
                         others -= 1
                     run.joined = []
                 if others:
-                    gaps.add(end_first - run.last_decode, others)
+                    push((end_first - run.last_decode, others))
                 if k > 1:
                     gaps.add_ramp(const, [line] if ctx_run is None else ctx_run.lines, 1, k, n)
             run.advance(k, grown)
@@ -626,7 +634,7 @@ class Replica:
         tb.swapped[i] = False
         tb.private[i], tb.shared[i], tb.pinned[i] = need, 0, 0
         self.swap_cost += need * self.block_bytes / self.host_bw
-        self.run.join(i, ctx, int(tb.output[i] - tb.generated[i]), 0, float(tb.last_token[i]))
+        self.run.join(i, ctx, tb.output[i] - tb.generated[i], tb.last_token[i])
         return True
 
 
