@@ -35,28 +35,34 @@ def compile_scalar(model: StepCostModel) -> Callable[[Sequence[float]], float]:
     )
     lines.append("    total = 0.0")
 
-    def linear(row: np.ndarray) -> str:
-        terms = [f"{float(c)!r} * {names[j]}" for j, c in enumerate(row) if c != 0.0]
+    def linear(row: np.ndarray, scale: float = 1.0) -> str:
+        """``Σ c_j·x_j`` with the scale folded into the coefficients (constants computed once, here)."""
+        terms = []
+        for j, c in enumerate(row):
+            if c != 0.0:
+                c = float(c) * scale
+                terms.append(names[j] if c == 1.0 else f"{c!r} * {names[j]}")
         return " + ".join(terms) if terms else "0.0"
 
     for i in range(n):
         active = FEATURES[model.active[i]]
-        flops, nbytes, rows = linear(coef[i]), linear(coef[n + i]), linear(coef[2 * n + i])
         ipe, mh = float(model.inv_peak_eff[i, 0]), float(model.m_half[i, 0])
         ibw = float(model.inv_bw[i, 0])
         kern, lat = float(model.kernels[i, 0]), float(model.latency[i, 0])
+        compute, memory, rows = linear(coef[i], ipe), linear(coef[n + i], ibw), linear(coef[2 * n + i])
         lines.append(f"    if {active} > 0:  # {model.names[i]}")
-        if flops == "0.0":
+        if compute == "0.0":
             lines.append("        c = 0.0")
         elif mh:
             lines.append(f"        r = {rows}")
             floor = float(model.profile.gemm_m_floor)
             lines.append(f"        r = r if r > {floor!r} else {floor!r}")
-            lines.append(f"        c = ({flops}) * {ipe!r} * (r + {mh!r}) / r")
+            lines.append(f"        c = ({compute}) * (r + {mh!r}) / r")
         else:
-            lines.append(f"        c = ({flops}) * {ipe!r}")
-        lines.append(f"        m = ({nbytes}) * {ibw!r}")
-        lines.append(f"        total += (c if c > m else m) + {kern!r} * pk + {lat!r}")
+            lines.append(f"        c = {compute}")
+        lines.append(f"        m = {memory}")
+        extra = (f" + {kern!r} * pk" if kern else "") + (f" + {lat!r}" if lat else "")
+        lines.append(f"        total += (c if c > m else m){extra}")
     so, ss = float(p.step_overhead_s), float(p.seq_overhead_s)
     lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss!r} * seqs")
     lines.append("    return total")

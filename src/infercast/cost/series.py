@@ -54,7 +54,7 @@ def sum_max_lines(a0: float, da: float, b0: float, db: float, n: int) -> float:
     tri = n * (n - 1) / 2
     if dd == 0.0:
         return n * a0 + da * tri if d0 >= 0 else n * b0 + db * tri
-    cross = -d0 / dd
+    cross = min(max(-d0 / dd, -1.0), n + 1.0)  # clamped: nearly parallel lines cross far away (or at inf)
     if dd > 0:  # line a on top from ceil(cross)
         p = min(max(math.ceil(cross), 0), n)
         return _series_scalar(b0, db, 0, p) + _series_scalar(a0, da, p, n)
@@ -75,8 +75,9 @@ def sum_max_linear(a0: np.ndarray, da: np.ndarray, b0: np.ndarray, db: np.ndarra
                    n.ravel().tolist(), strict=True)  # fmt: skip
         return np.array([sum_max_lines(a, x, b, y, int(k)) for a, x, b, y, k in flat]).reshape(a0.shape)
     d0, dd = a0 - b0, da - db
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cross = np.where(dd != 0, -d0 / np.where(dd != 0, dd, 1.0), 0.0)
+    cross = np.clip(cross, -1.0, n + 1.0)
     zero = np.zeros_like(d0)
     # steps where line a is on top: [pa, qa); line b covers the rest of [0, n), one contiguous range
     pa = np.where(dd > 0, np.clip(np.ceil(cross), 0, n), zero)

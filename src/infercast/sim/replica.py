@@ -446,14 +446,9 @@ class Replica:
             # gaps: every sequence sees every step of the run; the first step's gap is measured from each
             # sequence's last token (the last decode step, or its own first token if it just joined)
             if not run.joined and not swap and run.last_decode == start:
-                if single:
-                    ramps.extend((0, k, n, const, line[0], line[1], line[2], line[3]))
-                else:
-                    ramps.extend((0, k, n, const))
-                if not single:
-                    for each in ctx_run.lines:
-                        ramps.extend(each)
+                j0 = 0  # every sequence's previous token came out at the last decode step: one ramp
             else:
+                j0 = 1
                 end_first = start + first
                 others = n
                 if run.joined:
@@ -463,8 +458,13 @@ class Replica:
                     run.joined = []
                 if others:
                     push((end_first - run.last_decode, others))
-                if k > 1:
-                    gaps.add_ramp(const, [line] if ctx_run is None else ctx_run.lines, 1, k, n)
+            if k > j0:  # steps j0..k-1, each a gap of every sequence: (j0, j1, weight, const, lines...)
+                if single:
+                    ramps.extend((j0, k, n, const, line[0], line[1], line[2], line[3]))
+                else:
+                    ramps.extend((j0, k, n, const))
+                    for each in ctx_run.lines:
+                        ramps.extend(each)
             run.advance(k, grown)
             run.last_decode = end
             self.t = end
@@ -480,9 +480,10 @@ class Replica:
                 return
             if (pending and visible[pending[0]] <= end) or self.yield_on_event:
                 return
-            self._ensure_decode_blocks()
-            if self.waiting or not run.n:  # a preemption queued work for the scheduler
-                return
+            if run.residue[(-run.D) % run.bs] != self.reserved:
+                self._ensure_decode_blocks()
+                if self.waiting or not run.n:  # a preemption queued work for the scheduler
+                    return
 
     # ----- speculative decoding --------------------------------------------------------------------------------
     def _speculator(self, config: ReplicaConfig, dep: Deployment) -> Speculator:

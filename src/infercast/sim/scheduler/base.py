@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from infercast.sim.replica import Replica
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """One step: prefill chunks ``(request id, tokens)`` and whether the running decodes take part."""
 

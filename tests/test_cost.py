@@ -1,0 +1,275 @@
+"""The step cost model: operator bookkeeping checked by hand, roofline floors, and the fast paths
+(compiled scalar function, decode table, closed-form run sums) checked against ``step_time`` itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infercast.cost.batch import NUM_FEATURES, F, StepBatch
+from infercast.cost.compiled import DecodeTable, compile_scalar
+from infercast.cost.series import sum_max_linear, sum_max_lines, sum_steps, total_steps_time
+from infercast.cost.step import StepCostModel
+from infercast.errors import InfercastError
+from infercast.specs.deployment import Deployment
+
+# dense GQA, MoE with TP/EP, MLA + MoE at fp8, sliding-window + MoE at mxfp4, alternating sliding window
+DEPLOYMENTS = {
+    "llama-8b": dict(model="llama-3.1-8b", gpu="h100-sxm"),
+    "llama-70b-fp8-tp4": dict(model="llama-3.1-70b", gpu="h100-sxm", tp=4, precision="fp8"),
+    "mixtral-tp2-ep2": dict(model="mixtral-8x7b", gpu="h100-sxm", tp=2, ep=2),
+    "deepseek-v3-tp8": dict(model="deepseek-v3", gpu="h200", tp=8, precision="fp8"),
+    "gpt-oss-20b": dict(model="gpt-oss-20b", gpu="h100-sxm", precision="mxfp4-moe"),
+    "gemma-2-9b-a100": dict(model="gemma-2-9b", gpu="a100-80gb"),
+}
+
+
+def _dep(name: str, engine: str = "vllm") -> Deployment:
+    kw = dict(DEPLOYMENTS[name])
+    return Deployment.resolve(kw.pop("model"), kw.pop("gpu"), engine=engine, **kw)
+
+
+def _model(name: str, engine: str = "vllm") -> StepCostModel:
+    return StepCostModel(_dep(name, engine))
+
+
+def _random_batches(rng: np.random.Generator, window: int | None, count: int) -> list[StepBatch]:
+    batches = []
+    for _ in range(count):
+        prefill = [(int(rng.integers(1, 3000)), int(rng.integers(0, 20000))) for _ in range(rng.integers(0, 4))]
+        decode = rng.integers(1, 40000, size=rng.integers(0 if prefill else 1, 300)).tolist()
+        batches.append(StepBatch.from_items(prefill, decode, window=window))
+    return batches
+
+
+# ----- fast paths agree with step_time ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", DEPLOYMENTS)
+def test_compiled_scalar_matches_step_time(name):
+    model = _model(name)
+    fn = compile_scalar(model)
+    batches = _random_batches(np.random.default_rng(1), model.dep.model.sliding_window, 40)
+    for batch in batches:
+        expected = float(model.step_time(batch)[0])
+        assert fn(tuple(batch.x[:, 0].tolist())) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", DEPLOYMENTS)
+def test_decode_table_matches_step_time(name):
+    model = _model(name)
+    window = model.dep.model.sliding_window
+    table = DecodeTable(model, 256)
+    n = np.array([1, 3, 17, 64, 256])
+    ctx = np.array([5.0, 900.0, 4096.0, 20000.0, 70.0])
+    batch = StepBatch.uniform(decode_seqs=n, context=ctx, window=window)
+    sw = n * (np.minimum(ctx, window) if window else ctx)
+    np.testing.assert_allclose(table.step_times(n, n * ctx, sw), model.step_time(batch), rtol=1e-12)
+
+
+@given(
+    a0=st.floats(0, 1), da=st.floats(-1e-3, 1e-3), b0=st.floats(0, 1), db=st.floats(-1e-3, 1e-3),
+    n=st.integers(0, 3000),
+)  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_sum_of_max_of_two_lines_matches_brute_force(a0, da, b0, db, n):
+    j = np.arange(n)
+    brute = float(np.maximum(a0 + j * da, b0 + j * db).sum())
+    assert sum_max_lines(a0, da, b0, db, n) == pytest.approx(brute, rel=1e-9, abs=1e-9)
+    # the vectorised form (taken above 16 elements) agrees element-wise
+    vec = sum_max_linear(np.full(20, a0), np.full(20, da), np.full(20, b0), np.full(20, db), np.full(20, n))
+    np.testing.assert_allclose(vec, brute, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["llama-8b", "deepseek-v3-tp8", "mixtral-tp2-ep2"])
+def test_closed_form_decode_run_equals_stepping(name):
+    """A static batch's decode phase, summed in closed form, equals the sum of its steps one by one."""
+    model = _model(name)
+    batch, start, steps = 24, 3000, 700
+    first = StepBatch.uniform(decode_seqs=batch, context=start)
+    delta = np.zeros((NUM_FEATURES, 1))
+    delta[F["decode_kv"]] = delta[F["decode_kv_win"]] = batch
+    each = model.step_time(StepBatch.uniform(decode_seqs=batch, context=start + np.arange(steps)))
+    assert float(total_steps_time(model, first, delta, steps)[0]) == pytest.approx(float(each.sum()), rel=1e-9)
+    sums = sum_steps(model, first, delta, steps)
+    assert float(sums.total_s[0]) == pytest.approx(float(each.sum()), rel=1e-9)
+    assert float(sums.steps[0]) == steps
+
+
+def test_run_sums_refuse_changing_token_counts():
+    model = _model("llama-8b")
+    delta = np.zeros((NUM_FEATURES, 1))
+    delta[F["tokens"]] = 1
+    with pytest.raises(ValueError, match="must not change"):
+        sum_steps(model, StepBatch.uniform(decode_seqs=4, context=10), delta, 5)
+
+
+# ----- operator bookkeeping by hand ---------------------------------------------------------------------------
+def _op(model: StepCostModel, batch: StepBatch, name: str, what: str = "flops") -> float:
+    b = model.breakdown(batch)
+    return float(getattr(b, what)[b.names.index(name), 0])
+
+
+def test_linear_layer_flops_are_two_per_parameter_per_token():
+    model = _model("llama-8b")
+    spec = model.dep.model
+    tokens = 1000
+    b = model.breakdown(StepBatch.from_items([(tokens, 0)], prefill_samples=0))
+    gemm = sum(float(b.flops[i, 0]) for i, k in enumerate(b.kinds) if k == "gemm")
+    linear_params = spec.total_params - spec.embedding_params - spec.lm_head_params - spec.norm_params
+    assert gemm == pytest.approx(2 * tokens * linear_params, rel=1e-12)
+    # the LM head runs only for tokens that sample: none here, one when the chunk finishes the prompt
+    assert _op(model, StepBatch.from_items([(tokens, 0)], prefill_samples=0), "lm_head") == 0
+    assert _op(model, StepBatch.from_items([(tokens, 0)]), "lm_head") == pytest.approx(2 * spec.lm_head_params)
+
+
+def test_prefill_attention_flops_follow_causal_pairs():
+    model = _model("llama-8b")
+    spec = model.dep.model
+    c = 2048
+    flops = _op(model, StepBatch.from_items([(c, 0)]), "attention_prefill")
+    # QK^T and PV: 2 FLOPs per multiply-add, head_dim each, over every causal (query, key) pair and head
+    pairs = c * (c + 1) / 2
+    assert flops == pytest.approx(4 * spec.head_dim * spec.num_attention_heads * spec.num_layers * pairs)
+    # a second chunk on top of a cached first one attends to the cache too
+    later = _op(model, StepBatch.from_items([(c, c)]), "attention_prefill")
+    assert later / flops == pytest.approx((c * c + pairs) / pairs)
+
+
+def test_decode_kv_bytes_gqa_and_mla():
+    llama = _model("llama-8b", engine="ideal")
+    ctx = 4096
+    read = _op(llama, StepBatch.from_items(decode=[ctx]), "attention_decode", "bytes")
+    per_token = 32 * 8 * 128 * 2 * 2  # layers x KV heads x head dim x (K, V) x bf16
+    assert read == pytest.approx(ctx * per_token, rel=1e-3)  # plus the query/output rows
+    ds = _model("deepseek-v3-tp8", engine="ideal")
+    read = _op(ds, StepBatch.from_items(decode=[ctx]), "attention_decode", "bytes")
+    latent = 61 * (512 + 64) * ds.dep.kv_format.bytes_per_element  # one compressed latent per token, every rank
+    assert read == pytest.approx(ctx * latent, rel=0.02)
+
+
+def test_sliding_window_layers_read_at_most_the_window():
+    model = _model("gpt-oss-20b", engine="ideal")
+    spec = model.dep.model
+    w = spec.sliding_window
+
+    def kv_read(ctx: int) -> float:
+        return _op(model, StepBatch.from_items(decode=[ctx], window=w), "attention_decode", "bytes")
+
+    per_layer_token = spec.kv_elements_per_token_per_layer * model.dep.kv_format.bytes_per_element
+    # growing the context by 1000 tokens adds reads in the full-attention layers only
+    grow = kv_read(21000) - kv_read(20000)
+    assert grow == pytest.approx(1000 * per_layer_token * spec.num_full_attention_layers, rel=1e-9)
+    assert kv_read(w // 2) < kv_read(2 * w)
+
+
+def test_moe_streams_only_the_experts_its_tokens_touch():
+    model = _model("mixtral-tp2-ep2")
+    full = model.weight_bytes
+    one = model.weight_bytes_streamed(1)
+    many = model.weight_bytes_streamed(4096)
+    assert one < 0.5 * full  # 1 token: 2 of 8 experts per layer, split over 2 EP ranks
+    assert many == pytest.approx(full, rel=1e-6)  # thousands of tokens touch every expert
+    assert one < model.weight_bytes_streamed(8) < model.weight_bytes_streamed(64) < many
+
+
+def test_tensor_parallel_collectives():
+    single = _model("llama-8b")
+    assert not any(k == "comm" for k in single.kinds)
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=4)
+    model = StepCostModel(dep)
+    spec = dep.model
+    tokens = 512
+    got = _op(model, StepBatch.from_items([(tokens, 0)]), "tp_allreduce", "bytes")
+    count = 2 * spec.num_layers + 1
+    assert got == pytest.approx(count * 2 * 3 / 4 * spec.hidden_size * 2 * tokens)  # ring: 2(N-1)/N per byte
+    moe = _model("mixtral-tp2-ep2")
+    assert "ep_all_to_all" in moe.names
+
+
+def test_tp_shards_the_weights():
+    one = StepCostModel(Deployment.resolve("llama-3.1-70b", "h100-sxm", precision="fp8"))
+    four = _model("llama-70b-fp8-tp4")
+    assert four.weight_bytes == pytest.approx(one.weight_bytes / 4, rel=0.01)
+
+
+# ----- roofline floors and monotonicity -----------------------------------------------------------------------
+@pytest.mark.parametrize("name", DEPLOYMENTS)
+def test_no_operator_beats_its_roofline(name):
+    """Fitted efficiencies are at most 1: every operator takes at least FLOPs/peak and bytes/bandwidth."""
+    model = _model(name)
+    hw = model.dep.hardware
+    for batch in _random_batches(np.random.default_rng(7), model.dep.model.sliding_window, 10):
+        b = model.breakdown(batch)
+        for i, kind in enumerate(b.kinds):
+            t = float(b.time_s[i, 0])
+            if kind != "comm":
+                assert t >= float(b.bytes[i, 0]) / hw.memory.bandwidth_bytes_s * (1 - 1e-12)
+            if kind in ("gemm", "attention"):
+                peak = hw.peak(model.table.rows[i].compute_key)
+                assert t >= float(b.flops[i, 0]) / peak * (1 - 1e-12)
+
+
+def test_ideal_decode_step_is_weights_and_kv_over_bandwidth():
+    model = _model("llama-8b", engine="ideal")
+    bw = model.dep.hardware.memory.bandwidth_bytes_s
+    ctx = 1000
+    t = float(model.step_time(StepBatch.from_items(decode=[ctx]))[0])
+    floor = (model.weight_bytes + ctx * model.dep.model.kv_bytes_per_token(2)) / bw
+    assert floor <= t < 1.05 * floor
+
+
+def test_ideal_engine_is_the_pure_roofline():
+    """``ideal``: each operator takes max(FLOPs / datasheet peak, bytes / datasheet bandwidth), nothing more."""
+    model = _model("llama-8b", engine="ideal")
+    hw = model.dep.hardware
+    for batch in (StepBatch.from_items([(8192, 0)]), StepBatch.from_items([(300, 100)], [50, 7000, 9000])):
+        b = model.breakdown(batch)
+        expected = 0.0
+        for i, row in enumerate(model.table.rows):
+            peak = hw.peak(row.compute_key) if row.compute_key else hw.peak_flops["fp32"]
+            expected += max(float(b.flops[i, 0]) / peak, float(b.bytes[i, 0]) / hw.memory.bandwidth_bytes_s)
+        assert float(model.step_time(batch)[0]) == pytest.approx(expected, rel=1e-12)
+    # a long prefill is dominated by tensor-core FLOPs (GEMMs and attention); norms, rotary and activations
+    # are memory-bound and take the rest
+    b = model.breakdown(StepBatch.from_items([(8192, 0)]))
+    tensor = sum(float(b.flops[i, 0]) for i, k in enumerate(b.kinds) if k in ("gemm", "attention"))
+    assert tensor / hw.peak("bf16") > 0.85 * float(b.time_s[:, 0].sum())
+
+
+@given(
+    ctx=st.integers(1, 60000), extra=st.integers(1, 5000), seqs=st.integers(1, 256), more=st.integers(1, 256),
+)  # fmt: skip
+@settings(max_examples=60, deadline=None)
+def test_step_time_grows_with_context_and_batch(ctx, extra, seqs, more):
+    model = _model("llama-8b")
+
+    def t(n: int, c: int) -> float:
+        return float(model.step_time(StepBatch.uniform(decode_seqs=n, context=c))[0])
+
+    assert t(seqs, ctx + extra) >= t(seqs, ctx)
+    assert t(seqs + more, ctx) >= t(seqs, ctx)
+
+
+def test_compute_efficiency_rises_with_gemm_rows():
+    """Small-M GEMMs run below peak; long prefills approach the fitted maximum efficiency."""
+    model = _model("llama-8b")
+    hw = model.dep.hardware
+
+    def achieved(tokens: int) -> float:
+        b = model.breakdown(StepBatch.from_items([(tokens, 0)]))
+        i = b.names.index("gate_up_proj")
+        return float(b.flops[i, 0] / b.compute_s[i, 0]) / hw.peak("bf16")
+
+    assert achieved(64) < achieved(512) < achieved(8192) <= 1.0
+    assert not math.isclose(achieved(64), achieved(8192), rel_tol=0.05)
+
+
+def test_batch_inputs_are_validated():
+    with pytest.raises(InfercastError) as err:
+        StepBatch.from_items([(0, 5)])
+    assert err.value.field == "batch"
+    with pytest.raises(InfercastError):
+        StepBatch.from_items(decode=[-3])
