@@ -79,23 +79,25 @@ class DecodeSet:
     # ----- membership -------------------------------------------------------------------------------------
     def join(self, i: int, ctx: int, remaining: int, t_last: float, reserved: int = 0) -> None:
         """Sequence ``i`` decodes from the next step at context ``ctx`` for ``remaining`` more tokens."""
-        base = ctx - self.D
+        D = self.D
+        base = ctx - D
         self.base[i] = base
-        self.finish_at[i] = self.D + remaining
-        self.n += 1
+        self.finish_at[i] = D + remaining
+        n = self.n = self.n + 1
         self.sum_base += base
         order = self.order
         order.append(i)
-        if len(order) > 4 * self.n + 1024:  # drop finished ones now and then: memory stays O(running)
+        if len(order) > 4 * n + 1024:  # drop finished ones now and then: memory stays O(running)
             self.order = [j for j in order if j in self.base]
-        heapq.heappush(self.heap, (self.D + remaining, i))
+        heapq.heappush(self.heap, (D + remaining, i))
         if reserved:
             self.reserved[i] = reserved
             self.held += reserved
         else:
-            self.residue[(base - 1) % self.bs] += 1
+            bs = self.bs
+            self.residue[(base - 1) % bs] += 1
             self.n_grow += 1
-            self.held += -(-(ctx - 1) // self.bs)
+            self.held += -(-(ctx - 1) // bs)
         if self.window and ctx < self.window:
             self.below.add(i)
             self.n_below += 1

@@ -63,6 +63,7 @@ class Replica:
         self.rec = recorder
         self.skip = skip
         self.scheduler = make_scheduler(config.scheduler)
+        self.static = self.scheduler.name == "static"  # sequences hold their whole request's blocks from admission
         self.max_seqs = config.max_num_seqs or eng.max_num_seqs
         self.max_batched_tokens = config.max_num_batched_tokens or eng.max_num_batched_tokens
         if config.preemption not in ("recompute", "swap"):
@@ -226,9 +227,10 @@ class Replica:
                     and not (self._event and self.yield_on_event)
                     and not (pending and visible[pending[0]] <= self.t)
                 ):  # the next iteration would plan a decode run: start it here
-                    self._ensure_decode_blocks()
-                    if waiting or not run.n:
-                        continue
+                    if run.residue[(-run.D) % run.bs] != self.reserved:
+                        self._ensure_decode_blocks()
+                        if waiting or not run.n:
+                            continue
                     self._decode_run(t_limit)
             elif self.spec is not None:
                 self._speculative_step()
@@ -287,7 +289,16 @@ class Replica:
             self.rec.step_count += 1
             self.rec.busy_time += dt
         if n:
-            self._decode_gaps(end)
+            # gaps of this step's decodes: newcomers from their own last token, the rest together
+            push = self.rec.gaps.point_buffer().extend
+            others = n
+            if run.joined:
+                for _, t_last in run.joined:
+                    push((end - t_last, 1.0))
+                    others -= 1
+                run.joined = []
+            if others:
+                push((end - run.last_decode, others))
             run.advance(1, self.reserved)
             self.reserved = 0
             run.last_decode = end
@@ -352,7 +363,7 @@ class Replica:
             self._event = True
             self.on_prefilled(i, t)
             return
-        reserved = tb.private[i] + tb.shared[i] if self.scheduler.name == "static" else 0
+        reserved = tb.private[i] + tb.shared[i] if self.static else 0
         self.run.join(i, target + 1, tb.output[i] - generated, t, reserved)
 
     def join_decoding(self, i: int) -> bool:
@@ -391,9 +402,15 @@ class Replica:
         while True:
             n = run.n
             s = float(run.sum_base + n * run.D)
-            swap, self.swap_cost = self.swap_cost, 0.0  # host transfers of preempted KV delay this run
+            swap = self.swap_cost  # host transfers of preempted KV delay this run
+            if swap:
+                self.swap_cost = 0.0
             origin = self.t + swap
-            k = run.steps_to_completion() if skip else 1
+            if not skip:
+                k = 1
+            else:  # steps to the next completion (DecodeSet.steps_to_completion, whose stale-entry skip is rare)
+                top = run.heap[0]
+                k = top[0] - run.D if run.finish_at.get(top[1]) == top[0] else run.steps_to_completion()
             line = None
             if simple_lines:
                 # inline LinearDecodeRun: step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on
@@ -440,8 +457,9 @@ class Replica:
                 grown, total = now, first
             self.reserved = 0
             start = self.t
-            first += swap
-            total += swap
+            if swap:
+                first += swap
+                total += swap
             end = start + total
             # gaps: every sequence sees every step of the run; the first step's gap is measured from each
             # sequence's last token (the last decode step, or its own first token if it just joined)
@@ -465,7 +483,11 @@ class Replica:
                     ramps.extend((j0, k, n, const))
                     for each in ctx_run.lines:
                         ramps.extend(each)
-            run.advance(k, grown)
+            if window:
+                run.advance(k, grown)
+            else:  # DecodeSet.advance without window crossings
+                run.held += grown
+                run.D += k
             run.last_decode = end
             self.t = end
             if rec.tracing:
@@ -593,8 +615,7 @@ class Replica:
                 kv.release(-delta)
                 self.reserved = need
                 return
-            if delta <= kv.free + kv.evictable:
-                kv.allocate(delta)
+            if kv.allocate(delta):
                 self.reserved = need
                 return
             self._preempt(run.victim())
