@@ -289,16 +289,7 @@ class Replica:
             self.rec.step_count += 1
             self.rec.busy_time += dt
         if n:
-            # gaps of this step's decodes: newcomers from their own last token, the rest together
-            push = self.rec.gaps.point_buffer().extend
-            others = n
-            if run.joined:
-                for _, t_last in run.joined:
-                    push((end - t_last, 1.0))
-                    others -= 1
-                run.joined = []
-            if others:
-                push((end - run.last_decode, others))
+            self._decode_gaps(end)
             run.advance(1, self.reserved)
             self.reserved = 0
             run.last_decode = end
@@ -321,7 +312,8 @@ class Replica:
             self.rec.flush_check()
 
     def _decode_gaps(self, end: float) -> None:
-        """Gaps of the first decode step after a change: newcomers from their last token, others together."""
+        """Gaps of a decode step ending at ``end`` after a change (a join, a prefill step, a swap): newcomers
+        from their own last token, the others together from the last decode step."""
         run = self.run
         others = run.n
         push = self.rec.gaps.point_buffer().extend
@@ -398,7 +390,6 @@ class Replica:
             const_f, c0_f, m0_f = table.constant_f, table.c0_f[0], table.m0_f[0]
             cs, ms = table.cs_f[0], table.ms_f[0]
         ramps = gaps.ramp_buffer(table.num_varying)
-        push = gaps.point_buffer().extend
         while True:
             n = run.n
             s = float(run.sum_base + n * run.D)
@@ -467,15 +458,7 @@ class Replica:
                 j0 = 0  # every sequence's previous token came out at the last decode step: one ramp
             else:
                 j0 = 1
-                end_first = start + first
-                others = n
-                if run.joined:
-                    for _, t_last in run.joined:
-                        push((end_first - t_last, 1.0))
-                        others -= 1
-                    run.joined = []
-                if others:
-                    push((end_first - run.last_decode, others))
+                self._decode_gaps(start + first)
             if k > j0:  # steps j0..k-1, each a gap of every sequence: (j0, j1, weight, const, lines...)
                 if single:
                     ramps.extend((j0, k, n, const, line[0], line[1], line[2], line[3]))
