@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 
 
@@ -70,4 +71,20 @@ def require_fraction(field: str, value: float, *, low: float = 0.0, high: float 
         raise InfercastError(f"must be a number in ({low}, {high}], got {value!r}", field=field) from None
     if not (low < fvalue <= high):
         raise InfercastError(f"must be in ({low}, {high}], got {fvalue}", field=field)
+    return fvalue
+
+
+def require_positive_number(field: str, value: object, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
+    """Validate a rate/duration/size given as a real number: > 0 (or >= 0), finite unless ``allow_inf``."""
+    bound = ">= 0" if allow_zero else "> 0"
+    kind = "number" if allow_inf else "finite number"
+    if isinstance(value, bool):
+        raise InfercastError(f"must be a {kind} {bound}, got {value!r}", field=field)
+    try:
+        fvalue = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InfercastError(f"must be a {kind} {bound}, got {value!r}", field=field) from None
+    ok = (fvalue >= 0 if allow_zero else fvalue > 0) and (allow_inf or math.isfinite(fvalue))
+    if not ok or math.isnan(fvalue):
+        raise InfercastError(f"must be a {kind} {bound}, got {value!r}", field=field)
     return fvalue

@@ -19,7 +19,7 @@ import pandas as pd
 
 from infercast.analysis.scenario import predict
 from infercast.analysis.sweep import sweep
-from infercast.errors import InfercastError, require_positive_int
+from infercast.errors import InfercastError, require_positive_int, require_positive_number
 from infercast.memory import MemoryBudget, memory_budget
 from infercast.specs.catalog import get_hardware, get_model, list_hardware
 from infercast.specs.hardware import HardwareSpec
@@ -212,16 +212,6 @@ _SELECT_COLUMNS = [
 ]  # fmt: skip
 
 
-def _positive_seconds(field: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InfercastError(f"must be a time in seconds > 0, got {value!r}", field=field) from None
-    if not (v > 0 and math.isfinite(v)):
-        raise InfercastError(f"must be a time in seconds > 0, got {value!r}", field=field)
-    return v
-
-
 def _sla_configs(
     spec: ModelSpec,
     hw: HardwareSpec,
@@ -321,8 +311,8 @@ def select(
     spec = get_model(model)
     hws = [get_hardware(g) for g in split_refs("gpus", gpus)] if gpus is not None else list_hardware()
     schemes = [get_scheme(p) for p in split_refs("precisions", precisions)] if precisions is not None else None
-    ttft_s = _positive_seconds("ttft", ttft_s)
-    tpot_s = _positive_seconds("tpot", tpot_s)
+    ttft_s = require_positive_number("ttft", ttft_s)
+    tpot_s = require_positive_number("tpot", tpot_s)
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
     batch = require_positive_int("batch", batch)

@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.errors import InfercastError, require_fraction, require_positive_int, unknown_choice
+from infercast.errors import (
+    InfercastError,
+    require_fraction,
+    require_positive_int,
+    require_positive_number,
+    unknown_choice,
+)
 
 __all__ = [
     "ARRIVAL_KINDS",
@@ -89,18 +95,6 @@ def _int_array(values: Any, field: str) -> np.ndarray:
     if arr.size == 0:
         return arr.astype(np.int64)
     raise InfercastError(f"must be an array of integers, got dtype {arr.dtype}", field=field)
-
-
-def _positive_number(field: str, value: Any, *, allow_inf: bool = False, allow_zero: bool = False) -> float:
-    try:
-        fvalue = float(value)
-    except (TypeError, ValueError):
-        raise InfercastError(f"must be a number > 0, got {value!r}", field=field) from None
-    ok = (fvalue >= 0 if allow_zero else fvalue > 0) and (allow_inf or math.isfinite(fvalue))
-    if not ok or math.isnan(fvalue):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise InfercastError(f"must be a {'' if allow_inf else 'finite '}number {bound}, got {value!r}", field=field)
-    return fvalue
 
 
 def _flatten(hashes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -622,7 +616,7 @@ def arrivals(
         raise unknown_choice("arrival", str(kind), ARRIVAL_KINDS)
     kind = kind.lower()
     n = require_positive_int("num_requests", n)
-    b = _positive_number("burstiness", burstiness, allow_inf=True)
+    b = require_positive_number("burstiness", burstiness, allow_inf=True)
     if kind == "offline":
         return np.zeros(n)
     if rate is None:
@@ -630,7 +624,7 @@ def arrivals(
             f"required for arrival={kind!r} (requests/s); use arrival='offline' or concurrency=N otherwise",
             field="rate",
         )
-    r = _positive_number("rate", rate, allow_inf=True)
+    r = require_positive_number("rate", rate, allow_inf=True)
     if math.isinf(r):
         return np.zeros(n)
     if kind == "constant" or math.isinf(b):
@@ -688,7 +682,7 @@ def synthetic(
         concurrency = require_positive_int("concurrency", concurrency)
         if rate is not None and arrival != "offline":
             raise InfercastError("give either rate (open loop) or concurrency (closed loop), not both", field="rate")
-        _positive_number("burstiness", burstiness, allow_inf=True)
+        require_positive_number("burstiness", burstiness, allow_inf=True)
         times = np.zeros(n)
     else:
         times = arrivals(arrival, n, rate=rate, burstiness=burstiness, rng=streams[2])
@@ -776,7 +770,7 @@ def _finish_trace(
     name: str | None,
 ) -> Workload:
     """Validate per-line, sort by arrival, make times relative to the first request, scale, cut."""
-    scale = _positive_number("time_scale", time_scale)
+    scale = require_positive_number("time_scale", time_scale)
     if max_requests is not None:
         max_requests = require_positive_int("max_requests", max_requests)
     if len(times) == 0:
@@ -1069,7 +1063,7 @@ def multi_turn(
     """
     s_count = require_positive_int("num_sessions", num_sessions)
     block = require_positive_int("hash_block_size", hash_block_size)
-    think = _positive_number("think_time", think_time, allow_zero=True)
+    think = require_positive_number("think_time", think_time, allow_zero=True)
     sys_tokens = 0 if system_prompt_tokens == 0 else require_positive_int("system_prompt_tokens", system_prompt_tokens)
     k_count = require_positive_int("num_system_prompts", num_system_prompts)
     if max_context is not None:
