@@ -17,12 +17,13 @@ import typer
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
-from infercast.analysis.compare import compare, crossover, select
+from infercast.analysis.compare import compare, crossover, select, unsupported_note
 from infercast.analysis.roofline_plot import plot_roofline, roofline_data
 from infercast.analysis.scenario import predict
 from infercast.cli import analysis_cmds
 from infercast.errors import InfercastError
-from infercast.specs.catalog import get_hardware
+from infercast.specs.catalog import get_hardware, register_hardware
+from infercast.specs.precision import get_scheme
 
 MODEL = "llama-3.1-8b"
 SCENARIO = {"input_len": 2048, "output_len": 256}
@@ -129,7 +130,7 @@ def test_select_generous_sla_passes_h100_at_tp1_with_the_cheapest_precision():
 def test_select_impossible_sla_passes_nothing_and_says_why():
     df = select(MODEL, ["h100-sxm", "a100-80gb", "t4"], ttft_s=1e-4, tpot_s=1e-5, **SCENARIO)
     assert not df["passes"].any()
-    assert all("TTFT" in r and "> 0.1 ms" in r for r in df["reason"])
+    assert all("TTFT" in r and "> 100 µs" in r for r in df["reason"])
     assert all("TPOT" in r for r in df["reason"])
     assert df.set_index("gpu").loc["t4", "precision"] == "fp16"  # native bf16 model on a chip without bf16
 
@@ -310,3 +311,96 @@ def test_cli_crossover_and_roofline(tmp_path: Path):
     assert {e["gpu"] for e in data["gpus"]} == {"h100-sxm", "h200"}
     bad = _run("roofline", "--out", str(tmp_path / "roof.gif"))
     assert isinstance(bad.exception, InfercastError) and not (tmp_path / "roof.gif").exists()
+
+
+# --------------------------------------------------------------------------------------------- review fixes
+
+MOE = "qwen3-30b-a3b"
+
+
+def test_compare_select_crossover_roofline_take_ep_and_kv_precision():
+    kw = dict(input_len=2048, output_len=256, batch=32, tp=2)
+    df = compare(MOE, ["h100-sxm"], ["bf16"], ep=2, kv_precision="fp8", **kw)
+    row = df.iloc[0]
+    p = predict(MOE, "h100-sxm", precision="bf16", ep=2, kv_precision="fp8", **kw)
+    assert (row.ep, row.kv_precision) == (2, "fp8") and df.attrs["ep"] == 2
+    assert row.tpot_s == pytest.approx(p.tpot_s) and row.ttft_s == pytest.approx(p.ttft_s)
+    assert p.tpot_s != pytest.approx(predict(MOE, "h100-sxm", precision="bf16", **kw).tpot_s)
+
+    sel = select(MOE, ["h100-sxm"], ttft_s=10.0, tpot_s=1.0, tps=[1, 2, 4], ep=2, kv_precision="fp8",
+                 all_configs=True, input_len=2048, output_len=256)  # fmt: skip
+    by_tp = sel.set_index("tp")
+    assert "ep=2 must divide tp=1" in by_tp.loc[1, "reason"] and not by_tp.loc[1, "passes"]
+    assert by_tp.loc[2, "passes"] and by_tp.loc[4, "passes"]
+    assert set(sel["kv_precision"]) == {"fp8"} and set(sel["ep"]) == {2}
+    tp2 = predict(MOE, "h100-sxm", tp=2, ep=2, kv_precision="fp8", input_len=2048, output_len=256)
+    assert by_tp.loc[2, "tpot_s"] == pytest.approx(tp2.tpot_s)
+
+    res = crossover(MOE, "h100-sxm", output_len=64, tp=2, ep=2, kv_precision="fp8")
+    assert (res["ep"], res["kv_precision"]) == (2, "fp8") and res["found"]
+    at = predict(MOE, "h100-sxm", tp=2, ep=2, kv_precision="fp8", input_len=res["crossover_input_len"],
+                 output_len=64)  # fmt: skip
+    assert res["ttft_s"] == pytest.approx(at.ttft_s)
+
+    data = roofline_data("h100-sxm", MOE, ep=2, kv_precision="fp8", **kw)
+    (entry,) = data["gpus"]
+    assert data["ep"] == 2 and entry["kv_precision"] == "fp8"
+    assert entry["points"]["decode"]["time_s"] == pytest.approx(p.decode.time_s)
+
+
+def test_roofline_uses_the_phase_reports_compute_key_and_ridge():
+    data = roofline_data(["h100-sxm", "t4"], "llama-3.2-1b", input_len=1024, output_len=64)
+    keys = {e["gpu"]: (e["precision"], e["compute_key"]) for e in data["gpus"]}
+    assert keys == {"h100-sxm": ("bf16", "bf16"), "t4": ("fp16", "fp16")}  # T4 falls back to fp16
+    w4 = roofline_data("h100-sxm", MOE, precision="int4", input_len=1024, output_len=64)["gpus"][0]
+    assert w4["compute_key"] == "bf16"  # W4A16 multiplies at the 16-bit rate
+    assert w4["ridge_point"] == pytest.approx(get_hardware("h100-sxm").ridge_point("bf16"))
+
+
+def test_plot_roofline_forwards_the_scenario(tmp_path: Path):
+    png = plot_roofline("h100-sxm", MOE, path=tmp_path / "r.png", input_len=512, output_len=64, tp=2, ep=2)
+    assert png.exists()
+    with pytest.raises(InfercastError) as err:  # extension refused before anything is predicted
+        plot_roofline("h100-sxm", MOE, path=tmp_path / "r.gif", input_len=10**9, output_len=64)
+    assert err.value.field == "out"
+
+
+def test_unsupported_note_is_the_compute_key_message():
+    a100 = get_hardware("a100-80gb")
+    with pytest.raises(InfercastError) as err:
+        get_scheme("fp8").compute_key(a100)
+    assert unsupported_note(get_scheme("fp8"), a100) == err.value.message
+    assert unsupported_note(get_scheme("bf16"), a100) is None
+
+
+def test_cost_per_mtok_of_unpriced_hardware_is_zero_everywhere():
+    from infercast.analysis.sweep import sweep
+    from infercast.specs import catalog
+
+    free = get_hardware("h100-sxm").model_copy(update={"id": "owned-h100-test", "price_per_hour_usd": 0.0})
+    register_hardware(free)
+    try:
+        assert compare(MODEL, [free], **SCENARIO).loc[0, "cost_per_mtok_usd"] == 0.0
+        assert (sweep(gpus=[free], batches=[1, 8])["cost_per_mtok_usd"] == 0.0).all()
+        sel = select(MODEL, ["owned-h100-test", "h100-sxm"], ttft_s=10.0, tpot_s=1.0, tps=[1], **SCENARIO)
+        assert list(sel["gpu"]) == ["owned-h100-test", "h100-sxm"] and sel.loc[0, "cost_per_mtok_usd"] == 0.0
+    finally:
+        catalog._user_hardware.pop("owned-h100-test", None)
+
+
+def test_cli_analysis_commands_take_ep_and_kv_precision(tmp_path: Path):
+    common = ["--model", MOE, "--tp", "2", "--ep", "2", "--kv-precision", "fp8", "--json"]
+    cmp = _run("compare", "--gpus", "h100-sxm", *common)
+    assert cmp.exit_code == 0, cmp.output
+    (row,) = json.loads(cmp.stdout)["rows"]
+    assert (row["ep"], row["kv_precision"]) == (2, "fp8")
+    sel = _run("select", "--ttft", "10s", "--tpot", "1s", "--gpus", "h100-sxm", "--tps", "2", "--model", MOE,
+               "--ep", "2", "--kv-precision", "fp8", "--json")  # fmt: skip
+    assert sel.exit_code == 0, sel.output
+    assert json.loads(sel.stdout)["rows"][0]["kv_precision"] == "fp8"
+    cross = _run("crossover", "--gpu", "h100-sxm", "--output-len", "64", *common)
+    assert cross.exit_code == 0, cross.output
+    assert json.loads(cross.stdout)["ep"] == 2
+    roof = _run("roofline", "--gpus", "h100-sxm", "--out", str(tmp_path / "r.svg"), *common)
+    assert roof.exit_code == 0, roof.output
+    assert json.loads(roof.stdout)["gpus"][0]["kv_precision"] == "fp8"

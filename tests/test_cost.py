@@ -189,6 +189,25 @@ def test_tensor_parallel_collectives():
     assert "ep_all_to_all" in moe.names
 
 
+def test_elementwise_flop_counts():
+    """RoPE: x·cos − y·sin (3 FLOPs) per rotated q/k element; RMSNorm with residual add: 5 per element."""
+    model = _model("llama-8b")
+    spec = model.dep.model
+    tokens = 100
+    batch = StepBatch.from_items([(tokens, 0)])
+    heads = spec.num_attention_heads + spec.num_kv_heads
+    assert _op(model, batch, "rope_kv_write") == pytest.approx(tokens * spec.num_layers * 3 * heads * spec.head_dim)
+    norms = spec.num_layers * spec.norms_per_layer + 1
+    assert _op(model, batch, "norms") == pytest.approx(tokens * norms * 5 * spec.hidden_size)
+
+
+def test_collectives_run_over_nvlink_or_the_host_link():
+    for gpu, link in (("h100-sxm", 450e9), ("l4", 32e9)):  # NVLink 4; PCIe Gen4 (no NVLink)
+        model = StepCostModel(Deployment.resolve("llama-3.1-8b", gpu, tp=2))
+        i = model.names.index("tp_allreduce")
+        assert model.inv_bw[i, 0] == pytest.approx(1 / (link * model.profile.link_efficiency))
+
+
 def test_tp_shards_the_weights():
     one = StepCostModel(Deployment.resolve("llama-3.1-70b", "h100-sxm", precision="fp8"))
     four = _model("llama-70b-fp8-tp4")
@@ -273,3 +292,26 @@ def test_batch_inputs_are_validated():
     assert err.value.field == "batch"
     with pytest.raises(InfercastError):
         StepBatch.from_items(decode=[-3])
+
+
+# ----- profiles ------------------------------------------------------------------------------------------------
+def test_engine_graph_memory_matches_graph_replay():
+    """An engine reserves CUDA-graph memory exactly when its cost profile replays steps as graphs."""
+    from infercast.cost.profile import load_profile
+    from infercast.specs.engine import engine_catalog
+
+    for engine in engine_catalog().values():
+        if engine.id == "ideal":
+            continue
+        profile = load_profile("h100-sxm", "hopper", engine.id)
+        assert (engine.cuda_graph_bytes > 0) == (profile.graph_max_tokens > 0), engine.id
+
+
+def test_a_gpu_named_like_a_profile_file_gets_priors():
+    """profiles/defaults.yaml and engines.yaml are not GPU profiles, whatever a user GPU is called."""
+    from infercast.cost.profile import load_profile
+
+    for name in ("defaults", "engines"):
+        profile = load_profile(name, "hopper", "vllm-0.6")
+        assert profile.hbm_efficiency == load_profile(name, "hopper", "vllm-0.6", fitted=False).hbm_efficiency
+        assert not any(v.startswith("fitted: ") for v in profile.provenance.values())

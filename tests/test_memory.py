@@ -89,6 +89,9 @@ MODELS = st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "gemma-2-9b", "gpt-os
 @settings(max_examples=60, deadline=None)
 @given(model=MODELS, ctx=st.integers(1, 200_000), extra=st.integers(1, 50_000), conc=st.integers(1, 512))
 def test_kv_need_monotone_in_context_and_concurrency(model, ctx, extra, conc):
+    limit = get_model(model).max_context  # longer contexts are refused (see test_context_beyond_the_model)
+    ctx = min(ctx, limit - 1)
+    extra = min(extra, limit - ctx)
     a = memory_budget(model, "h200", context=ctx, concurrency=conc)
     b = memory_budget(model, "h200", context=ctx + extra, concurrency=conc)
     c = memory_budget(model, "h200", context=ctx, concurrency=conc + 1)
@@ -119,3 +122,54 @@ def test_max_context_is_consistent_with_blocks(ctx):
         assert b.blocks_per_sequence(ctx) * conc <= b.num_blocks
         assert b.blocks_per_sequence(ctx) * (conc + 1) > b.num_blocks
         assert b.max_context(conc) >= ctx
+
+
+def test_context_beyond_the_model_is_refused():
+    limit = get_model("gemma-2-9b").max_context
+    assert memory_budget("gemma-2-9b", "h100-sxm", context=limit).context == limit
+    with pytest.raises(InfercastError, match=f"{limit}-token context") as exc:
+        memory_budget("gemma-2-9b", "h100-sxm", context=limit + 1)
+    assert exc.value.field == "context"
+
+
+def test_t4_defaults_to_fp16_and_memory_follows():
+    b = memory_budget("llama-3.2-1b", "t4", context=4096, concurrency=4)
+    assert (b.precision, b.kv_precision) == ("fp16", "fp16") and b.fits
+    assert b.kv_bytes_per_token == memory_budget("llama-3.2-1b", "h100-sxm").kv_bytes_per_token
+
+
+def test_norm_weights_use_the_unquantized_dtype():
+    from infercast.specs.sharding import norm_elements
+
+    n = norm_elements(get_model("llama-3.1-8b"))
+    by_precision = {
+        p: memory_budget("llama-3.1-8b", "h100-sxm", precision=p).weights_breakdown["norms"]
+        for p in ("fp32", "bf16", "fp16", "fp8", "int4")
+    }
+    assert by_precision == {"fp32": 4 * n, "bf16": 2 * n, "fp16": 2 * n, "fp8": 2 * n, "int4": 2 * n}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ctx=st.integers(1, 300_000),
+    block=st.sampled_from([1, 16, 32, 64]),
+    window=st.integers(1, 10_000),
+    layers=st.integers(1, 128),
+    data=st.data(),
+)
+def test_kv_blocks_are_exact_for_ints_and_arrays(ctx, block, window, layers, data):
+    """The layer-weighted block count is ceil((full·(L − Ls) + window_blocks·Ls) / L), computed exactly,
+    whether one context (memory budget) or an array of them (sweep) is asked."""
+    from fractions import Fraction
+    from math import ceil
+
+    import numpy as np
+
+    from infercast.memory import kv_blocks_per_sequence
+
+    sliding = data.draw(st.integers(0, layers))
+    full, win = ceil(Fraction(ctx, block)), ceil(Fraction(min(ctx, window), block))
+    expected = ceil(Fraction(full * (layers - sliding) + win * sliding, layers))
+    assert kv_blocks_per_sequence(ctx, block, window, layers, sliding) == expected
+    arr = kv_blocks_per_sequence(np.array([ctx, ctx], dtype=float), block, window, layers, sliding)
+    assert arr.tolist() == [expected, expected]

@@ -21,9 +21,13 @@ def test_two_phase_report_at_batch_one():
     # shares add up; the per-operator table covers the phase
     assert sum(p.decode.time_share_by_ceiling.values()) == pytest.approx(1.0)
     assert sum(p.decode.time_share_by_group.values()) == pytest.approx(1.0)
-    ops = p.decode.ops
-    assert sum(o.flops for o in ops) == pytest.approx(p.decode.flops_per_gpu)
-    assert sum(o.time_s for o in ops) <= p.decode.time_s
+    for phase in (p.prefill, p.decode):
+        ops = phase.ops
+        assert sum(o.flops for o in ops) == pytest.approx(phase.flops_per_gpu)
+        # the phase is its operators plus the per-step engine overhead, nothing else
+        engine = phase.time_share_by_group["engine overhead"] * phase.time_s
+        assert engine > 0
+        assert sum(o.time_s for o in ops) + engine == pytest.approx(phase.time_s, rel=1e-12)
     assert any("memory-bound" in tip for tip in p.advice)
 
 
@@ -151,3 +155,115 @@ def test_predict_results_are_finite_and_positive_across_the_catalog():
         p = infercast.predict(model, gpu, tp=tp, input_len=1000, output_len=100, strict=False)
         values = np.array([p.ttft_s, p.tpot_s, p.e2e_s, p.output_throughput_tok_s])
         assert np.isfinite(values).all() and (values > 0).all()
+
+
+# ------------------------------------------------------------------------------------ review fixes
+
+
+def test_chips_without_bf16_default_to_fp16_everywhere():
+    """A bf16-native model on a T4 (no BF16 tensor cores) runs in fp16 whichever entry point resolves it."""
+    p = infercast.predict("llama-3.2-1b", "t4", input_len=512, output_len=64)
+    assert (p.precision, p.kv_precision) == ("fp16", "fp16")
+    assert p.prefill.compute_key == "fp16"
+    mem = infercast.memory_budget("llama-3.2-1b", "t4")
+    assert (mem.precision, mem.kv_precision) == ("fp16", "fp16") and mem.fits
+    df = infercast.sweep(models="llama-3.2-1b", gpus=["t4", "h100-sxm"], batches=[1, 8], input_lens=512,
+                         output_lens=64)  # fmt: skip
+    assert not df.attrs["skipped"]
+    assert dict(zip(df["gpu"].astype(str), df["precision"].astype(str), strict=True)) == {
+        "t4": "fp16",
+        "h100-sxm": "bf16",
+    }
+    t4 = df[df["gpu"] == "t4"].sort_values("batch").iloc[0]
+    assert t4.ttft_s == pytest.approx(p.ttft_s, rel=1e-9)
+    # asking for bf16 explicitly is still refused, with what the chip can run
+    with pytest.raises(InfercastError, match="no BF16 tensor cores") as err:
+        infercast.predict("llama-3.2-1b", "t4", precision="bf16", input_len=512, output_len=64)
+    assert err.value.field == "precision" and "fp16" in err.value.allowed
+
+
+def test_tp_beyond_one_node_is_refused_everywhere():
+    with pytest.raises(InfercastError, match="8 GPUs of one h100-sxm node") as err:
+        infercast.predict("llama-3.1-70b", "h100-sxm", tp=16, input_len=128, output_len=16)
+    assert err.value.field == "tp"
+    with pytest.raises(InfercastError) as err:
+        infercast.memory_budget("llama-3.1-70b", "h100-sxm", tp=16)
+    assert err.value.field == "tp"
+    df = infercast.sweep(models="llama-3.1-70b", gpus="h100-sxm", tps=[8, 16], precisions="fp8")
+    assert set(df["tp"]) == {8}
+    (skip,) = df.attrs["skipped"]
+    assert skip["tp"] == 16 and skip["field"] == "tp" and "max_gpus_per_node" in skip["reason"]
+    # a 72-GPU NVLink domain allows it
+    assert infercast.predict("llama-3.1-70b", "gb200", tp=16, input_len=128, output_len=16).tp == 16
+
+
+def _weights_tip(p) -> str:
+    tips = [t for t in p.advice if t.startswith("weights are")]
+    assert len(tips) <= 1
+    return tips[0] if tips else ""
+
+
+def test_weight_advice_only_suggests_narrower_formats_the_gpu_runs():
+    kw = dict(input_len=2048, output_len=256)
+    bf16 = _weights_tip(infercast.predict("llama-3.1-8b", "h100-sxm", **kw))
+    assert "8-bit or 4-bit weights (--precision fp8 / int4)" in bf16 and "2.0-3.8x" in bf16
+    fp8 = _weights_tip(infercast.predict("llama-3.1-8b", "h100-sxm", precision="fp8", **kw))
+    assert "4-bit weights (--precision int4)" in fp8 and "fp8" not in fp8.split("--precision")[1]
+    assert "1.9x" in fp8  # 8 bits -> 4 bits + group-128 scales and zeros
+    assert _weights_tip(infercast.predict("llama-3.1-8b", "h100-sxm", precision="int4", **kw)) == ""
+    assert _weights_tip(infercast.predict("llama-3.1-8b", "b200", precision="nvfp4", **kw)) == ""
+    a100 = _weights_tip(infercast.predict("llama-3.1-8b", "a100-80gb", **kw))
+    assert "--precision int8 / int4" in a100  # no FP8 tensor cores on Ampere
+
+
+def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
+    """kv_cache_bytes and fits of every sweep row equal memory_budget's, including where sliding-window layers
+    make the per-sequence block count fractional before rounding (gpt-oss: half the layers hold 128 tokens)."""
+    cases = [
+        ("gpt-oss-20b", "l4", [1, 64, 229, 230, 512], [1000, 4000, 30000], [100, 1000]),
+        ("gpt-oss-120b", "h100-sxm", [1, 100, 400], [127, 129, 60000], [1, 2000]),
+        ("gemma-2-9b", "l40s", [1, 17, 40, 200], [1000, 4095, 4097, 7000], [50, 1000]),
+        ("mistral-7b", "l4", [1, 33, 128], [2000, 9000, 30000], [64, 1000]),
+    ]
+    for model, gpu, batches, inputs, outputs in cases:
+        df = infercast.sweep(models=model, gpus=gpu, batches=batches, input_lens=inputs, output_lens=outputs)
+        df = df[df["within_context"]]
+        assert len(df) > 10 and df["fits"].any() and not df["fits"].all(), model
+        for r in df.itertuples():
+            mem = infercast.memory_budget(model, gpu, context=r.input_len + r.output_len, concurrency=r.batch)
+            assert r.kv_cache_bytes == mem.kv_cache_bytes, (model, r.batch, r.input_len, r.output_len)
+            assert bool(r.fits) == mem.fits, (model, r.batch, r.input_len, r.output_len)
+    # the case the two used to disagree on: 229 x 1,100 tokens of gpt-oss-20b on an L4 does not fit
+    row = infercast.sweep(models="gpt-oss-20b", gpus="l4", batches=229, input_lens=1000, output_lens=100).iloc[0]
+    assert not row.fits
+    assert not infercast.predict("gpt-oss-20b", "l4", batch=229, input_len=1000, output_len=100,
+                                 strict=False).memory.fits  # fmt: skip
+
+
+def test_sweep_errors_name_the_field():
+    with pytest.raises(InfercastError) as err:
+        infercast.sweep(batches="abc")
+    assert err.value.field == "batches" and "abc" in str(err.value)
+    with pytest.raises(InfercastError) as err:
+        infercast.sweep(input_lens=[128, float("nan")])
+    assert err.value.field == "input_lens"
+    with pytest.raises(InfercastError, match="no valid configuration") as err:
+        infercast.sweep(gpus="a100-80gb", precisions="fp8")
+    assert err.value.field == "precision" and "bf16" in err.value.allowed
+    with pytest.raises(InfercastError) as err:
+        infercast.sweep(models="llama-3.1-8b", tps=3)
+    assert err.value.field == "tp"
+
+
+def test_sweep_takes_ep_and_kv_precision():
+    df = infercast.sweep(models="qwen3-30b-a3b", gpus="h100-sxm", tps=2, eps=[1, 2], kv_precisions=["bf16", "fp8"],
+                         batches=[1, 64], input_lens=2048, output_lens=256)  # fmt: skip
+    assert set(zip(df["ep"], df["kv_precision"].astype(str), strict=True)) == {
+        (1, "bf16"), (1, "fp8"), (2, "bf16"), (2, "fp8"),
+    }  # fmt: skip
+    big = df[df["batch"] == 64].set_index(["ep", "kv_precision"])
+    assert big.loc[(1, "fp8"), "kv_cache_bytes"] == pytest.approx(big.loc[(1, "bf16"), "kv_cache_bytes"] / 2)
+    row = df.iloc[-1]
+    p = infercast.predict("qwen3-30b-a3b", "h100-sxm", tp=2, ep=int(row.ep), kv_precision=str(row.kv_precision),
+                          batch=int(row.batch), input_len=2048, output_len=256)  # fmt: skip
+    assert row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)

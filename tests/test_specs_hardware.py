@@ -116,3 +116,75 @@ price_per_hour_usd: 1.5
     f.write_text("id: [unclosed\n")
     with pytest.raises(InfercastError, match="not valid YAML"):
         load_hardware(f)
+
+
+USER_GPU = """
+id: {id}
+name: My accelerator
+vendor: acme
+architecture: hopper
+memory: {{capacity_bytes: 64.0e9, capacity_as_sold: "64 GB", bandwidth_bytes_s: 2.0e12}}
+peak_flops: {{bf16: 500.0e12, fp8: 1000.0e12, fp32: 60.0e12}}
+l2_bytes: 4.0e7
+sm_count: 100
+interconnect: {{name: none, bandwidth_bytes_s: {link}}}
+host_link: {{name: PCIe Gen5 x16, bandwidth_bytes_s: {host}}}
+tdp_w: 500
+price_per_hour_usd: {price}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _restore_user_hardware():
+    """User accelerators are process-wide: drop the ones a test registers so later tests see the catalog."""
+    from infercast.specs import catalog
+
+    before = dict(catalog._user_hardware)
+    yield
+    catalog._user_hardware.clear()
+    catalog._user_hardware.update(before)
+
+
+def _user_gpu(tmp_path, gpu_id: str, link: float = 100e9, host: float = 64e9, price: float = 1.5):
+    f = tmp_path / f"{gpu_id}.yaml"
+    f.write_text(USER_GPU.format(id=gpu_id, link=link, host=host, price=price))
+    (spec,) = load_hardware(f)
+    return spec
+
+
+def test_user_yaml_cannot_shadow_a_built_in_id(tmp_path):
+    builtin = hardware_catalog()["h100-sxm"]
+    for gpu_id in ("h100-sxm", "H100-SXM"):
+        with pytest.raises(InfercastError, match="built-in accelerator") as exc:
+            _user_gpu(tmp_path, gpu_id)
+        assert exc.value.field == "gpu" and "distinct id" in str(exc.value)
+    assert get_hardware("h100-sxm") is builtin  # still the datasheet entry
+    spec = _user_gpu(tmp_path, "My-Shadow-Free-GPU")
+    assert get_hardware("my-shadow-free-gpu") is spec  # user ids are case-insensitive like built-in ones
+    assert _user_gpu(tmp_path, "My-Shadow-Free-GPU", price=2.0).price_per_hour_usd == 2.0  # reloading replaces
+
+
+def test_tensor_parallelism_needs_a_link(tmp_path):
+    import infercast
+
+    _user_gpu(tmp_path, "no-links", link=0, host=0)
+    p = infercast.predict("llama-3.1-8b", "no-links", input_len=128, output_len=16)  # one GPU needs no link
+    assert p.tpot_s > 0
+    for tp in (2, 4):
+        with pytest.raises(InfercastError, match="no link for tensor-parallel collectives") as exc:
+            infercast.predict("llama-3.1-8b", "no-links", tp=tp, input_len=128, output_len=16)
+        assert exc.value.field == "tp"
+    with pytest.raises(InfercastError) as exc:
+        infercast.memory_budget("mixtral-8x7b", "no-links", tp=2, ep=2)
+    assert exc.value.field == "tp"
+    # without a scale-up fabric, collectives run over the host link
+    pcie = _user_gpu(tmp_path, "pcie-only", link=0, host=64e9)
+    assert pcie.collective_bandwidth_bytes_s == 64e9
+    assert infercast.predict("llama-3.1-8b", "pcie-only", tp=2, input_len=128, output_len=16).tpot_s > 0
+    with pytest.raises(InfercastError, match="hardware file"):
+        _user_gpu(tmp_path, "negative-link", link=-1)
+
+
+def test_collective_bandwidth_prefers_the_scale_up_fabric():
+    assert get_hardware("h100-sxm").collective_bandwidth_bytes_s == 450e9  # NVLink, not PCIe
+    assert get_hardware("l4").collective_bandwidth_bytes_s == get_hardware("l4").host_link.bandwidth_bytes_s

@@ -167,6 +167,7 @@ def test_malformed_configs_give_field_errors(tmp_path):
                 "num_key_value_heads": 5,
                 "vocab_size": 32000,
                 "intermediate_size": 11008,
+                "max_position_embeddings": 4096,
             }
         )
     )
@@ -174,6 +175,96 @@ def test_malformed_configs_give_field_errors(tmp_path):
         load_hf_config(bad)
     with pytest.raises(InfercastError, match="no such file"):
         load_hf_config(tmp_path / "missing" / "config.json")
+
+
+def _llama_config(hf_configs, **changes) -> dict:
+    raw = json.loads((hf_configs / "llama-3.1-8b.json").read_text())
+    raw.update(changes)
+    return raw
+
+
+def _load(tmp_path, raw: dict):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return load_hf_config(path)
+
+
+def test_missing_context_length_is_an_error_not_4096(hf_configs, tmp_path):
+    raw = _llama_config(hf_configs)
+    assert _load(tmp_path, raw).max_context == 131072
+    del raw["max_position_embeddings"]
+    with pytest.raises(InfercastError, match="max_position_embeddings") as exc:
+        _load(tmp_path, raw)
+    assert exc.value.field == "model"
+    raw["n_positions"] = 2048  # GPT-2 style name is read too
+    assert _load(tmp_path, raw).max_context == 2048
+
+
+def _ct_group(w_type: str, w_bits: int, a_bits: int | None) -> dict:
+    acts = {"num_bits": a_bits, "type": w_type, "strategy": "token", "dynamic": True} if a_bits else None
+    return {
+        "targets": ["Linear"],
+        "weights": {"num_bits": w_bits, "type": w_type, "strategy": "group" if w_bits == 4 else "channel"},
+        "input_activations": acts,
+    }
+
+
+@pytest.mark.parametrize(
+    ("group", "precision"),
+    [
+        (("float", 8, 8), "fp8"),  # e.g. RedHatAI/...-FP8-dynamic
+        (("int", 8, 8), "int8"),  # W8A8 INT8 (SmoothQuant/GPTQ via llm-compressor)
+        (("int", 8, None), "w8a16"),
+        (("int", 4, None), "int4"),  # W4A16, e.g. RedHatAI/...-quantized.w4a16
+        (("float", 4, 4), "nvfp4"),
+    ],
+)
+def test_compressed_tensors_maps_config_groups_to_the_scheme(hf_configs, tmp_path, group, precision):
+    quant = {"quant_method": "compressed-tensors", "config_groups": {"group_0": _ct_group(*group)}}
+    spec = _load(tmp_path, _llama_config(hf_configs, quantization_config=quant))
+    assert spec.default_precision == precision
+
+
+def test_compressed_tensors_without_a_matching_scheme_is_an_error(hf_configs, tmp_path):
+    w4a8 = {"quant_method": "compressed-tensors", "config_groups": {"group_0": _ct_group("int", 4, 8)}}
+    with pytest.raises(InfercastError, match="int4 weights, 8-bit activations") as exc:
+        _load(tmp_path, _llama_config(hf_configs, quantization_config=w4a8))
+    assert exc.value.field == "model"
+    mixed = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"a": _ct_group("float", 8, 8), "b": _ct_group("int", 4, None)},
+    }
+    with pytest.raises(InfercastError, match="mix schemes"):
+        _load(tmp_path, _llama_config(hf_configs, quantization_config=mixed))
+    with pytest.raises(InfercastError, match="config_groups"):
+        _load(tmp_path, _llama_config(hf_configs, quantization_config={"quant_method": "compressed-tensors"}))
+
+
+def test_other_quantization_methods(hf_configs, tmp_path):
+    def precision(quant: dict) -> str:
+        return _load(tmp_path, _llama_config(hf_configs, quantization_config=quant)).default_precision
+
+    assert precision({"quant_method": "gptq", "bits": 4, "group_size": 128}) == "int4"
+    assert precision({"quant_method": "gptq", "bits": 8}) == "w8a16"
+    assert precision({"quant_method": "awq", "bits": 4}) == "int4"
+    assert precision({"quant_method": "modelopt", "quant_algo": "NVFP4"}) == "nvfp4"
+    with pytest.raises(InfercastError, match="bitsandbytes"):
+        precision({"quant_method": "bitsandbytes", "load_in_4bit": True})
+    with pytest.raises(InfercastError, match="3-bit"):
+        precision({"quant_method": "gptq", "bits": 3})
+
+
+def test_unknown_family_ffn_gating_follows_hidden_act(hf_configs, tmp_path):
+    llama_like = _load(tmp_path, _llama_config(hf_configs, model_type="my_llama"))
+    assert llama_like.gated_ffn and "gated silu FFN" in llama_like.family
+    assert llama_like.total_params == get_model("llama-3.1-8b").total_params
+    plain = _load(tmp_path, _llama_config(hf_configs, model_type="starcoder2", hidden_act="gelu_pytorch_tanh"))
+    assert not plain.gated_ffn and "plain gelu_pytorch_tanh FFN" in plain.family
+    m = plain
+    assert plain.dense_ffn_params_per_layer == 2 * m.hidden_size * m.intermediate_size  # up and down only
+    # a known family keeps its gated FFN whatever the activation is called (Gemma's GeGLU)
+    gemma = load_hf_config(hf_configs / "gemma-2-9b.json")
+    assert gemma.gated_ffn and gemma.activation.startswith("gelu")
 
 
 def test_unknown_model_suggests_nearest():

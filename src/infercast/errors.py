@@ -16,6 +16,8 @@ class InfercastError(ValueError):
     def __init__(self, message: str, *, field: str | None = None, allowed: Iterable[str] | None = None):
         self.field = field
         self.allowed = list(allowed) if allowed is not None else None
+        self.message = message
+        """The text without the ``field:`` prefix (for callers that quote the reason inside another message)."""
         text = f"{field}: {message}" if field else message
         super().__init__(text)
 

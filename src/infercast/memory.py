@@ -8,19 +8,48 @@ and subtract everything else; TensorRT-LLM takes a fraction of what is *free* af
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 from infercast.errors import DoesNotFitError, InfercastError, require_fraction, require_positive_int
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
-from infercast.specs.precision import FORMATS, PrecisionScheme
+from infercast.specs.precision import LOGIT_BYTES, PrecisionScheme
 from infercast.specs.sharding import norm_elements, rank_linears
 
-LOGITS_BYTES = 4
-"""Sampler logits are float32 in vLLM/SGLang/TensorRT-LLM."""
+
+def kv_blocks_per_sequence(
+    context: int | np.ndarray,
+    block_size: int,
+    sliding_window: int | None = None,
+    num_layers: int = 1,
+    num_sliding_layers: int = 0,
+) -> int | np.ndarray:
+    """KV blocks one sequence of ``context`` tokens occupies in the engine's pool.
+
+    Full-attention layers hold every token and sliding-window layers only the last ``sliding_window``; a
+    block spans all layers, so the count is the layer-weighted mean of the two, rounded up to a whole
+    block. Exact for a Python int and for a NumPy array of whole numbers alike, so the memory budget (one
+    context) and ``sweep`` (every configuration at once) get the same counts from this one function.
+    """
+    full = _ceil_div(context, block_size)
+    if not sliding_window or not num_sliding_layers:
+        return full
+    capped = np.minimum(context, sliding_window) if isinstance(context, np.ndarray) else min(context, sliding_window)
+    window = _ceil_div(capped, block_size)
+    full_layers = num_layers - num_sliding_layers
+    return _ceil_div(full * full_layers + window * num_sliding_layers, num_layers)
+
+
+def _ceil_div(a: int | np.ndarray, b: int) -> int | np.ndarray:
+    """ceil(a / b) for whole numbers: integer arithmetic for ints; for arrays ceil of the float quotient, which
+    is exact while a < 2**53 and b < 2**26 (a non-integer quotient is at least 1/b away from an integer)."""
+    if isinstance(a, np.ndarray):
+        return np.ceil(a / b)
+    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -54,7 +83,8 @@ class MemoryBudget:
     """KV bytes the requested context x concurrency needs on this GPU."""
     notes: list[str] = field(default_factory=list)
     _sliding_window: int | None = None
-    _sliding_fraction: float = 0.0
+    _num_layers: int = 1
+    _num_sliding_layers: int = 0
 
     @property
     def total_bytes(self) -> float:
@@ -86,11 +116,11 @@ class MemoryBudget:
 
     def blocks_per_sequence(self, context: int) -> int:
         """KV blocks one sequence of ``context`` tokens occupies (sliding layers hold only the window)."""
-        full = math.ceil(context / self.block_size)
-        if not self._sliding_window:
-            return full
-        window_blocks = math.ceil(min(context, self._sliding_window) / self.block_size)
-        return math.ceil(full * (1 - self._sliding_fraction) + window_blocks * self._sliding_fraction)
+        return int(
+            kv_blocks_per_sequence(
+                context, self.block_size, self._sliding_window, self._num_layers, self._num_sliding_layers
+            )
+        )
 
     def max_concurrency(self, context: int) -> int:
         """Most sequences of ``context`` tokens the KV pool holds at once."""
@@ -103,7 +133,7 @@ class MemoryBudget:
         if self.num_blocks <= 0:
             return 0
         per_seq_blocks = self.num_blocks // concurrency
-        if not self._sliding_window or self._sliding_fraction == 0:
+        if not self._sliding_window or not self._num_sliding_layers:
             return per_seq_blocks * self.block_size
         # Sliding layers stop growing at the window; search the largest context that fits.
         lo, hi = 0, per_seq_blocks * self.block_size * 64 + self.block_size
@@ -157,7 +187,8 @@ def _weight_bytes(model: ModelSpec, scheme: PrecisionScheme, tp: int, ep: int) -
         if lin.name == "lm_head" and model.tie_word_embeddings:
             continue
         out[lin.group] = out.get(lin.group, 0.0) + lin.elements * fmt[lin.weight_class]
-    out["norms"] = norm_elements(model) * FORMATS["bf16"].bytes_per_element
+    # Norm weights (and qk-norms, sinks) are never quantized: they stay in the 16/32-bit activation dtype.
+    out["norms"] = norm_elements(model) * scheme.activation_format.bytes_per_element
     return out
 
 
@@ -165,8 +196,9 @@ def activation_bytes(model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act
     """Peak activation workspace at the engine's batched-token budget (prior estimate).
 
     The largest live tensors in a step of T tokens: the FFN up-projection output and its activation
-    (3 x width per token), a handful of hidden-size buffers (residual, normed input, attention output,
-    QKV), and float32 logits for up to max_num_seqs sampled tokens.
+    (3 x width per token for a gated FFN, 2 x for a plain one), a handful of hidden-size buffers, the query
+    projection, and float32 logits for up to max_num_seqs sampled tokens. A prior: no engine's peak
+    workspace has been measured by this project.
     """
     if engine.id == "ideal":
         return 0.0
@@ -174,9 +206,14 @@ def activation_bytes(model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act
     width = model.intermediate_size / tp if model.num_dense_ffn_layers else 0.0
     if model.moe:
         width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size / (tp // ep))
+    # gate_up output (2 x width gated, 1 x plain) plus the activated product (1 x width) live together
+    ffn_buffers = ((2 if model.gated_ffn else 1) + 1) * width
+    # prior: residual, normed input, attention output, o_proj output, FFN output and the all-reduce /
+    # fused-add scratch (6 hidden-size tensors), plus the query projection this rank computes
     hidden_buffers = 6 * model.hidden_size + model.q_proj_dim / tp
-    per_token = (3 * width + hidden_buffers) * act_bytes
-    logits = engine.max_num_seqs * model.vocab_size * LOGITS_BYTES * 2
+    per_token = (ffn_buffers + hidden_buffers) * act_bytes
+    # float32 logits of each sampled sequence and the sampler's float32 probabilities (2 vocab-sized tensors)
+    logits = engine.max_num_seqs * model.vocab_size * LOGIT_BYTES * 2
     return tokens * per_token + logits
 
 
@@ -211,6 +248,10 @@ def memory_budget(
     )  # fmt: skip
     if context is not None:
         context = require_positive_int("context", context)
+        if context > model.max_context:
+            raise InfercastError(
+                f"{context} tokens exceed the {model.max_context}-token context of {model.id}", field="context"
+            )
     if concurrency is not None:
         concurrency = require_positive_int("concurrency", concurrency)
     fraction = (
@@ -245,7 +286,6 @@ def memory_budget(
             f"weights + activations + runtime need {reserved / 1e9:.1f} GB per GPU but "
             f"{fraction:.0%} of {capacity / 1e9:.1f} GB leaves no KV pool; use more TP or a narrower precision"
         )
-    sliding_fraction = model.num_sliding_layers / model.num_layers if model.sliding_window else 0.0
     budget = MemoryBudget(
         model_id=model.id,
         gpu_id=hw.id,
@@ -268,7 +308,8 @@ def memory_budget(
         concurrency=concurrency if concurrency is not None else (1 if context is not None else None),
         notes=notes,
         _sliding_window=model.sliding_window,
-        _sliding_fraction=sliding_fraction,
+        _num_layers=model.num_layers,
+        _num_sliding_layers=model.num_sliding_layers if model.sliding_window else 0,
     )
     if context is not None:
         object.__setattr__(budget, "kv_cache_bytes",

@@ -14,6 +14,8 @@ from typing import Any
 
 import pint
 
+from infercast.display import si_prefix
+
 ureg = pint.UnitRegistry()
 """The one registry every infercast quantity belongs to (quantities of different registries do not mix)."""
 
@@ -52,8 +54,5 @@ def is_bytes(value: Any) -> bool:
 
 def to_compact_si(value: pint.Quantity, base: str) -> pint.Quantity:
     """``value`` in the largest SI prefix of ``base`` (e.g. ``"B"``) that keeps the magnitude >= 1."""
-    mag = abs(float(value.to(base).magnitude))
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if mag >= scale:
-            return value.to(f"{prefix}{base}")
-    return value.to(base)
+    prefix, _ = si_prefix(float(value.to(base).magnitude))
+    return value.to(f"{prefix}{base}")

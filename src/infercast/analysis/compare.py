@@ -11,45 +11,34 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from infercast.analysis.scenario import predict
-from infercast.analysis.sweep import sweep
+from infercast.analysis.scenario import check_context, predict
+from infercast.analysis.sweep import cost_per_mtok, sweep
+from infercast.display import fmt_bytes, fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
 from infercast.memory import MemoryBudget, memory_budget
 from infercast.specs.catalog import get_hardware, get_model, list_hardware
+from infercast.specs.deployment import Deployment, check_tp_on_hardware, default_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
-from infercast.specs.precision import PrecisionScheme, get_scheme, schemes_for
+from infercast.specs.precision import PrecisionScheme, get_scheme
 
-_COMPUTE_NAMES = {"w16": "16-bit", "fp4": "FP4", "fp8": "FP8", "int8": "INT8", "bf16": "BF16", "fp16": "FP16"}
-
+__all__ = ["compare", "crossover", "default_precision", "select", "split_refs", "unsupported_note"]
 
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def default_precision(model: ModelSpec, hw: HardwareSpec) -> str:
-    """The model's native scheme, with bf16 replaced by fp16 on chips that have no bf16 (T4, V100).
-
-    That is what engines do on such chips, and it keeps "no precision given" from failing on older GPUs.
-    """
-    scheme = get_scheme(model.default_precision)
-    if scheme.compute == "bf16" and "bf16" not in hw.peak_flops and "fp16" in hw.peak_flops:
-        return "fp16"
-    return scheme.name
-
-
 def unsupported_note(scheme: PrecisionScheme, hw: HardwareSpec) -> str | None:
-    """None when ``hw`` can run ``scheme``; otherwise a short reason, e.g. "fp8 needs FP8 tensor cores ..."."""
+    """None when ``hw`` can run ``scheme``; otherwise the reason :meth:`PrecisionScheme.compute_key` gives
+    ("'fp8' computes in fp8 but a100-80gb has no FP8 tensor cores ...; runnable there: ...")."""
     try:
         scheme.compute_key(hw)
-    except InfercastError:
-        need = _COMPUTE_NAMES.get(scheme.compute, scheme.compute.upper())
-        return f"{scheme.name} needs {need} tensor cores; {hw.id} has none (runnable: {', '.join(schemes_for(hw))})"
+    except InfercastError as exc:
+        return exc.message
     return None
 
 
@@ -70,15 +59,14 @@ def split_refs(field: str, values: object) -> list:
     return out
 
 
-def _cost_per_mtok(hw: HardwareSpec, tp: int, out_tok_s: float) -> float:
-    """Dollars per million output tokens for a replica of ``tp`` GPUs; NaN when the GPU has no price."""
-    if hw.price_per_hour_usd <= 0 or not out_tok_s > 0:
-        return math.nan
-    return tp * hw.price_per_hour_usd / 3600.0 / out_tok_s * 1e6
-
-
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.0f} GB" if n >= 10e9 else f"{n / 1e9:.1f} GB"
+    """Sizes in reasons and messages: 146 GB, 9.3 GB, 512 MB."""
+    return fmt_bytes(n, sig=3)
+
+
+def _ms(s: float) -> str:
+    """Times in reasons and messages: 421 ms, 6.82 ms, 2.17 s, 100 µs."""
+    return fmt_time(s, sig=3)
 
 
 def _does_not_fit(mem: MemoryBudget) -> str:
@@ -89,27 +77,11 @@ def _does_not_fit(mem: MemoryBudget) -> str:
     )
 
 
-def _ms(s: float) -> str:
-    """Times for reasons and messages: 421 ms, 6.82 ms, 2.17 s."""
-    if s >= 1:
-        return f"{s:.2f} s"
-    ms = s * 1e3
-    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
-
-
-def _check_context(model: ModelSpec, input_len: int, output_len: int) -> None:
-    if input_len + output_len > model.max_context:
-        raise InfercastError(
-            f"input_len + output_len = {input_len + output_len} exceeds the {model.max_context}-token "
-            f"context of {model.id}",
-            field="input_len",
-        )
-
-
 # --------------------------------------------------------------------------------------------- compare
 
 _COMPARE_COLUMNS = [
-    "gpu", "precision", "tp", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "fits", "weights_bytes",
+    "gpu", "precision", "tp", "ep", "kv_precision", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "fits",
+    "weights_bytes",
     "memory_bytes", "capacity_bytes", "prefill_bound", "decode_bound", "prefill_ai", "decode_ai", "ridge_point",
     "prefill_tflops_per_gpu", "prefill_flops_util", "decode_tb_s_per_gpu", "decode_bw_util", "peak_tflops",
     "hbm_tb_s", "cost_per_mtok_usd", "ttft_speedup", "tpot_speedup", "e2e_speedup", "throughput_ratio",
@@ -126,6 +98,8 @@ def compare(
     output_len: int,
     batch: int = 1,
     tp: int = 1,
+    ep: int = 1,
+    kv_precision: str | None = None,
     engine: str = "vllm",
 ) -> pd.DataFrame:
     """One row per (GPU, precision): latencies, throughput, memory fit, phase ceilings, cost, ratios.
@@ -135,27 +109,28 @@ def compare(
     ``peak_flops_ratio`` (at the precision's compute rate) and ``bandwidth_ratio`` = this / baseline.
     A precision a GPU cannot run gives a row with only ``note`` set; a configuration that does not fit
     is still predicted (``fits`` False, with a note saying how much memory it needs). With no
-    ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16).
+    ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16). ``ep`` and
+    ``kv_precision`` apply to every row, as in :func:`predict`.
     """
     spec = get_model(model)
     hws = [get_hardware(g) for g in split_refs("gpus", gpus)]
     schemes = [get_scheme(p) for p in split_refs("precisions", precisions)] if precisions is not None else None
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
-    _check_context(spec, input_len, output_len)
+    check_context(spec, input_len, output_len)
     rows: list[dict[str, object]] = []
     for hw in hws:
         for scheme in schemes or [get_scheme(default_precision(spec, hw))]:
             note = unsupported_note(scheme, hw)
             if note is not None:
-                rows.append({"gpu": hw.id, "precision": scheme.name, "tp": tp, "note": note})
+                rows.append({"gpu": hw.id, "precision": scheme.name, "tp": tp, "ep": ep, "note": note})
                 continue
             p = predict(
-                spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp,
-                precision=scheme.name, engine=engine, strict=False,
+                spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
+                precision=scheme.name, kv_precision=kv_precision, engine=engine, strict=False,
             )  # fmt: skip
             mem, pre, dec = p.memory, p.prefill, p.decode
-            peak = hw.peak(scheme.compute_key(hw))
+            peak = hw.peak(pre.compute_key)
             bw = hw.memory.bandwidth_bytes_s
             fits = bool(mem.fits)
             rows.append(
@@ -163,6 +138,8 @@ def compare(
                     "gpu": hw.id,
                     "precision": p.precision,
                     "tp": p.tp,
+                    "ep": p.ep,
+                    "kv_precision": p.kv_precision,
                     "ttft_s": p.ttft_s,
                     "tpot_s": p.tpot_s,
                     "e2e_s": p.e2e_s,
@@ -182,7 +159,7 @@ def compare(
                     "decode_bw_util": dec.achieved_bandwidth_tb_s_per_gpu * 1e12 / bw,
                     "peak_tflops": peak / 1e12,
                     "hbm_tb_s": bw / 1e12,
-                    "cost_per_mtok_usd": _cost_per_mtok(hw, p.tp, p.output_throughput_tok_s),
+                    "cost_per_mtok_usd": cost_per_mtok(hw.price_per_hour_usd, p.tp, p.output_throughput_tok_s),
                     "note": "" if fits else _does_not_fit(mem),
                 }
             )
@@ -200,15 +177,18 @@ def compare(
         df["peak_flops_ratio"] = df["peak_tflops"] / base["peak_tflops"]
         df["bandwidth_ratio"] = df["hbm_tb_s"] / base["hbm_tb_s"]
         df.attrs["baseline"] = f"{base['gpu']} {base['precision']}"
-    df.attrs.update(model=spec.id, input_len=input_len, output_len=output_len, batch=batch, tp=tp, engine=engine)
+    df.attrs.update(
+        model=spec.id, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
+        kv_precision=kv_precision, engine=engine,
+    )  # fmt: skip
     return df
 
 
 # --------------------------------------------------------------------------------------------- select
 
 _SELECT_COLUMNS = [
-    "gpu", "passes", "precision", "tp", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "fits",
-    "cost_per_mtok_usd", "reason", "configs_tried", "configs_passing",
+    "gpu", "passes", "precision", "tp", "ep", "kv_precision", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s",
+    "fits", "cost_per_mtok_usd", "reason", "configs_tried", "configs_passing",
 ]  # fmt: skip
 
 
@@ -223,43 +203,42 @@ def _sla_configs(
     input_len: int,
     output_len: int,
     batch: int,
+    ep: int,
+    kv_precision: str | None,
     engine: str,
 ) -> list[dict[str, object]]:
     """Every (precision, TP) of one GPU with its SLA verdict and the reasons it fails (if it does)."""
     rows: list[dict[str, object]] = []
     runnable: list[str] = []
+    base = {"gpu": hw.id, "ep": ep, "kv_precision": kv_precision, "passes": False}
     for scheme in schemes:
         note = unsupported_note(scheme, hw)
         if note is None:
             runnable.append(scheme.name)
         else:
-            rows.append({"gpu": hw.id, "precision": scheme.name, "tp": None, "passes": False, "reason": note})
+            rows.append(base | {"precision": scheme.name, "tp": None, "reason": note})
     valid_tps: list[int] = []
     for t in tps:
-        reason = None
-        if t > hw.max_gpus_per_node:
-            reason = f"tp {t} exceeds the {hw.max_gpus_per_node} GPUs of one {hw.id} node"
+        try:
+            check_tp_on_hardware(hw, t)
+            spec.check_parallelism(t, ep)
+        except InfercastError as exc:
+            rows.extend(base | {"precision": p, "tp": t, "reason": exc.message} for p in runnable)
         else:
-            try:
-                spec.check_parallelism(t)
-            except InfercastError as exc:
-                reason = str(exc)
-        if reason is None:
             valid_tps.append(t)
-        else:
-            rows.extend({"gpu": hw.id, "precision": p, "tp": t, "passes": False, "reason": reason} for p in runnable)
     if not runnable or not valid_tps:
         return rows
     df = sweep(
         models=[spec], gpus=[hw], precisions=runnable, batches=batch,  # type: ignore[list-item]
- input_lens=input_len, output_lens=output_len, tps=valid_tps, engines=engine,
+        input_lens=input_len, output_lens=output_len, tps=valid_tps, eps=ep, engines=engine,
+        kv_precisions=kv_precision,
     )  # fmt: skip
     for r in df.itertuples(index=False):
         reasons: list[str] = []
         if not r.fits:
             mem = memory_budget(
-                spec, hw, tp=int(r.tp), precision=str(r.precision), engine=engine,
-                context=input_len + output_len, concurrency=batch,
+                spec, hw, tp=int(r.tp), ep=ep, precision=str(r.precision), kv_precision=kv_precision,
+                engine=engine, context=input_len + output_len, concurrency=batch,
             )  # fmt: skip
             reasons.append(_does_not_fit(mem))
         if r.ttft_s > ttft_s:
@@ -271,13 +250,15 @@ def _sla_configs(
                 "gpu": hw.id,
                 "precision": str(r.precision),
                 "tp": int(r.tp),
+                "ep": ep,
+                "kv_precision": str(r.kv_precision),
                 "passes": not reasons,
                 "ttft_s": float(r.ttft_s),
                 "tpot_s": float(r.tpot_s),
                 "e2e_s": float(r.e2e_s),
                 "output_throughput_tok_s": float(r.output_throughput_tok_s),
                 "fits": bool(r.fits),
-                "cost_per_mtok_usd": _cost_per_mtok(hw, int(r.tp), float(r.output_throughput_tok_s)),
+                "cost_per_mtok_usd": float(r.cost_per_mtok_usd),
                 "reason": "; ".join(reasons),
                 "_miss": max(r.ttft_s / ttft_s, r.tpot_s / tpot_s) + (0.0 if r.fits else 1e6),
             }
@@ -296,6 +277,8 @@ def select(
     batch: int = 1,
     precisions: str | Sequence[str] | None = None,
     tps: int | Sequence[int] = (1, 2, 4, 8),
+    ep: int = 1,
+    kv_precision: str | None = None,
     engine: str = "vllm",
     all_configs: bool = False,
 ) -> pd.DataFrame:
@@ -304,9 +287,12 @@ def select(
     Every GPU x precision x TP is predicted (one vectorised :func:`sweep` per GPU). For each GPU the row
     shown is its passing configuration with the smallest TP, and among those the cheapest precision per
     million output tokens; a GPU with none shows its closest miss and why it fails ("TTFT 421 ms > 200 ms",
-    "does not fit: needs 146 GB per GPU, has 86 GB (...)", "fp8 needs FP8 tensor cores ..."). Passing GPUs come
-    first, cheapest first. ``all_configs=True`` returns every configuration instead of one row per GPU.
-    With no ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16).
+    "does not fit: needs 146 GB per GPU, has 85.9 GB (...)", "'fp8' computes in fp8 but a100-80gb has no FP8
+    tensor cores ..."). Passing GPUs come first, cheapest first. ``all_configs=True`` returns every
+    configuration instead of one row per GPU.
+    With no ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16). ``ep``
+    (expert-parallel ways; a TP it does not divide fails with the reason) and ``kv_precision`` apply to
+    every configuration.
     """
     spec = get_model(model)
     hws = [get_hardware(g) for g in split_refs("gpus", gpus)] if gpus is not None else list_hardware()
@@ -319,20 +305,21 @@ def select(
     tp_list = sorted({require_positive_int("tp", t) for t in ([tps] if isinstance(tps, int) else list(tps))})
     if not tp_list:
         raise InfercastError("needs at least one value", field="tps")
-    _check_context(spec, input_len, output_len)
+    ep = require_positive_int("ep", ep)
+    check_context(spec, input_len, output_len)
 
     per_gpu: list[dict[str, object]] = []
     every: list[dict[str, object]] = []
     for hw in hws:
         configs = _sla_configs(
             spec, hw, schemes or [get_scheme(default_precision(spec, hw))], tp_list, ttft_s=ttft_s, tpot_s=tpot_s,
-            input_len=input_len, output_len=output_len, batch=batch, engine=engine,
+            input_len=input_len, output_len=output_len, batch=batch, ep=ep, kv_precision=kv_precision, engine=engine,
         )  # fmt: skip
         every.extend(configs)
         passing = [c for c in configs if c["passes"]]
         evaluated = [c for c in configs if "_miss" in c]
         if passing:
-            best = min(passing, key=lambda c: (c["tp"], _nan_last(c["cost_per_mtok_usd"])))
+            best = min(passing, key=lambda c: (c["tp"], c["cost_per_mtok_usd"]))
         elif evaluated:
             best = min(evaluated, key=lambda c: (c["_miss"], c["tp"]))
         else:
@@ -354,14 +341,9 @@ def select(
     df["reason"] = df["reason"].fillna("")
     df.attrs.update(
         model=spec.id, ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len, output_len=output_len, batch=batch,
-        tps=tp_list, engine=engine,
+        tps=tp_list, ep=ep, kv_precision=kv_precision, engine=engine,
     )  # fmt: skip
     return df
-
-
-def _nan_last(x: object) -> float:
-    v = float(x)  # type: ignore[arg-type]
-    return math.inf if math.isnan(v) else v
 
 
 # --------------------------------------------------------------------------------------------- crossover
@@ -378,6 +360,8 @@ def crossover(
     batch: int = 1,
     precision: str | None = None,
     tp: int = 1,
+    ep: int = 1,
+    kv_precision: str | None = None,
     engine: str = "vllm",
     max_input: int | None = None,
 ) -> dict[str, object]:
@@ -408,16 +392,13 @@ def crossover(
             f"{max_input} + output_len {output_len} exceeds the {spec.max_context}-token context of {spec.id}",
             field="max_input",
         )
-    prec = precision if precision is not None else default_precision(spec, hw)
-    scheme = get_scheme(prec)
-    note = unsupported_note(scheme, hw)
-    if note is not None:
-        raise InfercastError(note, field="precision")
+    dep = Deployment.resolve(spec, hw, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
 
     def evaluate(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         df = sweep(
-            models=[spec], gpus=[hw], precisions=scheme.name, batches=batch,  # type: ignore[list-item]
-            input_lens=lengths, output_lens=output_len, tps=tp, engines=engine,
+            models=[spec], gpus=[hw], precisions=dep.scheme.name, batches=batch,  # type: ignore[list-item]
+            input_lens=lengths, output_lens=output_len, tps=dep.tp, eps=dep.ep, engines=dep.engine.id,
+            kv_precisions=dep.kv_format.name,
         )  # fmt: skip
         df = df.sort_values("input_len")
         return df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy() * output_len, df["fits"].to_numpy()
@@ -428,10 +409,12 @@ def crossover(
     result: dict[str, object] = {
         "model": spec.id,
         "gpu": hw.id,
-        "precision": scheme.name,
-        "tp": tp,
+        "precision": dep.scheme.name,
+        "kv_precision": dep.kv_format.name,
+        "tp": dep.tp,
+        "ep": dep.ep,
         "batch": batch,
-        "engine": engine,
+        "engine": dep.engine.id,
         "output_len": output_len,
         "max_input": max_input,
         "curve": {"input_len": grid.tolist(), "ttft_s": ttft.tolist(), "decode_s": decode.tolist()},

@@ -8,6 +8,9 @@ import numpy as np
 
 from infercast.cost.series import RangeSums
 from infercast.cost.step import StepCostModel
+from infercast.memory import weight_bytes_per_gpu
+from infercast.specs.deployment import Deployment
+from infercast.specs.precision import SCHEMES, PrecisionScheme, schemes_for
 
 CEILINGS = ("compute", "memory", "interconnect", "overhead")
 
@@ -39,6 +42,8 @@ class PhaseReport:
     bytes_per_gpu: float
     arithmetic_intensity: float
     ridge_point: float
+    compute_key: str
+    """Tensor-core rate the GEMMs run at (the peak the ridge point is computed from)."""
     bound: str
     time_share_by_ceiling: dict[str, float]
     time_share_by_group: dict[str, float]
@@ -103,6 +108,7 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
         bytes_per_gpu=bytes_gpu,
         arithmetic_intensity=flops_gpu / bytes_gpu if bytes_gpu else 0.0,
         ridge_point=dep.hardware.ridge_point(dep.compute_key),
+        compute_key=dep.compute_key,
         bound=max(share_c, key=share_c.get) if total else "none",
         time_share_by_ceiling=share_c,
         time_share_by_group=share_g,
@@ -110,6 +116,62 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
         achieved_bandwidth_tb_s_per_gpu=bytes_gpu * scale / 1e12,
         _op_data=(model.names, model.groups, flops, nbytes, times, bound_idx, total),
     )
+
+
+_NARROWER_8BIT = ("fp8", "int8", "w8a16")
+"""8-bit schemes in order of preference: FP8 W8A8 where the chip has FP8 tensor cores, else INT8 W8A8, else
+INT8 weight-only."""
+_NARROWER_4BIT = ("int4",)
+_MIN_CUT = 1.5
+"""Only suggest a scheme that cuts the linear-layer weight bytes at least this much."""
+
+
+def _linear_weight_bytes(dep: Deployment, scheme: PrecisionScheme) -> float:
+    """Weight bytes of the linear layers on one rank (the part a quantization scheme narrows)."""
+    parts = weight_bytes_per_gpu(dep.model, scheme, dep.tp, dep.ep)
+    return sum(v for k, v in parts.items() if k not in ("embedding", "lm_head", "norms"))
+
+
+_narrower_cache: dict[tuple, tuple[object, object, str | None]] = {}
+
+
+def _narrower_weights_tip(dep: Deployment) -> str | None:
+    """'8-bit or 4-bit weights (--precision fp8 / int4) cut the linear-layer weights 2.0-3.8x', or None.
+
+    Cached per model, GPU, scheme and parallelism (the entry holds the specs, so their ids cannot be reused).
+    """
+    key = (id(dep.model), id(dep.hardware), dep.scheme.name, dep.tp, dep.ep)
+    hit = _narrower_cache.get(key)
+    if hit is not None and hit[0] is dep.model and hit[1] is dep.hardware:
+        return hit[2]
+    if len(_narrower_cache) > 1024:
+        _narrower_cache.clear()
+    narrower = _narrower_weights(dep)
+    tip = None
+    if narrower:
+        names = " / ".join(name for name, _ in narrower)
+        bits = " or ".join(f"{SCHEMES[name].weight_format.bits:.0f}-bit" for name, _ in narrower)
+        cuts = "-".join(f"{factor:.1f}" for _, factor in narrower)
+        tip = f"{bits} weights (--precision {names}) cut the linear-layer weights {cuts}x"
+    _narrower_cache[key] = (dep.model, dep.hardware, tip)
+    return tip
+
+
+def _narrower_weights(dep: Deployment) -> list[tuple[str, float]]:
+    """Schemes the GPU can run whose weights are narrower than the current ones: (name, bytes cut factor).
+
+    At most one 8-bit and one 4-bit scheme; none for weights already at 4 bits (int4, nvfp4, mxfp4)."""
+    current = _linear_weight_bytes(dep, dep.scheme)
+    runnable = set(schemes_for(dep.hardware))
+    out = []
+    for family in (_NARROWER_8BIT, _NARROWER_4BIT):
+        for name in family:
+            if name in runnable and name != dep.scheme.name:
+                factor = current / _linear_weight_bytes(dep, SCHEMES[name])
+                if factor >= _MIN_CUT:
+                    out.append((name, factor))
+                break
+    return out
 
 
 def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batch: int) -> list[str]:
@@ -124,11 +186,9 @@ def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batc
                 f"decode is memory-bound (AI {decode.arithmetic_intensity:.0f} vs ridge {decode.ridge_point:.0f} "
                 f"FLOP/B): more HBM bandwidth speeds it up almost 1:1"
             )
-            if weights_share > 0.5 and dep.scheme.weight_format.bytes_per_element >= 1:
-                tips.append(
-                    f"weights are {weights_share:.0%} of decode bytes: 8-bit or 4-bit weights "
-                    "(--precision fp8 / int4) cut them 2-4x"
-                )
+            narrower = _narrower_weights_tip(dep) if weights_share > 0.5 else None
+            if narrower:
+                tips.append(f"weights are {weights_share:.0%} of decode bytes: {narrower}")
             if weights_share > 0.5:
                 tips.append(f"larger batches reuse each weight read: batch {batch} -> {batch * 4} raises AI ~4x")
             if weights_share < 0.5 and dep.kv_format.bytes_per_element >= 2:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from infercast.analysis.compare import default_precision, split_refs, unsupported_note
+from infercast.analysis.compare import split_refs, unsupported_note
 from infercast.analysis.scenario import predict
 from infercast.errors import InfercastError
 from infercast.specs.catalog import get_hardware, get_model
+from infercast.specs.deployment import default_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import get_scheme
@@ -38,6 +40,8 @@ def roofline_data(
     batch: int = 1,
     precision: str | None = None,
     tp: int = 1,
+    ep: int = 1,
+    kv_precision: str | None = None,
     engine: str = "vllm",
 ) -> dict[str, object]:
     """The numbers :func:`plot_roofline` draws, per GPU: roof, ridge and the two phase points.
@@ -58,10 +62,10 @@ def roofline_data(
             skipped.append({"gpu": hw.id, "precision": scheme.name, "reason": note})
             continue
         p = predict(
-            spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp, precision=scheme.name,
-            engine=engine, strict=False,
+            spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, precision=scheme.name,
+            kv_precision=kv_precision, engine=engine, strict=False,
         )  # fmt: skip
-        key = scheme.compute_key(hw)
+        key = p.prefill.compute_key  # the rate the GEMMs run at; the phase reports' ridge is at this peak
         peak, bw = hw.peak(key), hw.memory.bandwidth_bytes_s
         points = {}
         for phase in (p.prefill, p.decode):
@@ -77,10 +81,11 @@ def roofline_data(
                 "gpu": hw.id,
                 "name": hw.name,
                 "precision": p.precision,
+                "kv_precision": p.kv_precision,
                 "compute_key": key,
                 "peak_flops": peak,
                 "bandwidth_bytes_s": bw,
-                "ridge_point": hw.ridge_point(key),
+                "ridge_point": p.prefill.ridge_point,
                 "fits": bool(p.memory.fits),
                 "points": points,
             }
@@ -93,6 +98,7 @@ def roofline_data(
         "output_len": output_len,
         "batch": batch,
         "tp": tp,
+        "ep": ep,
         "engine": engine,
         "gpus": entries,
         "skipped": skipped,
@@ -103,24 +109,18 @@ def plot_roofline(
     gpus: str | Sequence[str | HardwareSpec],
     model: str | ModelSpec,
     *,
-    input_len: int,
-    output_len: int,
-    batch: int = 1,
-    precision: str | None = None,
     path: str | Path = "roofline.png",
-    tp: int = 1,
-    engine: str = "vllm",
+    **scenario: Any,
 ) -> Path:
     """Draw the rooflines of ``gpus`` with the scenario's prefill and decode points; write PNG or SVG.
 
-    The format follows the extension of ``path`` (``.png`` or ``.svg``); missing folders are created.
-    Returns the path written.
+    ``scenario`` takes the keyword arguments of :func:`roofline_data` (``input_len``, ``output_len``, ``batch``,
+    ``precision``, ``tp``, ``ep``, ``kv_precision``, ``engine``). The format follows the extension of ``path``
+    (``.png`` or ``.svg``, checked before anything is predicted); missing folders are created. Returns the
+    path written.
     """
-    data = roofline_data(
-        gpus, model, input_len=input_len, output_len=output_len, batch=batch, precision=precision, tp=tp,
-        engine=engine,
-    )  # fmt: skip
-    return save_roofline(data, path)
+    image_format(path)
+    return save_roofline(roofline_data(gpus, model, **scenario), path)
 
 
 def save_roofline(data: dict[str, object], path: str | Path) -> Path:
@@ -129,13 +129,19 @@ def save_roofline(data: dict[str, object], path: str | Path) -> Path:
     Separate from :func:`plot_roofline` so callers that also report the numbers predict only once.
     """
     path = Path(path)
-    fmt = FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise InfercastError(f"must end in .png or .svg, got {str(path)!r}", field="out")
+    fmt = image_format(path)
     fig = _draw(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=fmt, dpi=150)
     return path
+
+
+def image_format(path: str | Path) -> str:
+    """'png' or 'svg' from the extension of ``path``, or an ``out`` error."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InfercastError(f"must end in .png or .svg, got {str(path)!r}", field="out")
+    return fmt
 
 
 def _draw(data: dict[str, object]):  # -> matplotlib.figure.Figure (imported lazily)

@@ -107,6 +107,16 @@ class Prediction:
         return render_prediction(self)
 
 
+def check_context(model: ModelSpec, input_len: int, output_len: int) -> None:
+    """Raise an ``input_len`` error when a request of ``input_len + output_len`` tokens exceeds the context."""
+    if input_len + output_len > model.max_context:
+        raise InfercastError(
+            f"input_len + output_len = {input_len + output_len} exceeds the {model.max_context}-token "
+            f"context of {model.id}",
+            field="input_len",
+        )
+
+
 def predict(
     model: str | ModelSpec,
     gpu: str | HardwareSpec,
@@ -136,12 +146,7 @@ def predict(
     batch = require_positive_int("batch", batch)
     if chunk_size is not None:
         chunk_size = require_positive_int("chunk_size", chunk_size)
-    if input_len + output_len > dep.model.max_context:
-        raise InfercastError(
-            f"input_len + output_len = {input_len + output_len} exceeds the {dep.model.max_context}-token "
-            f"context of {dep.model.id}",
-            field="input_len",
-        )
+    check_context(dep.model, input_len, output_len)
     mem = memory_budget(dep, context=input_len + output_len, concurrency=batch)
     if strict:
         require_fit(mem)

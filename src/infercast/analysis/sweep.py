@@ -20,7 +20,7 @@ from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.memory import memory_budget
+from infercast.memory import kv_blocks_per_sequence, memory_budget
 from infercast.specs.deployment import Deployment
 
 CHUNK = 1 << 16  # columns per evaluation: keeps temporaries in cache-friendly sizes
@@ -32,6 +32,25 @@ def _as_list(value: object) -> list:
     if isinstance(value, str) or not isinstance(value, Iterable):
         return [value]
     return list(value)
+
+
+def cost_per_mtok(price_per_gpu_hour: float, tp: int, out_tok_s: float | np.ndarray) -> float | np.ndarray:
+    """Dollars per million output tokens of a replica of ``tp`` GPUs at ``price_per_gpu_hour`` each.
+
+    A price of 0 (owned hardware, or none given) costs 0. Works on floats and arrays (sweep, compare, select).
+    """
+    return tp * price_per_gpu_hour / 3600.0 / out_tok_s * 1e6
+
+
+def _numeric_grid(name: str, value: object) -> np.ndarray:
+    """Sorted unique integers >= 1 from an int or a sequence of ints, or an error naming ``name``."""
+    try:
+        arr = np.unique(np.asarray(_as_list(value), dtype=float))
+    except (TypeError, ValueError):
+        raise InfercastError(f"must be integers >= 1, got {value!r}", field=name) from None
+    if arr.size == 0 or not np.isfinite(arr).all() or (arr < 1).any() or (arr != np.round(arr)).any():
+        raise InfercastError(f"must be integers >= 1, got {value!r}", field=name)
+    return arr
 
 
 def static_batch_grid(
@@ -84,25 +103,40 @@ def sweep(
     engines: str | Sequence[str] = "vllm",
     kv_precisions: str | Sequence[str | None] | None = None,
 ) -> pd.DataFrame:
-    """Evaluate every combination; one DataFrame row per configuration (times in seconds, static batches)."""
-    num = [np.unique(np.asarray(_as_list(v), dtype=float)) for v in (batches, input_lens, output_lens)]
-    for name, arr in zip(("batches", "input_lens", "output_lens"), num, strict=True):
-        if arr.size == 0 or (arr < 1).any() or (arr != np.round(arr)).any():
-            raise InfercastError("must be integers >= 1", field=name)
-    frames, skipped = [], []
+    """Evaluate every combination; one DataFrame row per configuration (times in seconds, static batches).
+
+    ``precisions`` / ``kv_precisions`` None (or a None entry) means each model's default on each GPU (see
+    :meth:`Deployment.resolve`). Groups that cannot run are listed in ``attrs["skipped"]`` with the reason and
+    the field it concerns; when none can, the first reason is raised with its field.
+    """
+    num = [_numeric_grid(n, v) for n, v in zip(("batches", "input_lens", "output_lens"),
+                                                 (batches, input_lens, output_lens), strict=True)]  # fmt: skip
+    frames, skipped, first_error = [], [], None
     groups = itertools.product(*(_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines)))
     for model_id, gpu, prec, kvp, tp, ep, engine in groups:
         try:
             dep = Deployment.resolve(model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine)
         except InfercastError as exc:
-            skipped.append({"model": model_id, "gpu": gpu, "precision": prec, "tp": tp, "ep": ep, "reason": str(exc)})
+            first_error = first_error or exc
+            skipped.append({"model": _name(model_id), "gpu": _name(gpu), "precision": prec, "kv_precision": kvp,
+                            "tp": tp, "ep": ep, "engine": _name(engine), "field": exc.field,
+                            "reason": str(exc)})  # fmt: skip
             continue
         frames.append(_evaluate_group(dep, *num))
     if not frames:
-        raise InfercastError(f"no valid configuration: {skipped[0]['reason'] if skipped else 'empty sweep'}")
+        if first_error is None:
+            raise InfercastError("no valid configuration: empty sweep")
+        raise InfercastError(
+            f"no valid configuration: {first_error.message}", field=first_error.field, allowed=first_error.allowed
+        )
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     df.attrs["skipped"] = skipped
     return df
+
+
+def _name(ref: object) -> object:
+    """Catalog id of a spec object (a ModelSpec, HardwareSpec or EngineSpec passed instead of its id)."""
+    return getattr(ref, "id", ref)
 
 
 def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, outputs: np.ndarray) -> pd.DataFrame:
@@ -116,7 +150,9 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
     tpot = decode / np.maximum(steps, 1)
     out_tput = bat * out / e2e
     mem = memory_budget(dep)
-    kv_need = _kv_bytes(dep, inp + out, mem.block_size) * bat
+    m = dep.model
+    ctx = inp + out
+    blocks = kv_blocks_per_sequence(ctx, mem.block_size, m.sliding_window, m.num_layers, m.num_sliding_layers) * bat
     n = bat.size
 
     def const(value: object) -> pd.Categorical:
@@ -140,22 +176,10 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
             "output_throughput_tok_s": out_tput,
             "total_throughput_tok_s": bat * (inp + out) / e2e,
             "weights_bytes": np.full(n, mem.weights_bytes),
-            "kv_cache_bytes": kv_need,
-            "within_context": (inp + out) <= dep.model.max_context,
-            "fits": mem.weights_fit & (kv_need <= max(mem.kv_pool_bytes, 0.0)),
-            "cost_per_mtok_usd": dep.tp * dep.hardware.price_per_hour_usd / 3600 / out_tput * 1e6,
+            "kv_cache_bytes": blocks * mem.block_bytes,
+            "within_context": ctx <= m.max_context,
+            "fits": mem.weights_fit & (blocks <= mem.num_blocks),
+            "cost_per_mtok_usd": cost_per_mtok(dep.hardware.price_per_hour_usd, dep.tp, out_tput),
         },
         copy=False,
     )
-
-
-def _kv_bytes(dep: Deployment, context: np.ndarray, block: int) -> np.ndarray:
-    """KV bytes per sequence on one GPU, rounded up to whole blocks, sliding layers capped at the window."""
-    m = dep.model
-    per_tok = m.kv_bytes_per_token(dep.kv_format.bytes_per_element, dep.tp)
-    full = np.ceil(context / block) * block
-    if not m.sliding_window:
-        return full * per_tok
-    frac = m.num_sliding_layers / m.num_layers
-    win = np.ceil(np.minimum(context, m.sliding_window) / block) * block
-    return (full * (1 - frac) + win * frac) * per_tok

@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from infercast.analysis import compare as analysis
-from infercast.analysis.roofline_plot import FORMATS, roofline_data, save_roofline
+from infercast.analysis.roofline_plot import image_format, roofline_data, save_roofline
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
@@ -25,6 +25,8 @@ from infercast.errors import InfercastError
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
 MODEL_HELP = "Catalog id or config.json path."
 ENGINE_HELP = "Engine profile: vllm, sglang, trtllm, ideal (pure roofline)."
+EP_HELP = "Expert-parallel ways (MoE; must divide tp)."
+KV_HELP = "KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision)."
 
 _DURATION = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>ms|s|us|µs|μs)?\s*$")
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, None: 1e-3}
@@ -85,13 +87,15 @@ def compare(
     output_len: Annotated[int, typer.Option(help="Output tokens.")] = 256,
     batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
+    ep: Annotated[int, typer.Option(help=EP_HELP)] = 1,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "vllm",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Compare GPUs (and precisions) on one scenario: TTFT tracks FLOP/s, TPOT tracks HBM bandwidth."""
     df = analysis.compare(
         model, parse_names("gpus", gpus) or [], parse_names("precisions", precisions), input_len=input_len,
-        output_len=output_len, batch=batch, tp=tp, engine=engine,
+        output_len=output_len, batch=batch, tp=tp, ep=ep, kv_precision=kv_precision, engine=engine,
     )  # fmt: skip
     if json_out:
         emit_json({**df.attrs, "rows": _records(df)})
@@ -99,7 +103,9 @@ def compare(
     base = df.attrs.get("baseline", "-")
     ok = df[df["ttft_s"].notna()]
     t = Table(
-        title=f"{df.attrs['model']}: prompt {input_len}, output {output_len}, batch {batch}, tp {tp} ({engine})",
+        title=f"{df.attrs['model']}: prompt {input_len}, output {output_len}, batch {batch}, tp {tp}"
+        + (f", ep {ep}" if ep > 1 else "")
+        + f" ({engine})",
         caption=f"speedup = {base} time / this time; $/Mtok = replica $/h over output tokens/s",
     )
     for col in ("GPU", "prec", "TTFT", "TPOT", "E2E", "tok/s", "memory", "$/Mtok", "TTFT speedup", "TPOT speedup"):
@@ -153,16 +159,17 @@ def roofline(
     output_len: Annotated[int, typer.Option(help="Output tokens.")] = 256,
     batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
+    ep: Annotated[int, typer.Option(help=EP_HELP)] = 1,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "vllm",
     out: Annotated[Path, typer.Option(help="Image to write: .png or .svg.")] = Path("roofline.png"),
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Draw each GPU's roofline with the prefill and decode points of the scenario (PNG or SVG)."""
-    if out.suffix.lower() not in FORMATS:  # checked before predicting anything
-        raise InfercastError(f"must end in .png or .svg, got {str(out)!r}", field="out")
+    image_format(out)  # checked before predicting anything
     data = roofline_data(
         parse_names("gpus", gpus) or [], model, input_len=input_len, output_len=output_len, batch=batch,
-        precision=precision, tp=tp, engine=engine,
+        precision=precision, tp=tp, ep=ep, kv_precision=kv_precision, engine=engine,
     )  # fmt: skip
     path = save_roofline(data, out)
     if json_out:
@@ -207,6 +214,8 @@ def select(
     output_len: Annotated[int, typer.Option(help="Output tokens.")] = 256,
     batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
     tps: Annotated[str, typer.Option(help="Tensor-parallel sizes to try, e.g. 1,2,4,8.")] = "1,2,4,8",
+    ep: Annotated[int, typer.Option(help=EP_HELP)] = 1,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "vllm",
     all_configs: Annotated[
         bool, typer.Option("--all", help="List every GPU x precision x TP instead of the best per GPU.")
@@ -219,7 +228,7 @@ def select(
     df = analysis.select(
         model, parse_names("gpus", gpus), ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len,
         output_len=output_len, batch=batch, precisions=parse_names("precisions", precisions),
-        tps=parse_int_list("tps", tps) or [], engine=engine, all_configs=all_configs,
+        tps=parse_int_list("tps", tps) or [], ep=ep, kv_precision=kv_precision, engine=engine, all_configs=all_configs,
     )  # fmt: skip
     if json_out:
         emit_json({**df.attrs, "passing": df.loc[df["passes"], "gpu"].unique().tolist(), "rows": _records(df)})
@@ -258,14 +267,16 @@ def crossover(
     batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
     precision: Annotated[str | None, typer.Option(help="Scheme (default: the model's; fp16 without bf16).")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
+    ep: Annotated[int, typer.Option(help=EP_HELP)] = 1,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "vllm",
     max_input: Annotated[int | None, typer.Option(help="Longest prompt to search (default: context-output).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prompt length where TTFT overtakes the decode time of OUTPUT_LEN tokens (prefill starts to dominate)."""
     res = analysis.crossover(
-        model, gpu, output_len=output_len, batch=batch, precision=precision, tp=tp, engine=engine,
-        max_input=max_input,
+        model, gpu, output_len=output_len, batch=batch, precision=precision, tp=tp, ep=ep, kv_precision=kv_precision,
+        engine=engine, max_input=max_input,
     )  # fmt: skip
     if json_out:
         emit_json(res)

@@ -20,10 +20,12 @@ def memory(
         str | None,
         typer.Option(
             help="Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, "
-            "int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
+            "int4, nvfp4, mxfp4, mxfp4-moe (default: the model's; fp16 on chips without bf16)."
         ),
     ] = None,
-    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8.")] = None,
+    kv_precision: Annotated[
+        str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
+    ] = None,
     engine: Annotated[str, typer.Option(help="Engine memory policy: vllm, sglang, trtllm, ideal.")] = "vllm",
     context: Annotated[int | None, typer.Option(help="Tokens per sequence (prompt + output).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent sequences.")] = None,

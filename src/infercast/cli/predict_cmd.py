@@ -11,7 +11,8 @@ from infercast.analysis.scenario import predict as run_predict
 from infercast.cli.common import JSON_HELP, console, emit_json
 
 PRECISION_HELP = (
-    "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe (default: the model's)."
+    "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe "
+    "(default: the model's; fp16 on chips without bf16)."
 )
 
 
@@ -24,7 +25,9 @@ def predict(
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
     ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp).")] = 1,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
-    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8.")] = None,
+    kv_precision: Annotated[
+        str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
+    ] = None,
     engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal (pure roofline).")] = "vllm",
     chunk_size: Annotated[
         int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")

@@ -1,42 +1,81 @@
-"""`infercast sweep`: the cartesian product of scenarios, vectorised, as a table or CSV."""
+"""`infercast sweep`: the cartesian product of scenarios, vectorised, as a table or CSV/Parquet/JSON file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
 from rich.table import Table
 
 from infercast.analysis.sweep import sweep as run_sweep
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
+from infercast.errors import InfercastError
+
+OUT_FORMATS = (".csv", ".parquet", ".json")
+"""Extensions ``--out`` writes: CSV, Parquet (needs pyarrow) or JSON (one record per row)."""
 
 
 def _names(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def check_out_path(out: Path) -> None:
+    """Refuse an ``--out`` path with an unknown extension or a missing folder before anything is computed."""
+    if out.suffix.lower() not in OUT_FORMATS:
+        raise InfercastError(f"must end in {', '.join(OUT_FORMATS)}, got {str(out)!r}", field="out")
+    folder = out.parent
+    if not folder.is_dir():
+        raise InfercastError(f"folder {str(folder)!r} does not exist", field="out")
+
+
+def write_rows(df: pd.DataFrame, out: Path) -> None:
+    """Write every row of a sweep to ``out`` in the format its extension names (see :data:`OUT_FORMATS`)."""
+    suffix = out.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            df.to_parquet(out, index=False)
+        elif suffix == ".json":
+            df.to_json(out, orient="records", indent=1)
+        else:
+            df.to_csv(out, index=False)
+    except ImportError:
+        msg = "writing .parquet needs pyarrow (pip install pyarrow); use .csv or .json"
+        raise InfercastError(msg, field="out") from None
+    except OSError as exc:
+        raise InfercastError(f"cannot write {str(out)!r}: {exc.strerror or exc}", field="out") from None
+
+
 def sweep(
     models: Annotated[str, typer.Option(help="Comma-separated model ids.")] = "llama-3.1-8b",
     gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "h100-sxm",
     precisions: Annotated[str | None, typer.Option(help="Comma-separated schemes (default: each model's).")] = None,
+    kv_precisions: Annotated[
+        str | None, typer.Option(help="Comma-separated KV-cache formats (default: follows the precision).")
+    ] = None,
     batches: Annotated[str, typer.Option(help="Batch sizes: 1,8,64 or 1:256:1.")] = "1,8,32,128",
     input_lens: Annotated[str, typer.Option(help="Prompt lengths.")] = "512,2048,8192",
     output_lens: Annotated[str, typer.Option(help="Output lengths.")] = "128,512",
     tps: Annotated[str, typer.Option(help="Tensor-parallel sizes.")] = "1",
+    eps: Annotated[str, typer.Option(help="Expert-parallel sizes (MoE; each must divide the tp).")] = "1",
     engines: Annotated[str, typer.Option(help="Engine profiles.")] = "vllm",
-    out: Annotated[Path | None, typer.Option(help="Write all rows to CSV/Parquet.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write all rows to FILE.csv, .parquet or .json.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
+    if out is not None:
+        check_out_path(out)
     df = run_sweep(
         models=_names(models), gpus=_names(gpus), precisions=_names(precisions) if precisions else None,
+        kv_precisions=_names(kv_precisions) if kv_precisions else None,
         batches=parse_int_list("batches", batches), input_lens=parse_int_list("input_lens", input_lens),
-        output_lens=parse_int_list("output_lens", output_lens), tps=parse_int_list("tps", tps), engines=_names(engines),
+        output_lens=parse_int_list("output_lens", output_lens), tps=parse_int_list("tps", tps),
+        eps=parse_int_list("eps", eps), engines=_names(engines),
     )  # fmt: skip
-    if out:
-        df.to_parquet(out) if out.suffix == ".parquet" else df.to_csv(out, index=False)
+    if out is not None:
+        write_rows(df, out)
     if json_out:
         emit_json({"rows": df.astype({c: str for c in df.select_dtypes("category")}).to_dict(orient="records"),
                    "skipped": df.attrs.get("skipped", [])})  # fmt: skip

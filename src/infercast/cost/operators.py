@@ -14,13 +14,12 @@ import numpy as np
 
 from infercast.cost.batch import NUM_FEATURES, F
 from infercast.specs.deployment import Deployment
+from infercast.specs.precision import LOGIT_BYTES
 from infercast.specs.sharding import rank_linears
 
 # Extra feature appended by the step model: the fraction of a rank's routed experts the step's tokens touch.
 EXPERT_FRAC = NUM_FEATURES
 NUM_COLUMNS = NUM_FEATURES + 1
-
-LOGIT_BYTES = 4  # sampler works on float32 logits
 
 
 @dataclass
@@ -103,7 +102,9 @@ def build_op_table(dep: Deployment) -> OpTable:
             op.rows[feat] = 1.0
             op.active = feat
         if lin.name == "router":
-            op.kernels += 3 * lin.layers  # softmax/top-k, token sort/align, weighted sum
+            # vLLM fused_moe: topk_softmax, moe_align_block_size (sort tokens by expert) and moe_sum (weighted
+            # sum of the k expert outputs) per MoE layer, besides the router GEMM and the expert GEMMs
+            op.kernels += 3 * lin.layers
         ops.append(op)
 
     # --- attention ---
@@ -138,6 +139,8 @@ def build_op_table(dep: Deployment) -> OpTable:
     dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
     ops.append(dec)
 
+    # two kernels per layer, as vLLM runs them: rotary_embedding (q and k in place) and reshape_and_cache
+    # (write the new K/V into the paged cache)
     rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * L)
     kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
     rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
@@ -145,12 +148,14 @@ def build_op_table(dep: Deployment) -> OpTable:
         2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
         + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
     )
-    rope.flops[F["tokens"]] = L * 6 * (nq_r + kv_heads) * rope_dim
+    # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
+    rope.flops[F["tokens"]] = L * 3 * (nq_r + kv_heads) * rope_dim
     ops.append(rope)
 
     # --- norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm ---
     norms = OpRow("norms", "norm", "elementwise", None, kernels=L * m.norms_per_layer + 1)
     norms.bytes[F["tokens"]] = (L * m.norms_per_layer * 4 + 2) * h * act
+    # per element: residual add, square, accumulate, scale by rsqrt(mean), multiply by the weight
     norms.flops[F["tokens"]] = (L * m.norms_per_layer + 1) * 5 * h
     ops.append(norms)
 
@@ -159,6 +164,8 @@ def build_op_table(dep: Deployment) -> OpTable:
     if m.num_dense_ffn_layers:
         a = OpRow("ffn_activation", "ffn", "elementwise", None, kernels=m.num_dense_ffn_layers)
         a.bytes[F["tokens"]] = up_mats * (m.intermediate_size / tp) * act * m.num_dense_ffn_layers
+        # act(gate) · up per output element: exp, add, divide (SiLU/GELU as ~3 ops) and the multiply (a plain
+        # MLP has no multiply; its one fewer FLOP per element is left in, negligible next to the bytes)
         a.flops[F["tokens"]] = 4 * (m.intermediate_size / tp) * m.num_dense_ffn_layers
         ops.append(a)
     if m.moe:
@@ -170,10 +177,13 @@ def build_op_table(dep: Deployment) -> OpTable:
         a.bytes[F["tokens"]] = Lm * (k_over_ep * (up_mats * width + h) + h) * act
         if moe.num_shared_experts:
             a.bytes[F["tokens"]] += Lm * up_mats * (moe.num_shared_experts * moe.shared_size / tp) * act
-        a.flops[F["tokens"]] = Lm * k_over_ep * 4 * width
+        a.flops[F["tokens"]] = Lm * k_over_ep * 4 * width  # 4 per element, as the dense activation
         ops.append(a)
 
     # --- sampler: float32 logits of the sampled tokens (softmax, top-k/p) ---
+    # Four kernels (upcast + temperature, softmax, top-k/top-p filter, sample) and three passes over the
+    # float32 logits (write the upcast, read for softmax, read the probabilities to sample), as in vLLM's
+    # Sampler; 5 FLOPs per logit: scale, max-subtract, exp, sum, normalise. Bookkeeping priors, not measured.
     sampler = OpRow("sampler", "lm_head", "elementwise", None, kernels=4, active=F["sampled"])
     sampler.bytes[F["sampled"]] = 3 * m.vocab_size * LOGIT_BYTES
     sampler.flops[F["sampled"]] = 5 * m.vocab_size

@@ -213,7 +213,7 @@ def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool 
     if shared and engine in shared.get("engines", {}):
         src = f"fitted (engine, all GPUs): {shared.get('fitted_from', 'calibration')}"
         profile = profile.with_values(_flatten(shared["engines"][engine]), src)
-    data = (_overrides.get(hardware_id) or _read_yaml(f"{hardware_id}.yaml")) if fitted else None
+    data = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id)) if fitted else None
     if data:
         src = f"fitted: {data.get('fitted_from', 'calibration')}"
         kernel_vals = _flatten(data.get("kernels", {}))
@@ -223,6 +223,13 @@ def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool 
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
     return profile
+
+
+def _gpu_profile_file(hardware_id: str) -> dict[str, Any] | None:
+    """The fitted ``profiles/<id>.yaml`` of a GPU; a file that names another GPU (defaults.yaml and engines.yaml,
+    were a user accelerator called "defaults" or "engines") is not its profile."""
+    data = _read_yaml(f"{hardware_id}.yaml")
+    return data if isinstance(data, dict) and data.get("hardware") == hardware_id else None
 
 
 def _flatten(section: dict[str, Any]) -> dict[str, float]:

@@ -23,6 +23,11 @@ from infercast.specs.deployment import Deployment
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
 
+TENSOR_TO_VECTOR_RATIO = 16.0
+"""Fallback for a spec without an fp32 (CUDA-core) rate: the 16-bit dense tensor peak over this ratio
+(A100: 312 / 19.5 = 16; H100 SXM: 989 / 67 = 14.8). Every built-in chip lists fp32, so this only serves
+user-defined hardware; elementwise ops are memory-bound, so it rarely sets a time."""
+
 
 @dataclass(frozen=True)
 class OpBreakdown:
@@ -88,7 +93,7 @@ class StepCostModel:
             scale = 1.0 + (group - 1.0) * p.decode_attn_group_reads
             for feat in ("decode_kv", "decode_kv_win"):
                 self.coef[n + i, F[feat]] *= scale
-        vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / 16)
+        vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / TENSOR_TO_VECTOR_RATIO)
         inv_peak, eff_max, m_half, inv_bw = (np.zeros(n) for _ in range(4))
         for i, r in enumerate(rows):
             if r.kind == "gemm":
@@ -99,15 +104,17 @@ class StepCostModel:
                 eff_max[i] = p.attn_prefill_efficiency
                 self.coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
             elif r.kind == "elementwise":
+                # Norms, RoPE, activations, sampler: bandwidth-bound kernels whose fitted efficiency is on the
+                # bytes side (hbm_efficiency); the vector-FLOP ceiling is only a floor, taken at the full rate.
                 inv_peak[i] = 1.0 / vector_peak
                 eff_max[i] = 1.0
                 self.coef[2 * n + i, F["one"]] = 1.0
-            else:  # comm: no compute ceiling
+            else:  # comm: no compute ceiling (inv_peak 0); link_efficiency applies on the bytes side
                 eff_max[i] = 1.0
                 self.coef[2 * n + i, F["one"]] = 1.0
             if r.bandwidth == "link":
-                link = hw.interconnect.bandwidth_bytes_s or hw.host_link.bandwidth_bytes_s
-                inv_bw[i] = 1.0 / (link * p.link_efficiency)
+                # Deployment.resolve refuses tp > 1 when this is 0
+                inv_bw[i] = 1.0 / (hw.collective_bandwidth_bytes_s * p.link_efficiency)
             elif r.bandwidth == "attn_decode":
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
             else:

@@ -39,8 +39,20 @@ _user_hardware: dict[str, HardwareSpec] = {}
 
 
 def register_hardware(spec: HardwareSpec) -> HardwareSpec:
-    """Add a user-defined accelerator so it can be used by id."""
-    _user_hardware[spec.id] = spec
+    """Add a user-defined accelerator so it can be used by id (case-insensitive).
+
+    A built-in id is refused: the user entry would silently replace the datasheet numbers and still pick up
+    the built-in chip's fitted cost profile (``cost/profiles/<id>.yaml``). Registering a user id again
+    replaces the earlier user entry.
+    """
+    key = spec.id.strip().lower()
+    if key in hardware_catalog():
+        raise InfercastError(
+            f"id {spec.id!r} is a built-in accelerator; give the user definition a distinct id "
+            f"(e.g. {key + '-custom'!r}) so it cannot shadow the built-in spec and its fitted cost profile",
+            field="gpu",
+        )
+    _user_hardware[key] = spec
     return spec
 
 

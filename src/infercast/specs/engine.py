@@ -28,9 +28,12 @@ class EngineSpec(BaseModel):
     max_num_seqs: int = Field(ge=1)
     max_num_batched_tokens: int = Field(ge=1)
     chunked_prefill: bool
-    cuda_graphs: bool
     cuda_context_bytes: float = Field(ge=0)
-    cuda_graph_bytes: float = Field(ge=0)
+    cuda_graph_bytes: float = Field(
+        ge=0,
+        description="Memory the captured CUDA graphs hold (0: no graphs). Which step sizes replay as graphs, and "
+        "so the launch cost, is the cost profile's graph_max_tokens (cost/profiles/defaults.yaml).",
+    )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
     sources: dict[str, str] = Field(default_factory=dict)
 

@@ -33,7 +33,9 @@ class LinkSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    bandwidth_bytes_s: float = Field(ge=0, description="Per GPU, per direction, bytes/s.")
+    bandwidth_bytes_s: float = Field(
+        ge=0, allow_inf_nan=False, description="Per GPU, per direction, bytes/s; 0 means the chip has no such link."
+    )
     note: str = ""
 
 
@@ -78,6 +80,11 @@ class HardwareSpec(BaseModel):
                 allowed=list(self.peak_flops),
             )
         return self.peak_flops[key]
+
+    @property
+    def collective_bandwidth_bytes_s(self) -> float:
+        """Bandwidth tensor-parallel collectives run over: the scale-up fabric, else the host link (PCIe); 0: none."""
+        return self.interconnect.bandwidth_bytes_s or self.host_link.bandwidth_bytes_s
 
     def ridge_point(self, key: str) -> float:
         """Arithmetic intensity (FLOP/byte) where compute and HBM ceilings meet."""

@@ -1,7 +1,14 @@
 """Build a :class:`ModelSpec` from a HuggingFace ``config.json`` on disk (no network access).
 
 Families read: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2/v3, gemma, gemma2,
-gemma3(_text), gpt_oss, phi3. Other llama-like configs are read with the generic keys and say so in ``family``.
+gemma3(_text), gpt_oss, phi3; all of them have gated FFNs (SwiGLU/GeGLU: gate, up and down matrices). Other
+configs are read with the generic keys as llama-like decoders and say so in ``family``; their FFN is taken as
+gated only when ``hidden_act`` is a SiLU/Swish-family activation (the llama recipe), otherwise as a plain
+two-matrix MLP (GPT-2, OPT, Falcon, StarCoder2 style with gelu/relu).
+
+The default precision comes from ``quantization_config`` when there is one (see :func:`_quant_precision`),
+otherwise from ``torch_dtype``; a quantization the predictor has no scheme for is an error rather than a
+silent bf16.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ SUPPORTED_TYPES = (
     "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "phi3",
 )  # fmt: skip
 
-_QUANT_TO_PRECISION = {"fp8": "fp8", "mxfp4": "mxfp4-moe", "awq": "int4", "gptq": "int4", "compressed-tensors": "int8"}
+_GATED_ACTIVATIONS = ("silu", "swish", "swiglu")
+"""hidden_act values that mean a gated (SwiGLU) FFN in a config of an unknown family."""
+
+_MAX_CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions", "seq_length")
 
 
 def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelSpec:
@@ -71,6 +81,9 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
     head_dim = _int(cfg, "head_dim", default=hidden // heads if heads else 0)
     vocab = _int(cfg, "vocab_size")
     act = str(_get(cfg, "hidden_act", "hidden_activation", "activation_function", default="silu"))
+    gated = model_type in SUPPORTED_TYPES or act.lower() in _GATED_ACTIVATIONS
+    if model_type not in SUPPORTED_TYPES:
+        family += f", {'gated' if gated else 'plain'} {act} FFN"
     tie_default = model_type.startswith("gemma")
     fields: dict[str, Any] = dict(
         id=model_id,
@@ -83,11 +96,11 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         intermediate_size=_int(cfg, "intermediate_size", "ffn_dim", default=0),
-        gated_ffn=True,
+        gated_ffn=gated,
         activation=act,
         vocab_size=vocab,
         tie_word_embeddings=bool(_get(raw, "tie_word_embeddings", default=tie_default)),
-        max_context=_int(cfg, "max_position_embeddings", "max_sequence_length", default=4096),
+        max_context=_int(cfg, *_MAX_CONTEXT_KEYS),
         qkv_bias=bool(_get(cfg, "attention_bias", default=model_type == "qwen2" or model_type == "qwen2_moe")),
         o_bias=bool(_get(cfg, "attention_bias", default=False)) and model_type not in ("qwen2", "qwen2_moe"),
         mlp_bias=bool(_get(cfg, "mlp_bias", default=False)),
@@ -127,11 +140,86 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
 def _default_precision(raw: dict[str, Any]) -> str:
     quant = raw.get("quantization_config")
     if isinstance(quant, dict):
-        method = str(quant.get("quant_method", "")).lower()
-        if method in _QUANT_TO_PRECISION:
-            return _QUANT_TO_PRECISION[method]
+        return _quant_precision(quant)
     dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
     return "fp16" if dtype in ("float16", "fp16") else "bf16"
+
+
+_QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "modelopt")
+
+
+def _quant_error(text: str) -> InfercastError:
+    return InfercastError(
+        f"config.json quantization_config: {text}; the model's precision cannot be inferred", field="model"
+    )
+
+
+def _quant_precision(quant: dict[str, Any]) -> str:
+    """The precision scheme a ``quantization_config`` describes.
+
+    fp8 / fbgemm_fp8 -> fp8 (W8A8); mxfp4 -> mxfp4-moe (gpt-oss: MXFP4 experts); awq -> int4 (W4A16);
+    gptq -> int4 or w8a16 by ``bits``; modelopt -> fp8 or nvfp4 by ``quant_algo``; compressed-tensors ->
+    read from ``config_groups`` (see :func:`_compressed_tensors_precision`).
+    """
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("fp8", "fbgemm_fp8"):
+        return "fp8"
+    if method == "mxfp4":
+        return "mxfp4-moe"
+    if method in ("awq", "gptq"):
+        bits = quant.get("bits", quant.get("w_bit", 4))
+        by_bits = {4: "int4", 8: "w8a16"} if method == "gptq" else {4: "int4"}
+        if bits not in by_bits:
+            raise _quant_error(f"{method} with {bits}-bit weights is not supported (only {sorted(by_bits)} bits)")
+        return by_bits[bits]
+    if method == "modelopt":
+        algo = str(quant.get("quant_algo", "")).upper()
+        if algo in ("FP8", "NVFP4"):
+            return algo.lower()
+        raise _quant_error(f"modelopt quant_algo {algo or None!r} is not supported (FP8, NVFP4)")
+    if method == "compressed-tensors":
+        return _compressed_tensors_precision(quant)
+    raise _quant_error(f"quant_method {method or None!r} is not supported; known: {', '.join(_QUANT_METHODS)}")
+
+
+_COMPRESSED_TENSORS = {
+    # (weight type, weight bits, input-activation bits or None for weight-only) -> scheme
+    ("float", 8, 8): "fp8",
+    ("int", 8, 8): "int8",
+    ("int", 8, None): "w8a16",
+    ("int", 4, None): "int4",
+    ("float", 4, 4): "nvfp4",
+}
+
+
+def _compressed_tensors_precision(quant: dict[str, Any]) -> str:
+    """Map compressed-tensors ``config_groups`` (weights ``num_bits``/``type``, input activations) to a scheme.
+
+    FP8 W8A8 -> fp8, INT8 W8A8 -> int8, INT8 weight-only -> w8a16, INT4 weight-only (W4A16) -> int4,
+    NVFP4 W4A4 -> nvfp4. Every group must map to the same scheme.
+    """
+    groups = quant.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise _quant_error("compressed-tensors without config_groups")
+    found: set[str] = set()
+    for name, group in groups.items():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(weights, dict):
+            raise _quant_error(f"compressed-tensors group {name!r} has no weights entry")
+        acts = group.get("input_activations")
+        act_bits = acts.get("num_bits") if isinstance(acts, dict) else None
+        key = (str(weights.get("type", "int")).lower(), weights.get("num_bits"), act_bits)
+        if key not in _COMPRESSED_TENSORS:
+            w_type, w_bits, a_bits = key
+            raise _quant_error(
+                f"compressed-tensors group {name!r} ({w_type}{w_bits} weights, "
+                f"{f'{a_bits}-bit' if a_bits else '16-bit'} activations) has no matching scheme; supported: "
+                "FP8 W8A8, INT8 W8A8, INT8 W8A16, INT4 W4A16, NVFP4 W4A4"
+            )
+        found.add(_COMPRESSED_TENSORS[key])
+    if len(found) > 1:
+        raise _quant_error(f"compressed-tensors groups mix schemes ({', '.join(sorted(found))})")
+    return found.pop()
 
 
 def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any]:

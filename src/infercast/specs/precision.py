@@ -57,6 +57,9 @@ FORMATS: dict[str, NumberFormat] = {
     ]
 }
 
+LOGIT_BYTES = FORMATS["fp32"].bytes_per_element
+"""Bytes per sampler logit: vLLM, SGLang and TensorRT-LLM upcast the LM-head output to float32 before sampling."""
+
 KV_FORMATS = ("bf16", "fp16", "fp8", "int8", "fp32")
 """Formats the KV cache may be stored in (engines support fp8/int8 KV with per-tensor or per-token scales)."""
 
