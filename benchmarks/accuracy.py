@@ -20,17 +20,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from infercast.measure.calibrate import PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
-from infercast.measure.predictors import PREDICTABLE  # noqa: E402
-from infercast.measure.records import Record, read_records  # noqa: E402
+from infercast.measure.calibrate import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
+from infercast.measure.records import Record, load_records  # noqa: E402
 from infercast.measure.validate import Comparison, compare, summarize  # noqa: E402
-
-
-def load_all(folder: Path) -> list[Record]:
-    records = []
-    for path in sorted(folder.rglob("*.csv")):
-        records.extend(read_records(path))
-    return records
 
 
 def prior_profiles(records: list[Record]) -> dict:
@@ -84,7 +76,7 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--points", action="store_true", help="also print every point")
     args = parser.parse_args()
-    records = [r for r in load_all(args.data) if r.kind in PREDICTABLE]
+    records = [r for r in load_records([args.data]) if r.gpu != CPU_LABEL]  # CPU rows only test the harness
     priors = compare(records, prior_profiles(records))
     fitted = compare(records)
     cv = held_out(records, args.folds)

@@ -1,23 +1,53 @@
 #!/usr/bin/env bash
 # Measure the torch harness (random weights, real shapes) on one GPU and write CSVs under
 # data/measurements/<gpu-id>/ (h100-sxm on an "NVIDIA H100 80GB HBM3"), copied to $OUT/measurements/<gpu-id>/
-# too when $OUT is set.
+# too when $OUT is set. <gpu-id> is the harness's own label for the device (infercast.measure.runner.device_label);
+# a GPU the hardware catalog does not know stops the script: set GPU_ID=<catalog id> (see `infercast gpus`).
 #
 # Run from the repository root, from source (torch preinstalled, no network needed):
 #     bash scripts/measure_gpu.sh              # every step (about 10-12 minutes of GPU time on an H100)
 #     bash scripts/measure_gpu.sh llama1b      # one or more named steps, e.g. to stay under a per-command limit
 # Steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8
 #
-# Entry point: `python3 -m infercast.measure run ...` (src/infercast/measure/__main__.py) needs only torch,
-# pydantic and PyYAML; it takes the same options as `infercast measure`.
+# Entry point: `python3 -m infercast.measure run ...` (src/infercast/measure/__main__.py) is `infercast measure`
+# run from source: same options. Besides torch it needs pydantic and PyYAML (and the CLI's typer, rich, numpy,
+# scipy, pandas). A box without internet that lacks one gets it carried in as wheels: download them elsewhere
+# (`pip download --only-binary=:all: pydantic pydantic-core annotated-types typing-inspection -d wheels/`), then
+# `pip install --no-index --target /tmp/site wheels/*.whl` and `export PYTHONPATH=/tmp/site` before this script.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 
-GPU_ID=${GPU_ID:-$($PY -c "import torch; from infercast.measure.timing import detect_gpu_id; \
-print(detect_gpu_id(torch.cuda.get_device_name()) or 'h100-sxm')")}
+preflight() {  # preflight PYTHON-STATEMENT WHAT
+  local why
+  if ! why=$($PY -c "$1" 2>&1); then
+    echo "measure_gpu.sh: $PY cannot run '$1' ($2): $(tail -n 1 <<<"$why")" >&2
+    echo "install what is missing, or carry it in as wheels (see the comment at the top of this script)" >&2
+    exit 2
+  fi
+}
+preflight 'import torch, pydantic, yaml' "torch, pydantic and PyYAML"
+preflight 'import infercast.cli.measure_cmd' "the measurement entry point"
+
+if [[ -z "${GPU_ID:-}" ]]; then
+  # The runner's own labelling: the catalog id of the detected device, never a guess.
+  GPU_ID=$($PY -c '
+import sys
+
+import torch
+
+from infercast.measure.runner import device_label
+
+if not torch.cuda.is_available():
+    sys.exit(f"measure_gpu.sh: torch {torch.__version__} sees no CUDA GPU; this script measures a GPU")
+label, warnings = device_label(torch.cuda.get_device_name())
+if warnings:
+    sys.exit("measure_gpu.sh: " + "; ".join(warnings) + ". Set GPU_ID=<catalog id> (see `infercast gpus`).")
+print(label)
+') || exit 2
+fi
 DEST=data/measurements/$GPU_ID
 mkdir -p "$DEST"
 
@@ -67,9 +97,12 @@ step_extrapolate() {
   # Llama-3.1-8B at 4 and 8 of its 32 layers, extrapolated to 32 and compared with the full run of step_llama8b
   # (same sweep minus the batched prefill rows, which the quick suite does not run).
   measure llama-3.1-8b-bf16-L4-L8.csv --model llama-3.1-8b --suite quick --extrapolate-from 4,8 "${COMMON[@]}"
-  if [[ -f "$DEST/llama-3.1-8b-bf16.csv" ]]; then
-    $PY -m infercast.measure compare "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" "$DEST/llama-3.1-8b-bf16.csv" \
-      | tee "$DEST/llama-3.1-8b-extrapolation-vs-full.txt"
+  if [[ -f "$DEST/llama-3.1-8b-bf16.csv" && -f "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" ]]; then
+    # a failed comparison (e.g. no matching rows) is reported but does not stop the remaining steps
+    if ! $PY -m infercast.measure compare "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" \
+      "$DEST/llama-3.1-8b-bf16.csv" 2>&1 | tee "$DEST/llama-3.1-8b-extrapolation-vs-full.txt"; then
+      echo "  (extrapolation check failed; see $DEST/llama-3.1-8b-extrapolation-vs-full.txt)" >&2
+    fi
   fi
 }
 

@@ -10,18 +10,22 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import typer  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from dataclasses import replace  # noqa: E402
 
-from infercast.cli.measure_cmd import measure, parse_int_list  # noqa: E402
+import numpy as np  # noqa: E402
+
+from infercast.cli import main as cli_main  # noqa: E402
+from infercast.cli.measure_cmd import parse_int_list  # noqa: E402
 from infercast.errors import InfercastError  # noqa: E402
 from infercast.measure import __main__ as measure_main  # noqa: E402
+from infercast.measure.calibrate import fit  # noqa: E402
+from infercast.measure.predictors import predict_record  # noqa: E402
 from infercast.measure.records import Record, read_records, write_records  # noqa: E402
 from infercast.measure.runner import MeasureOptions, compare_records, extrapolate_layers, run_measure  # noqa: E402
-from infercast.measure.timing import command_line, detect_gpu_id  # noqa: E402
+from infercast.measure.timing import Timer, command_line, detect_gpu_id  # noqa: E402
 from infercast.measure.torch_attention import make_plan  # noqa: E402
 from infercast.measure.torch_ffn import MoEFFN  # noqa: E402
-from infercast.measure.torch_model import TransformerModel, is_sliding_layer  # noqa: E402
+from infercast.measure.torch_model import TransformerModel, is_sliding_layer, truncated_spec  # noqa: E402
 from infercast.specs.model import MLASpec, ModelSpec, MoESpec  # noqa: E402
 
 VOCAB = 97
@@ -212,40 +216,31 @@ def tiny_config(tmp_path: Path) -> Path:
     return path
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.command()(measure)
-    return app
+def _cli(capsys: pytest.CaptureFixture[str], *args: str, entry=cli_main) -> tuple[int, str, str]:
+    """Run a command line (``infercast ...`` by default) and return its exit status, stdout and stderr."""
+    try:
+        entry(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_measure_command_writes_readable_records(tiny_config: Path, tmp_path: Path) -> None:
+def _tiny_args(config: Path, out: Path, suite: str = "full") -> list[str]:
+    return [
+        "--model", str(config), "--suite", suite, "--device", "cpu", "--prefill-lens", "8,16", "--batches", "1:2",
+        "--contexts", "8,24", "--output-len", "4", "--repeats", "2", "--warmup", "1", "--out", str(out), "--json",
+    ]  # fmt: skip
+
+
+def test_measure_command_writes_readable_records(
+    tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "m.csv"
-    args = [
-        "--model",
-        str(tiny_config),
-        "--suite",
-        "full",
-        "--device",
-        "cpu",
-        "--prefill-lens",
-        "8,16",
-        "--batches",
-        "1,2",
-        "--contexts",
-        "8,24",
-        "--output-len",
-        "4",
-        "--repeats",
-        "2",
-        "--warmup",
-        "1",
-        "--out",
-        str(out),
-        "--json",
-    ]
-    result = CliRunner().invoke(_app(), args)
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    code, stdout, err = _cli(capsys, "measure", *_tiny_args(tiny_config, out))
+    assert code == 0, err
+    payload = json.loads(stdout)
     records = read_records(out)
     assert len(records) == len(payload["records"])
     kinds = {r.kind for r in records}
@@ -255,7 +250,7 @@ def test_measure_command_writes_readable_records(tiny_config: Path, tmp_path: Pa
     assert all(r.source for r in records)  # the command line that produced them
     assert all(r.torch_version == torch.__version__ and r.timestamp for r in records)
     prefill = {(r.batch, r.input_len) for r in records if r.kind == "prefill_step"}
-    assert prefill == {(1, 8), (1, 16), (2, 8), (2, 16)}
+    assert prefill == {(1, 8), (1, 16), (2, 8), (2, 16)}  # --batches 1:2 is a range, as everywhere in the CLI
     assert {(r.batch, r.context) for r in records if r.kind == "decode_step"} == {(1, 8), (1, 24), (2, 8), (2, 24)}
     gemms = {r.op for r in records if r.kind == "gemm"}
     assert {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head", "peak_matmul"} <= gemms
@@ -263,6 +258,120 @@ def test_measure_command_writes_readable_records(tiny_config: Path, tmp_path: Pa
     assert (qkv.k, qkv.n) == (64, (4 + 2 * 2) * 16)
     copy = next(r for r in records if r.kind == "hbm_copy")
     assert copy.bytes == 2 * 16 * 2**20
+    # the CSV says how it was timed (on the CPU: no L2 flush)
+    header = [line for line in out.read_text().splitlines() if line.startswith("# timing:")]
+    assert header == [f"# timing: {payload['timing']}"] and "median of 2 timed calls" in header[0]
+    assert "no L2 flush" in payload["timing"]
+
+
+def test_module_entry_point_is_the_same_command(
+    tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m infercast.measure run` takes the same options and list syntax and prints the same JSON."""
+    out = tmp_path / "m.csv"
+    args = _tiny_args(tiny_config, out, suite="quick")
+    code, stdout, err = _cli(capsys, "run", *args, entry=measure_main.main)
+    assert code == 0, err
+    via_module = json.loads(stdout)
+    code, stdout, err = _cli(capsys, "measure", *args)
+    assert code == 0, err
+    via_cli = json.loads(stdout)
+    assert set(via_module) == set(via_cli)
+    shape = [(r["kind"], r["batch"], r["input_len"], r["context"]) for r in via_cli["records"]]
+    assert [(r["kind"], r["batch"], r["input_len"], r["context"]) for r in via_module["records"]] == shape
+    assert {r["batch"] for r in via_module["records"] if r["kind"] == "decode_step"} == {1, 2}
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--repeats", "0"], "repeats: must be an integer >= 1"),
+        (["--repeats", "-2"], "repeats: must be an integer >= 1"),
+        (["--warmup", "-1"], "warmup: must be an integer >= 0"),
+        (["--output-len", "0"], "output-len: must be an integer >= 2"),
+        (["--output-len", "-5"], "output-len: must be an integer >= 2"),
+        (["--max-prefill-tokens", "0"], "max-prefill-tokens: must be an integer >= 1"),
+        (["--batches", "0,4"], "batches"),
+        (["--gpu", "h100-sxm"], "this run is on the CPU"),
+        (["--precision", "fp8"], "compute capability >= 8.9; this run is on the CPU"),
+        (["--suite", "fast"], "suite"),
+        (["--extrapolate-from", "1"], "two layer counts"),
+    ],
+)
+def test_measure_user_errors_exit_2_with_one_line(
+    tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str
+) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CPU-only checks")
+    base = ["--model", str(tiny_config), "--device", "cpu", "--suite", "micro", "--out", str(tmp_path / "m.csv")]
+    for entry, command in ((cli_main, "measure"), (measure_main.main, "run")):
+        code, _, err = _cli(capsys, command, *base, *extra, entry=entry)
+        assert code == 2, (command, err)
+        assert needle in err and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "m.csv").exists()  # refused before anything was timed
+
+
+def test_unwritable_out_is_refused_before_measuring(
+    tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("a file, not a folder")
+    for out in (blocker / "m.csv", tmp_path):
+        code, _, err = _cli(capsys, "measure", "--model", str(tiny_config), "--device", "cpu", "--out", str(out))
+        assert code == 2 and "out: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_cpu_harness_records_predict_and_fit_when_labelled_as_a_gpu(tiny_config: Path, tmp_path: Path) -> None:
+    """A real harness run, relabelled as if timed on an H100: every record is priced finite and positive and
+    the fit reports fitted parameters (CPU timings: only the plumbing is under test, not the values)."""
+    result = run_measure(
+        MeasureOptions(
+            model=str(tiny_config), device="cpu", suite="full", prefill_lens=[8, 16], batches=[1, 2],
+            contexts=[8, 24], output_len=3, repeats=1, warmup=0, out=tmp_path / "m.csv",
+        )
+    )  # fmt: skip
+    records = [replace(r, gpu="h100-sxm") for r in read_records(result.out)]
+    assert {(r.kind, r.op) for r in records} >= {("op", "attention_prefill"), ("op", "attention_decode"),
+                                                 ("launch_overhead", "cpu_op")}  # fmt: skip
+    for rec in records:
+        value = predict_record(rec)
+        assert np.isfinite(value) and value > 0, (rec.kind, rec.op, value)
+    fitted = fit(records)
+    assert fitted.values and np.isfinite(fitted.after).all()
+    # as measured (gpu 'cpu') the same rows are not calibration data
+    with pytest.raises(InfercastError, match="CPU"):
+        fit(read_records(result.out))
+
+
+def test_timer_validates_and_describes_itself() -> None:
+    timer = Timer(torch.device("cpu"), warmup=0, repeats=3)
+    calls = []
+    assert timer(lambda: calls.append(1)) >= 0 and len(calls) == 3
+    assert "no L2 flush" in timer.description
+    with pytest.raises(InfercastError, match="repeats"):
+        Timer(torch.device("cpu"), repeats=0)
+    with pytest.raises(InfercastError, match="warmup"):
+        Timer(torch.device("cpu"), warmup=-1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_l2_flush_writes_twice_the_l2() -> None:  # pragma: no cover - GPU only
+    device = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flushed = Timer(device, warmup=1, repeats=2)
+    assert flushed._scratch is not None and flushed._scratch.numel() == 2 * l2
+    assert "L2 flushed" in flushed.description
+    plain = Timer(device, warmup=1, repeats=2, flush_l2=False)
+    assert plain._scratch is None and "not flushed" in plain.description
+
+
+def test_kv_bytes_per_token_is_the_specs() -> None:
+    spec = SPECS["sliding"]
+    m = TransformerModel(spec, precision="fp32")
+    assert m.kv_bytes_per_token() == spec.kv_bytes_per_token(4) == 3 * 2 * 2 * 16 * 4
+    assert m.kv_bytes_per_token(1) == truncated_spec(spec, 1).kv_bytes_per_token(4)
+    mla = TransformerModel(SPECS["mla"], precision="fp32")
+    assert mla.kv_bytes_per_token() == SPECS["mla"].kv_bytes_per_token(4)
 
 
 def test_measure_layer_subset_and_extrapolation(tiny_config: Path, tmp_path: Path) -> None:
@@ -303,17 +412,16 @@ def test_measure_layer_subset_and_extrapolation(tiny_config: Path, tmp_path: Pat
     assert {r.layers for r in subset.records} == {1}
 
 
-def test_non_tiny_model_without_cuda_is_a_one_line_error(tiny_config: Path) -> None:
+def test_non_tiny_model_without_cuda_is_a_one_line_error(tiny_config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(InfercastError, match="CUDA") as info:
         run_measure(MeasureOptions(model="llama-3.1-8b"))
     assert "\n" not in str(info.value)
-    result = CliRunner().invoke(_app(), ["--model", str(tiny_config), "--device", "cuda"])
-    assert isinstance(result.exception, InfercastError) and "CUDA" in str(result.exception)
-    with pytest.raises(SystemExit) as exit_info:
-        measure_main.main(["run", "--model", "qwen3-8b", "--suite", "micro"])
-    assert exit_info.value.code == 2
+    code, _, err = _cli(capsys, "measure", "--model", str(tiny_config), "--device", "cuda")
+    assert code == 2 and "CUDA" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _cli(capsys, "run", "--model", "qwen3-8b", "--suite", "micro", entry=measure_main.main)
+    assert code == 2 and "needs a CUDA GPU" in err
 
 
 def test_bad_lists_and_suites_are_user_errors() -> None:

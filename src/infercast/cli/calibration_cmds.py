@@ -9,21 +9,30 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.cli.common import JSON_HELP, console, emit_json, err_console
 from infercast.errors import InfercastError
-from infercast.measure.calibrate import PROFILE_DIR, build_profiles, fit, write_gpu_profile
-from infercast.measure.predictors import PREDICTABLE
-from infercast.measure.records import Record, read_records
+from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
+from infercast.measure.records import Record, load_records, measurement_files
 from infercast.measure.validate import compare, summarize
 
+PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
+"""The repository's measurement files (present in a source checkout, absent from an installed package)."""
+DEFAULT_OUT = Path("infercast-profiles")
 
-def _load(paths: list[Path]) -> list[Record]:
-    if not paths:
-        raise InfercastError("give at least one measurement CSV", field="data")
-    files: list[Path] = []
-    for p in paths:
-        files.extend(sorted(p.rglob("*.csv")) if p.is_dir() else [p])
-    return [r for f in files for r in read_records(f)]
+
+def _without_cpu(records: list[Record], what: str) -> list[Record]:
+    """Drop rows measured on the CPU (plumbing checks), saying so; refuse when nothing is left."""
+    kept = [r for r in records if r.gpu.strip().lower() != CPU_LABEL]
+    dropped = len(records) - len(kept)
+    if dropped and not kept:
+        raise InfercastError(
+            f"all {dropped} rows were measured on the CPU (gpu 'cpu'): they test the harness and say nothing about "
+            f"a GPU, so there is nothing to {what}",
+            field="data",
+        )
+    if dropped:
+        err_console.print(f"[yellow]note[/] left out {dropped} rows measured on the CPU (gpu 'cpu')")
+    return kept
 
 
 def calibrate(
@@ -31,42 +40,101 @@ def calibrate(
     gpu: Annotated[list[str] | None, typer.Option("--gpu", help="Only these GPUs (repeatable).")] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Folder for the profile YAMLs (default: install into the package so predictions use them)."),
+        typer.Option(help=f"Folder for the fitted <gpu>.yaml profiles (default: ./{DEFAULT_OUT}/)."),
     ] = None,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="Write the profiles into the installed package (cost/profiles/), replacing the fitted profiles "
+            "that predictions use. Without it nothing installed changes.",
+        ),
+    ] = False,
+    project_data: Annotated[
+        bool,
+        typer.Option(
+            "--project-data/--no-project-data",
+            help="Fit jointly with the repository's data/measurements/ (when present, i.e. from a source "
+            "checkout), so the new points refine the published fit instead of replacing it.",
+        ),
+    ] = True,
+    allow_few_points: Annotated[
+        bool,
+        typer.Option(
+            "--allow-few-points", help="Write profiles even where a GPU or engine has no more points than parameters."
+        ),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Fit and report; write nothing.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Fit per-GPU efficiency/overhead parameters (least squares on log error) and write the profiles."""
-    records = _load(data)
-    result = fit(records, gpus=gpu or None, source=", ".join(str(p) for p in data))
+    """Fit per-GPU efficiency/overhead parameters (least squares on log error) and write the profiles.
+
+    Profiles are written for the GPUs in --data only, to ./infercast-profiles/ (or --out), or into the package
+    with --install. Predictions use only the installed profiles; to try a written one from Python, call
+    set_profile_override(gpu, load_profile_file(path)) from infercast.cost.profile.
+    """
+    if install and out is not None:
+        raise InfercastError("give --out FOLDER or --install, not both", field="out")
+    new_files = measurement_files(data)
+    new = _without_cpu(load_records(new_files), "calibrate")
+    targets = sorted({r.gpu for r in new if not gpu or r.gpu in gpu})
+    if not targets:
+        raise InfercastError(f"no rows for gpu {', '.join(gpu or [])} in the given data", field="gpu")
+    records, files = list(new), list(new_files)
+    if project_data and PROJECT_DATA.is_dir():
+        mine = {f.resolve() for f in new_files}
+        extra = [f for f in measurement_files([PROJECT_DATA]) if f.resolve() not in mine]
+        records += _without_cpu(load_records(extra), "calibrate") if extra else []
+        files += extra
+    elif project_data:
+        err_console.print(f"[yellow]note[/] {PROJECT_DATA} not found: fitting the given data only")
+    result = fit(records, gpus=gpu or None, source=", ".join(str(f) for f in files))
+    if not result.converged:
+        err_console.print(f"[yellow]warning[/] the least-squares fit did not converge: {result.message}")
+    few = result.underdetermined(targets)
+    if few and not allow_few_points and not dry_run:
+        raise InfercastError(
+            f"too few points for the parameters fitted ({'; '.join(few)}): add measurements, or pass "
+            "--allow-few-points to write the profiles anyway",
+            field="data",
+        )
     written = []
     if not dry_run:
-        folder = out or PROFILE_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        for g in sorted({r.gpu for r in result.records}):
+        folder = PROFILE_DIR if install else (out or DEFAULT_OUT)
+        for g in targets:
             written.append(str(write_gpu_profile(result, g, folder / f"{g}.yaml", with_engines=True)))
-    before = np.abs(np.exp(result.before) - 1)
-    after = np.abs(np.exp(result.after) - 1)
+    idx = [i for i, r in enumerate(result.records) if r.gpu in targets]
+    before = np.abs(np.exp(result.before[idx]) - 1)
+    after = np.abs(np.exp(result.after[idx]) - 1)
     payload = {
         "points": len(result.records),
-        "skipped_points": len(result.skipped),
+        "points_of_written_gpus": len(idx),
+        "cpu_points_left_out": len(result.skipped),
         "median_abs_error_before": float(np.median(before)),
         "median_abs_error_after": float(np.median(after)),
         "fitted": result.values,
         "priors": result.priors,
+        "converged": result.converged,
+        "few_points": few,
         "written": written,
+        "installed": install and not dry_run,
     }
     if json_out:
         emit_json(payload)
         return
-    t = Table(title=f"Calibration on {len(result.records)} points")
+    for line in few:
+        err_console.print(f"[yellow]warning[/] few points: {line}")
+    t = Table(title=f"Calibration on {len(result.records)} points ({len(idx)} on {', '.join(targets)})")
     for col in ("parameter", "prior", "fitted"):
         t.add_column(col, justify="left" if col == "parameter" else "right")
     for name, value in sorted(result.values.items()):
         t.add_row(name, f"{result.priors[name]:.4g}", f"{value:.4g}")
     console.print(t)
-    console.print(f"median |error|: {np.median(before):.1%} before -> {np.median(after):.1%} after"
-                  + (f"; wrote {', '.join(written)}" if written else " (dry run)"))  # fmt: skip
+    where = f"; wrote {', '.join(written)}" if written else " (dry run)"
+    if written and not install:
+        where += " (not installed: predictions still use the package's profiles; --install to replace them)"
+    console.print(f"median |error| on {', '.join(targets)}: {np.median(before):.1%} before -> "
+                  f"{np.median(after):.1%} after{where}")  # fmt: skip
 
 
 def validate(
@@ -78,10 +146,7 @@ def validate(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
-    records = [r for r in _load(data) if r.kind in PREDICTABLE]
-    if not records:
-        raise InfercastError("no measurements with a static prediction (serving kinds need the simulator)",
-                             field="data")  # fmt: skip
+    records = _without_cpu(load_records(data), "validate")
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
     rows = compare(records, profiles)
     summary = summarize(rows)

@@ -1,11 +1,12 @@
 """`infercast measure`: time a random-weight PyTorch build of a model and write measurement records (CSV).
 
-PyTorch is imported only when the command runs, so the rest of the CLI works without it.
+PyTorch is imported only when the command runs, so the rest of the CLI works without it. The same function
+serves ``python -m infercast.measure run`` (:mod:`infercast.measure.__main__`), so both front ends parse lists
+alike, share :class:`~infercast.measure.options.MeasureOptions`' defaults and print results the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
 from infercast.errors import InfercastError
+from infercast.measure.options import DEFAULTS, MeasureResult
 
 
 def _layer_pair(text: str | None) -> tuple[int, int] | None:
@@ -30,15 +32,16 @@ def measure(
     gpu: Annotated[
         str | None,
         typer.Option(
-            help="Hardware id for the records' gpu column (default: detected from the device name; 'cpu' on CPU)."
+            help="Hardware id for the records' gpu column (default: detected from the device name). "
+            "CPU runs are always labelled 'cpu'."
         ),
-    ] = None,
+    ] = DEFAULTS.gpu,
     precision: Annotated[
         str, typer.Option(help="bf16, fp16, fp32 or fp8 (fp8 needs compute capability >= 8.9).")
-    ] = "bf16",
-    layers: Annotated[int | None, typer.Option(help="Run only the first N decoder layers.")] = None,
-    prefill_lens: Annotated[str | None, typer.Option(help="Prompt lengths, e.g. 128,512,2048.")] = None,
-    batches: Annotated[str | None, typer.Option(help="Batch sizes, e.g. 1,8,32.")] = None,
+    ] = DEFAULTS.precision,
+    layers: Annotated[int | None, typer.Option(help="Run only the first N decoder layers.")] = DEFAULTS.layers,
+    prefill_lens: Annotated[str | None, typer.Option(help="Prompt lengths, e.g. 128,512,2048 or 128:2048:128.")] = None,
+    batches: Annotated[str | None, typer.Option(help="Batch sizes, e.g. 1,8,32 or 1:4.")] = None,
     contexts: Annotated[str | None, typer.Option(help="Decode context lengths, e.g. 512,2048.")] = None,
     suite: Annotated[
         str,
@@ -46,17 +49,26 @@ def measure(
             help="quick: prefill (batch 1), decode, TTFT/TPOT; full: quick with "
             "prefill batches plus micro; micro: GEMMs, attention, copy, launch."
         ),
-    ] = "quick",
-    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda when available).")] = None,
+    ] = DEFAULTS.suite,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda when available).")] = DEFAULTS.device,
     out: Annotated[
         Path | None, typer.Option(help="CSV to write (default: infercast-measure-MODEL-GPU-SUITE.csv).")
-    ] = None,
-    output_len: Annotated[int | None, typer.Option(help="Tokens generated per request for TTFT/TPOT.")] = None,
-    repeats: Annotated[int | None, typer.Option(help="Timed repeats per point (median reported).")] = None,
-    warmup: Annotated[int | None, typer.Option(help="Untimed warm-up calls per point.")] = None,
+    ] = DEFAULTS.out,
+    output_len: Annotated[
+        int | None, typer.Option(help="Tokens generated per request for TTFT/TPOT (at least 2).")
+    ] = DEFAULTS.output_len,
+    repeats: Annotated[int | None, typer.Option(help="Timed repeats per point (median reported).")] = DEFAULTS.repeats,
+    warmup: Annotated[int | None, typer.Option(help="Untimed warm-up calls per point.")] = DEFAULTS.warmup,
     cuda_graphs: Annotated[
         bool, typer.Option("--cuda-graphs/--no-cuda-graphs", help="Capture decode steps in CUDA graphs (CUDA only).")
-    ] = True,
+    ] = DEFAULTS.cuda_graphs,
+    l2_flush: Annotated[
+        bool,
+        typer.Option(
+            "--l2-flush/--no-l2-flush",
+            help="Evict the GPU's L2 cache before every timed repeat, as in serving (CUDA only).",
+        ),
+    ] = DEFAULTS.flush_l2,
     extrapolate_from: Annotated[
         str | None,
         typer.Option(
@@ -65,8 +77,8 @@ def measure(
     ] = None,
     max_prefill_tokens: Annotated[
         int, typer.Option(help="Skip prefill points with batch x length above this.")
-    ] = 16384,
-    seed: Annotated[int, typer.Option(help="Seed of the random weights and tokens.")] = 0,
+    ] = DEFAULTS.max_prefill_tokens,
+    seed: Annotated[int, typer.Option(help="Seed of the random weights and tokens.")] = DEFAULTS.seed,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Measure prefill/decode step times, TTFT/TPOT and microbenchmarks of a model with random weights."""
@@ -92,28 +104,24 @@ def measure(
         warmup=warmup,
         repeats=repeats,
         cuda_graphs=cuda_graphs,
+        flush_l2=l2_flush,
         extrapolate_from=_layer_pair(extrapolate_from),
         max_prefill_tokens=max_prefill_tokens,
         seed=seed,
         source=command_line(),
     )
-    result = run_measure(opts)
+    report(run_measure(opts), json_out)
+
+
+def report(result: MeasureResult, json_out: bool) -> None:
+    """Print what a run measured (JSON, or skipped points on stderr and a table) and where it was written."""
     if json_out:
-        emit_json(
-            {
-                "out": str(result.out) if result.out else None,
-                "device": result.device,
-                "gpu": result.gpu,
-                "records": [asdict(r) for r in result.records],
-                "skipped": result.skipped,
-                "extrapolated_out": str(result.extrapolated_out) if result.extrapolated_out else None,
-                "extrapolated": [asdict(r) for r in result.extrapolated],
-            }
-        )
+        emit_json(result.to_dict())
         return
     for line in result.skipped:
         err_console.print(f"[yellow]skipped[/] {line}")
     console.print(_table(result.records + result.extrapolated))
+    console.print(f"timing: {result.timing}")
     if result.out:
         console.print(f"wrote {len(result.records)} records to {result.out}")
     if result.extrapolated_out:

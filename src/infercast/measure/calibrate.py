@@ -7,6 +7,10 @@ are reported as such). Deterministic: no random starts, so the same data give th
 Kernel-level parameters belong to one GPU (``h100-sxm/hbm_efficiency``, ``h100-sxm/gemm_eff_max.bf16``);
 engine-level ones (CPU overheads, launch costs, attention-kernel behaviour) are shared by every GPU the
 engine runs on (``vllm:step_overhead_s``), so one fit over several GPUs pools what they have in common.
+
+Rows measured on the CPU (``gpu`` = ``cpu``: the torch harness's plumbing runs) say nothing about a GPU and
+are left out (:attr:`FitResult.skipped`). A record the cost model cannot price (a prediction that is not a
+positive finite number) stops the fit with an error naming its ``path:row``, as does a least-squares failure.
 """
 
 from __future__ import annotations
@@ -22,30 +26,48 @@ from scipy.optimize import least_squares
 
 from infercast.cost.profile import ENGINE_PARAMS, KERNEL_PARAMS, CostProfile, load_profile
 from infercast.errors import InfercastError
-from infercast.measure.predictors import PREDICTABLE, deployment_of, predict_record
+from infercast.measure.predictors import deployment_of, fitted_gemm_key, located, predict_located
 from infercast.measure.records import Record
 from infercast.specs.catalog import get_hardware
 
+CPU_LABEL = "cpu"
+"""``gpu`` of rows the torch harness measured on the CPU: plumbing checks, never calibration data."""
+
 BOUNDS: dict[str, tuple[float, float]] = {
+    # Efficiencies are fractions of a datasheet peak: 1 is the physical ceiling; the floors only keep the
+    # log-space fit away from 0 while admitting slow paths (fp32 CUDA-core GEMMs, SDPA's math backend).
     "gemm_eff_max": (0.05, 1.0),
+    # rows at which a GEMM reaches half its best efficiency: from a fraction of one row (GEMVs already fast)
+    # to 8192, the largest M the harness times (microbench.GPU_TOKEN_COUNTS): no data constrain it beyond.
     "gemm_m_half": (0.5, 8192.0),
+    # stream copies reach 0.8-0.95 of datasheet HBM bandwidth on A100/H100/H200 (the published copy rows);
+    # below 0.3 a "copy" is timing something else (host transfers, a throttled GPU).
     "hbm_efficiency": (0.3, 1.0),
     "attn_prefill_efficiency": (0.05, 1.0),
     "attn_decode_efficiency": (0.1, 1.0),
     "link_efficiency": (0.1, 1.0),
+    # per all-reduce hop: NCCL's small-message latency is a few to ~20 us on NVLink; 200 us covers PCIe/Ethernet
     "allreduce_latency_s": (1e-7, 2e-4),
+    # per kernel: ~1-3 us inside a CUDA graph, ~4-10 us launched eagerly from PyTorch (the harness's
+    # launch_overhead rows); the ranges are a decade or more either side
     "kernel_overhead_graph_s": (1e-8, 5e-5),
     "kernel_overhead_eager_s": (1e-7, 1e-4),
+    # engine CPU time per step (vLLM 0.6: ~1-5 ms), per sequence in the step, and per request (API server,
+    # tokenisation); the ceilings are far above anything a serving engine that keeps a GPU busy spends
     "step_overhead_s": (1e-6, 0.05),
     "seq_overhead_s": (1e-9, 1e-3),
     "request_overhead_s": (1e-6, 0.5),
+    # defined on [0, 1] (see CostProfile.decode_attn_group_reads); 1e-4 stands for 0 in log space
     "decode_attn_group_reads": (1e-4, 1.0),
 }
+"""Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3
 """A parameter is fitted only if an e-fold change moves some prediction by more than 0.2%."""
+MAX_EVALUATIONS = 400
+"""Residual evaluations the solver may spend (the published fit converges in a few dozen)."""
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "cost" / "profiles"
 
 
@@ -82,19 +104,20 @@ def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
     """Every parameter the records could inform, with its prior value."""
     params: dict[str, float] = {}
     for gpu in sorted({r.gpu for r in records}):
-        hw = get_hardware(gpu)
         mine = [r for r in records if r.gpu == gpu]
+        with located(mine[0]):
+            hw = get_hardware(gpu)
         keys, multi_gpu = set(), False
         for rec in mine:
             if rec.kind == "gemm":
-                keys.add("bf16" if rec.precision in ("", "bf16") else rec.precision)
+                keys.add(fitted_gemm_key(rec.precision))
             elif rec.kind not in ("hbm_copy", "launch_overhead"):
-                dep = deployment_of(rec, layers=1 if rec.kind == "op" else None)
-                keys |= {dep.compute_key, dep.attention_key}
+                with located(rec):
+                    dep = deployment_of(rec, layers=1 if rec.kind == "op" else None)
+                keys |= {fitted_gemm_key(dep.compute_key), fitted_gemm_key(dep.attention_key)}
                 multi_gpu |= rec.tp > 1
         prof = load_profile(hw.id, hw.architecture, mine[0].engine, fitted=False)
-        canonical = {"fp16": "bf16", "int8": "fp8"}  # same tensor-core rate, one curve (see SAME_RATE)
-        for key in sorted({canonical.get(k, k) for k in keys} & set(prof.gemm_eff_max)):
+        for key in sorted(keys & set(prof.gemm_eff_max)):
             params[f"{gpu}/gemm_eff_max.{key}"] = prof.gemm_eff_max[key]
             params[f"{gpu}/gemm_m_half.{key}"] = max(prof.gemm_m_half[key], 1.0)
         for name in KERNEL_PARAMS:
@@ -102,8 +125,10 @@ def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
                 continue
             params[f"{gpu}/{name}"] = getattr(prof, name)
     for eng in sorted({r.engine for r in records}):
-        hw = get_hardware(next(r.gpu for r in records if r.engine == eng))
-        prof = load_profile(hw.id, hw.architecture, eng, fitted=False)
+        first = next(r for r in records if r.engine == eng)
+        with located(first):
+            hw = get_hardware(first.gpu)
+            prof = load_profile(hw.id, hw.architecture, eng, fitted=False)
         for name in ENGINE_PARAMS:
             if name not in NOT_FITTED:
                 params[f"{eng}:{name}"] = getattr(prof, name)
@@ -122,10 +147,52 @@ class FitResult:
     after: np.ndarray
     source: str = ""
     skipped: list[Record] = field(default_factory=list)
+    """Rows left out of the fit: measured on the CPU (``gpu`` = ``cpu``)."""
+    converged: bool = True
+    message: str = ""
+    """The least-squares solver's own account of how it stopped."""
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
         return sorted({(r.gpu, r.engine) for r in self.records})
+
+    @property
+    def gpus(self) -> list[str]:
+        return sorted({r.gpu for r in self.records})
+
+    def fitted_for(self, gpu: str) -> dict[str, float]:
+        """Fitted values a ``<gpu>.yaml`` would hold: the GPU's kernel parameters and its engines' ones."""
+        engines = {r.engine for r in self.records if r.gpu == gpu}
+        return {
+            k: v
+            for k, v in self.values.items()
+            if k.startswith(f"{gpu}/") or (":" in k and k.split(":", 1)[0] in engines)
+        }
+
+    def underdetermined(self, gpus: Sequence[str] | None = None) -> list[str]:
+        """Where the fit has at least as many free parameters as points informing them (it then only
+        interpolates its priors); empty when every scope has more points than parameters.
+
+        Scopes: each GPU (its kernel parameters plus those of engines measured on that GPU alone, against its
+        points), and each engine measured on several GPUs (its parameters against all its points).
+        """
+        gpus = self.gpus if gpus is None else list(gpus)
+        on: dict[str, set[str]] = {}
+        for r in self.records:
+            on.setdefault(r.engine, set()).add(r.gpu)
+        out = []
+        for gpu in gpus:
+            own = {e for e, where in on.items() if where == {gpu}}
+            free = [k for k in self.values if k.startswith(f"{gpu}/") or (k.split(":", 1)[0] in own and ":" in k)]
+            points = sum(r.gpu == gpu for r in self.records)
+            if free and len(free) >= points:
+                out.append(f"gpu {gpu}: {len(free)} parameters fitted on {points} points")
+        for eng in sorted(e for e, where in on.items() if len(where) > 1 and where & set(gpus)):
+            free = [k for k in self.values if k.startswith(f"{eng}:")]
+            points = sum(r.engine == eng for r in self.records)
+            if free and len(free) >= points:
+                out.append(f"engine {eng}: {len(free)} parameters fitted on {points} points")
+        return out
 
     def profiles(self) -> dict[str, CostProfile]:
         """Fitted profiles for every (gpu, engine) in the data, keyed 'gpu/engine'."""
@@ -155,7 +222,8 @@ class FitResult:
                 kernels[param] = _round(value)
         data: dict[str, object] = {"hardware": gpu, "fitted_from": self.source, "kernels": kernels}
         if with_engines:
-            data["engines"] = self.engine_values()
+            mine = {r.engine for r in self.records if r.gpu == gpu}
+            data["engines"] = {e: v for e, v in self.engine_values().items() if e in mine}
         idx = [i for i, r in enumerate(self.records) if r.gpu == gpu]
         summary = self._fit_summary(idx)
         summary["priors"] = {k: _round(v) for k, v in sorted(self.priors.items()) if k.startswith(f"{gpu}/")}
@@ -187,12 +255,19 @@ def fit(
     parameters: Sequence[str] | None = None,
     source: str = "",
 ) -> FitResult:
-    """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given)."""
+    """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given; CPU rows left out)."""
     chosen = [r for r in records if gpus is None or r.gpu in gpus]
-    usable = [r for r in chosen if r.kind in PREDICTABLE]
-    skipped = [r for r in chosen if r.kind not in PREDICTABLE]
+    usable = [r for r in chosen if r.gpu.strip().lower() != CPU_LABEL]
+    skipped = [r for r in chosen if r.gpu.strip().lower() == CPU_LABEL]
     if not usable:
-        raise InfercastError("no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else ""), field="data")
+        why = (
+            f": all {len(skipped)} were measured on the CPU (gpu 'cpu'), which tests the harness, not a GPU"
+            if skipped
+            else ""
+        )
+        raise InfercastError(
+            "no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else "") + why, field="data"
+        )
     priors = candidate_parameters(usable)
     if parameters is not None:
         unknown = set(parameters) - set(priors)
@@ -203,16 +278,21 @@ def fit(
     pairs = sorted({(r.gpu, r.engine) for r in usable})
     measured = np.array([r.value_si for r in usable])
 
-    def log_errors(values: dict[str, float]) -> np.ndarray:
+    def predictions(values: dict[str, float]) -> np.ndarray:
         profiles = build_profiles(pairs, values, "calibration trial")
-        return np.log(np.array([predict_record(r, profiles) for r in usable]) / measured)
+        return np.array([predict_located(r, profiles) for r in usable])
+
+    def log_errors(values: dict[str, float]) -> np.ndarray:
+        return np.log(predictions(values) / measured)
 
     def clipped(name: str, value: float) -> float:
         lo, hi = BOUNDS[_base(name)]
         return min(max(value, lo * 1.0001), hi * 0.9999)
 
     u0 = np.log([clipped(n, priors[n]) for n in names])
-    base = log_errors(priors)
+    at_priors = predictions(priors)
+    _check_predictions(usable, at_priors)
+    base = np.log(at_priors / measured)
     sens = {}
     for j, name in enumerate(names):  # effect of an e-fold change, by finite difference in log space
         probe = dict(priors)
@@ -232,10 +312,32 @@ def fit(
         values = fixed | {n: math.exp(x) for n, x in zip(free, u, strict=True)}
         return np.concatenate([log_errors(values), prior_weight * (u - start)])
 
-    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=400)
+    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=MAX_EVALUATIONS)
+    if result.status < 0:  # improper input: nothing was fitted
+        raise InfercastError(f"the least-squares fit failed: {result.message}", field="data")
     fitted = {n: math.exp(x) for n, x in zip(free, result.x, strict=True)}
     after = log_errors(fixed | fitted)
-    return FitResult(fitted, {n: priors[n] for n in free}, sens, usable, base, after, source, skipped)
+    if not np.isfinite(after).all():
+        raise InfercastError("the fitted parameters give non-finite predictions; nothing was fitted", field="data")
+    return FitResult(
+        fitted, {n: priors[n] for n in free}, sens, usable, base, after, source, skipped,
+        converged=bool(result.success), message=str(result.message),
+    )  # fmt: skip
+
+
+def _check_predictions(records: Sequence[Record], predicted: np.ndarray) -> None:
+    """Refuse to fit records the cost model gives no positive finite prediction for (log error undefined)."""
+    bad = [i for i, p in enumerate(predicted) if not (math.isfinite(p) and p > 0)]
+    if not bad:
+        return
+    listed = "; ".join(f"{records[i].where} ({' '.join(filter(None, (records[i].kind, records[i].op)))}: "
+                       f"{predicted[i]:g})" for i in bad[:8])  # fmt: skip
+    more = f" and {len(bad) - 8} more" if len(bad) > 8 else ""
+    raise InfercastError(
+        f"the cost model predicts no positive finite value for {len(bad)} record(s), so they cannot be fitted: "
+        f"{listed}{more}",
+        field="data",
+    )
 
 
 def _header(what: str) -> str:
@@ -247,15 +349,34 @@ def _header(what: str) -> str:
 
 
 def write_gpu_profile(result: FitResult, gpu: str, path: str | Path | None = None, with_engines: bool = True) -> Path:
-    """Write ``<gpu>.yaml`` (default: into the package, where predictions pick it up)."""
+    """Write ``<gpu>.yaml`` (default: into the package, where predictions pick it up).
+
+    Refuses (InfercastError) when the fit left every parameter of that GPU at its prior: such a file would
+    only hide the priors behind a 'fitted' label.
+    """
+    data = result.gpu_profile(gpu, with_engines)
+    if not data["kernels"] and not data.get("engines"):
+        points = sum(r.gpu == gpu for r in result.records)
+        raise InfercastError(
+            f"nothing was fitted for {gpu}: its {points} points constrain no parameter beyond the 0.2% "
+            "sensitivity threshold, so no profile was written",
+            field="data",
+        )
     path = Path(path) if path else PROFILE_DIR / f"{gpu}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_header(gpu) + yaml.safe_dump(result.gpu_profile(gpu, with_engines), sort_keys=False))
+    _write(path, _header(gpu) + yaml.safe_dump(data, sort_keys=False))
     return path
 
 
 def write_engine_profile(result: FitResult, path: str | Path | None = None) -> Path:
     """Write the shared engine parameters (default: the package's ``cost/profiles/engines.yaml``)."""
     path = Path(path) if path else PROFILE_DIR / "engines.yaml"
-    path.write_text(_header("engines, shared by all GPUs") + yaml.safe_dump(result.engine_profile(), sort_keys=False))
+    _write(path, _header("engines, shared by all GPUs") + yaml.safe_dump(result.engine_profile(), sort_keys=False))
     return path
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise InfercastError(f"cannot write {path}: {exc.strerror or exc}", field="out") from None

@@ -4,7 +4,8 @@ peak matmul throughput and kernel launch overhead.
 Each function returns :class:`Record` rows stamped by a :class:`~infercast.measure.timing.Stamp`. GEMM names
 and shapes come from :func:`infercast.specs.sharding.rank_linears`, the same list the cost model prices, so a
 measured ``gemm`` row lines up with its predicted operator. Sizes shrink on CPU, where only the plumbing is
-tested.
+tested. Each timed repeat starts with a flushed L2 cache (see :class:`~infercast.measure.timing.Timer`), so a
+GEMM whose operands would fit in L2 is still timed reading them from HBM.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 from infercast.measure.records import Record
 from infercast.measure.timing import Stamp, Timer
 from infercast.measure.torch_attention import attend
-from infercast.measure.torch_ffn import FP8_MAX, fp8_supported
+from infercast.measure.torch_ffn import FP8_MAX, require_fp8
 from infercast.measure.torch_model import DTYPES
 from infercast.specs.model import ModelSpec
 from infercast.specs.sharding import rank_linears
@@ -39,8 +40,7 @@ def gemm_shapes(spec: ModelSpec) -> list[tuple[str, int, int]]:
 def _gemm_fn(m: int, n: int, k: int, precision: str, device: torch.device):
     """A closure running one ``m x k @ k x n`` GEMM as the model does (``F.linear``; fp8 via _scaled_mm)."""
     if precision == "fp8":
-        if not fp8_supported(device):
-            raise RuntimeError("fp8 needs compute capability >= 8.9")
+        require_fp8(device)
         rows = m + (-m) % 16
         a = torch.randn((rows, k), device=device).to(torch.float8_e4m3fn)
         b = torch.randn((n, k), device=device).to(torch.float8_e4m3fn)

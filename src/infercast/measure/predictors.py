@@ -1,27 +1,28 @@
 """What the cost model predicts for a measurement record, under a given cost profile.
 
 Every record kind maps onto the cost layer: steps onto ``StepCostModel.step_time``, TTFT/TPOT/throughput
-onto the static-batch phases used by ``predict``, operators onto the operator table, GEMMs and copies onto
-:mod:`infercast.cost.kernels`. Calibration and validation both go through :func:`predict_record`.
+onto the static-batch phases used by ``predict``, operators onto the operator table (one layer), GEMMs
+and copies onto :mod:`infercast.cost.kernels`, launches onto the profile's launch overheads, serving kinds
+onto a small simulation: every kind is predictable. Calibration and validation both go through
+:func:`predict_record` (:func:`predict_located` puts the record's ``path:row`` in front of errors).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
 from infercast.analysis.phases import decode_sums, prefill_sums
 from infercast.cost.batch import StepBatch
 from infercast.cost.kernels import copy_time, gemm_time
-from infercast.cost.profile import CostProfile, load_profile
+from infercast.cost.profile import SAME_RATE, CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.measure.records import KINDS, Record
+from infercast.measure.records import Record
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
-from infercast.specs.model import ModelSpec
-
-PREDICTABLE = frozenset(KINDS)
-"""Record kinds :func:`predict_record` handles (serving kinds through a small simulation)."""
+from infercast.specs.truncate import truncated
 
 OP_NAMES = {
     "mlp_up_proj": "gate_up_proj",
@@ -32,16 +33,24 @@ OP_NAMES = {
 """Operator names used by published profilers (Vidur) mapped onto infercast's operator table."""
 
 
-def truncated(model: ModelSpec, layers: int) -> ModelSpec:
-    """The first ``layers`` decoder layers of ``model`` (what a layer-subset measurement ran)."""
-    if not layers or layers >= model.num_layers:
-        return model
-    update: dict[str, object] = {"num_layers": layers, "id": f"{model.id}[:{layers}]"}
-    if model.num_sliding_layers:
-        update["num_sliding_layers"] = round(model.num_sliding_layers * layers / model.num_layers)
-    if model.moe:
-        update["moe"] = model.moe.model_copy(update={"num_dense_layers": min(model.moe.num_dense_layers, layers)})
-    return model.model_copy(update=update)
+def gemm_key(precision: str) -> str:
+    """The GEMM-efficiency key of a record's ``precision`` ('' means bf16)."""
+    return precision or "bf16"
+
+
+def fitted_gemm_key(precision: str) -> str:
+    """The one fitted efficiency curve a precision's GEMMs use (formats of one tensor-core rate share it)."""
+    key = gemm_key(precision)
+    return SAME_RATE.get(key, (key,))[0]
+
+
+@contextmanager
+def located(rec: Record) -> Iterator[None]:
+    """Re-raise an InfercastError from predicting ``rec`` with the record's ``path:row`` in front."""
+    try:
+        yield
+    except InfercastError as exc:
+        raise InfercastError(f"{rec.where}: {exc}", allowed=exc.allowed) from None
 
 
 @cache
@@ -70,16 +79,32 @@ def profile_for(rec: Record, profiles: dict[str, CostProfile] | None) -> CostPro
     return load_profile(hw.id, hw.architecture, rec.engine)
 
 
+def op_batch(rec: Record) -> StepBatch:
+    """The one-layer step an ``op`` record times.
+
+    ``attention_prefill`` (torch harness): ``batch`` causal prefills of ``input_len`` tokens on ``context``
+    cached ones; ``attention_decode``: ``batch`` decode tokens, each attending ``context`` cached tokens. The
+    harness times both without a sliding window, so none is applied here. Every other operator (a GEMM, as
+    in the published Vidur profiles) is timed on ``batch`` tokens: one prefill chunk of that many tokens.
+    """
+    if rec.op == "attention_prefill":
+        return StepBatch.uniform(prefill_seqs=rec.batch, chunk=rec.input_len, cached=rec.context)
+    if rec.op == "attention_decode":
+        return StepBatch.uniform(decode_seqs=rec.batch, context=rec.context)
+    return StepBatch.uniform(prefill_seqs=1, chunk=rec.batch, cached=0)
+
+
 def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float:
     """Predicted value of ``rec`` in SI units (seconds, or tokens/s for throughputs)."""
     profile = profile_for(rec, profiles)
     if rec.kind in ("gemm", "hbm_copy", "launch_overhead"):
         hw = get_hardware(rec.gpu)
         if rec.kind == "gemm":
-            key = "bf16" if rec.precision in ("", "bf16") else rec.precision
-            return gemm_time(profile, hw, key, rec.m, rec.n, rec.k)
+            return gemm_time(profile, hw, gemm_key(rec.precision), rec.m, rec.n, rec.k)
         if rec.kind == "hbm_copy":
             return copy_time(profile, hw, rec.bytes)
+        if rec.op == "cuda_graph":
+            return profile.kernel_overhead_graph_s
         return profile.kernel_overhead_eager_s
     if rec.kind == "op":
         dep = deployment_of(rec, layers=1)
@@ -87,7 +112,7 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         target = OP_NAMES.get(rec.op, rec.op)
         if target not in model.names:
             raise InfercastError(f"unknown operator {rec.op!r}; known: {', '.join(model.names)}", field="op")
-        bd = model.breakdown(StepBatch.uniform(prefill_seqs=1, chunk=rec.batch, cached=0))
+        bd = model.breakdown(op_batch(rec))
         return float(bd.time_s[model.names.index(target), 0])
     if rec.kind in ("serving_ttft", "serving_tpot"):
         return _serving(rec, profile)
@@ -109,6 +134,12 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         ttft = float(prefill_sums(model, rec.input_len, rec.batch).total_s[0]) + profile.request_overhead_s
         return rec.batch * rec.output_len / (ttft + decode)
     raise InfercastError(f"cannot predict records of kind {rec.kind!r}", field="kind")
+
+
+def predict_located(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float:
+    """:func:`predict_record`, with any user error prefixed by the record's ``path:row``."""
+    with located(rec):
+        return predict_record(rec, profiles)
 
 
 def metric_of(rec: Record) -> str:

@@ -16,9 +16,12 @@ ttft                   one request (``batch`` requests) of ``input_len`` tokens 
 tpot                   mean decode step of a static batch (input/output/batch)  s
 static_throughput      output tok/s of a static batch (input/output/batch)      tok/s
 gemm                   one GEMM of ``m`` x ``k`` @ ``k`` x ``n`` in ``precision``   s
-op                     one named layer operator (``op``) for ``batch`` tokens   s
+op                     one layer operator (``op``) of a 1-layer model: a GEMM   s
+                       etc. for ``batch`` tokens; ``attention_prefill``:
+                       ``batch`` prompts of ``input_len`` on ``context``;
+                       ``attention_decode``: ``batch`` tokens at ``context``
 hbm_copy               device-to-device copy of ``bytes`` (read + write)        s
-launch_overhead        one empty kernel launch                                  s
+launch_overhead        one tiny kernel launch (``op`` eager or cuda_graph)      s
 serving_ttft           mean TTFT of ``batch`` requests sent at once (serving)   s
 serving_tpot           median TPOT of ``batch`` requests sent at once           s
 =====================  ======================================================  ===========
@@ -26,17 +29,22 @@ serving_tpot           median TPOT of ``batch`` requests sent at once           
 Serving kinds include queueing and scheduling, so they are predicted by the simulator.
 
 ``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
-that row use the same truncated model.
+that row use the same truncated model (:func:`infercast.specs.truncate.truncated`).
+
+:func:`read_records` checks every row: known columns only, the fields its kind needs present and positive,
+whole numbers where counts are meant, a finite positive value in a unit the kind allows. Each record keeps
+where it came from (``origin``, ``path:row``) so that later errors (an unknown GPU, say) can name the row.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, nearest, require_positive_int
 
 KINDS = (
     "prefill_step",
@@ -52,6 +60,40 @@ KINDS = (
     "serving_tpot",
 )
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "tok/s": 1.0}
+TIME_UNITS = ("s", "ms", "us")
+
+
+@dataclass(frozen=True)
+class KindRule:
+    """What a row of one kind must hold: fields that must be >= 1 (with their minimum), text fields that
+    must be given, and the units its value may be in."""
+
+    positive: dict[str, int]
+    text: tuple[str, ...] = ("gpu", "model")
+    units: tuple[str, ...] = TIME_UNITS
+
+
+_REQUEST = {"batch": 1, "input_len": 1}
+RULES: dict[str, KindRule] = {
+    "prefill_step": KindRule(_REQUEST),
+    "decode_step": KindRule({"batch": 1, "context": 1}),
+    "ttft": KindRule(_REQUEST),
+    "tpot": KindRule(_REQUEST | {"output_len": 2}),  # a TPOT needs a second token
+    "static_throughput": KindRule(_REQUEST | {"output_len": 1}, units=("tok/s",)),
+    "gemm": KindRule({"m": 1, "n": 1, "k": 1}, text=("gpu",)),
+    "op": KindRule({"batch": 1}, text=("gpu", "model", "op")),
+    "hbm_copy": KindRule({}, text=("gpu",)),  # bytes: checked below (a float)
+    "launch_overhead": KindRule({}, text=("gpu",)),
+    "serving_ttft": KindRule(_REQUEST | {"output_len": 1}),
+    "serving_tpot": KindRule(_REQUEST | {"output_len": 2}),
+}
+"""Per kind: the fields a row needs (see the module docstring for what each kind describes)."""
+OP_RULES: dict[str, dict[str, int]] = {"attention_prefill": {"input_len": 1}, "attention_decode": {"context": 1}}
+"""Extra positive fields of the harness's attention operators (the work is not a token count)."""
+LAUNCH_OPS = ("", "eager", "cuda_graph", "cpu_op")
+"""``launch_overhead`` variants: eager launches (``cpu_op`` on the CPU harness) or kernels in a CUDA graph."""
+_MINIMUM = {"tp": 1, "ep": 1, "batch": 1}
+"""Integer fields that can never be 0 (the others may be 0 = not applicable, e.g. ``layers`` = whole model)."""
 
 
 @dataclass
@@ -85,70 +127,175 @@ class Record:
     clocks: str = ""
     timestamp: str = ""
     notes: str = ""
+    origin: str = field(default="", compare=False, repr=False, metadata={"csv": False})
+    """Where the row was read from (``path:row``); not a CSV column."""
 
     @property
     def value_si(self) -> float:
         """The value in seconds (times) or tokens/s (throughputs)."""
         return self.value * UNITS[self.unit]
 
+    @property
+    def where(self) -> str:
+        """``path:row`` when read from a file, else a short description of the record."""
+        if self.origin:
+            return self.origin
+        what = self.op or self.model or self.gpu
+        return f"{self.kind} record ({what})" if what else f"{self.kind} record"
 
-FIELDS = [f.name for f in fields(Record)]
+    def to_row(self) -> dict[str, object]:
+        """The record as one CSV row (every column of :data:`FIELDS`)."""
+        return {k: v for k, v in asdict(self).items() if k in _CSV}
+
+
+FIELDS = [f.name for f in fields(Record) if f.metadata.get("csv", True)]
+_CSV = frozenset(FIELDS)
 _INT_FIELDS = {f.name for f in fields(Record) if f.type == "int"}
 _FLOAT_FIELDS = {f.name for f in fields(Record) if f.type == "float"}
 
 
+def _parse(name: str, raw: str) -> object:
+    """One cell as its field's type; integers must be whole, floats finite (``value`` is checked later)."""
+    if name in _INT_FIELDS:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise InfercastError(f"must be an integer, got {raw!r}", field=name) from None
+        return require_positive_int(name, number, minimum=_MINIMUM.get(name, 0))
+    if name in _FLOAT_FIELDS:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise InfercastError(f"is not a number: {raw!r}", field=name) from None
+        if name != "value" and not (math.isfinite(number) and number >= 0):
+            raise InfercastError(f"must be a finite number >= 0, got {raw!r}", field=name)
+        return number
+    return raw.strip()
+
+
+def check_record(rec: Record) -> None:
+    """Raise InfercastError (naming the field) when ``rec`` does not describe a measurement of its kind."""
+    if rec.kind not in KINDS:
+        close = nearest(rec.kind, KINDS)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise InfercastError(f"unknown kind {rec.kind!r}; {hint}allowed: {', '.join(KINDS)}", field="kind")
+    rule = RULES[rec.kind]
+    if rec.unit not in rule.units:
+        raise InfercastError(
+            f"unit {rec.unit!r} is not allowed for {rec.kind}; allowed: {', '.join(rule.units)}", field="unit"
+        )
+    if not (math.isfinite(rec.value) and rec.value > 0):
+        raise InfercastError(f"must be a finite number > 0, got {rec.value}", field="value")
+    for name in rule.text:
+        if not getattr(rec, name):
+            raise InfercastError(f"is required for {rec.kind} rows", field=name)
+    positive = rule.positive | (OP_RULES.get(rec.op, {}) if rec.kind == "op" else {})
+    for name, minimum in positive.items():
+        require_positive_int(name, getattr(rec, name), minimum=minimum)
+    for name, minimum in _MINIMUM.items():
+        require_positive_int(name, getattr(rec, name), minimum=minimum)
+    if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
+        raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
+    if rec.kind == "launch_overhead" and rec.op not in LAUNCH_OPS:
+        raise InfercastError(f"unknown launch variant {rec.op!r}; allowed: {', '.join(LAUNCH_OPS[1:])}", field="op")
+
+
 def read_records(path: str | Path) -> list[Record]:
-    """Read a measurement CSV (extra columns ignored, missing ones defaulted); errors name the row and field."""
+    """Read a measurement CSV ('#' lines are comments); every error names the file, the row and the field."""
     path = Path(path)
     try:
-        handle = path.open(newline="")
+        with path.open(newline="", encoding="utf-8") as handle:
+            numbered = [(n, line) for n, line in enumerate(handle, start=1) if not line.lstrip().startswith("#")]
     except FileNotFoundError:
         raise InfercastError(f"no such file: {path}", field="data") from None
+    except UnicodeDecodeError as exc:
+        raise InfercastError(
+            f"{path} is not a UTF-8 text CSV ({exc.reason} at byte {exc.start})", field="data"
+        ) from None
+    except OSError as exc:
+        raise InfercastError(f"cannot read {path}: {exc.strerror or exc}", field="data") from None
+    reader = csv.DictReader(line for _, line in numbered)
+    try:
+        columns = reader.fieldnames or []
+    except csv.Error as exc:
+        raise InfercastError(f"{path} is not a readable CSV: {exc}", field="data") from None
+    if "kind" not in columns or "value" not in columns:
+        raise InfercastError(f"{path} needs at least the columns 'kind' and 'value'", field="data")
+    unknown = [c for c in columns if c not in _CSV]
+    if unknown:
+        hints = [f"{c!r} (did you mean {', '.join(map(repr, nearest(c, FIELDS, n=1)))}?)" if nearest(c, FIELDS, n=1)
+                 else repr(c) for c in unknown]  # fmt: skip
+        raise InfercastError(
+            f"{path}:{numbered[0][0]}: unknown column{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+            f"known: {', '.join(FIELDS)}",
+            field="data",
+        )
     out = []
-    with handle:
-        reader = csv.DictReader(line for line in handle if not line.lstrip().startswith("#"))
-        if not reader.fieldnames or "kind" not in reader.fieldnames or "value" not in reader.fieldnames:
-            raise InfercastError(f"{path} needs at least the columns 'kind' and 'value'", field="data")
-        for i, row in enumerate(reader, start=2):
-            kwargs: dict[str, object] = {}
-            for name in FIELDS:
-                raw = row.get(name)
-                if raw is None or raw == "":
-                    continue
-                try:
-                    if name in _INT_FIELDS:
-                        kwargs[name] = int(float(raw))
-                    elif name in _FLOAT_FIELDS:
-                        kwargs[name] = float(raw)
-                    else:
-                        kwargs[name] = raw
-                except ValueError:
-                    raise InfercastError(f"{path}:{i}: {name}={raw!r} is not a number", field="data") from None
-            rec = Record(**kwargs)  # type: ignore[arg-type]
-            if rec.kind not in KINDS:
-                raise InfercastError(
-                    f"{path}:{i}: unknown kind {rec.kind!r}; allowed: {', '.join(KINDS)}", field="data"
-                )
-            if rec.unit not in UNITS:
-                raise InfercastError(
-                    f"{path}:{i}: unknown unit {rec.unit!r}; allowed: {', '.join(UNITS)}", field="data"
-                )
-            if not (rec.value > 0):
-                raise InfercastError(f"{path}:{i}: value must be > 0, got {rec.value}", field="data")
-            out.append(rec)
+    rows = []
+    try:
+        for row in reader:  # the row's line in the file (comment lines counted), for error messages
+            rows.append((numbered[reader.line_num - 1][0], row))
+    except csv.Error as exc:
+        raise InfercastError(f"{path} is not a readable CSV: {exc}", field="data") from None
+    for line, row in rows:
+        where = f"{path}:{line}"
+        if None in row:
+            raise InfercastError(f"{where}: more cells than columns", field="data")
+        kwargs: dict[str, object] = {}
+        try:
+            for name, raw in row.items():
+                if raw is not None and raw.strip() != "":
+                    kwargs[name] = _parse(name, raw)
+            rec = Record(**kwargs, origin=where)  # type: ignore[arg-type]
+            check_record(rec)
+        except InfercastError as exc:
+            raise InfercastError(f"{where}: {exc}", field="data") from None
+        out.append(rec)
     if not out:
         raise InfercastError(f"{path} holds no measurements", field="data")
     return out
 
 
+def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The CSV files named by ``paths``: files as given, folders searched recursively (sorted, no duplicates)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.rglob("*.csv"))
+            if not found:
+                raise InfercastError(f"no measurement CSVs (*.csv) under {p}", field="data")
+            files.extend(found)
+        else:
+            files.append(p)
+    seen: set[Path] = set()
+    unique = []
+    for f in files:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def load_records(paths: Iterable[str | Path]) -> list[Record]:
+    """Every record of the CSV files and folders in ``paths`` (see :func:`measurement_files`)."""
+    files = measurement_files(paths)
+    if not files:
+        raise InfercastError("give at least one measurement CSV or folder", field="data")
+    return [r for f in files for r in read_records(f)]
+
+
 def write_records(path: str | Path, records: list[Record], header_comment: str = "") -> None:
     """Write records as CSV; ``header_comment`` lines (e.g. the command that produced them) start with '#'."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        for line in header_comment.splitlines():
-            handle.write(f"# {line}\n")
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        writer.writeheader()
-        for rec in records:
-            writer.writerow(asdict(rec))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            for line in header_comment.splitlines():
+                handle.write(f"# {line}\n")
+            writer = csv.DictWriter(handle, fieldnames=FIELDS)
+            writer.writeheader()
+            for rec in records:
+                writer.writerow(rec.to_row())
+    except OSError as exc:
+        raise InfercastError(f"cannot write {path}: {exc.strerror or exc}", field="out") from None

@@ -13,23 +13,40 @@ touches the network: weights are random, shapes come from the model spec.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, require_positive_int
 from infercast.measure import microbench
+from infercast.measure.options import DEVICE_DEFAULTS, SUITES, MeasureOptions, MeasureResult
 from infercast.measure.records import Record, write_records
 from infercast.measure.timing import Environment, Stamp, Timer, detect_gpu_id, synchronize
-from infercast.measure.torch_model import DTYPES, DecodeGraph, TransformerModel, truncated_spec
+from infercast.measure.torch_ffn import require_fp8
+from infercast.measure.torch_model import DTYPES, DecodeGraph, TransformerModel
+from infercast.memory import weight_bytes_per_gpu
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.model import ModelSpec
+from infercast.specs.precision import get_scheme
+from infercast.specs.truncate import truncated
+
+__all__ = ["SUITES", "MeasureOptions", "MeasureResult", "compare_records", "extrapolate_layers", "run_measure"]
 
 TINY_PARAMS = 50_000_000
 """Largest model (parameters, at the layers run) measured on CPU; CPU runs only test the plumbing."""
-SUITES = ("quick", "full", "micro")
+CPU_MEMORY_BYTES = 4e9
+"""Memory a CPU run may give its KV caches: CPU runs only test the plumbing on models under TINY_PARAMS,
+and this keeps a test run well inside a laptop's RAM."""
+KV_FREE_FRACTION = 0.8
+"""Share of free device memory a point's KV cache may take; the rest is for the step's activations (the
+largest, a 16384-token prefill of an 8B model, needs a few GB) and the allocator's fragmentation."""
+WEIGHTS_FREE_FRACTION = 0.9
+"""Share of free device memory the weights may take before the run is refused up front: what is left must
+hold at least the smallest KV cache and cuBLAS/attention workspaces (points that still do not fit are
+skipped one by one, with a note)."""
 LAYER_KINDS = ("prefill_step", "decode_step", "ttft", "tpot")
 _MATCH_FIELDS = (
     "kind",
@@ -50,61 +67,6 @@ _MATCH_FIELDS = (
     "op",
     "bytes",
 )
-_DEFAULTS = {
-    "cuda": {
-        "prefill_lens": [128, 512, 2048],
-        "batches": [1, 8, 32],
-        "contexts": [512, 2048],
-        "output_len": 128,
-        "warmup": 3,
-        "repeats": 10,
-    },
-    "cpu": {
-        "prefill_lens": [16, 64],
-        "batches": [1, 4],
-        "contexts": [32, 128],
-        "output_len": 8,
-        "warmup": 1,
-        "repeats": 3,
-    },
-}
-
-
-@dataclass
-class MeasureOptions:
-    """What ``infercast measure`` runs; ``None`` picks a per-device default (see ``_DEFAULTS``)."""
-
-    model: str
-    gpu: str | None = None
-    precision: str = "bf16"
-    layers: int | None = None
-    prefill_lens: list[int] | None = None
-    batches: list[int] | None = None
-    contexts: list[int] | None = None
-    suite: str = "quick"
-    device: str | None = None
-    out: Path | None = None
-    output_len: int | None = None
-    warmup: int | None = None
-    repeats: int | None = None
-    cuda_graphs: bool = True
-    extrapolate_from: tuple[int, int] | None = None
-    max_prefill_tokens: int = 16384
-    seed: int = 0
-    source: str = ""
-
-
-@dataclass
-class MeasureResult:
-    """Records measured (and extrapolated), where they were written, and points skipped (with why)."""
-
-    records: list[Record]
-    device: str
-    gpu: str
-    out: Path | None = None
-    extrapolated: list[Record] = field(default_factory=list)
-    extrapolated_out: Path | None = None
-    skipped: list[str] = field(default_factory=list)
 
 
 def resolve_device(requested: str | None, spec: ModelSpec, layers: int) -> torch.device:
@@ -117,7 +79,7 @@ def resolve_device(requested: str | None, spec: ModelSpec, layers: int) -> torch
             f"--device cuda was asked for but this machine has no CUDA GPU (torch {torch.__version__})", field="device"
         )
     device = torch.device(requested or ("cuda" if has_cuda else "cpu"))
-    params = truncated_spec(spec, layers).total_params
+    params = truncated(spec, layers).total_params
     if device.type == "cpu" and params > TINY_PARAMS:
         raise InfercastError(
             f"{spec.id} has {params / 1e9:.2f}B parameters at {layers} layers; measuring it needs a CUDA GPU "
@@ -129,7 +91,7 @@ def resolve_device(requested: str | None, spec: ModelSpec, layers: int) -> torch
 
 def _free_bytes(device: torch.device) -> float:
     if device.type != "cuda":
-        return 4e9  # CPU test runs: keep caches small
+        return CPU_MEMORY_BYTES
     torch.cuda.empty_cache()
     return float(torch.cuda.mem_get_info(device)[0])
 
@@ -152,7 +114,7 @@ class StepSweeps:
         self.model.free_cache()
         need = self.model.kv_bytes_per_token() * batch * context
         free = _free_bytes(self.device)
-        if need > 0.8 * free:
+        if need > KV_FREE_FRACTION * free:
             self.skipped.append(
                 f"{what}: KV cache for {batch} x {context} tokens needs {need / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
             )
@@ -250,7 +212,7 @@ class StepSweeps:
 
 
 def _pick(value, device: torch.device, key: str):
-    return _DEFAULTS[device.type][key] if value is None else value
+    return DEVICE_DEFAULTS[device.type][key] if value is None else value
 
 
 def _validate(opts: MeasureOptions, spec: ModelSpec) -> None:
@@ -258,7 +220,16 @@ def _validate(opts: MeasureOptions, spec: ModelSpec) -> None:
         raise InfercastError(f"must be one of {', '.join(SUITES)}, got {opts.suite!r}", field="suite")
     if opts.precision not in DTYPES:
         raise InfercastError(f"must be one of {', '.join(DTYPES)}, got {opts.precision!r}", field="precision")
-    if opts.layers is not None and not 1 <= opts.layers <= spec.num_layers:
+    if opts.repeats is not None:
+        require_positive_int("repeats", opts.repeats)
+    if opts.warmup is not None:
+        require_positive_int("warmup", opts.warmup, minimum=0)
+    if opts.output_len is not None:
+        # TTFT is timed on its own; TPOT needs a second generated token
+        require_positive_int("output-len", opts.output_len, minimum=2)
+    require_positive_int("max-prefill-tokens", opts.max_prefill_tokens)
+    require_positive_int("seed", opts.seed, minimum=0)
+    if opts.layers is not None and not 1 <= require_positive_int("layers", opts.layers) <= spec.num_layers:
         raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}", field="layers")
     if opts.extrapolate_from is not None:
         a, b = opts.extrapolate_from
@@ -272,17 +243,45 @@ def _validate(opts: MeasureOptions, spec: ModelSpec) -> None:
             raise InfercastError("must be a non-empty list of positive integers", field=name.replace("_", "-"))
 
 
-def _gpu_label(opts: MeasureOptions, env: Environment) -> tuple[str, list[str]]:
-    """Catalog id for the records' ``gpu`` column: --gpu if given, else detected from the device name."""
-    if opts.gpu:
-        return ("cpu" if opts.gpu.lower() == "cpu" else get_hardware(opts.gpu).id), []
-    if env.device == "cpu":
-        return "cpu", []
-    detected = detect_gpu_id(env.gpu_name)
+def device_label(gpu_name: str) -> tuple[str, list[str]]:
+    """The ``gpu`` label of records timed on the CUDA device called ``gpu_name``: its catalog id when
+    recognised, else a slug of the name and a warning (such rows cannot be predicted or calibrated until
+    relabelled with a catalog id)."""
+    detected = detect_gpu_id(gpu_name)
     if detected:
         return detected, []
-    slug = "-".join(env.gpu_name.lower().replace("nvidia", "").split())
-    return slug, [f"device {env.gpu_name!r} is not in the hardware catalog; labelled {slug!r} (pass --gpu)"]
+    slug = "-".join(gpu_name.lower().replace("nvidia", "").split()) or "unknown-gpu"
+    return slug, [f"device {gpu_name!r} is not in the hardware catalog; labelled {slug!r} (pass --gpu)"]
+
+
+def _gpu_label(opts: MeasureOptions, env: Environment) -> tuple[str, list[str]]:
+    """The records' ``gpu`` column: 'cpu' on the CPU, else --gpu (a catalog id) or the detected device."""
+    asked = (opts.gpu or "").strip()
+    if env.device == "cpu":
+        if asked and asked.lower() != "cpu":
+            raise InfercastError(
+                f"{asked!r} names a GPU but this run is on the CPU, whose timings are labelled 'cpu' (they test "
+                "the harness and cannot stand for a GPU); drop --gpu, or run on that GPU with --device cuda",
+                field="gpu",
+            )
+        return "cpu", []
+    if asked.lower() == "cpu":
+        raise InfercastError(f"'cpu' labels CPU runs, but this run is on {env.gpu_name}", field="gpu")
+    if asked:
+        return get_hardware(asked).id, []
+    return device_label(env.gpu_name)
+
+
+def _check_out(out: Path) -> None:
+    """Fail before measuring (not after) when the CSV cannot be written."""
+    if out.is_dir():
+        raise InfercastError(f"{out} is a folder; give a CSV file path", field="out")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfercastError(f"cannot create {out.parent}: {exc.strerror or exc}", field="out") from None
+    if not os.access(out.parent, os.W_OK):
+        raise InfercastError(f"cannot write into {out.parent}", field="out")
 
 
 def run_measure(opts: MeasureOptions) -> MeasureResult:
@@ -291,13 +290,19 @@ def run_measure(opts: MeasureOptions) -> MeasureResult:
     _validate(opts, spec)
     depths = sorted(opts.extrapolate_from) if opts.extrapolate_from else [opts.layers or spec.num_layers]
     device = resolve_device(opts.device, spec, max(depths))
+    if opts.precision == "fp8":
+        require_fp8(device)
     env = Environment.detect(device)
     gpu, skipped = _gpu_label(opts, env)
+    out = opts.out or Path(f"infercast-measure-{spec.id}-{gpu}-{opts.suite}.csv")
+    _check_out(out)
     kv = "bf16" if opts.precision == "fp8" else opts.precision
     # records name the model as the user did: a catalog id, or the config.json path (so validate can find it)
     model_ref = spec.id if spec.id == str(opts.model).strip().lower() else str(opts.model)
     stamp = Stamp(env, gpu, model_ref, opts.precision, kv, opts.source)
-    timer = Timer(device, _pick(opts.warmup, device, "warmup"), _pick(opts.repeats, device, "repeats"))
+    timer = Timer(
+        device, _pick(opts.warmup, device, "warmup"), _pick(opts.repeats, device, "repeats"), flush_l2=opts.flush_l2
+    )
     lens = _pick(opts.prefill_lens, device, "prefill_lens")
     batches = _pick(opts.batches, device, "batches")
     contexts = _pick(opts.contexts, device, "contexts")
@@ -325,14 +330,15 @@ def run_measure(opts: MeasureOptions) -> MeasureResult:
         records += microbench.peak_matmul_records(stamp, timer, opts.precision)
         records += microbench.hbm_copy_records(stamp, timer)
         records += microbench.launch_overhead_records(stamp, timer)
-    result = MeasureResult(records, device.type, gpu, skipped=skipped)
+    result = MeasureResult(records, device.type, gpu, skipped=skipped, timing=timer.description)
     if opts.extrapolate_from:
         a, b = depths
         result.extrapolated = extrapolate_layers(
             [r for r in records if r.layers == a], [r for r in records if r.layers == b], spec.num_layers
         )
-    out = opts.out or Path(f"infercast-measure-{spec.id}-{gpu}-{opts.suite}.csv")
-    header = f"infercast measure: torch harness, random weights, engine=torch\n{opts.source}"
+    header = (
+        f"infercast measure: torch harness, random weights, engine=torch\ntiming: {timer.description}\n{opts.source}"
+    )
     if records:
         write_records(out, records, header_comment=header)
         result.out = out
@@ -343,13 +349,16 @@ def run_measure(opts: MeasureOptions) -> MeasureResult:
 
 
 def _check_weights_fit(spec: ModelSpec, layers: int, precision: str, device: torch.device) -> None:
-    """Refuse early (one line, no OOM traceback) when the weights alone would not fit on the GPU."""
+    """Refuse early (one line, no OOM traceback) when the weights alone would not fit on the GPU.
+
+    Weight bytes are :func:`infercast.memory.weight_bytes_per_gpu` of the cut model in the run's scheme
+    (fp8: fp8 linears, 16-bit embedding and LM head, as the harness builds them).
+    """
     if device.type != "cuda":
         return
-    bytes_per = 1 if precision == "fp8" else torch.empty((), dtype=DTYPES[precision]).element_size()
-    need = truncated_spec(spec, layers).total_params * bytes_per
+    need = sum(weight_bytes_per_gpu(truncated(spec, layers), get_scheme(precision)).values())
     free = _free_bytes(device)
-    if need > 0.9 * free:
+    if need > WEIGHTS_FREE_FRACTION * free:
         raise InfercastError(
             f"{spec.id} at {layers} layers needs {need / 1e9:.1f} GB of weights, "
             f"{free / 1e9:.1f} GB free; pass --layers N to run a subset",

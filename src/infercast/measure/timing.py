@@ -2,6 +2,11 @@
 
 On CUDA a timed call is bracketed by ``torch.cuda.Event`` pairs (GPU time, after warm-up); on CPU by
 ``time.perf_counter`` — CPU timings only exercise the plumbing, they say nothing about a GPU.
+
+Re-timing the same tensors lets a small operand (a 32 MB o_proj weight, a short context's KV) stay in the
+GPU's L2 cache between repeats, which no serving step enjoys (each layer's weights evict the last's). So by
+default the timer writes a buffer of twice the L2 size before every timed repeat (outside the timed span);
+``flush_l2=False`` turns that off. What was done is in :attr:`Timer.description`, copied into the CSV header.
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ from pathlib import Path
 
 import torch
 
+from infercast.errors import require_positive_int
 from infercast.measure.records import Record
+
+L2_FALLBACK_BYTES = 128 << 20
+"""L2 size assumed when torch does not report one: above every catalog GPU's L2 (H100 50 MB, H200 60 MB,
+B200 126 MB), so twice it evicts any of them."""
 
 # Device-name patterns -> hardware catalog ids (first match wins; names as torch.cuda.get_device_name gives).
 _GPU_PATTERNS: list[tuple[str, str]] = [
@@ -113,16 +123,49 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def l2_cache_bytes(device: torch.device) -> int:
+    """The device's L2 cache size in bytes (from torch when it reports it; 0 on CPU)."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or L2_FALLBACK_BYTES)
+
+
 @dataclass
 class Timer:
-    """Median wall time of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
+    """Median wall time of ``fn()`` over ``repeats`` calls after ``warmup`` calls (L2 flushed before each
+    timed call on CUDA unless ``flush_l2`` is False)."""
 
     device: torch.device
     warmup: int = 3
     repeats: int = 10
+    flush_l2: bool = True
+    _scratch: torch.Tensor | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.warmup = require_positive_int("warmup", self.warmup, minimum=0)
+        self.repeats = require_positive_int("repeats", self.repeats)
+        if self.flush_l2 and self.device.type == "cuda":
+            self._scratch = torch.empty(2 * l2_cache_bytes(self.device), dtype=torch.uint8, device=self.device)
+
+    @property
+    def description(self) -> str:
+        """How values were timed, for the CSV header."""
+        text = f"median of {self.repeats} timed calls after {self.warmup} warm-up calls"
+        if self.device.type != "cuda":
+            return f"{text}; wall clock on the CPU (no L2 flush)"
+        if self._scratch is None:
+            return f"{text}; CUDA events; L2 not flushed (--no-l2-flush)"
+        mb = self._scratch.numel() / 1e6
+        return f"{text}; CUDA events; L2 flushed before each timed call ({mb:.0f} MB written, 2x the L2)"
+
+    def flush(self) -> None:
+        """Evict the L2 cache by writing twice its size (queued on the stream; no-op on CPU or when off)."""
+        if self._scratch is not None:
+            self._scratch.zero_()
 
     def __call__(self, fn: Callable[[], object], repeats: int | None = None) -> float:
-        n = self.repeats if repeats is None else repeats
+        n = self.repeats if repeats is None else require_positive_int("repeats", repeats)
         for _ in range(self.warmup):
             fn()
         synchronize(self.device)
@@ -130,6 +173,7 @@ class Timer:
         if self.device.type == "cuda":
             pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
             for start, end in pairs:
+                self.flush()  # before the start event: not timed
                 start.record()
                 fn()
                 end.record()

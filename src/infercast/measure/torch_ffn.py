@@ -27,6 +27,20 @@ def fp8_supported(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
 
 
+def require_fp8(device: torch.device) -> None:
+    """Raise the one user error for fp8 on a device without fp8 tensor cores."""
+    if not fp8_supported(device):
+        where = (
+            f"{torch.cuda.get_device_name(device)} has compute capability "
+            f"{'.'.join(map(str, torch.cuda.get_device_capability(device)))}"
+            if device.type == "cuda"
+            else "this run is on the CPU"
+        )
+        raise InfercastError(
+            f"fp8 GEMMs (torch._scaled_mm) need a CUDA GPU of compute capability >= 8.9; {where}", field="precision"
+        )
+
+
 class Fp8Linear(nn.Module):
     """Per-tensor-scaled float8 (e4m3) weights; activations quantised per tensor on the fly; bf16 output.
 
@@ -35,10 +49,7 @@ class Fp8Linear(nn.Module):
 
     def __init__(self, k: int, n: int, bias: bool, device: torch.device, scale: float = 1.0):
         super().__init__()
-        if not fp8_supported(device):
-            raise InfercastError(
-                "fp8 GEMMs (torch._scaled_mm) need a CUDA GPU of compute capability >= 8.9", field="precision"
-            )
+        require_fp8(device)
         if k % 16 or n % 16:
             raise InfercastError(f"fp8 GEMM shapes must be multiples of 16, got {k}x{n}", field="precision")
         w = torch.randn((n, k), device=device, dtype=torch.float32) * (scale / math.sqrt(k))

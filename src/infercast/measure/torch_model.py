@@ -37,26 +37,17 @@ from infercast.measure.torch_attention import (
     make_plan,
     rope_tables,
 )
-from infercast.measure.torch_ffn import DenseMLP, MoEFFN, fp8_supported, linear_factory
+from infercast.measure.torch_ffn import DenseMLP, MoEFFN, linear_factory, require_fp8
 from infercast.specs.model import ModelSpec
+from infercast.specs.truncate import is_sliding_layer, truncated
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}
 
 
-def is_sliding_layer(spec: ModelSpec, index: int) -> bool:
-    """Whether layer ``index`` uses the sliding window: full-attention layers are spread evenly (the last of
-    every group, as in Gemma 2/3 and gpt-oss); with every layer sliding (Mistral) all are."""
-    full, total = spec.num_full_attention_layers, spec.num_layers
-    return not ((index + 1) * full // total > index * full // total)
-
-
 def truncated_spec(spec: ModelSpec, num_layers: int) -> ModelSpec:
-    """``spec`` cut to its first ``num_layers`` layers (for parameter counts of a layer subset)."""
-    sliding = sum(is_sliding_layer(spec, i) for i in range(num_layers))
-    update: dict[str, object] = {"num_layers": num_layers, "num_sliding_layers": sliding}
-    if spec.moe:
-        update["moe"] = spec.moe.model_copy(update={"num_dense_layers": min(spec.moe.num_dense_layers, num_layers)})
-    return spec.model_copy(update=update)
+    """``spec`` cut to its first ``num_layers`` layers: the same rule the predictor uses
+    (:func:`infercast.specs.truncate.truncated`)."""
+    return truncated(spec, num_layers)
 
 
 class DecoderLayer(nn.Module):
@@ -115,10 +106,8 @@ class TransformerModel(nn.Module):
         if not 1 <= n <= spec.num_layers:
             raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {n}", field="layers")
         fp8 = precision == "fp8"
-        if fp8 and not fp8_supported(device):
-            raise InfercastError(
-                "fp8 GEMMs (torch._scaled_mm) need a CUDA GPU of compute capability >= 8.9", field="precision"
-            )
+        if fp8:
+            require_fp8(device)
         if fp8 and spec.moe:
             raise InfercastError(
                 "fp8 routed experts are not implemented in the torch harness; use bf16", field="precision"
@@ -158,10 +147,14 @@ class TransformerModel(nn.Module):
                 layer.attn.k_cache = layer.attn.v_cache = None
         self.max_batch = self.max_context = 0
 
-    def kv_bytes_per_token(self, layers: int | None = None) -> int:
-        """Cache bytes one token takes over ``layers`` layers (default: all built layers)."""
-        itemsize = 2 if self.precision == "fp8" else torch.empty((), dtype=self.dtype).element_size()
-        return (layers or self.num_layers) * self.spec.kv_elements_per_token_per_layer * itemsize
+    def kv_bytes_per_token(self, layers: int | None = None) -> float:
+        """Cache bytes one token takes over ``layers`` layers (default: all built layers).
+
+        The harness caches every layer at full context (no sliding-window trimming) in the activation dtype
+        (bf16 for fp8 runs), which is :meth:`ModelSpec.kv_bytes_per_token` of the cut model.
+        """
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        return truncated(self.spec, layers or self.num_layers).kv_bytes_per_token(itemsize)
 
     # ----- forward passes ---------------------------------------------------------------------------------
     def _logits(self, x: Tensor) -> Tensor:

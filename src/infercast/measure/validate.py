@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.cost.profile import CostProfile
-from infercast.measure.predictors import metric_of, predict_record
+from infercast.measure.predictors import metric_of, predict_located
 from infercast.measure.records import Record
 
 
@@ -52,8 +52,9 @@ class Comparison:
 
 
 def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None = None) -> list[Comparison]:
-    """Predict every record (with ``profiles`` keyed 'gpu/engine', else the installed profiles)."""
-    return [Comparison(r, predict_record(r, profiles), r.value_si) for r in records]
+    """Predict every record (with ``profiles`` keyed 'gpu/engine', else the installed profiles); errors name the
+    record's ``path:row``."""
+    return [Comparison(r, predict_located(r, profiles), r.value_si) for r in records]
 
 
 def summarize(rows: Sequence[Comparison]) -> dict[str, dict[str, float]]:
