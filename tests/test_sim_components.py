@@ -29,8 +29,8 @@ def test_prefix_cache_shares_full_blocks_of_a_common_prefix():
     prompt = np.array([11, 12, 13, 14], dtype=np.int64)  # 4 full hash blocks = 64 tokens
     assert kv.match(prompt, 70) == 0  # cold cache
     assert kv.allocate(5)  # 70 tokens -> 5 blocks, all private
-    moved = kv.publish(prompt, 0, 70)
-    assert moved == 4 and kv.cached_blocks == 4  # its 4 full blocks now live in the cache, pinned
+    moved, pinned = kv.publish(prompt, 0, 70)
+    assert moved == 4 and pinned == 4 and kv.cached_blocks == 4  # its 4 full blocks now live in the cache, pinned
     # a second request with the same first three blocks, then a different one
     other = np.array([11, 12, 13, 99], dtype=np.int64)
     assert kv.match(other, 64) == 3
@@ -59,7 +59,7 @@ def test_unreferenced_cache_blocks_are_evicted_least_recently_used_first():
 def test_prefix_caching_off_never_matches():
     kv = KVCache(num_blocks=10, block_size=16, prefix_caching=False)
     h = np.array([1, 2, 3], dtype=np.int64)
-    assert kv.publish(h, 0, 48) == 0 and kv.match(h, 48) == 0
+    assert kv.publish(h, 0, 48) == (0, 0) and kv.match(h, 48) == 0
 
 
 # ----- running decode set --------------------------------------------------------------------------------------
@@ -176,3 +176,82 @@ def test_slo_parsing_and_attainment():
         with pytest.raises(InfercastError) as err:
             SLO.parse(bad)
         assert err.value.field == "goodput"
+
+
+# ----- prefix-cache units when hash and engine block sizes differ ---------------------------------------------
+@pytest.mark.parametrize(
+    "hash_bs,block_bs,unit,hashes_per_unit,blocks_per_unit",
+    [(16, 16, 16, 1, 1), (16, 32, 32, 2, 1), (16, 64, 64, 4, 1), (512, 16, 512, 1, 32), (24, 16, 48, 2, 3)],
+)
+def test_cache_units_are_whole_hash_blocks_and_whole_engine_blocks(
+    hash_bs, block_bs, unit, hashes_per_unit, blocks_per_unit
+):
+    kv = KVCache(num_blocks=10_000, block_size=block_bs, prefix_caching=True, hash_block_size=hash_bs)
+    assert (kv.unit_tokens, kv.hashes_per_unit, kv.blocks_per_unit) == (unit, hashes_per_unit, blocks_per_unit)
+    prompt = 10 * unit + 5
+    hashes = np.arange(-(-prompt // hash_bs), dtype=np.int64)  # prefix-closed ids of every hash block
+    assert kv.allocate(-(-prompt // block_bs))
+    moved, pinned = kv.publish(hashes, 0, prompt)
+    assert pinned == 10 and moved == 10 * blocks_per_unit == kv.cached_blocks
+    # a unit is identified by its last hash block: a prompt diverging inside unit 4 shares units 0..3
+    other = hashes.copy()
+    other[4 * hashes_per_unit + hashes_per_unit - 1 :] += 1000
+    assert kv.match(other, prompt) == 4
+    kv.unpin(other, 4)
+    kv.unpin(hashes, 10)
+    assert kv.evictable == kv.cached_blocks == 10 * blocks_per_unit
+
+
+# ----- step-count solver and window sums ---------------------------------------------------------------------
+@given(
+    base=st.floats(1e-4, 1.0),
+    slope=st.floats(0.0, 1e-3),
+    span=st.floats(-1.0, 50.0),
+    cap=st.integers(1, 5000),
+)
+@settings(max_examples=300, deadline=None)
+def test_steps_to_reach_is_the_fewest_steps_that_reach_the_span(base, slope, span, cap):
+    from infercast.sim.decode_cost import steps_to_reach
+
+    k = steps_to_reach(base, slope, span, cap)
+    total = np.cumsum(base + slope * np.arange(cap))  # total[j] = time of steps 0..j
+
+    def reach(steps: int) -> float:  # closed form, as the solver sums
+        return steps * base + slope * steps * (steps - 1) / 2
+
+    assert 1 <= k <= cap
+    if span <= 0:
+        assert k == 1
+    elif reach(cap) < span:
+        assert k == cap  # never reached: all the steps there are
+    else:
+        assert reach(k) >= span and (k == 1 or reach(k - 1) < span)
+        assert total[k - 1] == pytest.approx(reach(k), rel=1e-9)
+
+
+@given(c=st.integers(1, 5000), c0=st.integers(0, 20000), w=st.integers(1, 8192))
+@settings(max_examples=300, deadline=None)
+def test_replica_window_pairs_equal_the_cost_layer(c, c0, w):
+    from infercast.cost.batch import window_pairs
+    from infercast.sim.replica import _window_pairs
+
+    assert _window_pairs(c, c0, w) == pytest.approx(float(window_pairs(c, c0, w)), rel=1e-12)
+    assert _window_pairs(c, c0, w) == sum(min(p + 1, w) for p in range(c0, c0 + c))
+
+
+def test_step_feature_order_matches_the_cost_layer():
+    from infercast.cost.batch import FEATURES
+    from infercast.sim.replica import STEP_FEATURES
+
+    assert tuple(FEATURES) == STEP_FEATURES
+
+
+def test_replicas_share_compiled_step_functions():
+    from infercast.sim.api import simulate
+
+    res = simulate("llama-3.1-8b", "h100-sxm", input_len=100, output_len=10, num_requests=20, rate=5, replicas=3)
+    again = simulate("llama-3.1-8b", "h100-sxm", input_len=100, output_len=10, num_requests=20, rate=5)
+    reps = [*res.replicas, *again.replicas]
+    assert len({id(r.step_fn) for r in reps}) == 1 and len({id(r.decode_table) for r in reps}) == 1
+    other = simulate("llama-3.1-8b", "h100-sxm", input_len=100, output_len=10, num_requests=20, rate=5, max_num_seqs=7)
+    assert other.replicas[0].decode_table is not reps[0].decode_table and other.replicas[0].decode_table.max_n == 7

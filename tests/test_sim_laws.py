@@ -99,6 +99,44 @@ def test_every_request_finishes_with_its_exact_output_length():
         assert rep.kv.private == 0 and rep.reserved == 0
 
 
+def _assert_every_block_returned(res) -> None:
+    for rep in res.replicas:
+        kv = rep.kv
+        assert kv.private == 0 and rep.reserved == 0
+        assert kv.evictable == kv.cached_blocks  # nothing pinned: every cached prefix is evictable again
+        assert all(refs == 0 for refs in kv.refs.values())
+        assert kv.free + kv.cached_blocks == kv.num_blocks
+
+
+@pytest.mark.parametrize("engine,utilization", [("vllm", 0.25), ("trtllm", 0.22)])
+@pytest.mark.parametrize("block_size", [16, 32, 64])
+def test_every_kv_block_is_returned_with_shared_prefixes(engine, utilization, block_size):
+    # 16-token prompt hashes against 16/32/64-token engine blocks, in a cache small enough for preemptions and
+    # evictions of cached prefixes
+    res = simulate(MODEL, GPU, engine=engine, block_size=block_size, prefix=(40, 1000), input_len="uniform:50,600",
+                   output_len="uniform:10,600", num_requests=400, rate=60, gpu_memory_utilization=utilization,
+                   seed=2)  # fmt: skip
+    kv = res.replicas[0].kv
+    assert res["completed"] == 400 and res["preemptions"] > 0 and kv.evictions > 0
+    assert res["prefix_cache_hit_rate"] > 0.15
+    assert res.replicas[0].bs == block_size
+    _assert_every_block_returned(res)
+    tb = res.table
+    # cached tokens are whole engine blocks of the 1000-token prefix: 992 with 16/32-token blocks, 960 with 64
+    hit = tb.cached_tokens[tb.cached_tokens > 0]
+    assert hit.size and (hit % block_size == 0).all() and hit.max() == 1000 // block_size * block_size
+
+
+def test_prefix_cache_with_hash_blocks_that_do_not_divide_engine_blocks():
+    # 24-token hashes against 16-token blocks share whole 48-token units (lcm): 960 of a 1000-token prefix
+    work = synthetic(200, 300, 50, rate=20, prefix={"num_prompts": 2, "prompt_tokens": 1000, "hash_block_size": 24},
+                     seed=3)  # fmt: skip
+    res = simulate(MODEL, GPU, workload=work)
+    assert res.replicas[0].kv.unit_tokens == 48
+    assert res.table.cached_tokens.max() == 960
+    _assert_every_block_returned(res)
+
+
 def test_same_seed_same_result_different_seed_differs():
     kw = dict(input_len="uniform:100,2000", output_len="uniform:10,400", num_requests=200, rate=10)
     a, b = simulate(MODEL, GPU, seed=7, **kw), simulate(MODEL, GPU, seed=7, **kw)
@@ -204,12 +242,13 @@ def test_model_that_does_not_fit():
 def test_empty_and_malformed_traces(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n")
-    with pytest.raises(InfercastError):
-        simulate(MODEL, GPU, trace=str(empty))
     bad = tmp_path / "bad.csv"
     bad.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,abc\n")
-    with pytest.raises(InfercastError):
-        simulate(MODEL, GPU, trace=str(bad))
+    for path, needle in ((empty, "no requests"), (bad, "line 2"), (tmp_path / "none.csv", "not found")):
+        with pytest.raises(InfercastError, match=needle) as info:
+            simulate(MODEL, GPU, trace=str(path))
+        assert info.value.field == "trace"  # the option the user gave, not the loader's argument
+        assert str(path) in str(info.value)
 
 
 def test_closed_loop_clients_obey_littles_law():
@@ -236,3 +275,67 @@ def test_speculative_decoding_trades_verification_for_fewer_steps():
     assert SpeculativeConfig(4, 0.8).expected_tokens_per_step == pytest.approx((1 - 0.8**5) / 0.2)
     with pytest.raises(InfercastError):
         SpeculativeConfig(0, 0.5)
+
+
+def test_speculative_decoding_with_a_draft_model_pays_the_drafts_decode_steps():
+    from infercast.sim.speculative import SpeculativeConfig
+
+    kw = dict(input_len=1000, output_len=300, num_requests=60, rate=2, seed=1)
+    plain = simulate(MODEL, GPU, **kw)
+    free = simulate(MODEL, GPU, speculative=SpeculativeConfig(4, 0.8, draft_cost=0.0), **kw)
+    small = simulate(MODEL, GPU, speculative=SpeculativeConfig(4, 0.8, draft_model="llama-3.2-1b"), **kw)
+    large = simulate(MODEL, GPU, speculative=SpeculativeConfig(4, 0.8, draft_model="llama-3.2-3b"), **kw)
+    # same acceptance draws, so the TPOT differences are the drafts' own decode-step costs
+    assert free["tpot_s"]["mean"] < small["tpot_s"]["mean"] < large["tpot_s"]["mean"]
+    assert small["tpot_s"]["mean"] < 0.85 * plain["tpot_s"]["mean"]  # a 1B draft for an 8B target pays off
+    draft = predict("llama-3.2-1b", GPU, input_len=1000, output_len=300)
+    # each step adds ~4 draft decode steps of a 1B model to the verification pass
+    per_step = (small["tpot_s"]["mean"] - free["tpot_s"]["mean"]) * SpeculativeConfig(4, 0.8).expected_tokens_per_step
+    assert per_step == pytest.approx(4 * draft.tpot_s, rel=0.35)
+    for res in (small, large):
+        assert res["completed"] == 60
+        _assert_every_block_returned(res)
+
+
+def test_rate_sweep_finds_the_saturation_point():
+    from infercast.sim.rate_sweep import rate_sweep
+
+    kw = dict(input_len="uniform:200,2000", output_len="uniform:20,400", num_requests=300, seed=1)
+    sweep = rate_sweep(MODEL, GPU, rates=[2, 8, 40], refine_steps=3, **kw)
+    t = sweep.table
+    assert t["rate_req_s"].is_monotonic_increasing and {2.0, 8.0, 40.0} <= set(t["rate_req_s"])
+    for col in ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s"):  # more load never lowers latency
+        assert t[col].is_monotonic_increasing, col
+    assert not t.loc[t["rate_req_s"] <= 8, "saturated"].any() and t.loc[t["rate_req_s"] == 40, "saturated"].all()
+    # bisected between the last passing and the first failing rate, below the offline throughput
+    assert 8 <= sweep.saturation_rate_req_s < 40 and len(t) == 3 + 3
+    assert sweep.saturation_rate_req_s < 1.1 * sweep.capacity_req_s
+    passing = t[~t["saturated"]]["rate_req_s"]
+    assert sweep.saturation_rate_req_s == passing.max()
+    # an SLO tighter than the unloaded TTFT fails every rate
+    strict = rate_sweep(MODEL, GPU, rates=[2, 8], refine_steps=0, goodput="ttft:1", **kw)
+    assert strict.saturation_rate_req_s is None and (strict.table["slo_attainment"] == 0).all()
+    with pytest.raises(InfercastError) as info:
+        rate_sweep(MODEL, GPU, rates=[2], rate=3, **kw)
+    assert info.value.field == "rate"
+
+
+def test_duration_runs_from_the_benchmark_start_to_the_last_completion():
+    # t=0 is when the client starts; here the first request is sent 5 s later, and those 5 s count
+    base = synthetic(100, 500, 50, rate=2, seed=3)
+    res = simulate(MODEL, GPU, workload=Workload(base.arrival + 5.0, base.prompt_len, base.output_len))
+    tb = res.table
+    assert tb.arrival.min() > 5.0
+    assert res["duration_s"] == pytest.approx(float(tb.finish.max()))
+    assert res["request_throughput_req_s"] == pytest.approx(100 / tb.finish.max())
+
+
+def test_one_definition_of_queueing():
+    res = simulate(MODEL, GPU, input_len=3000, output_len=100, num_requests=200, rate=12, seed=3)
+    tb, df = res.table, res.requests()
+    queue = tb.scheduled - tb.visible  # reaching the engine (after the request overhead) -> first scheduled
+    np.testing.assert_allclose(df["queue_s"], queue)
+    assert res["queue_s"]["mean"] == pytest.approx(float(np.mean(queue)))
+    overhead = res.replicas[0].request_overhead
+    np.testing.assert_allclose(df["scheduled_s"] - df["queue_s"] - df["arrival_s"], overhead, atol=1e-9)
+    assert (df["ttft_s"] >= df["queue_s"] + overhead - 1e-12).all()

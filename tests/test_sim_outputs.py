@@ -108,13 +108,19 @@ def test_trace_request_track(result: SimulationResult) -> None:
     df = result.requests()
     first = set(df.sort_values("arrival_s").index[:25])
     assert {e["args"]["request"] for e in parents} == first
-    assert any(e["name"] == "queued" for e in reqs)
+    assert any(e["name"] == "queued" for e in reqs) and any(e["name"] == "overhead" for e in reqs)
     for p in parents:
         rid = p["args"]["request"]
         assert p["args"]["ttft_ms"] == pytest.approx(df.loc[rid, "ttft_s"] * 1e3, abs=1e-3)
         kids = [e for e in reqs if e["args"]["request"] == rid and e is not p]
-        queued = df.loc[rid, "queue_s"] * 1e6 > ROUNDING_US
-        assert [k["name"] for k in kids] == ["queued", "prefill", "decode"][0 if queued else 1 :]
+        row = df.loc[rid]
+        overhead = (row.scheduled_s - row.queue_s - row.arrival_s) * 1e6  # arrival -> reaching the engine
+        queued = bool(row.queue_s * 1e6 > ROUNDING_US)
+        expected = ["overhead"] * bool(overhead > ROUNDING_US) + ["queued"] * queued + ["prefill", "decode"]
+        assert [k["name"] for k in kids] == expected
+        durations = {k["name"]: k["dur"] for k in kids}
+        if queued:  # the queued slice is the engine's waiting queue: queue_s, as in the summary
+            assert durations["queued"] == pytest.approx(row.queue_s * 1e6, abs=2 * ROUNDING_US)
         for k in kids:  # nested inside the request slice, on the same lane
             assert k["tid"] == p["tid"] and k["pid"] == p["pid"]
             assert p["ts"] <= k["ts"] and k["ts"] + k["dur"] <= p["ts"] + p["dur"] + ROUNDING_US

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from itertools import pairwise
 from pathlib import Path
 
@@ -26,9 +27,6 @@ from infercast.sim.workload import (
     synthetic,
     with_system_prompts,
 )
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-AZURE_CONV = TRACES / "azure_conv_2023.csv"
 
 
 def assert_prefix_closed(hashes: list[np.ndarray]) -> None:
@@ -245,6 +243,20 @@ def test_workload_validation_and_sorting() -> None:
         Workload(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
+def test_block_hashes_of_any_integer_form_are_normalised() -> None:
+    args = {"arrival": [0.0, 1.0, 2.0], "prompt_len": [40, 40, 40], "output_len": [1, 1, 1]}
+    w = Workload(**args, block_hashes=[[1, 2], np.array([1.0, 3.0]), None])
+    assert all(type(h) is np.ndarray and h.dtype == np.int64 and h.ndim == 1 for h in w.block_hashes)
+    assert [h.tolist() for h in w.block_hashes] == [[1, 2], [1, 3], []]
+    same = [np.arange(2, dtype=np.int64)] * 3  # the fast path: every entry already a 1-D int64 array
+    assert Workload(**args, block_hashes=same).block_hashes[2] is same[2]
+    for bad, field in (([[1, 2], [1.5], []], "block_hashes[1]"), ([[1], ["x"], []], "block_hashes[1]"),
+                       ([[1, 2, 3, 4]] * 3, "block_hashes")):  # fmt: skip
+        with pytest.raises(InfercastError) as info:
+            Workload(**args, block_hashes=bad)
+        assert info.value.field == field
+
+
 def test_head_tile_frame_roundtrip() -> None:
     w = with_system_prompts(synthetic(50, "uniform:10,40", 5, rate=2.0, seed=4), 2, 40, fraction=0.5, seed=1)
     assert len(w.head(10)) == 10 and len(w.head(100)) == 50
@@ -270,9 +282,8 @@ def test_head_tile_frame_roundtrip() -> None:
 
 
 # ----- trace replay ----------------------------------------------------------------------------------------
-@pytest.mark.skipif(not AZURE_CONV.exists(), reason=f"shared trace not present at {AZURE_CONV}")
-def test_azure_conv_trace() -> None:
-    w = load_trace_csv(AZURE_CONV)
+def test_azure_conv_trace(tmp_path: Path) -> None:
+    w = builtin_trace("azure_conv")  # the trace bundled with the package
     assert len(w) == 19366
     assert w.arrival[0] == 0 and (np.diff(w.arrival) >= 0).all()
     assert abs(np.median(w.prompt_len) - 1020) < 30
@@ -281,10 +292,13 @@ def test_azure_conv_trace() -> None:
     t = w.tile(3)
     assert len(t) == 3 * 19366 and (np.diff(t.arrival) >= 0).all()
     assert t.duration == pytest.approx(3 * w.duration + 2 * w.duration / (len(w) - 1))
-    fast = load_trace(AZURE_CONV, time_scale=0.5, max_requests=100)
+    # the same file read by path, as load_trace and load_trace_csv read any trace
+    copy = tmp_path / "azure_conv_2023.csv"
+    copy.write_bytes(resources.files("infercast").joinpath("data", "traces", "azure_conv_2023.csv").read_bytes())
+    fast = load_trace(copy, time_scale=0.5, max_requests=100)
     assert len(fast) == 100 and np.allclose(fast.arrival, w.arrival[:100] * 0.5)
-    bundled = builtin_trace("azure_conv")
-    assert np.array_equal(bundled.prompt_len, w.prompt_len) and np.array_equal(bundled.arrival, w.arrival)
+    by_path = load_trace_csv(copy)
+    assert np.array_equal(by_path.prompt_len, w.prompt_len) and np.array_equal(by_path.arrival, w.arrival)
 
 
 def test_builtin_traces() -> None:

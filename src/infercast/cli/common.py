@@ -67,3 +67,21 @@ def parse_int_list(field: str, text: str | None) -> list[int] | None:
     if not values or min(values) < 1:
         raise InfercastError(f"must be positive integers, got {text!r}", field=field)
     return values
+
+
+def parse_float_list(field: str, text: str | None) -> list[float] | None:
+    """'0.5,1,2.5' -> finite numbers > 0; None stays None. Anything else is a one-line error naming the option."""
+    if text is None:
+        return None
+    from infercast.errors import InfercastError, require_positive_number
+
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise InfercastError(f"expected numbers like 0.5,1,2.5, got {text!r}", field=field)
+    values: list[float] = []
+    for part in parts:
+        try:
+            values.append(require_positive_number(field, part))
+        except InfercastError:
+            raise InfercastError(f"expected numbers > 0 like 0.5,1,2.5, got {part!r}", field=field) from None
+    return values

@@ -8,14 +8,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.cli.common import JSON_HELP, console, emit_json, parse_float_list
 from infercast.display import fmt_time
+from infercast.errors import InfercastError, require_positive_int, require_positive_number
 from infercast.sim.api import DisaggConfig
 from infercast.sim.api import simulate as run_simulate
 from infercast.sim.cluster import KVLink
 from infercast.sim.speculative import SpeculativeConfig
 
 SCHEDULERS = "static | vllm (prefill-first continuous batching) | sarathi (chunked prefill) | disagg"
+DEFAULT_SPEC_ACCEPTANCE = 0.7
+"""--spec-acceptance when --spec-tokens is given without it (a typical EAGLE-style draft on chat traffic)."""
+KV_LINK_DEFAULT_GBPS = KVLink().bandwidth_bytes_s / 1e9
 
 
 def _length(value: str | None, field: str) -> int | str | None:
@@ -56,21 +60,31 @@ def simulate(
     block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="Memory fraction for the engine.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
-    prefix_len: Annotated[int, typer.Option(help="Shared system prompt tokens added to every prompt.")] = 0,
-    num_prefixes: Annotated[int, typer.Option(help="Distinct shared system prompts.")] = 1,
+    prefix_len: Annotated[
+        int | None, typer.Option(help="Shared system prompt tokens added to every prompt (0: none).")
+    ] = None,
+    num_prefixes: Annotated[int | None, typer.Option(help="Distinct shared system prompts (default 1).")] = None,
     preemption: Annotated[str, typer.Option(help="recompute | swap (PCIe cost) when KV blocks run out.")] = "recompute",
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
     router: Annotated[str, typer.Option(help="round_robin | least_outstanding | prefix_affinity")] = "round_robin",
-    prefill_instances: Annotated[int, typer.Option(help="disagg: prefill replicas.")] = 1,
-    decode_instances: Annotated[int, typer.Option(help="disagg: decode replicas.")] = 1,
-    prefill_tp: Annotated[int | None, typer.Option(help="disagg: TP of prefill replicas.")] = None,
-    decode_tp: Annotated[int | None, typer.Option(help="disagg: TP of decode replicas.")] = None,
-    kv_link_gbps: Annotated[float, typer.Option(help="disagg: KV transfer bandwidth per GPU, GB/s.")] = 50.0,
+    prefill_instances: Annotated[int | None, typer.Option(help="disagg: prefill replicas (default 1).")] = None,
+    decode_instances: Annotated[int | None, typer.Option(help="disagg: decode replicas (default 1).")] = None,
+    prefill_tp: Annotated[int | None, typer.Option(help="disagg: TP of prefill replicas (default --tp).")] = None,
+    decode_tp: Annotated[int | None, typer.Option(help="disagg: TP of decode replicas (default --tp).")] = None,
+    kv_link_gbps: Annotated[
+        float | None,
+        typer.Option(help=f"disagg: KV transfer bandwidth per GPU, GB/s (default {KV_LINK_DEFAULT_GBPS:g})."),
+    ] = None,
     goodput: Annotated[str | None, typer.Option(help="SLOs in ms, e.g. --goodput ttft:200 tpot:50")] = None,
     spec_tokens: Annotated[int | None, typer.Option(help="Speculative decoding: draft tokens per step.")] = None,
-    spec_acceptance: Annotated[float, typer.Option(help="Speculative decoding: per-token acceptance rate.")] = 0.7,
+    spec_acceptance: Annotated[
+        float | None,
+        typer.Option(help=f"Speculative decoding: per-token acceptance rate (default {DEFAULT_SPEC_ACCEPTANCE:g})."),
+    ] = None,
     draft_model: Annotated[str | None, typer.Option(help="Speculative decoding: draft model id.")] = None,
-    draft_cost: Annotated[float, typer.Option(help="Draft step / target decode step, without --draft-model.")] = 0.05,
+    draft_cost: Annotated[
+        float | None, typer.Option(help="Draft step / target decode step, without --draft-model (default 0.05).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths).")] = 0,
     rate_sweep: Annotated[
         bool, typer.Option("--rate-sweep", help="Latency vs load; find the saturation rate.")
@@ -78,7 +92,9 @@ def simulate(
     rates: Annotated[
         str | None, typer.Option(help="--rate-sweep: comma-separated rates (default: around capacity).")
     ] = None,
-    attainment: Annotated[float, typer.Option(help="--rate-sweep: share of requests that must meet the SLOs.")] = 0.9,
+    attainment: Annotated[
+        float | None, typer.Option(help="--rate-sweep: share of requests that must meet the SLOs (default 0.9).")
+    ] = None,
     requests_out: Annotated[Path | None, typer.Option(help="Write the per-request table (.csv or .parquet).")] = None,
     trace_out: Annotated[Path | None, typer.Option(help="Write a Perfetto/Chrome trace (.json or .json.gz).")] = None,
     plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
@@ -86,26 +102,28 @@ def simulate(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Simulate serving under traffic; report vLLM-bench-style TTFT/TPOT/ITL/E2E, throughput and goodput."""
-    disagg = None
-    if scheduler == "disagg":
-        disagg = DisaggConfig(prefill_instances, decode_instances, prefill_tp, decode_tp,
-                              KVLink(bandwidth_bytes_s=kv_link_gbps * 1e9))  # fmt: skip
-    prefix = (num_prefixes, prefix_len) if prefix_len > 0 else None
+    given = locals()
+    disagg = _disagg(scheduler, given)
+    speculative = _speculative(given)
+    prefix = _prefix(prefix_len, num_prefixes)
+    if not rate_sweep:
+        _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
     common = dict(
-        tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
-        scheduler="sarathi" if scheduler == "disagg" else scheduler, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_batched_tokens, block_size=block_size,
-        gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching,
-        preemption=preemption, replicas=replicas, router=router, disagg=disagg,
-        speculative=SpeculativeConfig(spec_tokens, spec_acceptance, draft_model, draft_cost) if spec_tokens else None,
+        tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, scheduler=scheduler,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched_tokens, block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching, preemption=preemption,
+        replicas=replicas, router=router, disagg=disagg, speculative=speculative, skip=not step_mode,
+        trace=trace, input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
+        num_requests=num_requests, burstiness=burstiness, seed=seed, prefix=prefix,
     )  # fmt: skip
     if rate_sweep:
         from infercast.sim.rate_sweep import rate_sweep as run_sweep
 
-        rate_list = [float(x) for x in rates.split(",")] if rates else None
-        sweep = run_sweep(model, gpu, rates=rate_list, goodput=goodput, attainment=attainment, trace=trace,
-                          input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
-                          num_requests=num_requests, burstiness=burstiness, seed=seed, **common)  # fmt: skip
+        _refuse(given, ("rate", "concurrency", "offline"), "not with --rate-sweep, which sets the load (see --rates)")
+        _refuse(given, ("requests_out", "trace_out"), "not with --rate-sweep (one run per rate): simulate one --rate")
+        rate_list = parse_float_list("rates", rates)
+        sweep = run_sweep(model, gpu, rates=rate_list, goodput=goodput,
+                          attainment=0.9 if attainment is None else attainment, **common)  # fmt: skip
         if plot_dir:
             from infercast.sim.plots import plot_rate_sweep
 
@@ -118,9 +136,7 @@ def simulate(
             _render_sweep(sweep)
         return
     result = run_simulate(
-        model, gpu, trace=trace, input_len=_length(input_len, "input_len"),
-        output_len=_length(output_len, "output_len"), num_requests=num_requests, rate=rate, burstiness=burstiness,
-        concurrency=concurrency, offline=offline, seed=seed, prefix=prefix, goodput=goodput, skip=not step_mode,
+        model, gpu, rate=rate, concurrency=concurrency, offline=offline, goodput=goodput,
         trace_steps=200_000 if trace_out else 0, sample_interval=0.05 if (trace_out or plot_dir) else 1.0, **common,
     )  # fmt: skip
     if requests_out:
@@ -143,6 +159,46 @@ def simulate(
     from infercast.sim.export import summary_table
 
     console.print(summary_table(result))
+
+
+def _refuse(given: dict, names: tuple[str, ...], why: str) -> None:
+    """A usage error naming the first of ``names`` the user gave (options default to None, flags to False)."""
+    for name in names:
+        if given[name] is not None and given[name] is not False:
+            raise InfercastError(why, field=name)
+
+
+def _disagg(scheduler: str, given: dict) -> DisaggConfig | None:
+    pools = ("prefill_instances", "decode_instances", "prefill_tp", "decode_tp", "kv_link_gbps")
+    if scheduler.strip().lower() != "disagg":
+        _refuse(given, pools, "only applies with --scheduler disagg")
+        return None
+    gbps = given["kv_link_gbps"]
+    link = KVLink() if gbps is None else KVLink(bandwidth_bytes_s=require_positive_number("kv_link_gbps", gbps) * 1e9)
+    sizes = {k: given[k] for k in ("prefill_instances", "decode_instances") if given[k] is not None}
+    return DisaggConfig(**sizes, prefill_tp=given["prefill_tp"], decode_tp=given["decode_tp"], link=link)
+
+
+def _speculative(given: dict) -> SpeculativeConfig | None:
+    if given["spec_tokens"] is None:
+        _refuse(given, ("spec_acceptance", "draft_model", "draft_cost"), "needs --spec-tokens K (speculative decoding)")
+        return None
+    if given["draft_model"] is not None and given["draft_cost"] is not None:
+        raise InfercastError("--draft-cost prices a draft without a model; with --draft-model the draft model's own "
+                             "step time is used", field="draft_cost")  # fmt: skip
+    acceptance = DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
+    extra = {} if given["draft_cost"] is None else {"draft_cost": given["draft_cost"]}
+    return SpeculativeConfig(given["spec_tokens"], acceptance, given["draft_model"], **extra)
+
+
+def _prefix(prefix_len: int | None, num_prefixes: int | None) -> tuple[int, int] | None:
+    tokens = 0 if prefix_len is None else require_positive_int("prefix_len", prefix_len, minimum=0)
+    if not tokens:
+        if num_prefixes is not None:
+            raise InfercastError("needs --prefix-len N (the shared prompt's tokens)", field="num_prefixes")
+        return None
+    count = 1 if num_prefixes is None else require_positive_int("num_prefixes", num_prefixes)
+    return count, tokens
 
 
 def _render_sweep(sweep) -> None:

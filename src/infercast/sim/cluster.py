@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.errors import InfercastError, unknown_choice
+from infercast.errors import InfercastError, require_positive_number, unknown_choice
 from infercast.sim.replica import Replica
 from infercast.sim.state import RequestTable
 
@@ -32,13 +32,18 @@ class KVLink:
     latency_s: float = 20e-6
     """Per transfer: RDMA setup and completion notification (tens of microseconds)."""
 
+    def __post_init__(self) -> None:
+        bandwidth = require_positive_number("bandwidth_bytes_s", self.bandwidth_bytes_s)
+        object.__setattr__(self, "bandwidth_bytes_s", bandwidth)
+        object.__setattr__(self, "latency_s", require_positive_number("latency_s", self.latency_s, allow_zero=True))
+
 
 class Router:
     """Picks a replica for each request."""
 
     def __init__(self, name: str, table: RequestTable):
-        if name not in ROUTERS:
-            raise unknown_choice("router", name, ROUTERS)
+        if not isinstance(name, str) or name not in ROUTERS:
+            raise unknown_choice("router", str(name), ROUTERS)
         self.name = name
         self.table = table
         self._rr = itertools.count()
@@ -100,8 +105,9 @@ class Coordinator:
         tb.prefill_replica[i] = tb.replica[i]
         heapq.heappush(self.events, (arrive, next(self._order), i))
 
-    def _client_done(self, ids: np.ndarray, times: np.ndarray) -> None:
-        for t in times.tolist():
+    def _client_done(self, ids: list[int], t: float) -> None:
+        """Requests ``ids`` finished at ``t``: each of their clients sends its next request then."""
+        for _ in ids:
             if self._next_request < self.table.n:
                 j = self._next_request
                 self._next_request += 1

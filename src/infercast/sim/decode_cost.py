@@ -4,14 +4,44 @@ A decode-only step of n sequences costs ``K[n] + Σ_v max(c_v + s_c·S + w_c·Sw
 S and Sw are the context sums (:class:`~infercast.cost.compiled.DecodeTable`, derived from the step cost
 model). Over a run without events S and Sw grow linearly, so each term is the max of two lines in the step
 index and the run's total time, or the number of steps before a deadline, follow in O(1).
+
+The replica's hot loop handles the common case inline — one context-dependent operator whose binding line
+stays on top over the run, so step times form one arithmetic series — and solves deadlines with
+:func:`steps_to_reach`; :class:`DecodeRun` is the general case.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
-from infercast.cost.compiled import DecodeTable
+from infercast.cost.compiled import DecodeTable, compile_scalar
 from infercast.cost.series import sum_max_lines
+from infercast.cost.step import StepCostModel
+
+StepFn = Callable[[Sequence[float]], float]
+
+_COMPILED: dict[tuple[int, int], tuple[StepCostModel, StepFn, DecodeTable]] = {}
+_COMPILED_LIMIT = 64
+
+
+def compiled_costs(model: StepCostModel, max_seqs: int) -> tuple[StepFn, DecodeTable]:
+    """``compile_scalar(model)`` and ``DecodeTable(model, max_seqs)``, built once and shared by every replica
+    (and every simulation) with the same cost model and sequence limit.
+
+    ``model`` comes from :func:`infercast.analysis.scenario.cost_model`, which returns one object per
+    deployment, profile and profile generation, so its identity is the key; the entry holds the model, so
+    the id cannot be reused while cached. Both values are read-only.
+    """
+    key = (id(model), max_seqs)
+    hit = _COMPILED.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1], hit[2]
+    if len(_COMPILED) >= _COMPILED_LIMIT:
+        _COMPILED.clear()
+    step_fn, table = compile_scalar(model), DecodeTable(model, max_seqs)
+    _COMPILED[key] = (model, step_fn, table)
+    return step_fn, table
 
 
 class DecodeRun:
@@ -47,10 +77,6 @@ class DecodeRun:
             t += sum_max_lines(a, da, b, db, k)
         return t
 
-    def total_after_first(self, k: int) -> float:
-        """Time of steps 1..k-1."""
-        return self.total(k) - self.step(0)
-
     def steps_until(self, span: float, cap: int, first: float | None = None) -> int:
         """Fewest steps (>= 1, <= cap) whose total time reaches ``span`` (cap if it never does)."""
         if span <= 0:
@@ -78,50 +104,21 @@ class DecodeRun:
         return lo
 
 
-class LinearDecodeRun(DecodeRun):
-    """A :class:`DecodeRun` with one context-dependent operator whose binding ceiling does not change over the
-    first ``horizon`` steps (the common case): step times are then one line, and totals and deadlines follow
-    from the arithmetic series and its quadratic. Falls back to the general formulas otherwise."""
-
-    __slots__ = ("base", "slope")
-
-    def __init__(self, table: DecodeTable, n: int, s: float, horizon: int):
-        self.n = n
-        self.const = table.constant_f[n]
-        cs, ms = table.cs_f[0], table.ms_f[0]
-        a, da = table.c0_f[0][n] + cs * s, cs * n
-        b, db = table.m0_f[0][n] + ms * s, ms * n
-        self.lines = [(a, da, b, db)]
-        last = max(horizon, 1) - 1
-        if (a >= b) == (a + da * last >= b + db * last):  # one line on top over the whole horizon
-            self.base, self.slope = (self.const + a, da) if a >= b else (self.const + b, db)
-        else:
-            self.base = None
-
-    def step(self, j: int) -> float:
-        if self.base is None:
-            return DecodeRun.step(self, j)
-        return self.base + self.slope * j
-
-    def total(self, k: int) -> float:
-        if self.base is None:
-            return DecodeRun.total(self, k)
-        return k * self.base + self.slope * k * (k - 1) / 2
-
-    def steps_until(self, span: float, cap: int, first: float | None = None) -> int:
-        if self.base is None:
-            return DecodeRun.steps_until(self, span, cap, first)
-        if span <= 0:
-            return 1
-        base, slope = self.base, self.slope
-        if slope > 0:  # k·base + slope·k(k-1)/2 >= span
-            half = slope / 2
-            k = math.ceil((-(base - half) + math.sqrt((base - half) ** 2 + 4 * half * span)) / (2 * half))
-        else:
-            k = math.ceil(span / base)
-        k = min(max(k, 1), cap)
-        while k > 1 and self.total(k - 1) >= span:  # rounding guards: the fewest steps that reach the span
-            k -= 1
-        while k < cap and self.total(k) < span:
-            k += 1
-        return k
+def steps_to_reach(base: float, slope: float, span: float, cap: int) -> int:
+    """Fewest steps (1..cap) of times ``base + j·slope`` (j = 0, 1, ...) whose sum reaches ``span``; cap if
+    they never do. The steps of a decode run whose binding ceiling does not change (one line on top) take
+    these times: the root of ``k·base + slope·k(k-1)/2 = span``, then guards against rounding. ``base`` > 0
+    and ``slope`` >= 0 (step times are positive and grow with the context)."""
+    if span <= 0:
+        return 1
+    # positive root of (slope/2)·k² + b·k - span = 0, b = base - slope/2, in the form without cancellation:
+    # no division by the slope when b >= 0 (always, in practice: a step grows by far less than it takes)
+    b = base - slope / 2
+    root = math.sqrt(b * b + 2 * slope * span)
+    k = math.ceil(2 * span / (b + root) if b >= 0 else (root - b) / slope)
+    k = min(max(k, 1), cap)
+    while k > 1 and (k - 1) * base + slope * (k - 1) * (k - 2) / 2 >= span:  # the fewest steps
+        k -= 1
+    while k < cap and k * base + slope * k * (k - 1) / 2 < span:
+        k += 1
+    return k

@@ -5,6 +5,10 @@ and, per sequence, its context offset ``base`` (context of the next step = base 
 which it finishes. Sums the cost model needs (Σ context, Σ min(context, window)), KV blocks held and the
 blocks the next steps must allocate (a sequence needs a new block when its context crosses a multiple of
 the block size: counted per residue class) are all kept incrementally; completions come off a heap.
+
+The blocks the next decode step allocates are ``residue[(-D) % bs]`` (the sequences whose context crosses a
+block boundary at that step); the replica's hot loop reads that expression inline rather than through a
+method call, and :meth:`growth_over` generalises it to k steps.
 """
 
 from __future__ import annotations
@@ -48,10 +52,6 @@ class DecodeSet:
             return self.context_sum()
         return self.sum_base_below + self.n_below * self.D + self.window * (self.n - self.n_below)
 
-    def growth_now(self) -> int:
-        """Blocks the next decode step must allocate."""
-        return self.residue[(-self.D) % self.bs]
-
     def growth_over(self, k: int) -> int:
         """Blocks decode steps D .. D+k-1 allocate (sequences finishing inside are not subtracted).
 
@@ -69,12 +69,6 @@ class DecodeSet:
             end = start + m
             total += sum(res[start:end]) if end <= bs else sum(res[start:]) + sum(res[: end - bs])
         return total
-
-    def held_by(self, i: int) -> int:
-        """Blocks sequence ``i`` holds now (its KV covers context - 1 tokens)."""
-        if i in self.reserved:
-            return self.reserved[i]
-        return -(-(self.base[i] + self.D - 1) // self.bs)
 
     # ----- membership -------------------------------------------------------------------------------------
     def join(self, i: int, ctx: int, remaining: int, t_last: float, reserved: int = 0) -> None:
@@ -132,6 +126,7 @@ class DecodeSet:
         return base + self.D, finish - self.D, held, last
 
     def held_by_base(self, i: int, base: int) -> int:
+        """Blocks sequence ``i`` (context offset ``base``) holds now: its KV covers context - 1 tokens."""
         if i in self.reserved:
             return self.reserved[i]
         return -(-(base + self.D - 1) // self.bs)

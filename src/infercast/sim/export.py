@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from infercast.errors import InfercastError
+from infercast.sim.labels import run_label, slo_text
 
 if TYPE_CHECKING:
     from infercast.sim.api import SimulationResult
@@ -70,12 +71,7 @@ def summary_table(result: SimulationResult) -> Table:
     df = result.requests()
     finished = df[df["finish_s"].notna()]
     title = "Serving Benchmark Result (simulated)"
-    head = f"{cfg.get('model', '?')} on {cfg.get('gpu', '?')}"
-    if cfg.get("tp", 1) != 1:
-        head += f" tp{cfg['tp']}"
-    if cfg.get("replicas", 1) != 1:
-        head += f" × {cfg['replicas']} replicas"
-    caption = f"{head} · {cfg.get('engine', '')} · {cfg.get('scheduler', '')} · {cfg.get('workload', '')}"
+    caption = run_label(cfg)
     t = Table(title=title, caption=caption, show_header=False, title_style="bold")
     t.add_column("metric", style="", no_wrap=True)
     t.add_column("value", justify="right", no_wrap=True)
@@ -87,9 +83,10 @@ def summary_table(result: SimulationResult) -> Table:
     t.add_row("Total generated tokens", f"{int(finished['output_tokens'].sum()):,}")
     t.add_row("Request throughput (req/s)", _num(s.get("request_throughput_req_s")))
     if "slo" in s:
-        slo = ", ".join(f"{k.replace('_ms', '')} ≤ {v:g} ms" for k, v in s["slo"].items() if v is not None)
         t.add_row("Request goodput (req/s)", _num(s.get("goodput_req_s")))
-        t.add_row(f"SLO attainment ({slo})", _num(100 * s.get("slo_attainment", float("nan")), ".1f") + " %")
+        t.add_row(
+            f"SLO attainment ({slo_text(s['slo'])})", _num(100 * s.get("slo_attainment", float("nan")), ".1f") + " %"
+        )
     t.add_row("Output token throughput (tok/s)", _num(s.get("output_throughput_tok_s")))
     t.add_row("Total token throughput (tok/s)", _num(s.get("total_throughput_tok_s")), end_section=True)
 
@@ -98,7 +95,7 @@ def summary_table(result: SimulationResult) -> Table:
         ("tpot_s", "Time per Output Token (excl. 1st token)", "TPOT"),
         ("itl_s", "Inter-token Latency", "ITL"),
         ("e2e_s", "End-to-end Latency", "E2EL"),
-        ("queue_s", "Queueing (arrival to first schedule)", "queue"),
+        ("queue_s", "Queueing (engine waiting queue, before first schedule)", "queue"),
     )
     for key, heading, short in sections:
         stats = s.get(key) or {}

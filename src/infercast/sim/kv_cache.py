@@ -5,24 +5,39 @@ computed itself; with prefix caching, full blocks of a shared prompt prefix live
 block-hash chains (a block is reusable only if every block before it matches too). Cached blocks in use
 are pinned by a reference count; unreferenced ones stay resident and are evicted least-recently-used
 when an allocation needs room — as in vLLM's prefix cache.
+
+Workloads describe shared prefixes by ids of ``hash_block_size``-token blocks, which need not be the
+engine's block size (16-token hashes against TensorRT-LLM's 32-token blocks; Mooncake's 512-token hashes
+against 16-token blocks). The cache therefore works in *units* of ``lcm(hash_block_size, block_size)``
+tokens: a unit is a whole number of hash blocks (``hashes_per_unit``; its id is the id of its last hash
+block, which determines the whole prefix because ids are prefix-closed) and a whole number of engine blocks
+(``blocks_per_unit``). With equal sizes a unit is one block. A prefix shared in hash blocks but ending inside
+an engine block is shared up to the last whole unit, as an engine that hashes its own blocks would share it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 import numpy as np
+
+from infercast.sim.workload import DEFAULT_HASH_BLOCK_SIZE
 
 
 class KVCache:
     """Block accounting (counts, not per-block tables: the simulator needs sizes, not addresses)."""
 
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool, hash_block_size: int = 16):
+    def __init__(
+        self, num_blocks: int, block_size: int, prefix_caching: bool, hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE
+    ):
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
         self.hash_block_size = hash_block_size
-        self.blocks_per_hash = max(hash_block_size // block_size, 1) if prefix_caching else 1
+        self.unit_tokens = math.lcm(hash_block_size, block_size)  # tokens per cache entry (see module docstring)
+        self.hashes_per_unit = self.unit_tokens // hash_block_size
+        self.blocks_per_unit = self.unit_tokens // block_size
         self.private = 0  # blocks owned by sequences
         self.free = num_blocks  # allocatable without evicting: num_blocks - private - cached_blocks
         self.refs: dict[int, int] = {}  # resident hash block -> references from live sequences
@@ -43,10 +58,6 @@ class KVCache:
         """Blocks holding live data (private + pinned cache)."""
         return self.private + self.cached_blocks - self.evictable
 
-    def blocks_for(self, tokens: int | float | np.ndarray) -> int | np.ndarray:
-        """Blocks needed for ``tokens`` tokens."""
-        return -(-tokens // self.block_size)
-
     def allocate(self, blocks: int) -> bool:
         """Take ``blocks`` private blocks, evicting unreferenced cache blocks LRU-first; False if impossible."""
         if blocks <= 0:
@@ -56,7 +67,7 @@ class KVCache:
             return False
         while short > 0:
             self._evict_one()
-            short -= self.blocks_per_hash
+            short -= self.blocks_per_unit
         self.private += blocks
         self.free -= blocks
         return True
@@ -68,71 +79,78 @@ class KVCache:
     def _evict_one(self) -> None:
         key, _ = self.lru.popitem(last=False)  # guarded by ``available``: the LRU list is not empty
         del self.refs[key]
-        self.cached_blocks -= self.blocks_per_hash
-        self.evictable -= self.blocks_per_hash
-        self.free += self.blocks_per_hash
+        self.cached_blocks -= self.blocks_per_unit
+        self.evictable -= self.blocks_per_unit
+        self.free += self.blocks_per_unit
         self.evictions += 1
 
     # ----- prefix cache -------------------------------------------------------------------------------------
+    def unit_ids(self, hashes: np.ndarray | None) -> np.ndarray | None:
+        """Ids of the cache units a prompt's hash blocks form (the hash ids when a unit is one hash block)."""
+        if hashes is None or self.hashes_per_unit == 1:
+            return hashes
+        step = self.hashes_per_unit
+        return hashes[step - 1 :: step]
+
     def match(self, hashes: np.ndarray | None, prompt_len: int) -> int:
-        """Pin the longest cached prefix of ``hashes``; returns how many hash blocks matched.
+        """Pin the longest cached prefix of a prompt's ``hashes``; returns how many units matched.
 
         At least one prompt token is always recomputed (its logits are needed), as in vLLM.
         """
         if not self.prefix_caching or hashes is None:
             return 0
         self.lookup_tokens += prompt_len
-        limit = min(len(hashes), (prompt_len - 1) // self.hash_block_size)
+        ids = self.unit_ids(hashes)
+        limit = min(len(ids), (prompt_len - 1) // self.unit_tokens)
         hits = 0
-        for h in hashes[:limit].tolist():
+        per = self.blocks_per_unit
+        for h in ids[:limit].tolist():
             refs = self.refs.get(h)
             if refs is None:
                 break
             if refs == 0:
                 del self.lru[h]
-                self.evictable -= self.blocks_per_hash
+                self.evictable -= per
             self.refs[h] = refs + 1
             hits += 1
-        self.hits_tokens += hits * self.hash_block_size
+        self.hits_tokens += hits * self.unit_tokens
         return hits
 
-    def publish(self, hashes: np.ndarray | None, hits: int, computed_tokens: int) -> int:
-        """After prefill, move the sequence's newly computed full hash blocks into the cache (pinned).
+    def publish(self, hashes: np.ndarray | None, hits: int, computed_tokens: int) -> tuple[int, int]:
+        """After prefill, move the sequence's newly computed full units into the cache (pinned).
 
-        Returns the private blocks handed over (the caller's allocation shrinks by that much).
+        Returns (private blocks handed over: the caller's allocation shrinks by that much, units it now pins).
         """
         if not self.prefix_caching or hashes is None:
-            return 0
-        full = min(len(hashes), computed_tokens // self.hash_block_size)
+            return 0, hits
+        ids = self.unit_ids(hashes)
+        full = min(len(ids), computed_tokens // self.unit_tokens)
         moved = 0
-        for h in hashes[hits:full].tolist():
+        per = self.blocks_per_unit
+        for h in ids[hits:full].tolist():
             refs = self.refs.get(h)
             if refs is None:
                 self.refs[h] = 1
-                self.cached_blocks += self.blocks_per_hash
-                moved += self.blocks_per_hash  # private blocks become cache blocks: free is unchanged
+                self.cached_blocks += per
+                moved += per  # private blocks become cache blocks: free is unchanged
             else:  # computed concurrently by another sequence: keep ours private, share the entry
                 if refs == 0:
                     del self.lru[h]
-                    self.evictable -= self.blocks_per_hash
+                    self.evictable -= per
                 self.refs[h] = refs + 1
         self.private -= moved
-        return moved
+        return moved, max(full, hits)
 
     def unpin(self, hashes: np.ndarray | None, count: int) -> None:
-        """Drop one reference to each of the first ``count`` hash blocks (sequence finished or preempted)."""
+        """Drop one reference to each of the first ``count`` units (sequence finished or preempted)."""
         if not self.prefix_caching or hashes is None or count <= 0:
             return
-        for h in hashes[:count].tolist():
+        per = self.blocks_per_unit
+        for h in self.unit_ids(hashes)[:count].tolist():
             refs = self.refs.get(h)
             if refs is None:
                 continue
             self.refs[h] = refs - 1
             if refs == 1:
                 self.lru[h] = None
-                self.evictable += self.blocks_per_hash
-
-    @property
-    def hit_rate(self) -> float:
-        """Share of looked-up prompt tokens served from the cache."""
-        return self.hits_tokens / self.lookup_tokens if self.lookup_tokens else 0.0
+                self.evictable += per

@@ -3,7 +3,9 @@
 - TTFT: request sent -> first token.  TPOT: (E2E - TTFT) / (output tokens - 1), per request with > 1 token.
 - ITL: every gap between consecutive tokens of a request, pooled over requests (tokens produced together in
   one step, as with speculative decoding, arrive as one chunk: one gap).
-- E2E: request sent -> last token.  Throughputs over the benchmark duration (first arrival -> last token).
+- E2E: request sent -> last token.  Throughputs over the benchmark duration: from the benchmark start (the
+  workload's t = 0, when the client starts sending; the first request is sent one inter-arrival gap later,
+  as in vLLM) to the last completion.
 - Goodput: requests per second meeting every SLO given (TTFT, TPOT, E2E, in ms as vLLM takes them).
 """
 
@@ -196,6 +198,9 @@ def _stats(values: np.ndarray) -> dict[str, float]:
     }
 
 
+_SLO_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_s", "e2e": "e2e_s"}
+
+
 @dataclass(frozen=True)
 class SLO:
     """Service-level objectives in seconds (None = not constrained)."""
@@ -207,26 +212,31 @@ class SLO:
     @classmethod
     def parse(cls, specs: list[str] | str | None) -> SLO | None:
         """Parse vLLM-style goodput specs: ``["ttft:200", "tpot:50", "e2el:2000"]`` (milliseconds)."""
-        from infercast.errors import InfercastError
+        from infercast.errors import InfercastError, require_positive_number
 
-        if not specs:
+        if specs is None or (isinstance(specs, str | list | tuple) and not specs):
             return None
         if isinstance(specs, str):
             specs = specs.replace(",", " ").split()
+        elif not isinstance(specs, list | tuple):
+            raise InfercastError(f"expected specs like 'ttft:200 tpot:50' (ms), got {specs!r}", field="goodput")
         values: dict[str, float] = {}
         for spec in specs:
+            if not isinstance(spec, str):
+                raise InfercastError(f"expected specs like 'ttft:200' (name:milliseconds), got {spec!r}",
+                                     field="goodput")  # fmt: skip
             name, _, ms = spec.partition(":")
-            key = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_s", "e2e": "e2e_s"}.get(name.strip().lower())
+            key = _SLO_KEYS.get(name.strip().lower())
             if key is None:
                 raise InfercastError(f"unknown SLO {name!r}; allowed: ttft, tpot, e2el (values in ms)", field="goodput")
             try:
-                value = float(ms)
-            except ValueError:
+                value = require_positive_number("goodput", ms.strip())
+            except InfercastError:
                 raise InfercastError(
-                    f"SLO {spec!r} needs a number of milliseconds, e.g. ttft:200", field="goodput"
+                    f"SLO {spec!r} needs a finite number of milliseconds > 0, e.g. ttft:200", field="goodput"
                 ) from None
-            if value <= 0:
-                raise InfercastError(f"SLO {spec!r} must be > 0 ms", field="goodput")
+            if key in values:
+                raise InfercastError(f"SLO {name.strip()!r} given twice", field="goodput")
             values[key] = value / 1e3
         return cls(**values)
 
@@ -242,6 +252,15 @@ class SLO:
 
     def to_dict(self) -> dict[str, float | None]:
         return {"ttft_ms": _ms(self.ttft_s), "tpot_ms": _ms(self.tpot_s), "e2el_ms": _ms(self.e2e_s)}
+
+    def describe(self) -> str:
+        """The limits as text: ``ttft ≤ 200 ms, tpot ≤ 50 ms``."""
+        return slo_text(self.to_dict())
+
+
+def slo_text(limits: dict[str, float | None]) -> str:
+    """SLO limits as :meth:`SLO.to_dict` (or a summary's ``slo``) gives them, as text: ``ttft ≤ 200 ms, ...``."""
+    return ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in limits.items() if v is not None)
 
 
 def _ms(v: float | None) -> float | None:

@@ -16,9 +16,11 @@ What the trace holds:
     ``Batch running``, ``Queue waiting``, ``Prefilling seqs``: counter name, then series name);
 
 - a ``requests`` process (the first ``max_requests`` requests by arrival) whose threads are lanes: each
-  request is a ``req N`` slice from arrival to its last token with nested ``queued`` → ``prefill`` →
-  ``decode`` slices from the per-request table (queued: arrival → scheduled; prefill: → first token;
-  decode: → last token), and its latencies in ``args``. Requests that do not overlap share a lane.
+  request is a ``req N`` slice from arrival to its last token with nested ``overhead`` → ``queued`` →
+  ``prefill`` → ``decode`` slices from the per-request table (overhead: arrival → reaching the engine, the
+  engine's per-request API-server and tokenisation time; queued: the engine's waiting queue, ``queue_s``,
+  → first scheduled; prefill: → first token; decode: → last token), and its latencies in ``args``.
+  Requests that do not overlap share a lane.
 
 Step records exist only when the simulation kept them (``simulate(..., trace_steps=N)``); the file notes in
 ``otherData`` when none or only the first N were kept.
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from infercast.errors import InfercastError
+from infercast.sim.labels import deployment_label
 
 if TYPE_CHECKING:
     from infercast.sim.api import SimulationResult
@@ -143,9 +146,11 @@ def _request_events(result: SimulationResult, pid: int, max_requests: int) -> tu
     lane_free: list[float] = []  # per lane: when its last request ends (us)
     for rid, row in df.iterrows():
         arrive = _us(row.arrival_s)
-        queue_s = row.queue_s if math.isfinite(row.queue_s) else 0.0
-        scheduled = min(max(_us(row.arrival_s + queue_s), arrive), _us(row.first_token_s))
         first = max(_us(row.first_token_s), arrive)
+        scheduled = _us(row.scheduled_s) if math.isfinite(row.scheduled_s) else arrive
+        scheduled = min(max(scheduled, arrive), first)
+        queue_s = row.queue_s if math.isfinite(row.queue_s) else 0.0
+        queued = min(max(_us(row.scheduled_s - queue_s), arrive), scheduled) if queue_s else scheduled
         finish = max(_us(row.finish_s), first)
         if finish <= arrive:
             continue
@@ -168,8 +173,8 @@ def _request_events(result: SimulationResult, pid: int, max_requests: int) -> tu
         }
         events.append({"name": f"req {rid}", "cat": "request", "ph": "X", "ts": arrive,
                        "dur": round(finish - arrive, 3), "pid": pid, "tid": tid, "args": args})  # fmt: skip
-        for name, start, end in (("queued", arrive, scheduled), ("prefill", scheduled, first),
-                                 ("decode", first, finish)):  # fmt: skip
+        for name, start, end in (("overhead", arrive, queued), ("queued", queued, scheduled),
+                                 ("prefill", scheduled, first), ("decode", first, finish)):  # fmt: skip
             dur = round(end - start, 3)
             if dur > 0:
                 events.append({"name": name, "cat": "request", "ph": "X", "ts": start, "dur": dur, "pid": pid,
@@ -195,9 +200,7 @@ def to_chrome_trace(
     cfg = result.config
     replicas = _replica_ids(result)
     pid_of = {r: r + 1 for r in replicas}  # pid 0 is avoided: some viewers treat it as the idle process
-    label = f"{cfg.get('model', '?')} on {cfg.get('gpu', '?')}"
-    if cfg.get("tp", 1) != 1:
-        label += f" tp{cfg['tp']}"
+    label = deployment_label(cfg, pools=False)
     events: list[dict[str, Any]] = []
     for r in replicas:
         pid = pid_of[r]

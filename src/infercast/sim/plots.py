@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from infercast.display import fmt_time
 from infercast.errors import InfercastError
+from infercast.sim.labels import run_label
 from infercast.sim.metrics import SLO
 
 if TYPE_CHECKING:
@@ -45,15 +47,6 @@ def _save(fig: Figure, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=_DPI)
     return path
-
-
-def _title(result: SimulationResult) -> str:
-    cfg = result.config
-    tp = f" tp{cfg['tp']}" if cfg.get("tp", 1) != 1 else ""
-    reps = f" × {cfg['replicas']} replicas" if cfg.get("replicas", 1) > 1 else ""
-    return f"{cfg.get('model', '?')} on {cfg.get('gpu', '?')}{tp}{reps} · {cfg.get('scheduler', '')} · " + str(
-        cfg.get("workload", "")
-    )
 
 
 def _no_data(ax: Axes, what: str) -> None:
@@ -89,7 +82,7 @@ def plot_latency_cdfs(result: SimulationResult, path: str | Path) -> Path:
         _log_ticks(ax)
         for q, style in ((50, "--"), (99, ":")):
             v = float(np.percentile(values, q))
-            ax.axvline(v * scale, color="0.25", ls=style, lw=1.1, label=f"p{q} = {_fmt_s(v)}")
+            ax.axvline(v * scale, color="0.25", ls=style, lw=1.1, label=f"p{q} = {fmt_time(v)}")
             ax.plot([v * scale], [q / 100], "o", color="0.25", ms=4)
         ax.set_ylim(0, 1.02)
         ax.set_title(label)
@@ -98,18 +91,8 @@ def plot_latency_cdfs(result: SimulationResult, path: str | Path) -> Path:
         ax.grid(True, which="minor", alpha=0.12)
         ax.legend(loc="best", fontsize=8)
     axes[0][0].set_ylabel("fraction of requests ≤ x")
-    fig.suptitle(f"Latency distributions — {_title(result)}", fontsize=10)
+    fig.suptitle(f"Latency distributions — {run_label(result.config)}", fontsize=10)
     return _save(fig, path)
-
-
-def _fmt_s(seconds: float) -> str:
-    """A latency for a legend: 8.35 ms, 2.10 s."""
-    ms = seconds * 1e3
-    if ms >= 1000:
-        return f"{seconds:.2f} s"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    return f"{ms:.2f} ms"
 
 
 def _log_ticks(ax: Axes, axis: str = "x") -> None:
@@ -170,7 +153,7 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
     end = float(done["finish_s"].max()) if len(done) else 0.0
     if not occ.empty:
         end = max(end, float(occ["t"].max()))
-    start = min(float(df["arrival_s"].min()), 0.0) if len(df) else 0.0
+    start = 0.0  # the benchmark start (arrival times are >= 0), as the summary's duration counts it
     if bin_s is not None and not bin_s > 0:
         raise InfercastError(f"must be > 0, got {bin_s}", field="bin_s")
     fig, axes = _figure(3, 1, (11, 8.6), sharex=True)
@@ -246,7 +229,7 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
     ax_q.set_xlabel("simulated time (s)")
     if end > start:
         ax_q.set_xlim(start, end)
-    fig.suptitle(f"Timeline — {_title(result)}", fontsize=10)
+    fig.suptitle(f"Timeline — {run_label(result.config)}", fontsize=10)
     return _save(fig, path)
 
 
@@ -315,7 +298,7 @@ def plot_rate_sweep(
             if sat.any():
                 ax.plot(rate[sat], ms[sat], "x", color="k", ms=8, mew=1.6)
         if limit is not None:
-            ax.axhline(limit * 1e3, color="C2", lw=1.4, label=f"SLO {_fmt_s(limit)}")
+            ax.axhline(limit * 1e3, color="C2", lw=1.4, label=f"SLO {fmt_time(limit)}")
         ax.set_yscale("log")
         _log_ticks(ax, "y")
         ax.set_ylabel(f"{label} (ms, log scale)")
@@ -343,11 +326,6 @@ def plot_rate_sweep(
         ax.set_xlim(left=0)
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(loc="upper left" if ax is ax_good else "best", fontsize=8)
-    fig.suptitle("Latency and goodput vs offered load" + (f" (SLO {_slo_text(slo_)})" if slo_ else ""),
+    fig.suptitle("Latency and goodput vs offered load" + (f" (SLO {slo_.describe()})" if slo_ else ""),
                  fontsize=10)  # fmt: skip
     return _save(fig, path)
-
-
-def _slo_text(slo: SLO) -> str:
-    parts = [f"{k.replace('_ms', '')} ≤ {v:g} ms" for k, v in slo.to_dict().items() if v is not None]
-    return ", ".join(parts)

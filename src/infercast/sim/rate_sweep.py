@@ -1,27 +1,31 @@
 """Latency against offered load, and the saturation point: the highest rate that still meets the SLOs.
 
-Each rate replays the same request lengths (from the given lengths or trace) with fresh arrivals at that
-rate. Without explicit rates the sweep brackets the replica's capacity, estimated from an offline run (all
-requests at once: the throughput the configuration can sustain), then bisects to the saturation point.
+Each rate replays the same requests (lengths and shared prefixes, from the given lengths, trace or workload)
+with fresh arrivals at that rate. Without explicit rates the sweep brackets the replica's capacity, estimated
+from an offline run (all requests at once: the throughput the configuration can sustain), then bisects to
+the saturation point. A rate passes when its run is not ``saturated`` (the same test as ``simulate``'s
+summary, :mod:`infercast.sim.saturation`) and meets the SLOs; the served/arrived part of that test needs
+a few hundred requests per run (the default is 1000).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from infercast.errors import InfercastError
-from infercast.sim.api import SimulationResult, build_workload, simulate
+from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
+from infercast.sim.api import SimulationResult, simulate
 from infercast.sim.metrics import SLO
-from infercast.sim.workload import Workload, synthetic
+from infercast.sim.workload import WORKLOAD_FIELDS, WorkloadSpec, retime
 
 DEFAULT_FRACTIONS = (0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 1.15, 1.3)
-KEEP_UP = 0.95
-"""A rate is sustainable only if, over the arrival window, requests complete at least this fast relative to
-arrivals: a finite run can meet its SLOs while its queue is still growing."""
+"""Rates tried without explicit ``rates``, as fractions of the offline throughput (the capacity estimate)."""
+SWEEP_SETS = ("rate", "concurrency", "offline")
+"""Workload options the sweep sets itself (each rate is an open-loop run)."""
 
 
 @dataclass
@@ -71,42 +75,49 @@ def rate_sweep(
     goodput: list[str] | str | None = None,
     attainment: float = 0.9,
     refine_steps: int = 5,
-    workload: Workload | None = None,
-    trace: str | None = None,
-    input_len: int | str | None = None,
-    output_len: int | str | None = None,
-    num_requests: int | None = None,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    **sim_kwargs: Any,
+    **options: Any,
 ) -> RateSweep:
-    """Simulate each rate; the saturation point is the highest rate the replica keeps up with (completions >= 95%
-    of arrivals over the arrival window) while SLO attainment >= ``attainment`` (without SLOs: keeping up)."""
+    """Simulate each rate; the saturation point is the highest rate the configuration keeps up with (not
+    ``saturated``: completions keep pace with arrivals, see :mod:`infercast.sim.saturation`) while SLO
+    attainment >= ``attainment`` (without SLOs: keeping up).
+
+    ``options``: the workload keywords of :class:`~infercast.sim.workload.WorkloadSpec` (``input_len`` /
+    ``output_len``, ``trace`` or ``workload``, ``num_requests``, ``arrival``, ``burstiness``, ``prefix``,
+    ``seed``; not ``rate``, ``concurrency`` or ``offline``: the sweep sets the load) and any other
+    :func:`~infercast.sim.api.simulate` keyword, passed to every run. Every rate replays the same requests
+    (lengths, shared prefixes) with fresh arrivals at that rate.
+    """
     slo = SLO.parse(goodput)
-    if not 0 < attainment <= 1:
-        raise InfercastError("must be in (0, 1]", field="attainment")
-    base = build_workload(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
-                          num_requests=num_requests, offline=True, seed=seed)  # fmt: skip
-    n = len(base)
+    attainment = require_fraction("attainment", attainment)
+    refine_steps = require_positive_int("refine_steps", refine_steps, minimum=0)
+    for name in SWEEP_SETS:
+        if name in options and options[name] not in (None, False):
+            raise InfercastError("the rate sweep sets the load itself; give the rates with rates=[...] (--rates)",
+                                 field=name)  # fmt: skip
+    workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
+    # validates the workload options once; rate=inf puts every request at t=0 (the offline capacity run)
+    template = WorkloadSpec(**workload_options, rate=math.inf)
+    base = template.build()
+    seed = template.seed
+    if rates is not None:
+        rates = [require_positive_number("rates", r) for r in rates]
+        if not rates:
+            raise InfercastError("needs at least one rate", field="rates")
 
     def run(rate: float) -> SimulationResult:
-        if rate <= 0:
-            raise InfercastError(f"rates must be > 0, got {rate}", field="rate")
-        work = synthetic(n, base.prompt_len, base.output_len, arrival="gamma", rate=rate, burstiness=burstiness,
-                         seed=seed)  # fmt: skip
-        return simulate(model, gpu, workload=work, goodput=goodput, seed=seed, **sim_kwargs)
+        work = retime(base, rate=rate, arrival=template.arrival, burstiness=template.burstiness, seed=seed)
+        return simulate(model, gpu, workload=work, goodput=goodput, seed=seed, **options)
 
-    offline = simulate(model, gpu, workload=base, seed=seed, **sim_kwargs)
+    offline = simulate(model, gpu, workload=base, seed=seed, **options)
     capacity = offline.summary["request_throughput_req_s"]
     if rates is None:
         rates = [capacity * f for f in DEFAULT_FRACTIONS]
-    results = {float(r): run(float(r)) for r in sorted(rates)}
+    results = {float(r): run(float(r)) for r in sorted(set(rates))}
 
     def ok(res: SimulationResult) -> bool:
-        s = res.summary
-        keeps_up = s.get("served_to_arrived", 1.0) >= KEEP_UP and not s["saturated"]
+        keeps_up = not res.summary["saturated"]
         if slo is not None:
-            return keeps_up and s["slo_attainment"] >= attainment
+            return keeps_up and res.summary["slo_attainment"] >= attainment
         return keeps_up
 
     passing = [r for r, res in results.items() if ok(res)]

@@ -18,20 +18,43 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.analysis.scenario import cost_model
-from infercast.cost.compiled import DecodeTable, compile_scalar
+from infercast.cost.batch import FEATURES
 from infercast.cost.profile import CostProfile
-from infercast.errors import DoesNotFitError, InfercastError
+from infercast.errors import (
+    DoesNotFitError,
+    InfercastError,
+    require_fraction,
+    require_positive_int,
+    unknown_choice,
+)
 from infercast.memory import memory_budget
-from infercast.sim.decode_cost import DecodeRun, LinearDecodeRun
+from infercast.sim.decode_cost import DecodeRun, compiled_costs, steps_to_reach
 from infercast.sim.decode_set import DecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
-from infercast.sim.scheduler import Plan, make_scheduler
+from infercast.sim.scheduler import SCHEDULERS, Plan, make_scheduler
 from infercast.sim.speculative import SpeculativeConfig, Speculator
 from infercast.sim.state import RequestTable
 from infercast.specs.deployment import Deployment
 
 NEVER = 1 << 60
+PREEMPTION_MODES = ("recompute", "swap")
+GAP_CHECK_EVERY_STEPS = 4096
+"""Steps with prefill work between checks that the inter-token-gap buffers stay bounded. A check is a couple
+of comparisons; every few thousand steps keeps it off the per-step cost while a buffer grows by at most a
+few thousand x batch entries before the recorder folds it (decode runs are checked at occupancy samples)."""
+
+STEP_FEATURES = ("one", "tokens", "sampled", "prefill_tokens", "decode_tokens", "prefill_pairs",
+                 "prefill_pairs_win", "prefill_kv", "prefill_kv_win", "decode_kv", "decode_kv_win", "seqs",
+                 "prefill_seqs")  # fmt: skip
+"""The order in which this module writes a step's features into the tuples it passes to the compiled step
+function (``_step``, ``_speculative_step``): positional, for speed, so it must be cost.batch.FEATURES."""
+if tuple(FEATURES) != STEP_FEATURES:
+    raise ImportError(
+        "infercast.sim.replica builds step-feature tuples in the order "
+        f"{STEP_FEATURES}, but infercast.cost.batch.FEATURES is {tuple(FEATURES)}: update Replica._step and "
+        "Replica._speculative_step"
+    )
 
 
 @dataclass(frozen=True)
@@ -50,6 +73,28 @@ class ReplicaConfig:
     speculative: SpeculativeConfig | None = None
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.deployment, Deployment):
+            raise InfercastError(f"must be a Deployment, got {type(self.deployment).__name__}", field="deployment")
+        if not isinstance(self.scheduler, str) or self.scheduler.strip().lower() not in SCHEDULERS:
+            raise unknown_choice("scheduler", str(self.scheduler), SCHEDULERS)
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, require_positive_int(name, value))
+        if self.gpu_memory_utilization is not None:
+            value = require_fraction("gpu_memory_utilization", self.gpu_memory_utilization)
+            object.__setattr__(self, "gpu_memory_utilization", value)
+        if not isinstance(self.prefix_caching, bool):
+            raise InfercastError(f"must be True or False, got {self.prefix_caching!r}", field="prefix_caching")
+        if self.preemption not in PREEMPTION_MODES:
+            raise unknown_choice("preemption", str(self.preemption), PREEMPTION_MODES)
+        if self.speculative is not None and not isinstance(self.speculative, SpeculativeConfig):
+            raise InfercastError(
+                f"must be a SpeculativeConfig or None, got {type(self.speculative).__name__}", field="speculative"
+            )
+        object.__setattr__(self, "seed", require_positive_int("seed", self.seed, minimum=0))
+
 
 class Replica:
     """A replica's state and step loop (see module docstring)."""
@@ -64,10 +109,10 @@ class Replica:
         self.skip = skip
         self.scheduler = make_scheduler(config.scheduler)
         self.static = self.scheduler.name == "static"  # sequences hold their whole request's blocks from admission
-        self.max_seqs = config.max_num_seqs or eng.max_num_seqs
-        self.max_batched_tokens = config.max_num_batched_tokens or eng.max_num_batched_tokens
-        if config.preemption not in ("recompute", "swap"):
-            raise InfercastError(f"must be recompute or swap, got {config.preemption!r}", field="preemption")
+        self.max_seqs = eng.max_num_seqs if config.max_num_seqs is None else config.max_num_seqs
+        self.max_batched_tokens = (
+            eng.max_num_batched_tokens if config.max_num_batched_tokens is None else config.max_num_batched_tokens
+        )
         mem = memory_budget(dep, gpu_memory_utilization=config.gpu_memory_utilization, block_size=config.block_size)
         if mem.num_blocks <= 0:
             raise DoesNotFitError(
@@ -83,8 +128,22 @@ class Replica:
         model = cost_model(dep, config.profile)
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
-        self.step_fn = compile_scalar(model)
-        self.decode_table = DecodeTable(model, self.max_seqs)
+        self.step_fn, self.decode_table = compiled_costs(model, self.max_seqs)
+        table = self.decode_table
+        # one context-dependent operator (the common case): its lines' intercepts by batch size and slopes in
+        # Σ context, for _decode_run's inline path (without a window Σ min(ctx, W) = Σ ctx, so the window
+        # slope folds into the context slope)
+        self._one_line = (
+            (
+                table.constant_f,
+                table.c0_f[0],
+                table.m0_f[0],
+                table.cs_f[0] + table.cw_f[0],
+                table.ms_f[0] + table.mw_f[0],
+            )
+            if table.num_varying == 1
+            else None
+        )
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
         self.t = 0.0
         self.pending: deque[int] = deque()
@@ -93,10 +152,10 @@ class Replica:
         self.run = DecodeSet(self.bs, self.window)
         self.swap_cost = 0.0
         self.reserved = 0  # blocks allocated for the growth of the next decode step (see _ensure_decode_blocks)
-        self.on_finish: Callable[[np.ndarray, np.ndarray], None] | None = None
+        self.on_finish: Callable[[list[int], float], None] | None = None  # (requests finished, at time t)
         self.on_prefilled: Callable[[int, float], None] | None = None
         self.spec = self._speculator(config, dep) if config.speculative else None
-        self._steps_since_flush = 0
+        self._steps_since_check = 0
         self.next_sample = 0.0  # when this replica records its next occupancy sample
         self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
         self._event = False
@@ -151,8 +210,8 @@ class Replica:
         target = tb.target[i]
         if tb.hashes is not None and tb.computed[i] == 0:
             hashes = tb.hashes[i]
-            hits = kv.match(hashes, target)
-            cached = hits * kv.hash_block_size
+            hits = kv.match(hashes, target)  # cache units: whole engine blocks and whole hash blocks
+            cached = hits * kv.unit_tokens
         else:
             hashes, hits, cached = None, 0, 0
         left = target - cached
@@ -160,7 +219,7 @@ class Replica:
             kv.unpin(hashes, hits)
             return None
         chunk = left if budget is None or left <= budget else budget
-        shared = hits * kv.blocks_per_hash
+        shared = hits * kv.blocks_per_unit
         length = tb.prompt[i] + tb.output[i] if reserve else cached + chunk
         need = -(-length // self.bs) - shared
         if not kv.allocate(need):
@@ -306,9 +365,9 @@ class Replica:
         if end >= self.next_sample:
             self.next_sample = self.rec.sample(self.rid, end, self.kv.used, run.n, len(self.waiting),
                                                len(self.prefilling))  # fmt: skip
-        self._steps_since_flush += 1
-        if self._steps_since_flush > 4096:
-            self._steps_since_flush = 0
+        self._steps_since_check += 1
+        if self._steps_since_check > GAP_CHECK_EVERY_STEPS:
+            self._steps_since_check = 0
             self.rec.flush_check()
 
     def _decode_gaps(self, end: float) -> None:
@@ -329,11 +388,10 @@ class Replica:
         tb, kv = self.table, self.kv
         target = tb.target[i]
         if tb.hashes is not None:
-            moved = kv.publish(tb.hashes[i], tb.pinned[i], target)
+            moved, tb.pinned[i] = kv.publish(tb.hashes[i], tb.pinned[i], target)
             if moved:
                 tb.private[i] -= moved
                 tb.shared[i] += moved
-                tb.pinned[i] = target // kv.hash_block_size
         self.prefilling.remove(i)
         generated = tb.generated[i]
         if generated == 0:
@@ -348,7 +406,7 @@ class Replica:
             tb.finish[i] = t
             self._event = True
             if self.on_finish:
-                self.on_finish(np.array([i]), np.array([t]))
+                self.on_finish([i], t)
             return
         if self.on_prefilled is not None:  # disaggregated: the decode pool takes over
             self._release(i)
@@ -384,11 +442,10 @@ class Replica:
         gaps = rec.gaps
         pending, skip = self.pending, self.skip
         limited = t_limit < math.inf
-        simple_lines = table.num_varying == 1 and not window
-        single = table.num_varying == 1
+        single = self._one_line is not None
+        simple_lines = single and not window
         if single:
-            const_f, c0_f, m0_f = table.constant_f, table.c0_f[0], table.m0_f[0]
-            cs, ms = table.cs_f[0], table.ms_f[0]
+            const_f, c0_f, m0_f, cs, ms = self._one_line
         ramps = gaps.ramp_buffer(table.num_varying)
         while True:
             n = run.n
@@ -404,8 +461,9 @@ class Replica:
                 k = top[0] - run.D if run.finish_at.get(top[1]) == top[0] else run.steps_to_completion()
             line = None
             if simple_lines:
-                # inline LinearDecodeRun: step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on
-                # top over the k steps, the run is one arithmetic series (the common case, no objects made)
+                # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps,
+                # the run is one arithmetic series (the common case: no objects made, deadlines solved by
+                # decode_cost.steps_to_reach); otherwise the general DecodeRun below
                 const = const_f[n]
                 ca, dca = c0_f[n] + cs * s, cs * n
                 ma, dma = m0_f[n] + ms * s, ms * n
@@ -417,13 +475,12 @@ class Replica:
                     if k > 1 and arrivals and pending:
                         span = visible[pending[0]] - origin
                         if k * base + slope * k * (k - 1) * 0.5 >= span:  # the run reaches the next arrival
-                            k = _steps_to_reach(base, slope, span, k)
+                            k = steps_to_reach(base, slope, span, k)
                     if k > 1 and limited:
-                        k = _steps_to_reach(base, slope, t_limit - origin, k)
+                        k = steps_to_reach(base, slope, t_limit - origin, k)
             if line is None:
-                ctx_run = (LinearDecodeRun(table, n, s, k) if simple_lines else
-                           DecodeRun(table, n, s, float(run.window_sum()) if window else s, n,
-                                     run.n_below if window else n))  # fmt: skip
+                ctx_run = DecodeRun(table, n, s, float(run.window_sum()) if window else s, n,
+                                    run.n_below if window else n)  # fmt: skip
                 const, line = ctx_run.const, ctx_run.lines[0] if single else None
                 first = ctx_run.step(0)
                 if k > 1:
@@ -497,7 +554,7 @@ class Replica:
         if spec.draft_model:
             draft = Deployment.resolve(spec.draft_model, dep.hardware, tp=dep.tp, precision=dep.scheme.name,
                                        engine=dep.engine)  # fmt: skip
-            table = DecodeTable(cost_model(draft, None), self.max_seqs)
+            table = compiled_costs(cost_model(draft, None), self.max_seqs)[1]
         return Speculator(spec, config.seed + 7919 * self.rid, table)
 
     def _speculative_step(self) -> None:
@@ -573,8 +630,7 @@ class Replica:
         kv.release(freed)
         self._event = True
         if self.on_finish:
-            ids = np.array([i for i, _ in done])
-            self.on_finish(ids, np.full(ids.size, t))
+            self.on_finish([i for i, _ in done], t)
         return True
 
     def _release(self, i: int) -> None:
@@ -649,21 +705,3 @@ def _window_pairs(c: int, c0: int, w: int) -> float:
     top = min(hi, w)
     n_lin = max(top - lo + 1, 0)
     return n_lin * (lo + max(top, lo - 1)) / 2 + w * max(hi - max(lo - 1, w), 0)
-
-
-def _steps_to_reach(base: float, slope: float, span: float, cap: int) -> int:
-    """Fewest steps (1..cap) of times base + j·slope whose sum reaches ``span`` (cap if never)."""
-    if span <= 0:
-        return 1
-    if slope > 0:  # k·base + slope·k(k-1)/2 >= span
-        half = slope / 2
-        b = base - half
-        k = math.ceil((-b + math.sqrt(b * b + 4 * half * span)) / (2 * half))
-    else:
-        k = math.ceil(span / base)
-    k = min(max(k, 1), cap)
-    while k > 1 and (k - 1) * base + slope * (k - 1) * (k - 2) / 2 >= span:  # rounding guards
-        k -= 1
-    while k < cap and k * base + slope * k * (k - 1) / 2 < span:
-        k += 1
-    return k

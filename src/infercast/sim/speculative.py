@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, require_positive_int, require_positive_number
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,14 @@ class SpeculativeConfig:
     """Draft step time as a fraction of a target decode step (e.g. EAGLE heads, n-gram: ~0.02-0.1)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_tokens, int) or self.num_tokens < 1:
-            raise InfercastError(f"must be an integer >= 1, got {self.num_tokens!r}", field="spec_tokens")
-        if not 0 <= self.acceptance <= 1:
-            raise InfercastError(f"must be in [0, 1], got {self.acceptance}", field="spec_acceptance")
-        if self.draft_cost < 0:
-            raise InfercastError(f"must be >= 0, got {self.draft_cost}", field="draft_cost")
+        object.__setattr__(self, "num_tokens", require_positive_int("spec_tokens", self.num_tokens))
+        acceptance = require_positive_number("spec_acceptance", self.acceptance, allow_zero=True)
+        if acceptance > 1:
+            raise InfercastError(f"must be in [0, 1], got {acceptance:g}", field="spec_acceptance")
+        object.__setattr__(self, "acceptance", acceptance)
+        if self.draft_model is not None and not isinstance(self.draft_model, str):
+            raise InfercastError(f"must be a catalog model id, got {self.draft_model!r}", field="draft_model")
+        object.__setattr__(self, "draft_cost", require_positive_number("draft_cost", self.draft_cost, allow_zero=True))
 
     @property
     def expected_tokens_per_step(self) -> float:

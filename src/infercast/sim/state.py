@@ -41,7 +41,7 @@ class RequestTable:
         nan = np.full(n, np.nan)
         zeros = np.zeros(n, np.int64)
         self.arrival = _floats(workload.arrival)
-        self.visible = _floats(workload.arrival)  # when the request reaches its current replica
+        self.visible = _floats(workload.arrival)  # when the request reaches its engine (after the request overhead)
         self.first_token = _floats(nan)
         self.last_token = _floats(nan)
         self.finish = _floats(nan)
@@ -52,7 +52,7 @@ class RequestTable:
         self.computed = _ints(zeros)  # tokens of the current prefill whose KV exists
         self.generated = _ints(zeros)
         self.shared = _ints(zeros)  # engine blocks of its prompt served by the prefix cache
-        self.pinned = _ints(zeros)  # hash blocks it holds a reference to
+        self.pinned = _ints(zeros)  # prefix-cache units it holds a reference to (see kv_cache)
         self.private = _ints(zeros)  # engine blocks it owns
         self.cached_tokens = _ints(zeros)  # prompt tokens served by the prefix cache (first admission)
         self.preemptions = _ints(zeros)
@@ -71,6 +71,15 @@ class RequestTable:
             setattr(self, name, np.frombuffer(getattr(self, name), dtype=np.int64).copy())
         self.swapped = self.swapped.astype(bool)
         self.frozen = True
+
+    def queue_delay(self) -> np.ndarray:
+        """Per request, seconds in the engine's waiting queue: from reaching the engine (``visible``: arrival,
+        or the client's send, plus the engine's per-request overhead — API server, tokenisation) to the first
+        step that runs any of its tokens (``scheduled``). NaN for requests never scheduled. This is the one
+        definition of queueing used everywhere (summary, saturation, per-request table, trace): the
+        waiting-queue time of vLLM's ``vllm:request_queue_time_seconds``; the overhead before it is part of
+        TTFT but not of the queue. Call after :meth:`freeze`."""
+        return np.asarray(self.scheduled) - np.asarray(self.visible)
 
     def hashes_of(self, i: int) -> np.ndarray | None:
         return None if self.hashes is None else self.hashes[i]

@@ -17,9 +17,9 @@ SCHEDULERS: dict[str, type] = {
 
 def make_scheduler(name: str) -> Scheduler:
     """A scheduler by name: static, vllm (prefill-first), sarathi (chunked prefill)."""
-    key = name.strip().lower()
+    key = name.strip().lower() if isinstance(name, str) else None
     if key not in SCHEDULERS:
-        raise unknown_choice("scheduler", name, [*SCHEDULERS, "disagg"])
+        raise unknown_choice("scheduler", str(name), [*SCHEDULERS, "disagg"])
     return SCHEDULERS[key]()
 
 

@@ -1,0 +1,35 @@
+"""Text labels shared by the summary table, the plots and the Perfetto trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infercast.sim.metrics import slo_text
+
+__all__ = ["deployment_label", "run_label", "slo_text"]
+
+
+def deployment_label(config: dict[str, Any], *, pools: bool = True) -> str:
+    """``model on gpu`` with ``tpN`` when TP > 1 and, with ``pools``, ``× N replicas`` (or the prefill and
+    decode pools of a disaggregated run), from a :class:`~infercast.sim.api.SimulationResult`'s ``config``."""
+    label = f"{config.get('model', '?')} on {config.get('gpu', '?')}"
+    if config.get("tp", 1) != 1:
+        label += f" tp{config['tp']}"
+    if not pools:
+        return label
+    if "prefill_instances" in config:
+        label += f" × ({config['prefill_instances']} prefill + {config['decode_instances']} decode)"
+    elif config.get("replicas", 1) != 1:
+        label += f" × {config['replicas']} replicas"
+    return label
+
+
+def run_label(config: dict[str, Any]) -> str:
+    """:func:`deployment_label` · engine · scheduler · workload, for titles and captions."""
+    parts = [
+        deployment_label(config),
+        config.get("engine", ""),
+        config.get("scheduler", ""),
+        config.get("workload", ""),
+    ]
+    return " · ".join(str(p) for p in parts if p)

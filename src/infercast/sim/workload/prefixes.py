@@ -1,0 +1,187 @@
+"""Shared prompt prefixes: system prompts in front of a workload's prompts, and multi-turn conversations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
+from infercast.sim.workload.arrivals import arrivals
+from infercast.sim.workload.core import DEFAULT_HASH_BLOCK_SIZE, RngLike, Workload, _flatten, _rng, _split
+from infercast.sim.workload.lengths import LengthSpec, lengths
+
+
+def with_system_prompts(
+    workload: Workload,
+    num_prompts: int,
+    prompt_tokens: int,
+    fraction: float = 1.0,
+    seed: RngLike = 0,
+    *,
+    hash_block_size: int | None = None,
+) -> Workload:
+    """Prepend one of ``num_prompts`` shared system prompts of ``prompt_tokens`` tokens to a share of requests.
+
+    Exactly ``round(fraction * n)`` requests (chosen at random) get a prompt chosen uniformly among the K;
+    their ``prompt_len`` grows by ``prompt_tokens``. Prompt *k*'s ``prompt_tokens // B`` full blocks get ids
+    shared by all its users (B = the hash block size; a partial tail block is not shareable, as in vLLM).
+    Block hashes the workload already had are renumbered for the shifted requests so ids stay prefix-closed.
+    ``hash_block_size`` may only be chosen when the workload has no block hashes yet.
+    """
+    k_count = require_positive_int("num_prompts", num_prompts)
+    s_tokens = require_positive_int("prompt_tokens", prompt_tokens)
+    frac = require_fraction("fraction", fraction)
+    old = workload.block_hashes
+    block = workload.hash_block_size
+    if hash_block_size is not None:
+        hash_block_size = require_positive_int("hash_block_size", hash_block_size)
+        if old is not None and hash_block_size != block:
+            raise InfercastError(
+                f"the workload already has {block}-token block hashes; cannot switch to {hash_block_size}",
+                field="hash_block_size",
+            )
+        block = hash_block_size
+    gen = _rng(seed)
+    n = len(workload)
+    chosen = np.zeros(n, dtype=bool)
+    chosen[gen.permutation(n)[: round(frac * n)]] = True
+    which = gen.integers(0, k_count, size=n)
+    m = s_tokens // block
+    prompt = workload.prompt_len + s_tokens * chosen
+    if old is None:
+        if m == 0:
+            hashes = None
+        else:  # all users of prompt k share one read-only array: O(K*m) memory however many requests
+            table = np.arange(k_count * m, dtype=np.int64).reshape(k_count, m)
+            table.flags.writeable = False
+            pool = np.empty(k_count + 1, dtype=object)
+            for k in range(k_count):  # (a slice assignment would broadcast the rows into a 2-D block)
+                pool[k] = table[k]
+            pool[k_count] = np.zeros(0, np.int64)
+            hashes = pool[np.where(chosen, which, k_count)].tolist()
+    else:
+        hashes = _prepend_hashes(old, chosen, which, k_count, m)
+    return workload._replace(prompt_len=prompt, block_hashes=hashes, hash_block_size=block)
+
+
+def _prepend_hashes(
+    old: list[np.ndarray], chosen: np.ndarray, which: np.ndarray, k_count: int, m: int
+) -> list[np.ndarray]:
+    """Put system-prompt ids in front of existing ids, renumbering the shifted ones per (prompt, old id)."""
+    flat, counts = _flatten(old)
+    base = int(flat.max()) + 1 if flat.size else 0
+    owner = np.repeat(np.arange(len(old)), counts)
+    moved = chosen[owner]
+    mapped = flat.copy()
+    if moved.any():
+        # a shifted block's content depends on the system prompt and on the old block: one fresh id per pair
+        _, dense = np.unique(flat[moved], return_inverse=True)
+        pair = which[owner[moved]].astype(np.int64) * (int(dense.max()) + 1) + dense
+        _, fresh = np.unique(pair, return_inverse=True)
+        mapped[moved] = base + k_count * m + fresh
+    new_counts = counts + m * chosen
+    total = int(new_counts.sum())
+    req = np.repeat(np.arange(len(old)), new_counts)
+    pos = np.arange(total) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
+    shift = m * chosen[req]
+    is_sys = pos < shift
+    src = np.repeat(np.cumsum(counts) - counts, new_counts) + pos - shift
+    out = np.where(is_sys, base + which[req] * m + pos, mapped[np.where(is_sys, 0, src)] if flat.size else 0)
+    return _split(out.astype(np.int64), new_counts)
+
+
+def multi_turn(
+    num_sessions: int,
+    turns: str | int | LengthSpec,
+    input_len: str | int | LengthSpec,
+    output_len: str | int | LengthSpec,
+    *,
+    session_rate: float | None = None,
+    session_arrival: str = "poisson",
+    burstiness: float = 1.0,
+    think_time: float = 5.0,
+    system_prompt_tokens: int = 0,
+    num_system_prompts: int = 1,
+    max_context: int | None = None,
+    hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE,
+    seed: int = 0,
+    name: str = "",
+) -> Workload:
+    """Multi-turn conversations whose turns share their growing context as a cached prefix.
+
+    Session starts follow ``session_arrival`` at ``session_rate`` sessions/s (all at t=0 when
+    ``session_rate`` is None). Each session has ``turns`` turns (an int or a distribution). Turn *t*'s prompt is
+    the system prompt (``system_prompt_tokens``, one of ``num_system_prompts``; 0 = none) + every earlier turn's
+    user tokens and output + ``input_len`` new user tokens; it produces ``output_len`` tokens. Turn *t+1*
+    arrives an exponential think time (mean ``think_time`` s) after turn *t* *arrives* — an open-loop
+    approximation: the simulator does not wait for turn *t*'s answer. A session ends before the first turn
+    whose prompt + output would exceed ``max_context``. Requests of all sessions are interleaved by arrival.
+    Hash ids number each session's context blocks, so consecutive turns share the earlier turn's full blocks
+    (and sessions with the same system prompt share its full blocks).
+    """
+    s_count = require_positive_int("num_sessions", num_sessions)
+    block = require_positive_int("hash_block_size", hash_block_size)
+    think = require_positive_number("think_time", think_time, allow_zero=True)
+    sys_tokens = 0 if system_prompt_tokens == 0 else require_positive_int("system_prompt_tokens", system_prompt_tokens)
+    k_count = require_positive_int("num_system_prompts", num_system_prompts)
+    if max_context is not None:
+        max_context = require_positive_int("max_context", max_context)
+    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6)]
+    per_session = lengths(turns, s_count, streams[0], field="turns")
+    starts = (
+        arrivals(session_arrival, s_count, rate=session_rate, burstiness=burstiness, rng=streams[1])
+        if session_rate is not None
+        else np.zeros(s_count)
+    )
+    total = int(per_session.sum())
+    sess = np.repeat(np.arange(s_count), per_session)
+    first = np.cumsum(per_session) - per_session  # index of each session's first turn
+    turn = np.arange(total) - first[sess]
+    user = lengths(input_len, total, streams[2], field="input_len")
+    out = lengths(output_len, total, streams[3], field="output_len")
+
+    def within(x: np.ndarray) -> np.ndarray:  # cumulative sum restarting at every session
+        c = np.cumsum(x)
+        return c - (c - x)[first][sess]
+
+    context_before = within(user + out) - (user + out)
+    prompt = sys_tokens + context_before + user
+    gaps = streams[4].exponential(think, total) if think > 0 else np.zeros(total)
+    gaps[turn == 0] = 0.0
+    arrival = starts[sess] + within(gaps)
+    keep = np.ones(total, dtype=bool)
+    if max_context is not None:
+        keep = within((prompt + out > max_context).astype(np.int64)) == 0
+        if not keep.any():
+            raise InfercastError(
+                f"even the first turns exceed max_context={max_context}; raise it or shorten the turns",
+                field="max_context",
+            )
+    system = streams[5].integers(0, k_count, size=s_count)
+    m = sys_tokens // block
+    blocks = prompt // block  # full blocks of each turn's prompt
+    # each session's id sequence: its system prompt's m shared ids, then ids unique to the session
+    longest = np.zeros(s_count, dtype=np.int64)
+    np.maximum.at(longest, sess[keep], blocks[keep])
+    longest = np.maximum(longest, m)
+    own = longest - m
+    own_start = k_count * m + np.cumsum(own) - own
+    seq_start = np.cumsum(longest) - longest
+    pos = np.arange(int(longest.sum())) - np.repeat(seq_start, longest)
+    owner = np.repeat(np.arange(s_count), longest)
+    buffer = np.where(pos < m, system[owner] * m + pos, own_start[owner] + pos - m).astype(np.int64)
+    buffer.flags.writeable = False
+    idx = np.flatnonzero(keep)
+    hashes = [buffer[s : s + b] for s, b in zip(seq_start[sess[idx]].tolist(), blocks[idx].tolist(), strict=True)]
+    order = np.argsort(arrival[idx], kind="stable")
+    if not name:
+        name = f"multi_turn({s_count} sessions, turns={turns}, in={input_len}, out={output_len})"
+    flat_any = bool(blocks[idx].any())
+    return Workload(
+        arrival[idx][order],
+        prompt[idx][order],
+        out[idx][order],
+        [hashes[i] for i in order.tolist()] if flat_any else None,
+        block,
+        None,
+        name,
+    )

@@ -1,0 +1,99 @@
+"""``infercast simulate`` on the command line: options reach the simulation or are refused in one line (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infercast.cli import main
+from infercast.cli.common import parse_float_list
+from infercast.errors import InfercastError
+
+BASE = ("simulate", "--input-len", "200", "--output-len", "20", "--num-requests", "40")
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--rate-sweep", "--rates", "abc"), "rates:"),
+        (("--rate-sweep", "--rates", "1,-2"), "rates:"),
+        (("--rate", "1", "--seed", "-1"), "seed:"),
+        (("--rate", "1", "--spec-tokens", "0"), "spec_tokens:"),
+        (("--rate", "1", "--spec-acceptance", "0.9"), "spec_acceptance: needs --spec-tokens"),
+        (("--rate", "1", "--draft-model", "llama-3.2-1b"), "draft_model: needs --spec-tokens"),
+        (("--rate", "1", "--spec-tokens", "3", "--draft-model", "llama-3.2-1b", "--draft-cost", "0.1"), "draft_cost"),
+        (("--rate", "1", "--prefix-len", "-5"), "prefix_len:"),
+        (("--rate", "1", "--num-prefixes", "4"), "num_prefixes: needs --prefix-len"),
+        (("--rate", "1", "--scheduler", "disagg", "--kv-link-gbps", "0"), "kv_link_gbps:"),
+        (("--rate", "1", "--scheduler", "disagg", "--prefill-instances", "0"), "prefill_instances:"),
+        (("--rate", "1", "--decode-instances", "2"), "decode_instances: only applies with --scheduler disagg"),
+        (("--rate", "1", "--rates", "1,2"), "rates: only applies with --rate-sweep"),
+        (("--rate", "1", "--attainment", "0.5"), "attainment: only applies with --rate-sweep"),
+        (("--rate-sweep", "--rate", "1"), "rate: not with --rate-sweep"),
+        (("--rate-sweep", "--concurrency", "4"), "concurrency: not with --rate-sweep"),
+        (("--rate-sweep", "--offline"), "offline: not with --rate-sweep"),
+        (("--rate-sweep", "--requests-out", "r.csv"), "requests_out: not with --rate-sweep"),
+        (("--rate-sweep", "--trace-out", "t.json"), "trace_out: not with --rate-sweep"),
+        (("--rate", "1", "--max-num-seqs", "0"), "max_num_seqs:"),
+        (("--rate", "1", "--max-batched-tokens", "-1"), "max_num_batched_tokens:"),
+        (("--concurrency", "4", "--burstiness", "0.5"), "burstiness:"),
+        (("--rate", "1", "--goodput", "ttft:nan"), "goodput:"),
+    ],
+)
+def test_simulate_usage_errors_are_one_line(capsys, args, needle):
+    code, out, err = run(capsys, *BASE, *args)
+    assert code == 2, (out, err)
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_trace_near_miss_lists_builtins(capsys):
+    code, _, err = run(capsys, "simulate", "--trace", "azure_chat")
+    assert code == 2 and "azure_conv" in err and len(err.strip().splitlines()) == 1
+
+
+def test_disagg_run_reports_disagg(capsys):
+    code, out, err = run(capsys, *BASE, "--rate", "2", "--scheduler", "disagg", "--decode-instances", "2",
+                         "--kv-link-gbps", "25", "--json")  # fmt: skip
+    assert code == 0, err
+    cfg = json.loads(out)["config"]
+    assert cfg["scheduler"] == "disagg" and cfg["decode_instances"] == 2 and cfg["replicas"] == 3
+
+
+def test_rate_sweep_passes_workload_and_engine_options(capsys):
+    sweep = ("simulate", "--output-len", "20", "--num-requests", "300", "--rate-sweep", "--rates", "2,4", "--json")
+    shared = (*sweep, "--input-len", "200", "--prefix-len", "1024", "--num-prefixes", "2")
+    code, out, err = run(capsys, *shared)
+    assert code == 0, err
+    fast = json.loads(out)
+    code, out, err = run(capsys, *shared, "--step-mode")
+    assert code == 0, err
+    slow = json.loads(out)
+    assert [r["rate_req_s"] for r in fast["rates"]] == [2.0, 4.0]
+    for a, b in zip(fast["rates"], slow["rates"], strict=True):  # --step-mode reaches the runs: same results
+        assert a["ttft_p50_s"] == pytest.approx(b["ttft_p50_s"], rel=1e-9)
+    # the shared 1024-token prefixes reach every run: cache hits cut TTFT against equally long unshared prompts
+    code, out, err = run(capsys, *sweep, "--input-len", "1224")
+    assert code == 0, err
+    unshared = json.loads(out)
+    assert fast["rates"][0]["ttft_p50_s"] < 0.6 * unshared["rates"][0]["ttft_p50_s"]
+
+
+def test_parse_float_list():
+    assert parse_float_list("rates", " 0.5, 2,10 ") == [0.5, 2.0, 10.0]
+    assert parse_float_list("rates", None) is None
+    for bad in ("", "1,,x", "0", "inf", "nan"):
+        with pytest.raises(InfercastError) as info:
+            parse_float_list("rates", bad)
+        assert info.value.field == "rates"
