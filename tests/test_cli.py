@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from infercast.cli import _join_multi_values, main
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def run_json(capsys, *args: str) -> dict:
-    code, out, err = run(capsys, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from infercast.cli import _join_multi_values
+from tests.cli_helpers import run, run_json
 
 
 def test_memory_contract(capsys):

@@ -6,21 +6,11 @@ import json
 
 import pytest
 
-from infercast.cli import main
 from infercast.cli.common import parse_float_list
 from infercast.errors import InfercastError
+from tests.cli_helpers import run
 
 BASE = ("simulate", "--input-len", "200", "--output-len", "20", "--num-requests", "40")
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize(

@@ -8,19 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from infercast.cli import main
+from tests.cli_helpers import run
 
 SMALL = ["--batches", "1,8", "--input-lens", "512", "--output-lens", "64"]
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".json", ".parquet"])
