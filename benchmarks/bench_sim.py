@@ -1,6 +1,6 @@
 """Simulator speed: one million requests of the Azure conversation trace, tiled.
 
-Usage:  python benchmarks/bench_sim.py [--requests 1000000] [--scheduler sarathi]
+Usage:  python benchmarks/bench_sim.py [--requests 1000000] [--scheduler chunked]
 
 Continuous batching with chunked prefill (vLLM V1-style), Llama-3.1-8B on one H100 SXM, the trace's own
 arrival rate (~5.5 req/s) repeated back to back. Prints wall time of the simulation (one Python thread),
@@ -25,7 +25,7 @@ from infercast.sim.workload import builtin_trace  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=1_000_000)
-    parser.add_argument("--scheduler", default="sarathi")
+    parser.add_argument("--scheduler", default="chunked")
     args = parser.parse_args()
     t0 = time.perf_counter()
     base = builtin_trace("azure_conv")

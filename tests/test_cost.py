@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infercast.cost.batch import NUM_FEATURES, F, StepBatch
+from infercast.cost.batch import FEATURES, NUM_FEATURES, F, StepBatch
 from infercast.cost.compiled import DecodeTable, compile_scalar
 from infercast.cost.series import sum_max_linear, sum_max_lines, sum_steps, total_steps_time
 from infercast.cost.step import StepCostModel
@@ -54,7 +54,7 @@ def test_compiled_scalar_matches_step_time(name):
     batches = _random_batches(np.random.default_rng(1), model.dep.model.sliding_window, 40)
     for batch in batches:
         expected = float(model.step_time(batch)[0])
-        assert fn(tuple(batch.x[:, 0].tolist())) == pytest.approx(expected, rel=1e-12)
+        assert fn(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("name", DEPLOYMENTS)

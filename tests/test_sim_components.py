@@ -239,13 +239,6 @@ def test_replica_window_pairs_equal_the_cost_layer(c, c0, w):
     assert _window_pairs(c, c0, w) == sum(min(p + 1, w) for p in range(c0, c0 + c))
 
 
-def test_step_feature_order_matches_the_cost_layer():
-    from infercast.cost.batch import FEATURES
-    from infercast.sim.replica import STEP_FEATURES
-
-    assert tuple(FEATURES) == STEP_FEATURES
-
-
 def test_replicas_share_compiled_step_functions():
     from infercast.sim.api import simulate
 

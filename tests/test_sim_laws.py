@@ -28,7 +28,8 @@ def _close(a: dict, b: dict, rtol: float = 1e-9) -> None:
 
 EQUIVALENCE_CASES = {
     "chunked prefill": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20),
-    "prefill-first": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20, scheduler="vllm"),
+    "prefill-first": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20,
+                          scheduler="prefill-first"),
     "static": dict(input_len=500, output_len="uniform:10,300", num_requests=120, rate=20, scheduler="static",
                    max_num_seqs=32),
     "recompute preemption": dict(input_len=3000, output_len="uniform:100,600", num_requests=120, rate=30,
@@ -96,13 +97,13 @@ def test_every_request_finishes_with_its_exact_output_length():
     assert (tb.generated == tb.output).all()
     assert (tb.first_token >= tb.arrival).all() and (tb.finish >= tb.first_token).all()
     for rep in res.replicas:  # every block returned
-        assert rep.kv.private == 0 and rep.reserved == 0
+        assert rep.kv.private == 0 and rep.blocks.reserved == 0
 
 
 def _assert_every_block_returned(res) -> None:
     for rep in res.replicas:
         kv = rep.kv
-        assert kv.private == 0 and rep.reserved == 0
+        assert kv.private == 0 and rep.blocks.reserved == 0
         assert kv.evictable == kv.cached_blocks  # nothing pinned: every cached prefix is evictable again
         assert all(refs == 0 for refs in kv.refs.values())
         assert kv.free + kv.cached_blocks == kv.num_blocks
@@ -147,8 +148,8 @@ def test_same_seed_same_result_different_seed_differs():
 
 def test_chunked_prefill_lowers_tpot_tail_on_mixed_workload():
     kw = dict(input_len="uniform:2000,8000", output_len="uniform:100,400", num_requests=200, rate=2.5, seed=1)
-    chunked = simulate(MODEL, GPU, scheduler="sarathi", max_num_batched_tokens=2048, **kw)
-    prefill_first = simulate(MODEL, GPU, scheduler="vllm", max_num_batched_tokens=16384, **kw)
+    chunked = simulate(MODEL, GPU, scheduler="chunked", max_num_batched_tokens=2048, **kw)
+    prefill_first = simulate(MODEL, GPU, scheduler="prefill-first", max_num_batched_tokens=16384, **kw)
     assert chunked["tpot_s"]["p99"] < prefill_first["tpot_s"]["p99"]
     assert chunked["itl_s"]["p99"] < prefill_first["itl_s"]["p99"]
 
@@ -271,7 +272,7 @@ def test_speculative_decoding_trades_verification_for_fewer_steps():
     assert useless["tpot_s"]["mean"] > plain["tpot_s"]["mean"]  # verifying 5 tokens to keep 1 costs more
     for res in (good, useless):
         assert (res.table.generated == res.table.output).all()
-        assert all(rep.kv.private == 0 and rep.reserved == 0 for rep in res.replicas)
+        assert all(rep.kv.private == 0 and rep.blocks.reserved == 0 for rep in res.replicas)
     assert SpeculativeConfig(4, 0.8).expected_tokens_per_step == pytest.approx((1 - 0.8**5) / 0.2)
     with pytest.raises(InfercastError):
         SpeculativeConfig(0, 0.5)

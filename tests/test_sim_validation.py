@@ -52,7 +52,7 @@ def test_replica_config_validates_on_construction():
     assert ReplicaConfig(dep, max_num_seqs=8.0).max_num_seqs == 8
 
 
-@pytest.mark.parametrize("scheduler", [None, 3, "fifo"])
+@pytest.mark.parametrize("scheduler", ["", 3, "fifo"])
 def test_unknown_schedulers(scheduler):
     assert _field(simulate, MODEL, GPU, scheduler=scheduler, **SMALL) == "scheduler"
     assert _field(make_scheduler, scheduler) == "scheduler"
@@ -215,3 +215,11 @@ def test_slo_text():
 )
 def test_other_simulate_options(kwargs, field):
     assert _field(simulate, MODEL, GPU, **kwargs, **SMALL) == field
+
+
+def test_scheduler_names_say_the_policy_and_engines_choose_one():
+    assert simulate(MODEL, GPU, **SMALL).config["scheduler"] == "chunked"  # vLLM V1 preset: chunked prefill
+    assert simulate(MODEL, GPU, engine="vllm-0.6", **SMALL).config["scheduler"] == "prefill-first"
+    for old, new in (("sarathi", "chunked"), ("vllm", "prefill-first"), ("Static", "static")):
+        assert simulate(MODEL, GPU, scheduler=old, **SMALL).config["scheduler"] == new
+    assert ReplicaConfig(Deployment.resolve(MODEL, GPU, engine="torch")).scheduler == "prefill-first"

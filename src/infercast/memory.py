@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from infercast.cost.cache import SpecCache
 from infercast.errors import DoesNotFitError, InfercastError, require_fraction, require_positive_int
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
@@ -160,20 +161,12 @@ class MemoryBudget:
         return d
 
 
-_weights_cache: dict[tuple, tuple[ModelSpec, dict[str, float]]] = {}
+_weights_cache: SpecCache[dict[str, float]] = SpecCache(4096)
 
 
 def weight_bytes_per_gpu(model: ModelSpec, scheme: PrecisionScheme, tp: int = 1, ep: int = 1) -> dict[str, float]:
     """Weight bytes one rank stores, by tensor class (quantization scales included); cached per model."""
-    key = (id(model), scheme.name, tp, ep)
-    hit = _weights_cache.get(key)
-    if hit is not None and hit[0] is model:
-        return dict(hit[1])
-    out = _weight_bytes(model, scheme, tp, ep)
-    if len(_weights_cache) > 4096:
-        _weights_cache.clear()
-    _weights_cache[key] = (model, out)
-    return dict(out)
+    return dict(_weights_cache.get((model,), (scheme.name, tp, ep), lambda: _weight_bytes(model, scheme, tp, ep)))
 
 
 def _weight_bytes(model: ModelSpec, scheme: PrecisionScheme, tp: int, ep: int) -> dict[str, float]:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from infercast.cost.cache import SpecCache
 from infercast.cost.series import RangeSums
 from infercast.cost.step import StepCostModel
 from infercast.memory import weight_bytes_per_gpu
@@ -132,29 +133,25 @@ def _linear_weight_bytes(dep: Deployment, scheme: PrecisionScheme) -> float:
     return sum(v for k, v in parts.items() if k not in ("embedding", "lm_head", "norms"))
 
 
-_narrower_cache: dict[tuple, tuple[object, object, str | None]] = {}
+_narrower_cache: SpecCache[str | None] = SpecCache(1024)
 
 
 def _narrower_weights_tip(dep: Deployment) -> str | None:
     """'8-bit or 4-bit weights (--precision fp8 / int4) cut the linear-layer weights 2.0-3.8x', or None.
 
-    Cached per model, GPU, scheme and parallelism (the entry holds the specs, so their ids cannot be reused).
-    """
-    key = (id(dep.model), id(dep.hardware), dep.scheme.name, dep.tp, dep.ep)
-    hit = _narrower_cache.get(key)
-    if hit is not None and hit[0] is dep.model and hit[1] is dep.hardware:
-        return hit[2]
-    if len(_narrower_cache) > 1024:
-        _narrower_cache.clear()
+    Cached per model, GPU, scheme and parallelism."""
+    return _narrower_cache.get((dep.model, dep.hardware), (dep.scheme.name, dep.tp, dep.ep),
+                               lambda: _narrower_tip_text(dep))  # fmt: skip
+
+
+def _narrower_tip_text(dep: Deployment) -> str | None:
     narrower = _narrower_weights(dep)
-    tip = None
-    if narrower:
-        names = " / ".join(name for name, _ in narrower)
-        bits = " or ".join(f"{SCHEMES[name].weight_format.bits:.0f}-bit" for name, _ in narrower)
-        cuts = "-".join(f"{factor:.1f}" for _, factor in narrower)
-        tip = f"{bits} weights (--precision {names}) cut the linear-layer weights {cuts}x"
-    _narrower_cache[key] = (dep.model, dep.hardware, tip)
-    return tip
+    if not narrower:
+        return None
+    names = " / ".join(name for name, _ in narrower)
+    bits = " or ".join(f"{SCHEMES[name].weight_format.bits:.0f}-bit" for name, _ in narrower)
+    cuts = "-".join(f"{factor:.1f}" for _, factor in narrower)
+    return f"{bits} weights (--precision {names}) cut the linear-layer weights {cuts}x"
 
 
 def _narrower_weights(dep: Deployment) -> list[tuple[str, float]]:

@@ -6,33 +6,14 @@ from dataclasses import dataclass, field
 
 from infercast.analysis.phases import prefill_sums, static_batch_phases
 from infercast.analysis.report import PhaseReport, advice, phase_report
-from infercast.cost.profile import CostProfile, profile_generation
-from infercast.cost.step import StepCostModel
+from infercast.cost.profile import CostProfile
+from infercast.cost.step import cost_model
 from infercast.errors import InfercastError, require_positive_int
 from infercast.memory import MemoryBudget, memory_budget, require_fit
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
-
-_compiled: dict[tuple, StepCostModel] = {}
-
-
-def cost_model(dep: Deployment, profile: CostProfile | None = None) -> StepCostModel:
-    """A compiled :class:`StepCostModel`, cached per deployment, explicit profile and profile generation.
-
-    Cached models hold references to their specs, so the ids in the key cannot be reused while cached.
-    """
-    key = (id(dep.model), id(dep.hardware), dep.scheme.name, dep.kv_format.name, dep.tp, dep.ep, dep.engine.id,
-           id(profile), profile_generation())  # fmt: skip
-    hit = _compiled.get(key)
-    if hit is not None and hit.dep.model is dep.model and hit.dep.hardware is dep.hardware:
-        return hit
-    if len(_compiled) > 512:
-        _compiled.clear()
-    model = StepCostModel(dep, profile)
-    _compiled[key] = model
-    return model
 
 
 @dataclass(frozen=True)

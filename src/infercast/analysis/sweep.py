@@ -15,10 +15,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from infercast.analysis.scenario import cost_model
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.series import LinearRun, linear_run
-from infercast.cost.step import StepCostModel
+from infercast.cost.step import StepCostModel, cost_model
 from infercast.errors import InfercastError
 from infercast.memory import kv_blocks_per_sequence, memory_budget
 from infercast.specs.deployment import Deployment

@@ -16,7 +16,8 @@ from infercast.sim.api import simulate as run_simulate
 from infercast.sim.cluster import KVLink
 from infercast.sim.speculative import SpeculativeConfig
 
-SCHEDULERS = "static | vllm (prefill-first continuous batching) | sarathi (chunked prefill) | disagg"
+SCHEDULERS = ("static | prefill-first (continuous batching, whole prompts first) | chunked (chunked prefill) | "
+              "disagg (prefill and decode pools); default: the engine's (chunked where it enables chunked prefill)")
 DEFAULT_SPEC_ACCEPTANCE = 0.7
 """--spec-acceptance when --spec-tokens is given without it (a typical EAGLE-style draft on chat traffic)."""
 KV_LINK_DEFAULT_GBPS = KVLink().bandwidth_bytes_s / 1e9
@@ -37,7 +38,7 @@ def simulate(
     precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
     kv_precision: Annotated[str | None, typer.Option(help="KV-cache format.")] = None,
     engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal.")] = "vllm",
-    scheduler: Annotated[str, typer.Option(help=SCHEDULERS)] = "sarathi",
+    scheduler: Annotated[str | None, typer.Option(help=SCHEDULERS)] = None,
     input_len: Annotated[
         str | None,
         typer.Option(help="Prompt tokens: N or a distribution (uniform:a,b, normal:m,s, lognormal:median,sigma)."),
@@ -168,9 +169,9 @@ def _refuse(given: dict, names: tuple[str, ...], why: str) -> None:
             raise InfercastError(why, field=name)
 
 
-def _disagg(scheduler: str, given: dict) -> DisaggConfig | None:
+def _disagg(scheduler: str | None, given: dict) -> DisaggConfig | None:
     pools = ("prefill_instances", "decode_instances", "prefill_tp", "decode_tp", "kv_link_gbps")
-    if scheduler.strip().lower() != "disagg":
+    if scheduler is None or scheduler.strip().lower() != "disagg":
         _refuse(given, pools, "only applies with --scheduler disagg")
         return None
     gbps = given["kv_link_gbps"]

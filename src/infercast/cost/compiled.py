@@ -12,7 +12,7 @@ Both reproduce :meth:`StepCostModel.step_time` to floating-point rounding (tests
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,13 +20,14 @@ from infercast.cost.batch import FEATURES, NUM_FEATURES, F, StepBatch
 from infercast.cost.step import StepCostModel
 
 
-def compile_scalar(model: StepCostModel) -> Callable[[Sequence[float]], float]:
-    """A Python function ``f(x) -> seconds`` for one step, ``x`` being its NUM_FEATURES features in order."""
+def compile_scalar(model: StepCostModel) -> Callable[..., float]:
+    """A Python function ``f(**features) -> seconds`` for one step, called with every name of
+    :data:`~infercast.cost.batch.FEATURES` as a keyword (a missing or unknown feature is a TypeError)."""
     n = model.n_ops
     coef = model.coef
     names = [*list(FEATURES), "frac"]
     p = model.profile
-    lines = ["def step_time(x):", f"    ({', '.join(FEATURES)},) = x"]
+    lines = [f"def step_time(*, {', '.join(FEATURES)}):"]
     if model.table.moe_k_over_e:
         lines.append(f"    frac = -_expm1(tokens * {float(model.log1m_k_over_e)!r}) if tokens > 0 else 0.0")
     lines.append(

@@ -17,8 +17,9 @@ from functools import cached_property
 import numpy as np
 
 from infercast.cost.batch import F, StepBatch
+from infercast.cost.cache import SpecCache, spec_key
 from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpTable, build_op_table
-from infercast.cost.profile import CostProfile, load_profile
+from infercast.cost.profile import CostProfile, load_profile, profile_generation
 from infercast.specs.deployment import Deployment
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
@@ -53,20 +54,12 @@ class OpBreakdown:
         return np.where(self.overhead_s > np.maximum(self.compute_s, self.memory_s), 3, roof)
 
 
-_tables: dict[int, tuple[Deployment, OpTable]] = {}
+_tables: SpecCache[OpTable] = SpecCache(1024)
 
 
 def _op_table(dep: Deployment) -> OpTable:
-    """Operator tables depend only on the deployment: build each once (the cache holds the deployment, so
-    its id cannot be reused while cached)."""
-    hit = _tables.get(id(dep))
-    if hit is not None and hit[0] is dep:
-        return hit[1]
-    if len(_tables) > 1024:
-        _tables.clear()
-    table = build_op_table(dep)
-    _tables[id(dep)] = (dep, table)
-    return table
+    """Operator tables depend only on the deployment: build each once."""
+    return _tables.get((dep,), (), lambda: build_op_table(dep))
 
 
 class StepCostModel:
@@ -202,3 +195,14 @@ class StepCostModel:
 def step_time(batch: StepBatch, deployment: Deployment, profile: CostProfile | None = None) -> np.ndarray:
     """Convenience: seconds per step for ``batch`` on ``deployment`` (compiles the model each call)."""
     return StepCostModel(deployment, profile).step_time(batch)
+
+
+_models: SpecCache[StepCostModel] = SpecCache(512)
+
+
+def cost_model(dep: Deployment, profile: CostProfile | None = None) -> StepCostModel:
+    """The :class:`StepCostModel` of a deployment and explicit profile (None: the installed profiles), one
+    object per deployment, profile and profile generation: callers may cache what they derive from it on
+    its identity (the simulator's compiled step functions do)."""
+    objects, values = spec_key(dep)
+    return _models.get((*objects, profile), (*values, profile_generation()), lambda: StepCostModel(dep, profile))

@@ -158,8 +158,7 @@ def _serving(rec: Record, profile: CostProfile) -> float:
     dep = deployment_of(rec)
     res = simulate(
         dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, precision=rec.precision or None,
-        kv_precision=rec.kv_precision or None, engine=rec.engine,
-        scheduler="sarathi" if dep.engine.chunked_prefill else "vllm", input_len=rec.input_len,
+        kv_precision=rec.kv_precision or None, engine=rec.engine, input_len=rec.input_len,
         output_len=max(rec.output_len, 2), num_requests=rec.batch, offline=True, profile=profile,
     )  # fmt: skip
     return res["ttft_s"]["mean"] if rec.kind == "serving_ttft" else res["tpot_s"]["p50"]

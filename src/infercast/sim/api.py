@@ -10,17 +10,18 @@ import numpy as np
 import pandas as pd
 
 from infercast.cost.profile import CostProfile
-from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
+from infercast.errors import InfercastError, require_positive_int, require_positive_number
 from infercast.sim.cluster import Coordinator, KVLink, Router
 from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica, ReplicaConfig
 from infercast.sim.saturation import saturation
-from infercast.sim.scheduler import SCHEDULERS
+from infercast.sim.scheduler import SCHEDULERS, engine_scheduler, scheduler_name
 from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.state import RequestTable
 from infercast.sim.workload import WORKLOAD_FIELDS, LengthLike, PrefixSpec, Workload, WorkloadSpec
 from infercast.specs.deployment import Deployment
+from infercast.specs.engine import get_engine
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 
@@ -106,7 +107,7 @@ def simulate(
     precision: str | None = None,
     kv_precision: str | None = None,
     engine: str = "vllm",
-    scheduler: str = "sarathi",
+    scheduler: str | None = None,
     workload: Workload | None = None,
     trace: str | Path | None = None,
     input_len: LengthLike | None = None,
@@ -140,15 +141,16 @@ def simulate(
     The requests: the keywords of :class:`~infercast.sim.workload.WorkloadSpec` (``workload`` / ``trace`` /
     ``input_len`` + ``output_len``, ``num_requests``, ``rate`` / ``concurrency`` / ``offline``, ``arrival``,
     ``burstiness``, ``prefix``, ``seed``); options that would be ignored or conflict are errors.
-    ``scheduler``: static | vllm (prefill-first continuous batching) | sarathi (chunked prefill) | disagg
-    (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill).
+    ``scheduler``: static | prefill-first (continuous batching, whole prompts first) | chunked (chunked
+    prefill) | disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill);
+    None: the engine preset's (chunked where the engine enables chunked prefill, else prefill-first).
     ``skip=False`` steps token by token (same results; used to test the fast path).
     """
     args = locals()
     spec = WorkloadSpec(**{name: args[name] for name in WORKLOAD_FIELDS})
-    sched = scheduler.strip().lower() if isinstance(scheduler, str) else scheduler
-    if sched not in SIMULATE_SCHEDULERS:
-        raise unknown_choice("scheduler", str(scheduler), SIMULATE_SCHEDULERS)
+    if scheduler is None:
+        scheduler = engine_scheduler(get_engine(engine))
+    sched = scheduler_name(scheduler, extra=("disagg",))
     replicas = require_positive_int("replicas", replicas)
     if disagg is not None and sched != "disagg":
         raise InfercastError(f"a DisaggConfig needs scheduler='disagg' (got {sched!r})", field="disagg")
@@ -179,8 +181,8 @@ def simulate(
 
     pools: dict[str, Any] = {}
     if disagg is not None:
-        pre = [make(r, disagg.prefill_tp or tp, "sarathi") for r in range(disagg.prefill_instances)]
-        dec = [make(disagg.prefill_instances + r, disagg.decode_tp or tp, "sarathi")
+        pre = [make(r, disagg.prefill_tp or tp, "chunked") for r in range(disagg.prefill_instances)]
+        dec = [make(disagg.prefill_instances + r, disagg.decode_tp or tp, "chunked")
                for r in range(disagg.decode_instances)]  # fmt: skip
         coord = Coordinator(table, pre, Router(router, table), decode_replicas=dec,
                             decode_router=Router("least_outstanding", table), kv_link=disagg.link,

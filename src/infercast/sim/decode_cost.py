@@ -1,51 +1,40 @@
-"""Decode-step times over runs of steps in closed form (pure Python floats: no NumPy per call).
+"""Decode-step times over spans of steps in closed form (pure Python floats: no NumPy per call).
 
 A decode-only step of n sequences costs ``K[n] + Σ_v max(c_v + s_c·S + w_c·Sw, m_v + s_m·S + w_m·Sw)`` where
 S and Sw are the context sums (:class:`~infercast.cost.compiled.DecodeTable`, derived from the step cost
-model). Over a run without events S and Sw grow linearly, so each term is the max of two lines in the step
-index and the run's total time, or the number of steps before a deadline, follow in O(1).
+model). Over a span without events S and Sw grow linearly, so each term is the max of two lines in the step
+index and the span's total time, or the number of steps before a deadline, follow in O(1).
 
-The replica's hot loop handles the common case inline — one context-dependent operator whose binding line
-stays on top over the run, so step times form one arithmetic series — and solves deadlines with
-:func:`steps_to_reach`; :class:`DecodeRun` is the general case.
+The decode runner handles the common case inline — one context-dependent operator whose binding line
+stays on top over the span, so step times form one arithmetic series — and solves deadlines with
+:func:`steps_to_reach`; :class:`DecodeSpan` is the general case.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+from infercast.cost.cache import SpecCache
 from infercast.cost.compiled import DecodeTable, compile_scalar
 from infercast.cost.series import sum_max_lines
 from infercast.cost.step import StepCostModel
 
-StepFn = Callable[[Sequence[float]], float]
+StepFn = Callable[..., float]
+"""A compiled step-time function: keyword per step feature (:func:`infercast.cost.compiled.compile_scalar`)."""
 
-_COMPILED: dict[tuple[int, int], tuple[StepCostModel, StepFn, DecodeTable]] = {}
-_COMPILED_LIMIT = 64
+_compiled: SpecCache[tuple[StepFn, DecodeTable]] = SpecCache(64)
 
 
 def compiled_costs(model: StepCostModel, max_seqs: int) -> tuple[StepFn, DecodeTable]:
     """``compile_scalar(model)`` and ``DecodeTable(model, max_seqs)``, built once and shared by every replica
-    (and every simulation) with the same cost model and sequence limit.
-
-    ``model`` comes from :func:`infercast.analysis.scenario.cost_model`, which returns one object per
-    deployment, profile and profile generation, so its identity is the key; the entry holds the model, so
-    the id cannot be reused while cached. Both values are read-only.
-    """
-    key = (id(model), max_seqs)
-    hit = _COMPILED.get(key)
-    if hit is not None and hit[0] is model:
-        return hit[1], hit[2]
-    if len(_COMPILED) >= _COMPILED_LIMIT:
-        _COMPILED.clear()
-    step_fn, table = compile_scalar(model), DecodeTable(model, max_seqs)
-    _COMPILED[key] = (model, step_fn, table)
-    return step_fn, table
+    (and every simulation) with the same cost model (:func:`infercast.cost.step.cost_model` returns one object
+    per deployment and profile) and sequence limit. Both values are read-only."""
+    return _compiled.get((model,), (max_seqs,), lambda: (compile_scalar(model), DecodeTable(model, max_seqs)))
 
 
-class DecodeRun:
-    """Step times of a run of decode-only steps with n sequences, starting at context sums (S, Sw).
+class DecodeSpan:
+    """Step times of a span of decode-only steps with n sequences, starting at context sums (S, Sw).
 
     ``ds``/``dsw`` are how much S and Sw grow per step (n and the number of sequences below the window).
     """
@@ -63,7 +52,7 @@ class DecodeRun:
         ]  # fmt: skip
 
     def step(self, j: int) -> float:
-        """Time of step j of the run."""
+        """Time of step j of the span."""
         t = self.const
         for a, da, b, db in self.lines:
             x, y = a + j * da, b + j * db
@@ -106,7 +95,7 @@ class DecodeRun:
 
 def steps_to_reach(base: float, slope: float, span: float, cap: int) -> int:
     """Fewest steps (1..cap) of times ``base + j·slope`` (j = 0, 1, ...) whose sum reaches ``span``; cap if
-    they never do. The steps of a decode run whose binding ceiling does not change (one line on top) take
+    they never do. The steps of a decode span whose binding ceiling does not change (one line on top) take
     these times: the root of ``k·base + slope·k(k-1)/2 = span``, then guards against rounding. ``base`` > 0
     and ``slope`` >= 0 (step times are positive and grow with the context)."""
     if span <= 0:

@@ -1,26 +1,47 @@
-"""Schedulers: one small class each, the same interface (:class:`~infercast.sim.scheduler.base.Scheduler`)."""
+"""Schedulers: one small class each, the same interface (:class:`~infercast.sim.scheduler.base.Scheduler`).
+
+Names say the policy, not an engine: ``static`` (request-level batches), ``prefill-first`` (continuous
+batching, whole prompts first: vLLM V0), ``chunked`` (chunked prefill, decodes first: vLLM V1, SGLang,
+TensorRT-LLM). An engine preset chooses one through its ``chunked_prefill`` setting
+(:func:`engine_scheduler`).
+"""
 
 from __future__ import annotations
 
 from infercast.errors import unknown_choice
-from infercast.sim.scheduler.base import Plan, Scheduler
-from infercast.sim.scheduler.sarathi import ChunkedPrefillScheduler
+from infercast.sim.scheduler.base import Plan, ReplicaView, Scheduler
+from infercast.sim.scheduler.chunked import ChunkedPrefillScheduler
+from infercast.sim.scheduler.prefill_first import PrefillFirstScheduler
 from infercast.sim.scheduler.static import StaticScheduler
-from infercast.sim.scheduler.vllm import PrefillFirstScheduler
+from infercast.specs.engine import EngineSpec
 
 SCHEDULERS: dict[str, type] = {
     "static": StaticScheduler,
-    "vllm": PrefillFirstScheduler,
-    "sarathi": ChunkedPrefillScheduler,
+    "prefill-first": PrefillFirstScheduler,
+    "chunked": ChunkedPrefillScheduler,
 }
+ALIASES = {"vllm": "prefill-first", "sarathi": "chunked", "prefill_first": "prefill-first"}
+"""Earlier names, still accepted (see CHANGELOG.md)."""
+
+
+def scheduler_name(name: object, *, extra: tuple[str, ...] = ()) -> str:
+    """The canonical name of a scheduler (aliases resolved); ``extra``: further names the caller accepts."""
+    key = name.strip().lower() if isinstance(name, str) else None
+    key = ALIASES.get(key, key) if key is not None else None
+    if key not in SCHEDULERS and key not in extra:
+        raise unknown_choice("scheduler", str(name), [*SCHEDULERS, *extra])
+    return key
+
+
+def engine_scheduler(engine: EngineSpec) -> str:
+    """The scheduler an engine preset runs by default: chunked prefill where the engine enables it."""
+    return "chunked" if engine.chunked_prefill else "prefill-first"
 
 
 def make_scheduler(name: str) -> Scheduler:
-    """A scheduler by name: static, vllm (prefill-first), sarathi (chunked prefill)."""
-    key = name.strip().lower() if isinstance(name, str) else None
-    if key not in SCHEDULERS:
-        raise unknown_choice("scheduler", str(name), [*SCHEDULERS, "disagg"])
-    return SCHEDULERS[key]()
+    """A scheduler by name: static, prefill-first, chunked (or an alias)."""
+    return SCHEDULERS[scheduler_name(name)]()
 
 
-__all__ = ["SCHEDULERS", "Plan", "Scheduler", "make_scheduler"]
+__all__ = ["ALIASES", "SCHEDULERS", "Plan", "ReplicaView", "Scheduler", "engine_scheduler", "make_scheduler",
+           "scheduler_name"]  # fmt: skip

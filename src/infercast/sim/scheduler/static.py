@@ -8,19 +8,14 @@ rest within the token budget), then decodes until its last request finishes; fin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from infercast.sim.scheduler.base import Plan
-
-if TYPE_CHECKING:
-    from infercast.sim.replica import Replica
+from infercast.sim.scheduler.base import Plan, ReplicaView
 
 
 class StaticScheduler:
     name = "static"
     continuous = False
 
-    def plan(self, rep: Replica) -> Plan | None:
+    def plan(self, rep: ReplicaView) -> Plan | None:
         if not rep.prefilling and not rep.num_running:
             while rep.waiting and rep.num_seqs < rep.max_seqs:
                 if rep.admit(rep.waiting[0], 0, reserve=True) is None:

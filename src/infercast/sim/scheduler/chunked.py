@@ -7,20 +7,15 @@ cut to fit. Decodes never wait for a long prompt.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from infercast.sim.scheduler.base import DECODE_ONLY, Plan
-
-if TYPE_CHECKING:
-    from infercast.sim.replica import Replica
+from infercast.sim.scheduler.base import DECODE_ONLY, Plan, ReplicaView
 
 
 class ChunkedPrefillScheduler:
-    name = "sarathi"
+    name = "chunked"
     continuous = True
 
-    def plan(self, rep: Replica) -> Plan | None:
-        waiting, prefilling, running = rep.waiting, rep.prefilling, rep.run.n
+    def plan(self, rep: ReplicaView) -> Plan | None:
+        waiting, prefilling, running = rep.waiting, rep.prefilling, rep.num_running
         if not waiting and not prefilling:
             return DECODE_ONLY if running else None
         budget = rep.max_batched_tokens - running
@@ -36,10 +31,11 @@ class ChunkedPrefillScheduler:
                 budget -= chunk
         room = rep.max_seqs - running - len(prefilling)
         while budget > 0 and waiting and room > 0:
-            chunk = rep.admit(waiting[0], budget)
+            i = waiting[0]
+            chunk = rep.admit(i, budget)
             if chunk is None:
                 break
-            items.append((prefilling[-1], chunk))
+            items.append((i, chunk))
             budget -= chunk
             room -= 1
         if items or running:

@@ -7,30 +7,27 @@ sequence decodes one token. Prefills therefore stall decodes: the inter-token ga
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from infercast.sim.scheduler.base import DECODE_ONLY, Plan
-
-if TYPE_CHECKING:
-    from infercast.sim.replica import Replica
+from infercast.sim.scheduler.base import DECODE_ONLY, Plan, ReplicaView
 
 
 class PrefillFirstScheduler:
-    name = "vllm"
+    name = "prefill-first"
     continuous = True
 
-    def plan(self, rep: Replica) -> Plan | None:
-        if not rep.waiting:
-            return DECODE_ONLY if rep.run.n else None
+    def plan(self, rep: ReplicaView) -> Plan | None:
+        waiting = rep.waiting
+        if not waiting:
+            return DECODE_ONLY if rep.num_running else None
         items: list[tuple[int, int]] = []
         budget = rep.max_batched_tokens
-        while rep.waiting and rep.num_seqs < rep.max_seqs and budget > 0:
+        while waiting and rep.num_seqs < rep.max_seqs and budget > 0:
             # whole prompts only; the first may exceed the budget (V0 requires budget >= max model length)
-            chunk = rep.admit(rep.waiting[0], None, limit=budget if items else None)
+            i = waiting[0]
+            chunk = rep.admit(i, None, limit=budget if items else None)
             if chunk is None:
                 break
-            items.append((rep.prefilling[-1], chunk))
+            items.append((i, chunk))
             budget -= chunk
         if items:
             return Plan(items, decode=False)
-        return DECODE_ONLY if rep.run.n else None
+        return DECODE_ONLY if rep.num_running else None

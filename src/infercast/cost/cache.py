@@ -1,0 +1,53 @@
+"""One bounded memo for values derived from spec objects (cost models, operator tables, compiled step costs).
+
+Specs are frozen but not hashed cheaply, so entries are keyed by the *identity* of the objects they derive
+from plus plain values; each entry holds its objects, so an id cannot be reused by another object while
+the entry lives. When full, the memo starts over (the values are cheap to rebuild, the working set small).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import fields
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class SpecCache(Generic[V]):
+    """``get(objects, values, build)``: ``build()`` once per distinct (objects by identity, values)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._entries: dict[tuple, tuple[tuple[object, ...], V]] = {}
+
+    def get(self, objects: tuple[object, ...], values: tuple[Hashable, ...], build: Callable[[], V]) -> V:
+        key = (*(id(o) for o in objects), *values)
+        hit = self._entries.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):
+            return hit[1]
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        value = build()
+        self._entries[key] = (objects, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+def spec_key(spec: object) -> tuple[tuple[object, ...], tuple[Hashable, ...]]:
+    """A frozen dataclass's fields split into objects (keyed by identity) and plain values, for :meth:`SpecCache.get`:
+    every field takes part, so a field added later cannot be silently left out of a key."""
+    objects: list[object] = []
+    values: list[Hashable] = []
+    for f in fields(spec):  # type: ignore[arg-type]
+        value = getattr(spec, f.name)
+        if value is None or isinstance(value, str | int | float | bool):
+            values.append((f.name, value))
+        else:
+            objects.append(value)
+    return tuple(objects), tuple(values)

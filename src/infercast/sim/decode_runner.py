@@ -1,0 +1,220 @@
+"""Decode-only steps of one replica: spans of them in O(1) each, and speculative decoding steps.
+
+Between events (arrival, completion, block boundary, window crossing, time limit) the running batch evolves
+deterministically, so a whole span of decode steps is accounted at once: closed-form sums of the step times
+(:mod:`infercast.sim.decode_cost`), the batch state advanced incrementally (:mod:`infercast.sim.decode_set`),
+the blocks it grows into allocated in one go (:class:`~infercast.sim.blocks.BlockLedger`). With
+``Replica.skip`` off the same code runs one step at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from infercast.sim.decode_cost import DecodeSpan, steps_to_reach
+from infercast.sim.recorder import StepRecord
+
+if TYPE_CHECKING:
+    from infercast.cost.compiled import DecodeTable
+    from infercast.sim.replica import Replica
+
+
+def single_line(table: DecodeTable) -> tuple | None:
+    """With one context-dependent operator (the common case): its lines' intercepts by batch size and slopes
+    in Σ context, for :func:`decode_span`'s inline path (without a window Σ min(ctx, W) = Σ ctx, so the window
+    slope folds into the context slope); None otherwise."""
+    if table.num_varying != 1:
+        return None
+    return (table.constant_f, table.c0_f[0], table.m0_f[0], table.cs_f[0] + table.cw_f[0],
+            table.ms_f[0] + table.mw_f[0])  # fmt: skip
+
+
+def decode_gaps(rep: Replica, end: float) -> None:
+    """Gaps of a decode step ending at ``end`` after a change (a join, a prefill step, a swap): newcomers
+    from their own last token, the others together from the last decode step."""
+    batch = rep.decoding
+    others = batch.n
+    push = rep.rec.gaps.point_buffer().extend
+    if batch.joined:
+        for _, t_last in batch.joined:
+            push((end - t_last, 1.0))
+            others -= 1
+        batch.joined = []
+    if others:
+        push((end - batch.last_decode, others))
+
+
+def decode_span(rep: Replica, t_limit: float) -> None:
+    """Decode steps until the next event, in O(1) each (one step at a time when ``rep.skip`` is off).
+
+    A span's step j costs ``const + Σ_v max(a_v + j·da_v, b_v + j·db_v)`` (:class:`DecodeSpan`). Completions
+    end a span; when nothing else could be scheduled afterwards (no queue, no prefill, no closed-loop
+    client waiting) the next span starts here instead of in the replica's loop.
+    """
+    batch, blocks, rec, table = rep.decoding, rep.blocks, rep.rec, rep.decode_table
+    kv = blocks.kv
+    arrivals = rep.scheduler.continuous
+    visible = rep.table.visible
+    window = rep.window
+    gaps = rec.gaps
+    pending, skip = rep.pending, rep.skip
+    limited = t_limit < math.inf
+    one_line = rep.one_line
+    single = one_line is not None
+    simple_lines = single and not window
+    if single:
+        const_f, c0_f, m0_f, cs, ms = one_line
+    ramps = gaps.ramp_buffer(table.num_varying)
+    while True:
+        n = batch.n
+        s = float(batch.sum_base + n * batch.D)
+        swap = rep.swap_cost  # host transfers of preempted KV delay this span
+        if swap:
+            rep.swap_cost = 0.0
+        origin = rep.t + swap
+        if not skip:
+            k = 1
+        else:  # steps to the next completion (DecodeSet.steps_to_completion, whose stale-entry skip is rare)
+            top = batch.heap[0]
+            k = top[0] - batch.D if batch.finish_at.get(top[1]) == top[0] else batch.steps_to_completion()
+        line = None
+        if simple_lines:
+            # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps,
+            # the span is one arithmetic series (the common case: no objects made, deadlines solved by
+            # decode_cost.steps_to_reach); otherwise the general DecodeSpan below
+            const = const_f[n]
+            ca, dca = c0_f[n] + cs * s, cs * n
+            ma, dma = m0_f[n] + ms * s, ms * n
+            last = k - 1
+            if (ca >= ma) == (ca + dca * last >= ma + dma * last):
+                base, slope = (const + ca, dca) if ca >= ma else (const + ma, dma)
+                line = (ca, dca, ma, dma)
+                first = base
+                if k > 1 and arrivals and pending:
+                    until = visible[pending[0]] - origin
+                    if k * base + slope * k * (k - 1) * 0.5 >= until:  # the span reaches the next arrival
+                        k = steps_to_reach(base, slope, until, k)
+                if k > 1 and limited:
+                    k = steps_to_reach(base, slope, t_limit - origin, k)
+        if line is None:
+            span = DecodeSpan(table, n, s, float(batch.window_sum()) if window else s, n,
+                              batch.n_below if window else n)  # fmt: skip
+            const, line = span.const, span.lines[0] if single else None
+            first = span.step(0)
+            if k > 1:
+                if window:
+                    k = min(k, batch.steps_to_window())
+                if arrivals and pending:
+                    k = span.steps_until(visible[pending[0]] - origin, k, first)
+                if limited:
+                    k = span.steps_until(t_limit - origin, k, first)
+        else:
+            span = None
+        now = blocks.reserved  # the first step's growth, reserved by Replica.ensure_decode_blocks
+        if k > 1:
+            grown = batch.growth_over(k)
+            if grown - now > kv.free + kv.evictable:
+                k = _steps_with_blocks(rep, k)
+                grown = batch.growth_over(k)
+            if grown > now and not kv.allocate(grown - now):
+                raise RuntimeError("block accounting error: a decode span exceeded the checked budget")
+            total = span.total(k) if span is not None else k * base + slope * k * (k - 1) / 2
+        else:
+            grown, total = now, first
+        blocks.reserved = 0
+        start = rep.t
+        if swap:
+            first += swap
+            total += swap
+        end = start + total
+        # gaps: every sequence sees every step of the span; the first step's gap is measured from each
+        # sequence's last token (the last decode step, or its own first token if it just joined)
+        if not batch.joined and not swap and batch.last_decode == start:
+            j0 = 0  # every sequence's previous token came out at the last decode step: one ramp
+        else:
+            j0 = 1
+            decode_gaps(rep, start + first)
+        if k > j0:  # steps j0..k-1, each a gap of every sequence: (j0, j1, weight, const, lines...)
+            if single:
+                ramps.extend((j0, k, n, const, line[0], line[1], line[2], line[3]))
+            else:
+                ramps.extend((j0, k, n, const))
+                for each in span.lines:
+                    ramps.extend(each)
+        if window:
+            batch.advance(k, grown)
+        else:  # DecodeSet.advance without window crossings
+            batch.held += grown
+            batch.D += k
+        batch.last_decode = end
+        rep.t = end
+        if rec.tracing:
+            rec.step(StepRecord(rep.rid, start, total, "decode", 0, n, steps=k))
+        else:
+            rec.step_count += k
+            rec.busy_time += total
+        finished = batch.heap[0][0] <= batch.D and rep.complete(end)
+        if end >= rep.next_sample:
+            rep.next_sample = rec.sample(rep.rid, end, kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
+        if not (finished and skip and batch.n and not rep.waiting and not rep.prefilling and end < t_limit):
+            return
+        if (pending and visible[pending[0]] <= end) or rep.yield_on_event:
+            return
+        if batch.residue[(-batch.D) % batch.bs] != blocks.reserved:
+            rep.ensure_decode_blocks()
+            if rep.waiting or not batch.n:  # a preemption queued work for the scheduler
+                return
+
+
+def speculative_step(rep: Replica) -> None:
+    """Draft k tokens, verify k + 1 per sequence in one target pass, emit 1 + accepted (see speculative.py)."""
+    batch, blocks, spec = rep.decoding, rep.blocks, rep.spec
+    k = spec.config.num_tokens
+    # room for the most tokens the step can emit
+    while batch.n and not blocks.fits(batch.growth_over(k + 1) - blocks.reserved):
+        rep.preempt(batch.victim())
+    if not batch.n:
+        return
+    n, s = batch.n, float(batch.context_sum())
+    sw = float(batch.window_sum())
+    q = n * (k + 1)  # query tokens of the verification pass
+    kv_read = (k + 1) * s + n * k * (k + 1) / 2
+    kv_read_w = (k + 1) * sw + n * k * (k + 1) / 2 if not rep.window else (k + 1) * sw
+    verify = rep.step_fn(one=1.0, tokens=q, sampled=q, prefill_tokens=0.0, decode_tokens=q, prefill_pairs=0.0,
+                         prefill_pairs_win=0.0, prefill_kv=0.0, prefill_kv_win=0.0, decode_kv=kv_read,
+                         decode_kv_win=kv_read_w, seqs=n, prefill_seqs=0.0)  # fmt: skip
+    below = batch.n_below if rep.window else n
+    if spec.draft_table is not None:
+        draft = DecodeSpan(spec.draft_table, n, s, sw, n, below).total(k)
+    else:
+        draft = spec.config.draft_cost * k * DecodeSpan(rep.decode_table, n, s, sw, n, n).step(0)
+    dt = verify + draft + rep.swap_cost
+    rep.swap_cost = 0.0
+    m = 1 + spec.accepted()
+    grown = batch.growth_over(m)
+    blocks.settle(grown)
+    start, end = rep.t, rep.t + dt
+    decode_gaps(rep, end)
+    batch.advance(m, grown)
+    batch.last_decode = end
+    rep.t = end
+    if rep.rec.tracing:
+        rep.rec.step(StepRecord(rep.rid, start, dt, "decode", 0, n))
+    else:
+        rep.rec.count(1, dt)
+    rep.complete(end)
+    rep.next_sample = rep.rec.sample(rep.rid, end, blocks.kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
+
+
+def _steps_with_blocks(rep: Replica, k: int) -> int:
+    """Most steps (>= 1) whose block growth fits in what is available now (frees not counted)."""
+    batch, avail = rep.decoding, rep.blocks.kv.available + rep.blocks.reserved
+    lo, hi = 1, k
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if batch.growth_over(mid) <= avail:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
