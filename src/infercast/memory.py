@@ -28,21 +28,24 @@ def kv_blocks_per_sequence(
     sliding_window: int | None = None,
     num_layers: int = 1,
     num_sliding_layers: int = 0,
+    state_blocks: int = 0,
 ) -> int | np.ndarray:
     """KV blocks one sequence of ``context`` tokens occupies in the engine's pool.
 
     Full-attention layers hold every token and sliding-window layers only the last ``sliding_window``; a
-    block spans all layers, so the count is the layer-weighted mean of the two, rounded up to a whole
-    block. Exact for a Python int and for a NumPy array of whole numbers alike, so the memory budget (one
-    context) and ``sweep`` (every configuration at once) get the same counts from this one function.
+    block spans all (attention) layers, so the count is the layer-weighted mean of the two, rounded up to a
+    whole block. ``state_blocks``: blocks a sequence's fixed linear-attention state takes (vLLM's hybrid
+    allocator gives that state pages of the attention page size). Exact for a Python int and for a NumPy
+    array of whole numbers alike, so the memory budget (one context) and ``sweep`` (every configuration at
+    once) get the same counts from this one function.
     """
     full = _ceil_div(context, block_size)
     if not sliding_window or not num_sliding_layers:
-        return full
+        return full + state_blocks
     capped = np.minimum(context, sliding_window) if isinstance(context, np.ndarray) else min(context, sliding_window)
     window = _ceil_div(capped, block_size)
     full_layers = num_layers - num_sliding_layers
-    return _ceil_div(full * full_layers + window * num_sliding_layers, num_layers)
+    return _ceil_div(full * full_layers + window * num_sliding_layers, num_layers) + state_blocks
 
 
 def _ceil_div(a: int | np.ndarray, b: int) -> int | np.ndarray:
@@ -83,6 +86,10 @@ class MemoryBudget:
     kv_cache_bytes: float = 0.0
     """KV bytes the requested context x concurrency needs on this GPU."""
     notes: list[str] = field(default_factory=list)
+    state_bytes_per_sequence: float = 0.0
+    """Fixed linear-attention state (recurrent state + conv window) one sequence holds on this GPU."""
+    state_blocks_per_sequence: int = 0
+    """KV blocks that state takes in the pool (0 without linear-attention layers)."""
     _sliding_window: int | None = None
     _num_layers: int = 1
     _num_sliding_layers: int = 0
@@ -119,7 +126,12 @@ class MemoryBudget:
         """KV blocks one sequence of ``context`` tokens occupies (sliding layers hold only the window)."""
         return int(
             kv_blocks_per_sequence(
-                context, self.block_size, self._sliding_window, self._num_layers, self._num_sliding_layers
+                context,
+                self.block_size,
+                self._sliding_window,
+                self._num_layers,
+                self._num_sliding_layers,
+                self.state_blocks_per_sequence,
             )
         )
 
@@ -133,14 +145,16 @@ class MemoryBudget:
         concurrency = require_positive_int("concurrency", concurrency)
         if self.num_blocks <= 0:
             return 0
-        per_seq_blocks = self.num_blocks // concurrency
+        per_seq_blocks = self.num_blocks // concurrency - self.state_blocks_per_sequence
+        if per_seq_blocks <= 0:
+            return 0
         if not self._sliding_window or not self._num_sliding_layers:
             return per_seq_blocks * self.block_size
         # Sliding layers stop growing at the window; search the largest context that fits.
         lo, hi = 0, per_seq_blocks * self.block_size * 64 + self.block_size
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.blocks_per_sequence(mid) <= per_seq_blocks:
+            if self.blocks_per_sequence(mid) - self.state_blocks_per_sequence <= per_seq_blocks:
                 lo = mid
             else:
                 hi = mid - 1
@@ -266,12 +280,19 @@ def memory_budget(
         pool = fraction * (capacity - reserved)
     kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp)
     block_bytes = kv_tok * block
+    state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp)
+    state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
     num_blocks = int(pool // block_bytes) if pool > 0 else 0
     pool_rounded = num_blocks * block_bytes if pool > 0 else pool
 
     notes = []
     if model.mla and tp > 1:
         notes.append("MLA latent KV is replicated on every TP rank (as in vLLM)")
+    if model.linear_attention:
+        notes.append(
+            f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
+            f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
+        )
     if not model.mla and tp > model.num_kv_heads:
         notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")
     if pool <= 0:
@@ -300,9 +321,11 @@ def memory_budget(
         context=context,
         concurrency=concurrency if concurrency is not None else (1 if context is not None else None),
         notes=notes,
+        state_bytes_per_sequence=state_seq,
         _sliding_window=model.sliding_window,
-        _num_layers=model.num_layers,
+        _num_layers=model.num_attention_layers,
         _num_sliding_layers=model.num_sliding_layers if model.sliding_window else 0,
+        state_blocks_per_sequence=state_blocks,
     )
     if context is not None:
         object.__setattr__(budget, "kv_cache_bytes",

@@ -30,7 +30,7 @@ def prefill_sums(
     totals are spread evenly over the steps (all steps are compute-bound, so the sum is unchanged).
     """
     inp, bat = np.broadcast_arrays(_arr(input_len), _arr(batch))
-    window = model.dep.model.sliding_window
+    window = model.dep.model.attention_window
     if chunk_size is None:
         first = StepBatch.uniform(prefill_seqs=bat, chunk=inp, cached=0, window=window)
         return sum_steps(model, first, np.zeros((NUM_FEATURES, 1)), 1)
@@ -77,7 +77,7 @@ def decode_sums(
 ) -> RangeSums:
     """The O-1 decode steps of a static batch after prefill: step j has B decodes at context I + j."""
     inp, out, bat = np.broadcast_arrays(_arr(input_len), _arr(output_len), _arr(batch))
-    window = model.dep.model.sliding_window
+    window = model.dep.model.attention_window
     steps = np.maximum(out - 1, 0)
     delta = np.zeros((NUM_FEATURES, *inp.shape))
     delta[F["decode_kv"]] = bat
@@ -102,7 +102,7 @@ def static_batch_phases(
     The same quantities as :func:`prefill_sums` and :func:`decode_sums`, for one configuration, from a single
     evaluation of the few step shapes involved (the fast path of ``predict``).
     """
-    window = model.dep.model.sliding_window
+    window = model.dep.model.attention_window
     i, b = float(input_len), float(batch)
     steps = max(output_len - 1, 0)
     n1 = min(max(window - input_len, 0), steps) if window else steps

@@ -61,7 +61,7 @@ def static_batch_grid(
     on the (B, I) pairs and broadcast over output lengths; the context-dependent attention terms are
     summed over each output length in closed form.
     """
-    window = model.dep.model.sliding_window
+    window = model.dep.model.attention_window
     bb, ii = (g.ravel() for g in np.meshgrid(batches, input_lens, indexing="ij"))
     zero = np.zeros((NUM_FEATURES, 1))
     ttft = linear_run(model, StepBatch.uniform(prefill_seqs=bb, chunk=ii, window=window), zero).total(1.0)
@@ -151,7 +151,13 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
     mem = memory_budget(dep)
     m = dep.model
     ctx = inp + out
-    blocks = kv_blocks_per_sequence(ctx, mem.block_size, m.sliding_window, m.num_layers, m.num_sliding_layers) * bat
+    blocks = (
+        kv_blocks_per_sequence(
+            ctx, mem.block_size, m.sliding_window, m.num_attention_layers, m.num_sliding_layers,
+            mem.state_blocks_per_sequence,
+        )
+        * bat
+    )  # fmt: skip
     n = bat.size
 
     def const(value: object) -> pd.Categorical:

@@ -69,7 +69,11 @@ def build_op_table(dep: Deployment) -> OpTable:
     }
     attn_key = dep.attention_key
     h = m.hidden_size
-    L, Lf, Ls = m.num_layers, m.num_full_attention_layers, m.num_sliding_layers
+    L = m.num_layers
+    # softmax-attention layers (linear-attention layers are priced by their own row below); the windowed ones
+    # read at most attention_window keys: sliding/chunked layers, or every layer under DSA's top-k selection
+    La, Ls = m.num_attention_layers, m.num_window_read_layers
+    Lf = La - Ls
     nq_r = m.num_attention_heads / tp
     k_over_e = m.moe.experts_per_token / m.moe.num_experts if m.moe else 0.0
     k_over_ep = m.moe.experts_per_token / ep if m.moe else 0.0
@@ -118,39 +122,43 @@ def build_op_table(dep: Deployment) -> OpTable:
         kv_pre_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
     kv_dec_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
 
-    pre = OpRow("attention_prefill", "attention", "attention", attn_key, kernels=L, active=F["prefill_tokens"])
+    pre = OpRow("attention_prefill", "attention", "attention", attn_key, kernels=La, active=F["prefill_tokens"])
     per_pair = 2 * (d_qk_pre + d_v_pre) * nq_r
     pre.flops[F["prefill_pairs"]] = per_pair * Lf
     pre.flops[F["prefill_pairs_win"]] = per_pair * Ls
-    pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * L
+    pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * La
     pre.bytes[F["prefill_kv"]] = kv_pre_per_tok * Lf
     pre.bytes[F["prefill_kv_win"]] = kv_pre_per_tok * Ls
     ops.append(pre)
 
     dec = OpRow(
-        "attention_decode", "attention", "attention", attn_key, kernels=L, active=F["decode_tokens"],
+        "attention_decode", "attention", "attention", attn_key, kernels=La, active=F["decode_tokens"],
         bandwidth="attn_decode",
     )  # fmt: skip
     per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
     dec.flops[F["decode_kv"]] = per_key * Lf
     dec.flops[F["decode_kv_win"]] = per_key * Ls
-    dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * L
+    dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * La
     dec.bytes[F["decode_kv"]] = kv_dec_per_tok * Lf
     dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
     ops.append(dec)
 
     # two kernels per layer, as vLLM runs them: rotary_embedding (q and k in place) and reshape_and_cache
     # (write the new K/V into the paged cache)
-    rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * L)
+    rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * La)
     kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
     rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
-    rope.bytes[F["tokens"]] = L * (
+    rope.bytes[F["tokens"]] = La * (
         2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
         + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
     )
     # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
-    rope.flops[F["tokens"]] = L * 3 * (nq_r + kv_heads) * rope_dim
+    rope.flops[F["tokens"]] = La * 3 * (nq_r + kv_heads) * rope_dim
     ops.append(rope)
+    # DSA indexer and linear-attention rows (cost/attention_variants.py imports OpRow from here, hence the late import)
+    from infercast.cost.attention_variants import attention_variant_rows
+
+    ops.extend(attention_variant_rows(dep))
 
     # --- norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm ---
     norms = OpRow("norms", "norm", "elementwise", None, kernels=L * m.norms_per_layer + 1)

@@ -118,7 +118,7 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         return _serving(rec, profile)
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
-    window = dep.model.sliding_window
+    window = dep.model.attention_window
     if rec.kind == "prefill_step":
         batch = StepBatch.uniform(prefill_seqs=rec.batch, chunk=rec.input_len, cached=rec.context, window=window)
         return float(model.step_time(batch)[0])

@@ -114,7 +114,7 @@ class Replica:
         self.bs = mem.block_size
         hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
         self.blocks = BlockLedger(KVCache(mem.num_blocks, mem.block_size, config.prefix_caching, hash_bs), table)
-        self.window = dep.model.sliding_window
+        self.window = dep.model.attention_window
         model = cost_model(dep, config.profile)
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s

@@ -1,10 +1,14 @@
 """Build a :class:`ModelSpec` from a HuggingFace ``config.json`` on disk (no network access).
 
 Families read: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2/v3, gemma, gemma2,
-gemma3(_text), gpt_oss, phi3; all of them have gated FFNs (SwiGLU/GeGLU: gate, up and down matrices). Other
-configs are read with the generic keys as llama-like decoders and say so in ``family``; their FFN is taken as
-gated only when ``hidden_act`` is a SiLU/Swish-family activation (the llama recipe), otherwise as a plain
-two-matrix MLP (GPT-2, OPT, Falcon, StarCoder2 style with gelu/relu).
+gemma3(_text), gpt_oss, phi3, and the 2026 families: deepseek_v32 and glm_moe_dsa (MLA + DeepSeek sparse
+attention), kimi_k2/kimi_k25 (DeepSeek-V3-style MLA MoE; K2.5's multimodal config is read from its
+``text_config``), minimax_m2 (GQA MoE, full attention on every layer), qwen3_next and qwen3_5_moe (gated
+DeltaNet linear attention on 3 of every 4 layers, gated full attention on the rest), llama4 (MoE interleaved
+with dense FFNs, chunked local attention on the RoPE layers); all of them have gated FFNs (SwiGLU/GeGLU:
+gate, up and down matrices). Other configs are read with the generic keys as llama-like decoders and say so in
+``family``; their FFN is taken as gated only when ``hidden_act`` is a SiLU/Swish-family activation (the llama
+recipe), otherwise as a plain two-matrix MLP (GPT-2, OPT, Falcon, StarCoder2 style with gelu/relu).
 
 The default precision comes from ``quantization_config`` when there is one (see :func:`_quant_precision`),
 otherwise from ``torch_dtype``; a quantization the predictor has no scheme for is an error rather than a
@@ -20,12 +24,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from infercast.errors import InfercastError
-from infercast.specs.model import MLASpec, ModelSpec, MoESpec
+from infercast.specs.model import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec, SparseAttentionSpec
 
 SUPPORTED_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
     "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "phi3",
+    "deepseek_v32", "glm_moe_dsa", "kimi_k2", "kimi_k25", "minimax_m2", "qwen3_next", "qwen3_5_moe",
+    "qwen3_5_moe_text", "llama4", "llama4_text",
 )  # fmt: skip
+
+_MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2", "kimi_k25")
+_HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
+"""Gated DeltaNet + gated full attention (Qwen3-Next recipe)."""
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", *_HYBRID_TYPES)
 
 _GATED_ACTIVATIONS = ("silu", "swish", "swiglu")
 """hidden_act values that mean a gated (SwiGLU) FFN in a config of an unknown family."""
@@ -104,11 +115,13 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
         qkv_bias=bool(_get(cfg, "attention_bias", default=model_type == "qwen2" or model_type == "qwen2_moe")),
         o_bias=bool(_get(cfg, "attention_bias", default=False)) and model_type not in ("qwen2", "qwen2_moe"),
         mlp_bias=bool(_get(cfg, "mlp_bias", default=False)),
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
+        # Llama 4's qk-norm is a weightless L2 norm (no parameters); MiniMax-M2 says use_qk_norm
+        qk_norm=model_type in _QK_NORM_TYPES or (model_type == "minimax_m2" and bool(cfg.get("use_qk_norm"))),
         norms_per_layer=4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2,
-        default_precision=_default_precision(raw),
+        default_precision=_default_precision(raw, cfg),
     )
     fields.update(_sliding(cfg, model_type, layers))
+    fields.update(_chunked(cfg, model_type, layers))
     if model_type == "gpt_oss":
         fields["attention_sinks"] = True
     moe = _moe(cfg, model_type, layers)
@@ -116,7 +129,20 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
         fields["moe"] = moe
         if not fields["intermediate_size"]:
             fields["intermediate_size"] = moe.expert_intermediate_size
-    if model_type in ("deepseek_v2", "deepseek_v3"):
+    if model_type in _HYBRID_TYPES:
+        fields["attn_output_gate"] = bool(cfg.get("attn_output_gate", True))
+        linear = _linear_attention(cfg, layers)
+        if linear is not None:
+            fields["linear_attention"] = linear
+    if model_type in ("llama4", "llama4_text") and "intermediate_size_mlp" in cfg:
+        fields["intermediate_size"] = _int(cfg, "intermediate_size_mlp")  # width of the dense (non-MoE) layers
+    if model_type in _MLA_TYPES:
+        if "index_topk" in cfg:
+            fields["sparse_attention"] = SparseAttentionSpec(
+                index_topk=_int(cfg, "index_topk"),
+                index_n_heads=_int(cfg, "index_n_heads"),
+                index_head_dim=_int(cfg, "index_head_dim"),
+            )
         mla = MLASpec(
             q_lora_rank=_int(cfg, "q_lora_rank", default=None),
             kv_lora_rank=_int(cfg, "kv_lora_rank"),
@@ -137,8 +163,10 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
         ) from None
 
 
-def _default_precision(raw: dict[str, Any]) -> str:
+def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -> str:
     quant = raw.get("quantization_config")
+    if not isinstance(quant, dict) and cfg is not None:
+        quant = cfg.get("quantization_config")  # Kimi-K2.5-style multimodal configs keep it in text_config
     if isinstance(quant, dict):
         return _quant_precision(quant)
     dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
@@ -177,8 +205,14 @@ def _quant_precision(quant: dict[str, Any]) -> str:
         if algo in ("FP8", "NVFP4"):
             return algo.lower()
         raise _quant_error(f"modelopt quant_algo {algo or None!r} is not supported (FP8, NVFP4)")
-    if method == "compressed-tensors":
-        return _compressed_tensors_precision(quant)
+    if method == "compressed-tensors" or (not method and quant.get("format") == "pack-quantized"):
+        scheme = _compressed_tensors_precision(quant)
+        # Kimi K2-Thinking/K2.5: only the routed experts are INT4; attention, shared experts and the dense layer
+        # are listed in `ignore` and stay in BF16
+        ignore = quant.get("ignore") or []
+        if scheme == "int4" and any("self_attn" in str(name) for name in ignore):
+            return "int4-moe"
+        return scheme
     raise _quant_error(f"quant_method {method or None!r} is not supported; known: {', '.join(_QUANT_METHODS)}")
 
 
@@ -245,6 +279,47 @@ def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any
     return {"sliding_window": int(window), "num_sliding_layers": layers}
 
 
+def _chunked(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any]:
+    """Llama 4: the RoPE layers attend within chunks of ``attention_chunk_size`` tokens, the NoPE layers
+    (``no_rope_layers`` entry 0, or every ``no_rope_layer_interval``-th layer, default 4) attend globally."""
+    chunk = cfg.get("attention_chunk_size")
+    if model_type not in ("llama4", "llama4_text") or not chunk:
+        return {}
+    flags = cfg.get("no_rope_layers")
+    if isinstance(flags, list) and len(flags) == layers:
+        n = sum(1 for f in flags if f)
+    else:
+        interval = int(cfg.get("no_rope_layer_interval", 4))
+        n = layers - layers // interval
+    return {"sliding_window": int(chunk), "num_sliding_layers": n, "local_attention": "chunked"} if n else {}
+
+
+def _linear_attention(cfg: dict[str, Any], layers: int) -> LinearAttentionSpec | None:
+    """Gated DeltaNet layers: those ``layer_types`` marks linear_attention, else all but every
+    ``full_attention_interval``-th layer (Qwen3-Next/Qwen3.5: 3 of every 4)."""
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        n = sum(1 for t in layer_types if t == "linear_attention")
+    else:
+        interval = _int(cfg, "full_attention_interval", default=4)
+        n = layers - layers // interval if interval else 0
+    if not n:
+        return None
+    try:
+        return LinearAttentionSpec(
+            num_layers=n,
+            num_key_heads=_int(cfg, "linear_num_key_heads"),
+            num_value_heads=_int(cfg, "linear_num_value_heads"),
+            key_head_dim=_int(cfg, "linear_key_head_dim"),
+            value_head_dim=_int(cfg, "linear_value_head_dim"),
+            conv_kernel=_int(cfg, "linear_conv_kernel_dim", default=4),
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = f"config.json gives an invalid linear-attention block ({err['msg']})"
+        raise InfercastError(msg, field="model") from None
+
+
 def _moe(cfg: dict[str, Any], model_type: str, layers: int) -> MoESpec | None:
     experts = _int(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=0)
     if not experts:
@@ -259,6 +334,13 @@ def _moe(cfg: dict[str, Any], model_type: str, layers: int) -> MoESpec | None:
     shared_width = _int(cfg, "shared_expert_intermediate_size", default=0)
     if shared_width and not shared:
         shared = 1
+    if model_type in ("llama4", "llama4_text"):
+        # Llama4TextMoe always adds one shared expert as wide as a routed one; MoE every `step`-th layer
+        shared = 1
+        moe_layers = cfg.get("moe_layers")
+        step = _int(cfg, "interleave_moe_layer_step", default=1)
+        n_moe = len(moe_layers) if isinstance(moe_layers, list) else (layers // step if step else 0)
+        dense_layers = layers - n_moe
     try:
         return MoESpec(
             num_experts=experts,

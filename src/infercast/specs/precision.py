@@ -41,6 +41,8 @@ class NumberFormat:
 #   (AutoAWQ/GPTQ packed format; vLLM awq/gptq loaders).
 # - NVFP4: 16-element blocks with an FP8 (E4M3) scale (NVIDIA Blackwell NVFP4 format, TensorRT Model Optimizer).
 # - MXFP4: 32-element blocks with an 8-bit E8M0 shared exponent (OCP Microscaling Formats spec v1.0).
+# - INT4 group 32 (Kimi K2-Thinking / K2.5 native INT4): compressed-tensors pack-quantized, symmetric, group_size
+#   32, one bf16 scale per group (Kimi-K2.5 config.json quantization_config; ROCm/ATOM recipes/Kimi-K2.5.md).
 FORMATS: dict[str, NumberFormat] = {
     f.name: f
     for f in [
@@ -52,6 +54,7 @@ FORMATS: dict[str, NumberFormat] = {
         NumberFormat(
             "int4", 4, block_size=128, scale_bits=16 + 4, description="INT4, group 128, fp16 scale + 4-bit zero"
         ),
+        NumberFormat("int4-g32", 4, block_size=32, scale_bits=16, description="INT4 symmetric, group 32, bf16 scale"),
         NumberFormat("nvfp4", 4, block_size=16, scale_bits=8, description="NVFP4: E2M1, 16-element blocks, E4M3 scale"),
         NumberFormat("mxfp4", 4, block_size=32, scale_bits=8, description="MXFP4: E2M1, 32-element blocks, E8M0 scale"),
     ]
@@ -166,6 +169,13 @@ SCHEMES: dict[str, PrecisionScheme] = {
             "gpt-oss release format: MXFP4 routed experts, BF16 attention, 16-bit GEMMs",
             "bf16",
             "mxfp4",
+            "w16",
+        ),
+        PrecisionScheme(
+            "int4-moe",
+            "Kimi K2.5 release format: INT4 (group 32) routed experts, BF16 attention/shared/dense, 16-bit GEMMs",
+            "bf16",
+            "int4-g32",
             "w16",
         ),
     ]

@@ -4,7 +4,8 @@ One list serves both the memory budget (weight bytes per GPU) and the cost model
 so the two can never disagree. Splits follow vLLM/TensorRT-LLM: column-parallel QKV/gate-up, row-parallel
 O/down, vocab-parallel embedding and LM head; K/V heads replicated when tp > n_kv; MLA's down-projections
 (q_a, kv_a) replicated; routers replicated; with expert parallelism the experts are split ``ep`` ways and
-each expert ``tp/ep`` ways.
+each expert ``tp/ep`` ways. Linear-attention (gated DeltaNet) projections are split by heads like QKV/O; the
+DSA indexer's projections are replicated (one small set of heads every rank scores with).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class Linear:
 
 def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1) -> list[Linear]:
     """Every weight matrix one rank of a ``tp``-way (``ep``-way for experts) replica holds."""
-    h, nq, L = model.hidden_size, model.num_attention_heads, model.num_layers
+    h, nq = model.hidden_size, model.num_attention_heads
+    L = model.num_attention_layers  # layers with softmax attention (all but the linear-attention ones)
     mats_up = 2 if model.gated_ffn else 1
     out: list[Linear] = [
         Linear("embedding", "embedding", model.vocab_size / tp, h, 1, "embedding", "gather"),
@@ -76,11 +78,28 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1) -> list[Linear]:
             )
         )
         out.append(Linear("o_proj", "attention", nq / tp * m.v_head_dim, h, L, "dense", "tokens"))
+        if model.sparse_attention:
+            sa = model.sparse_attention
+            q_in = m.q_lora_rank or h
+            heads = sa.index_n_heads * sa.index_head_dim
+            out.append(Linear("indexer_q_proj", "attention", q_in, heads, L, "dense", "tokens", replicated=True))
+            out.append(
+                Linear(
+                    "indexer_k_proj", "attention", h, sa.index_head_dim + sa.index_n_heads, L, "dense", "tokens",
+                    replicated=True,
+                )
+            )  # fmt: skip
     else:
         kv_heads = model.kv_heads_per_rank(tp)
-        qkv_n = (nq / tp + 2 * kv_heads) * model.head_dim
+        q_heads = nq / tp * (2 if model.attn_output_gate else 1)  # the output gate doubles the query projection
+        qkv_n = (q_heads + 2 * kv_heads) * model.head_dim
         out.append(Linear("qkv_proj", "attention", h, qkv_n, L, "dense", "tokens"))
         out.append(Linear("o_proj", "attention", nq / tp * model.head_dim, h, L, "dense", "tokens"))
+    if model.linear_attention:
+        la, Ll = model.linear_attention, model.num_linear_layers
+        in_n = (2 * la.key_dim + 2 * la.value_dim + 2 * la.num_value_heads) / tp  # q, k, v, gate z, beta, alpha
+        out.append(Linear("linear_in_proj", "attention", h, in_n, Ll, "dense", "tokens"))
+        out.append(Linear("linear_out_proj", "attention", la.value_dim / tp, h, Ll, "dense", "tokens"))
     dense_layers = model.num_dense_ffn_layers
     if dense_layers:
         inter = model.intermediate_size / tp
@@ -104,9 +123,18 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1) -> list[Linear]:
 
 
 def norm_elements(model: ModelSpec) -> float:
-    """Norm weights (and qk-norms, sink logits): small and replicated on every rank."""
-    extra = model.num_layers * (2 * model.head_dim if model.qk_norm else 0)
-    extra += model.num_layers * (model.num_attention_heads if model.attention_sinks else 0)
+    """Norm weights (and qk-norms, sink logits, the small per-layer vectors of linear-attention layers): small and
+    replicated on every rank."""
+    La = model.num_attention_layers
+    extra = La * (2 * model.head_dim if model.qk_norm else 0)
+    extra += La * (model.num_attention_heads if model.attention_sinks else 0)
     if model.mla:
-        extra += model.num_layers * (model.mla.kv_lora_rank + (model.mla.q_lora_rank or 0))
+        extra += La * (model.mla.kv_lora_rank + (model.mla.q_lora_rank or 0))
+    if model.sparse_attention:
+        extra += La * 2 * model.sparse_attention.index_head_dim  # indexer key LayerNorm (weight and bias)
+    if model.linear_attention:
+        la = model.linear_attention
+        # depthwise conv taps, dt bias and A_log per value head, gated RMSNorm over the value head dim
+        extra += la.num_layers * ((2 * la.key_dim + la.value_dim) * la.conv_kernel + 2 * la.num_value_heads)
+        extra += la.num_layers * la.value_head_dim
     return model.norm_params + extra
