@@ -5,6 +5,7 @@ Public API (imported lazily so ``import infercast`` stays fast)::
     infercast.predict(model, gpu, input_len=..., output_len=..., ...)   -> Prediction
     infercast.sweep(models=..., gpus=..., ...)                           -> pandas.DataFrame
     infercast.simulate(...)                                             -> SimulationResult
+    infercast.plan(model, gpus, slo=..., rate=..., input_len=..., ...)    -> PlanResult (cheapest deployment)
     infercast.memory_budget(model, gpu, ...)                            -> MemoryBudget
     infercast.get_model / get_hardware / list_models / list_hardware    catalogs
     infercast.Models, infercast.Hardware, infercast.ServingModel, infercast.show   (tutorial-style API)
@@ -23,6 +24,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "sweep": ("infercast.analysis.sweep", "sweep"),
     "simulate": ("infercast.sim.api", "simulate"),
     "SimulationResult": ("infercast.sim.api", "SimulationResult"),
+    "plan": ("infercast.plan.planner", "plan"),
+    "PlanResult": ("infercast.plan.result", "PlanResult"),
     "memory_budget": ("infercast.memory", "memory_budget"),
     "MemoryBudget": ("infercast.memory", "MemoryBudget"),
     "get_model": ("infercast.specs.catalog", "get_model"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterable
 
 
@@ -90,3 +91,20 @@ def require_positive_number(field: str, value: object, *, allow_zero: bool = Fal
     if not ok or math.isnan(fvalue):
         raise InfercastError(f"must be a {kind} {bound}, got {value!r}", field=field)
     return fvalue
+
+
+_DURATION = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>ms|s|us|µs|μs)?\s*$")
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, None: 1e-3}
+
+
+def parse_duration(field: str, text: str) -> float:
+    """'200ms', '0.2s', '500us' or a bare number of milliseconds ('200') -> seconds (> 0)."""
+    match = _DURATION.match(str(text))
+    if match is None:
+        raise InfercastError(
+            f"expected a time like 200ms, 0.2s or 500us (a bare number means ms), got {text!r}", field=field
+        )
+    seconds = float(match["num"]) * _UNIT_S[match["unit"]]
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise InfercastError(f"must be > 0, got {text!r}", field=field)
+    return seconds

@@ -12,6 +12,7 @@ from infercast.cli import (
     catalog_cmds,
     measure_cmd,
     memory_cmd,
+    plan_cmd,
     predict_cmd,
     simulate_cmd,
     sweep_cmd,
@@ -36,16 +37,17 @@ app.command("roofline")(analysis_cmds.roofline)
 app.command("select")(analysis_cmds.select)
 app.command("crossover")(analysis_cmds.crossover)
 app.command("simulate")(simulate_cmd.simulate)
+app.command("plan")(plan_cmd.plan)
 app.command("measure")(measure_cmd.measure)
 app.command("calibrate")(calibration_cmds.calibrate)
 app.command("validate")(calibration_cmds.validate)
 
-MULTI_VALUE_OPTIONS = ("--goodput",)
+MULTI_VALUE_OPTIONS = ("--goodput", "--slo")
 """Options that take several space-separated values, as in ``vllm bench serve --goodput ttft:200 tpot:50``."""
 
 
 def _join_multi_values(argv: list[str]) -> list[str]:
-    """Fold ``--goodput a b`` into ``--goodput "a b"`` (typer options take one value each)."""
+    """Fold ``--goodput a b`` (or ``--slo a b``) into ``--goodput "a b"`` (typer options take one value each)."""
     out: list[str] = []
     i = 0
     while i < len(argv):

@@ -7,7 +7,6 @@ command has ``--json``. Errors are :class:`InfercastError` (one line, exit statu
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,30 +19,13 @@ from infercast.analysis import compare as analysis
 from infercast.analysis.roofline_plot import image_format, roofline_data, save_roofline
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, parse_duration
 
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
 MODEL_HELP = "Catalog id or config.json path."
 ENGINE_HELP = "Engine profile: vllm, sglang, trtllm, ideal (pure roofline)."
 EP_HELP = "Expert-parallel ways (MoE; must divide tp)."
 KV_HELP = "KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision)."
-
-_DURATION = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>ms|s|us|µs|μs)?\s*$")
-_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, None: 1e-3}
-
-
-def parse_duration(field: str, text: str) -> float:
-    """'200ms', '0.2s', '500us' or a bare number of milliseconds ('200') -> seconds (> 0)."""
-    match = _DURATION.match(str(text))
-    if match is None:
-        raise InfercastError(
-            f"expected a time like 200ms, 0.2s or 500us (a bare number means ms), got {text!r}", field=field
-        )
-    seconds = float(match["num"]) * _UNIT_S[match["unit"]]
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise InfercastError(f"must be > 0, got {text!r}", field=field)
-    return seconds
-
 
 def parse_names(field: str, text: str | None) -> list[str] | None:
     """'h100-sxm, h200' -> ['h100-sxm', 'h200']; None stays None; an empty list is an error."""

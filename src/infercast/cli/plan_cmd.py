@@ -1,0 +1,163 @@
+"""`infercast plan`: the cheapest deployment that serves a rate within percentile SLOs, verified by simulation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from infercast.analysis.roofline_plot import image_format
+from infercast.cli.analysis_cmds import parse_names
+from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
+from infercast.display import fmt_time
+from infercast.errors import InfercastError
+from infercast.plan import plan as run_plan
+from infercast.plan.costing import parse_prices
+from infercast.plan.result import TABLE_FORMATS, PlanResult
+
+SLO_HELP = ("Objectives, space-separated: METRIC:pNN:TIME (ttft, tpot, e2e; e.g. ttft:p99:200ms tpot:p90:50ms "
+            "e2e:p99:20s) or METRIC:TIME (a goodput limit met by --attainment of the requests).")  # fmt: skip
+STATUS_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "bounded": "[yellow]bound[/]",
+                "pruned": "[dim]pruned[/]"}  # fmt: skip
+
+
+def _length(value: str | None) -> int | str | None:
+    if value is None:
+        return None
+    return int(value) if value.strip().isdigit() else value
+
+
+def plan(
+    slo: Annotated[str, typer.Option(help=SLO_HELP)],
+    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
+    gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "l40s,a100-80gb,h100-sxm,h200",
+    rate: Annotated[float | None, typer.Option(help="Target request rate (req/s) to size the fleet for.")] = None,
+    input_len: Annotated[str | None, typer.Option(help="Prompt tokens: N or a distribution (lognormal:m,s).")] = None,
+    output_len: Annotated[str | None, typer.Option(help="Output tokens: N or a distribution.")] = None,
+    trace: Annotated[str | None, typer.Option(help="Lengths from a trace: azure_conv, azure_code, a file.")] = None,
+    attainment: Annotated[float | None, typer.Option(help="Share meeting goodput limits (default 0.99).")] = None,
+    precisions: Annotated[str | None, typer.Option(help="Schemes to try, e.g. bf16,fp8 (default: native).")] = None,
+    tps: Annotated[str, typer.Option(help="Tensor-parallel sizes to try, e.g. 1,2,4,8.")] = "1,2,4,8",
+    ep: Annotated[str | None, typer.Option(help="Expert-parallel ways to try (MoE).")] = None,
+    kv_precisions: Annotated[str | None, typer.Option(help="KV-cache formats to try, e.g. bf16,fp8.")] = None,
+    engines: Annotated[str, typer.Option(help="Engines to try: vllm, sglang, trtllm.")] = "vllm",
+    max_num_seqs: Annotated[str | None, typer.Option(help="Max running requests to try, e.g. 128,256,512.")] = None,
+    chunk: Annotated[str | None, typer.Option(help="Chunk budgets (tokens per step) to try, e.g. 2048,8192.")] = None,
+    disagg: Annotated[str | None, typer.Option(help="Also try prefill:decode groups, e.g. 1:1,1:2.")] = None,
+    decode_tps: Annotated[str | None, typer.Option(help="Decode-pool TPs for --disagg (default: --tps).")] = None,
+    no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Only disaggregated groups.")] = False,
+    price: Annotated[str | None, typer.Option(help="Price overrides, $/GPU-hour: h100-sxm=2.5,h200=3.1")] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Requests per simulated probe (default 400).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of lengths and arrivals.")] = 0,
+    workers: Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")] = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Run the searches on Ray (pip install 'infercast[ray]').")] = False,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (implies --ray).")] = None,
+    exhaustive: Annotated[bool, typer.Option("--exhaustive", help="Search every candidate (no cost bound).")] = False,
+    top: Annotated[int, typer.Option(help="Rows of the table to show.")] = 15,
+    out: Annotated[Path | None, typer.Option(help="Write the ranked table: .csv or .parquet.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the Pareto plot: .png or .svg.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Cheapest deployment serving --rate within --slo: pruned analytically, max rate per unit bisected on the
+    simulator, fleet sized and re-simulated; ranked table, Pareto plot and launch command."""
+    executor = "ray" if ray or ray_address else "local"
+    if out is not None and out.suffix.lower() not in TABLE_FORMATS:  # refused before a long search, not after
+        raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {out.name!r}", field="out")
+    if plot is not None:
+        image_format(plot)
+    kwargs = dict(
+        slo=slo, rate=rate, input_len=_length(input_len), output_len=_length(output_len), trace=trace,
+        attainment=attainment, precisions=parse_names("precisions", precisions), tps=parse_int_list("tps", tps),
+        eps=parse_int_list("ep", ep), kv_precisions=parse_names("kv_precisions", kv_precisions),
+        engines=parse_names("engines", engines), max_num_seqs=parse_int_list("max_num_seqs", max_num_seqs),
+        max_num_batched_tokens=parse_int_list("chunk", chunk), aggregated=not no_aggregated, disagg=disagg,
+        decode_tps=parse_int_list("decode_tps", decode_tps), prices=parse_prices(price), num_requests=num_requests,
+        seed=seed, executor=executor, workers=workers, ray_address=ray_address, exhaustive=exhaustive,
+    )  # fmt: skip
+    if json_out or not err_console.is_terminal:
+        result = run_plan(model, parse_names("gpus", gpus), **kwargs)
+    else:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console, transient=True) as bar:  # fmt: skip
+            tasks: dict[str, int] = {}
+
+            def progress(phase: str, done: int, total: int) -> None:
+                if phase not in tasks:
+                    tasks[phase] = bar.add_task(f"{phase:>8}", total=total)
+                bar.update(tasks[phase], completed=done, total=total)
+
+            result = run_plan(model, parse_names("gpus", gpus), progress=progress, **kwargs)
+    written = []
+    if out is not None:
+        written.append(result.save_table(out))
+    if plot is not None:
+        from infercast.plan.plot import save_pareto
+
+        written.append(save_pareto(result, plot))
+    if json_out:
+        emit_json({**result.to_dict(), "written": [str(p) for p in written]})
+        return
+    render(result, top)
+    for p in written:
+        console.print(f"wrote {p}")
+
+
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _num(v: object, fmt: str) -> str:
+    return "-" if _missing(v) else format(v, fmt)
+
+
+def render(result: PlanResult, top: int) -> None:
+    """Ranked table, the chosen deployment with its fleet check, and its launch command."""
+    s, st = result.settings, result.stats
+    t = Table(
+        title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}",
+        caption=f"{st['candidates']} candidates: {st['pruned']} pruned analytically, {st['bounded']} cut by the cost "
+        f"bound, {st['searched']} searched ({st['passing']} pass) with {st['simulations']} simulations in "
+        f"{st['seconds_total']:.1f} s. Max rate: highest rate one unit serves within the SLO; $/Mtok: unit $/h "
+        "over output tokens/s at that rate.",
+    )
+    terms = [t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "")
+             for t_ in s["slo"]["terms"]]  # fmt: skip
+    t.add_column("#", justify="right")
+    t.add_column("candidate", no_wrap=True)
+    t.add_column("verdict")
+    for col in ("req/s", "fleet", "$/h", "$/Mtok", "tok/s/GPU", "tok/s/usr", *terms):
+        t.add_column(col, justify="right")
+    t.add_column("binds")
+    for r in result.table.head(top).to_dict(orient="records"):
+        fleet = r["unit_usd_per_hour"] if _missing(r["fleet_usd_per_hour"]) else r["fleet_usd_per_hour"]
+        why = r["binding"] if r["status"] in ("pass", "fail") else str(r["reason"]).split(":")[0]
+        units = "-" if _missing(r["replicas"]) else f"{r['replicas']:.0f}×{r['gpus_per_unit']}"
+        measured = r["slo_measured_ms"] or {}
+        t.add_row(
+            str(r["rank"]), r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
+            STATUS_STYLE[r["status"]], _num(r["max_rate_req_s"], ".3g"), units, _num(fleet, ",.2f"),
+            _num(r["usd_per_mtok_output"], ".3g"), _num(r["output_tok_s_per_gpu"], ",.0f"),
+            _num(r["tok_s_per_user"], ".1f"),
+            *[fmt_time(measured[k] / 1e3, sig=3) if k in measured else "-" for k in terms], str(why),
+        )  # fmt: skip
+    console.print(t)
+    console.print("* on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)")
+    for r in result.table.head(top).to_dict(orient="records"):
+        if r["status"] != "pass":
+            console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
+    if result.chosen is None:
+        console.print("[red]no candidate meets the SLO[/]: relax it, add GPUs/TPs, or see the reasons above")
+        return
+    c = result.chosen
+    console.print(f"[bold]chosen[/]: {c['label']} — {c['max_rate_req_s']:.3g} req/s per unit")
+    f = result.fleet_check
+    if f is not None:
+        verdict = "[green]meets[/]" if f["passes"] else "[red]misses[/]"
+        measured = ", ".join(f"{k} {v:.0f} ms" for k, v in f["slo_measured_ms"].items())
+        console.print(f"fleet check: {f['replicas']} unit(s) at {f['rate_req_s']:g} req/s {verdict} the SLO in "
+                      f"simulation ({measured}; {f['slo_attainment']:.1%} of requests within every limit)")  # fmt: skip
+    for line in result.launch:
+        console.print(line, style="dim" if line.startswith("#") else "bold", markup=False, highlight=False)

@@ -1,0 +1,133 @@
+"""Where the planner's simulations run: in this process, on local cores (processes), or on Ray (optional).
+
+:class:`Executor` maps a module-level function over work items and returns results in item order, so every
+executor gives the same answers (each search is deterministic: fixed seeds, warm starts only within a
+task). Families (candidates sharing a deployment, differing in knobs or prefill:decode ratio) are one task:
+a member warm-starts from the one searched before it in the same worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+from infercast.errors import InfercastError, unknown_choice
+from infercast.plan.candidates import Candidate
+from infercast.plan.search import RateSearch, offline_capacity, search_rate
+from infercast.plan.slo import SLOSet
+from infercast.plan.traffic import Traffic
+from infercast.specs.model import ModelSpec
+
+Progress = Callable[[str, int, int], None]
+"""Called with (phase, items done, items in the phase) as tasks finish."""
+EXECUTORS = ("local", "serial", "ray")
+
+
+def capacities(model: ModelSpec, traffic: Traffic, group: Sequence[Candidate]) -> list[float]:
+    """Offline capacity of each candidate of ``group`` (one task)."""
+    return [offline_capacity(model, c, traffic) for c in group]
+
+
+def search_family(model: ModelSpec, traffic: Traffic, slo: SLOSet,
+                  family: Sequence[tuple[Candidate, float]]) -> list[RateSearch]:  # fmt: skip
+    """Search each (member, capacity) in order; each one's max rate / capacity warm-starts the next."""
+    out: list[RateSearch] = []
+    hint: float | None = None
+    for c, cap in family:
+        try:
+            res = search_rate(model, c, traffic, slo, hint=hint, capacity=cap)
+        except InfercastError as exc:  # a configuration the simulator refuses fails, saying why
+            res = RateSearch(c, cap, None, None, "error", error=exc.message)
+        out.append(res)
+        hint = res.hint or hint
+    return out
+
+
+def default_workers() -> int:
+    """Cores this process may use."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+class Executor:
+    """``with Executor("local") as ex: ex.map(fn, items, *shared)`` -> [fn(*shared, item) for item in items]."""
+
+    def __init__(self, kind: str = "local", workers: int | None = None, ray_address: str | None = None):
+        if kind not in EXECUTORS:
+            raise unknown_choice("executor", str(kind), EXECUTORS)
+        self.kind = kind
+        self.workers = default_workers() if workers is None else max(int(workers), 1)
+        self.ray_address = ray_address
+        self._pool: ProcessPoolExecutor | None = None
+        self._ray: Any = None
+        self._ray_started = False
+
+    def __enter__(self) -> Executor:
+        if self.kind == "ray":
+            try:
+                import ray
+            except ImportError:
+                raise InfercastError("Ray is not installed: pip install 'infercast[ray]'", field="executor") from None
+            self._ray = ray
+            if not ray.is_initialized():
+                kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+                if self.ray_address:
+                    kwargs["address"] = self.ray_address
+                else:
+                    kwargs["num_cpus"] = self.workers
+                ray.init(**kwargs)
+                self._ray_started = True
+        elif self.kind == "local" and self.workers > 1:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        if self._ray_started:
+            self._ray.shutdown()
+            self._ray_started = False
+
+    def map(self, fn: Callable[..., Any], items: Sequence[Any], *shared: Any, weights: Sequence[int] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> list[Any]:  # fmt: skip
+        """``fn(*shared, item)`` for each item, in item order; ``weights`` count toward progress (default 1)."""
+        weights = list(weights) if weights is not None else [1] * len(items)
+        total, done = sum(weights), 0
+        results: list[Any] = [None] * len(items)
+        if self._ray is not None:
+            ray = self._ray
+            remote = ray.remote(fn)
+            refs = [ray.put(x) for x in shared]
+            pending = {remote.remote(*refs, item): i for i, item in enumerate(items)}
+            waiting = list(pending)
+            while waiting:
+                ready, waiting = ray.wait(waiting, num_returns=1)
+                for ref in ready:
+                    i = pending[ref]
+                    results[i] = ray.get(ref)
+                    done += weights[i]
+                    if progress:
+                        progress(done, total)
+            return results
+        if self._pool is None or len(items) <= 1:
+            for i, item in enumerate(items):
+                results[i] = fn(*shared, item)
+                done += weights[i]
+                if progress:
+                    progress(done, total)
+            return results
+        # heaviest first keeps every worker busy to the end
+        order = sorted(range(len(items)), key=lambda i: -weights[i])
+        futures = {self._pool.submit(fn, *shared, items[i]): i for i in order}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            done += weights[i]
+            if progress:
+                progress(done, total)
+        return results

@@ -1,0 +1,63 @@
+"""Pareto plot of a plan: output tokens/s per GPU vs tokens/s per user, and $/Mtok vs p99 E2E latency, every
+passing candidate at its max rate, fronts joined, the chosen one starred (PNG or SVG, matplotlib Agg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from infercast.analysis.roofline_plot import image_format
+from infercast.errors import InfercastError
+from infercast.plan.result import PlanResult
+
+
+def save_pareto(result: PlanResult, path: str | Path) -> Path:
+    """Write the two-panel Pareto plot of ``result`` to ``path`` (.png or .svg)."""
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    fmt = image_format(path)
+    ok = result.passing
+    if ok.empty:
+        raise InfercastError("no candidate passes the SLOs: nothing to plot", field="plot")
+    fig = Figure(figsize=(12, 5), layout="constrained")
+    panels = fig.subplots(1, 2)
+    chosen = result.chosen["label"] if result.chosen else None
+    views = [
+        ("tok_s_per_user", "output_tok_s_per_gpu", "pareto_throughput",
+         "interactivity: tokens/s per user (1 / median TPOT)", "throughput: output tokens/s per GPU",
+         "upper right is better"),
+        ("e2e_p99_s", "usd_per_mtok_output", "pareto_cost", "p99 end-to-end latency (s)", "$ per million output tokens",
+         "lower left is better"),
+    ]  # fmt: skip
+    modes = {"agg": ("o", "aggregated"), "disagg": ("s", "disaggregated")}
+    for ax, (xcol, ycol, front_col, xlabel, ylabel, hint) in zip(panels, views, strict=True):
+        for mode, (marker, label) in modes.items():
+            sub = ok[ok["mode"] == mode]
+            if not sub.empty:
+                ax.scatter(sub[xcol].astype(float), sub[ycol].astype(float), marker=marker, s=22, alpha=0.45,
+                           color="tab:gray", label=f"{label} (passes)")  # fmt: skip
+        front = ok[ok[front_col]].sort_values(xcol)
+        ax.plot(front[xcol].astype(float), front[ycol].astype(float), "-o", color="tab:blue", ms=5, lw=1.5,
+                label="Pareto front")  # fmt: skip
+        for r in front.itertuples(index=False):
+            ax.annotate(r.label, (float(getattr(r, xcol)), float(getattr(r, ycol))), fontsize=6.5,
+                        xytext=(4, 4), textcoords="offset points", color="tab:blue")  # fmt: skip
+        if chosen is not None:
+            row = ok[ok["label"] == chosen].iloc[0]
+            ax.scatter([float(row[xcol])], [float(row[ycol])], marker="*", s=260, color="tab:red", zorder=5,
+                       edgecolor="black", label=f"chosen: {chosen}")  # fmt: skip
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(hint, fontsize=9, color="dimgray")
+        ax.grid(True, alpha=0.25)
+        ax.legend(fontsize=7, loc="best")
+        values = ok[ycol].astype(float).to_numpy()
+        if np.nanmax(values) / max(np.nanmin(values), 1e-12) > 30:
+            ax.set_yscale("log")
+    s = result.settings
+    fig.suptitle(f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}", fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=130)
+    return path

@@ -1,0 +1,97 @@
+"""Analytic pruning: drop candidates that cannot work before any simulation.
+
+A candidate is pruned when its precision does not run on the GPU, its TP does not fit the node or the model,
+one request of the longest length does not fit in memory, or its unloaded latency already breaks an
+objective: a single request at the median lengths (:func:`~infercast.analysis.scenario.predict`, batch 1,
+chunked at the unit's chunk budget) is a floor on the latency of at least half the requests, so a floor
+above a limit on a percentile >= 50 (or on a goodput limit with attainment >= 0.5) can never be met.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from infercast.analysis.compare import unsupported_note
+from infercast.analysis.scenario import predict
+from infercast.errors import InfercastError
+from infercast.memory import memory_budget
+from infercast.plan.candidates import Candidate
+from infercast.plan.slo import SLOSet
+from infercast.plan.traffic import Traffic
+from infercast.specs.catalog import get_hardware
+from infercast.specs.deployment import check_tp_on_hardware, default_precision
+from infercast.specs.model import ModelSpec
+from infercast.specs.precision import get_scheme
+
+FLOOR_MARGIN = 1.02
+"""A floor must exceed its limit by 2 % to prune: the simulator's step times may round slightly below predict's."""
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Unloaded latency of one request at the median lengths on one deployment (seconds)."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+
+
+def resolve(model: ModelSpec, c: Candidate) -> Candidate:
+    """The candidate with its precision filled in (the model's native one, fp16 on chips without bf16)."""
+    if c.precision:
+        return replace(c, precision=get_scheme(c.precision).name)
+    return replace(c, precision=default_precision(model, get_hardware(c.gpu)))
+
+
+def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> str | None:
+    hw = get_hardware(c.gpu)
+    note = unsupported_note(get_scheme(c.precision), hw)
+    if note is not None:
+        return note
+    try:
+        check_tp_on_hardware(hw, tp)
+        model.check_parallelism(tp, c.ep)
+        mem = memory_budget(model, hw, tp=tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
+                            engine=c.engine, context=longest, concurrency=1)  # fmt: skip
+    except InfercastError as exc:
+        return exc.message
+    if not mem.fits:
+        return (f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at tp={tp} > "
+                f"{mem.capacity_bytes / 1e9:.1f} GB")  # fmt: skip
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _floor(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
+           chunk: int | None, input_len: int, output_len: int) -> Floor:  # fmt: skip
+    p = predict(model, gpu, input_len=input_len, output_len=output_len, tp=tp, ep=ep, precision=precision,
+                kv_precision=kv, engine=engine, chunk_size=chunk, strict=False)  # fmt: skip
+    return Floor(p.ttft_s, p.tpot_s, p.e2e_s)
+
+
+def latency_floor(model: ModelSpec, c: Candidate, traffic: Traffic) -> Floor:
+    """TTFT on the prefill deployment, TPOT on the decode one (the same when aggregated)."""
+    i, o = traffic.median_lengths
+    o = max(o, 2)
+    pre = _floor(model, c.gpu, c.precision, c.tp, c.ep, c.kv_precision, c.engine, c.max_num_batched_tokens, i, o)
+    if not c.disaggregated:
+        return pre
+    dec = _floor(model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, None, i, o)
+    return Floor(pre.ttft_s, dec.tpot_s, pre.ttft_s + (o - 1) * dec.tpot_s)
+
+
+def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) -> str | None:
+    """Why ``c`` cannot meet ``slo`` whatever the load (None: it goes on to the simulator)."""
+    tps = [c.tp] + ([c.decode_tp or c.tp] if c.disaggregated else [])
+    for tp in dict.fromkeys(tps):
+        reason = _check_deployment(model, c, tp, traffic.longest)
+        if reason is not None:
+            return reason
+    floor = latency_floor(model, c, traffic)
+    for term in slo.terms:
+        binding = term.percentile >= 50 if term.percentile is not None else slo.attainment >= 0.5
+        value = getattr(floor, f"{term.metric}_s")
+        if binding and value > FLOOR_MARGIN * term.limit_s:
+            return f"{term.label}: {value * 1e3:.1f} ms > {term.limit_s * 1e3:g} ms unloaded (median lengths)"
+    return None

@@ -1,0 +1,258 @@
+"""Capacity planner: SLO terms, pruning, rate search verified by independent simulations, ranking, executors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import infercast
+from infercast.errors import InfercastError
+from infercast.plan import Candidate, CandidateSpace, SLOSet, plan
+from infercast.plan.candidates import parse_ratios
+from infercast.plan.costing import parse_prices, replicas_needed, usd_per_mtok
+from infercast.plan.launch import launch_commands
+from infercast.plan.pareto import pareto_mask
+from infercast.plan.planner import candidate_of
+from infercast.plan.prune import prune_reason, resolve
+from infercast.plan.result import rank
+from infercast.plan.traffic import Traffic
+from infercast.specs.catalog import get_model
+from tests.cli_helpers import run, run_json
+
+MODEL = "llama-3.1-8b"
+TRAFFIC = {"input_len": 512, "output_len": 128, "num_requests": 300}
+SLO = "ttft:p99:300ms tpot:p90:40ms"
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    """Every candidate searched (no cost bound), in this process."""
+    return plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="serial", exhaustive=True,
+                **TRAFFIC)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------- SLO terms
+
+
+def test_slo_terms_parse_percentiles_units_and_goodput_limits():
+    slo = SLOSet.parse("ttft:p99:200ms tpot:p90:0.05s e2el:20s", attainment=0.95)
+    assert [(t.metric, t.percentile, t.limit_s) for t in slo.terms] == [
+        ("ttft", 99.0, 0.2), ("tpot", 90.0, 0.05), ("e2e", None, 20.0)]  # fmt: skip
+    assert slo.attainment == 0.95 and slo.limit("tpot") == 0.05
+    assert "ttft p99 <= 200 ms" in slo.describe() and "95%" in slo.describe()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [("ttft:q99:200ms", "percentile"), ("ttft:p0:200ms", "percentile"), ("latency:p99:1s", "unknown metric"),
+     ("ttft:p99:-5ms", "expected a time"), ("ttft", "METRIC"), ("ttft:p99:1s ttft:p99:2s", "twice"), ("", "needs")],
+)  # fmt: skip
+def test_slo_bad_terms_are_one_line_errors_naming_the_field(text, needle):
+    with pytest.raises(InfercastError) as exc:
+        SLOSet.parse(text)
+    assert exc.value.field == "slo" and needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_slo_check_percentiles_goodput_and_saturation():
+    n = 100
+    arrival = np.zeros(n)
+    first = np.linspace(0.01, 1.0, n)  # TTFT 10 ms .. 1 s
+    output = np.full(n, 11)
+    finish = first + 10 * 0.02  # TPOT 20 ms
+    check = SLOSet.parse("ttft:p50:600ms tpot:p90:30ms").check(arrival, first, finish, output, saturated=False)
+    assert check.passes and check.measured_s["ttft p50"] == pytest.approx(np.percentile(first, 50))
+    assert check.binding == "ttft p50"
+    failing = SLOSet.parse("ttft:p99:600ms").check(arrival, first, finish, output, saturated=False)
+    assert not failing.passes and failing.headroom > 1
+    # goodput limit: 60 % of requests have TTFT <= 600 ms, needs 99 %
+    goodput = SLOSet.parse("ttft:600ms").check(arrival, first, finish, output, saturated=False)
+    assert not goodput.passes and goodput.attainment == pytest.approx(0.6, abs=0.01)
+    assert SLOSet.parse("ttft:600ms", attainment=0.5).check(arrival, first, finish, output, False).passes
+    sat = SLOSet.parse("ttft:p50:600ms").check(arrival, first, finish, output, saturated=True)
+    assert not sat.passes and sat.binding == "saturation"
+    # an unfinished request is infinitely late
+    finish2 = finish.copy()
+    finish2[-2:] = np.nan
+    assert not SLOSet.parse("e2e:p99:5s").check(arrival, first, finish2, output, False).passes
+
+
+# ------------------------------------------------------------------------------------------- pieces
+
+
+def test_pareto_mask_keeps_only_undominated_points():
+    x = np.array([1.0, 2.0, 3.0, 2.0, np.nan, 3.0])
+    y = np.array([5.0, 4.0, 1.0, 3.0, 9.0, 1.0])
+    assert pareto_mask(x, y, maximize_x=True, maximize_y=True).tolist() == [True, True, True, False, False, True]
+    # minimising both: (2, 3) beats (2, 4); (1, 5) has the least x and (3, 1) the least y
+    assert pareto_mask(x, y, maximize_x=False, maximize_y=False).tolist() == [True, False, True, True, False, True]
+
+
+def test_costing_and_prices():
+    assert usd_per_mtok(3.6, 1000.0) == pytest.approx(1.0)  # $3.6/h = $0.001/s over 1000 tok/s
+    assert replicas_needed(20, 7.5) == 3 and replicas_needed(20, 20) == 1 and replicas_needed(0.1, 5) == 1
+    assert parse_prices("h100-sxm=2.5, h200=$3.1") == {"h100-sxm": 2.5, "h200": 3.1}
+    with pytest.raises(InfercastError, match="GPU=\\$/h"):
+        parse_prices("h100-sxm:2.5")
+    with pytest.raises(InfercastError, match="not among"):
+        plan(MODEL, "h100-sxm", slo=SLO, rate=1, prices={"h200": 1.0}, **TRAFFIC)
+
+
+def test_candidate_grid_and_ratios():
+    space = CandidateSpace.build("h100-sxm,h200", precisions="bf16,fp8", tps=[1, 2], max_num_seqs=[64, 256],
+                                 ratios="1:1,1:2")  # fmt: skip
+    cands = space.enumerate()
+    assert len(cands) == 2 * 2 * (2 * 2 + 2 * 2 * 2)
+    dis = [c for c in cands if c.disaggregated]
+    assert {(c.prefill, c.decode) for c in dis} == {(1, 1), (1, 2)}
+    c = Candidate("h100-sxm", "fp8", 2, prefill=1, decode=2, decode_tp=4)
+    assert c.gpus == 2 + 8 and c.label == "h100-sxm fp8 P1xtp2:D2xtp4"
+    with pytest.raises(InfercastError, match="prefill:decode"):
+        parse_ratios("1-2")
+    with pytest.raises(InfercastError, match=">= 1"):
+        parse_ratios("0:1")
+
+
+def test_pruning_reasons():
+    model = get_model("llama-3.1-70b")
+    traffic = Traffic(input_len=1000, output_len=200, num_requests=50)
+    slo = SLOSet.parse("ttft:p99:500ms tpot:p90:50ms")
+    assert "memory" in prune_reason(model, resolve(model, Candidate("h100-sxm", "bf16", 1)), traffic, slo)
+    assert "FP8" in prune_reason(model, resolve(model, Candidate("a100-80gb", "fp8", 4)), traffic, slo)
+    assert "tpot p90" in prune_reason(model, resolve(model, Candidate("l40s", "fp8", 2)), traffic,
+                                      SLOSet.parse("tpot:p90:5ms"))  # fmt: skip
+    assert prune_reason(model, resolve(model, Candidate("h100-sxm", "fp8", 4)), traffic, slo) is None
+
+
+def test_launch_commands_carry_the_knobs():
+    model = get_model("llama-3.1-70b")
+    c = Candidate("h100-sxm", "fp8", 4, kv_precision="fp8", max_num_seqs=128, max_num_batched_tokens=2048)
+    vllm = "\n".join(launch_commands(model, c, 3))
+    assert "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --max-num-seqs 128" in vllm
+    assert "--max-num-batched-tokens 2048" in vllm and "--quantization fp8" in vllm and "--kv-cache-dtype fp8" in vllm
+    sg = "\n".join(launch_commands(model, Candidate("h200", "bf16", 2, engine="sglang"), 1))
+    assert "sglang.launch_server" in sg and "--tp-size 2" in sg and "--chunked-prefill-size 8192" in sg
+    trt = "\n".join(launch_commands(model, Candidate("h200", "bf16", 8, engine="trtllm"), 1))
+    assert "trtllm-serve" in trt and "--tp_size 8" in trt and "--max_batch_size 2048" in trt
+    dis = launch_commands(model, Candidate("h200", "fp8", 4, prefill=1, decode=2, decode_tp=2, engine="sglang"), 2)
+    assert any("--disaggregation-mode prefill" in x for x in dis) and any("--tp-size 2" in x for x in dis)
+
+
+# ------------------------------------------------------------------------------------------- the search
+
+
+def _independent(row: dict, rate: float) -> tuple[dict, bool]:
+    """The row's unit at ``rate`` through the public ``simulate``: measured SLO percentiles, saturated."""
+    res = infercast.simulate(MODEL, row["gpu"], tp=int(row["tp"]), precision=row["precision"], rate=rate, seed=0,
+                             **TRAFFIC)  # fmt: skip
+    df = res.requests()
+    measured = {"ttft p99": float(np.percentile(df["ttft_s"], 99)),
+                "tpot p90": float(np.nanpercentile(df["tpot_s"], 90))}
+    return measured, bool(res.summary["saturated"])
+
+
+def test_chosen_rate_meets_the_slo_independently_and_10_percent_more_does_not(small_plan):
+    chosen = small_plan.chosen
+    assert chosen is not None and chosen["status"] == "pass"
+    for row in small_plan.passing.to_dict(orient="records")[:3]:
+        rate = row["max_rate_req_s"]
+        measured, saturated = _independent(row, rate)
+        assert not saturated
+        assert measured["ttft p99"] <= 0.3 and measured["tpot p90"] <= 0.04, row["label"]
+        assert measured["ttft p99"] * 1e3 == pytest.approx(row["slo_measured_ms"]["ttft p99"])
+        more, saturated_more = _independent(row, rate * 1.1)
+        assert saturated_more or more["ttft p99"] > 0.3 or more["tpot p90"] > 0.04, row["label"]
+
+
+def test_fleet_is_sized_and_verified_at_the_target_rate(small_plan):
+    chosen, fleet = small_plan.chosen, small_plan.fleet_check
+    assert fleet["passes"] and fleet["replicas"] >= replicas_needed(10, chosen["max_rate_req_s"])
+    assert chosen["replicas"] == fleet["replicas"]
+    assert chosen["fleet_usd_per_hour"] == pytest.approx(fleet["replicas"] * chosen["unit_usd_per_hour"])
+    assert fleet["slo_attainment"] > 0.99 and fleet["slo_measured_ms"]["ttft p99"] <= 300
+    assert any(line.startswith("vllm serve") for line in small_plan.launch)
+
+
+def test_passing_rows_always_rank_above_cheaper_failing_ones(small_plan):
+    order = small_plan.table["status"].map({"pass": 0, "fail": 1, "bounded": 2, "pruned": 3}).to_numpy()
+    assert (np.diff(order) >= 0).all()
+    passing = small_plan.passing
+    assert (np.diff(passing["fleet_usd_per_hour"].astype(float).to_numpy()) >= 0).all()
+    assert (small_plan.table["status"] == "pruned").any()  # l4 tp1 cannot reach 40 ms TPOT
+    # a synthetic table: the failing and pruned rows are far cheaper and still rank below
+    df = pd.DataFrame({
+        "label": ["a", "b", "c", "d"], "status": ["fail", "pass", "pruned", "pass"],
+        "fleet_usd_per_hour": [0.1, 50.0, 0.01, 20.0], "usd_per_mtok_output": [0.01, 3.0, 0.001, 2.0],
+        "max_rate_req_s": [100.0, 5.0, None, 4.0],
+    })  # fmt: skip
+    assert rank(df, by_fleet=True)["label"].tolist() == ["d", "b", "a", "c"]
+
+
+def test_cost_bound_keeps_the_same_choice(small_plan):
+    bounded = plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="serial", **TRAFFIC)
+    assert bounded.chosen["label"] == small_plan.chosen["label"]
+    assert bounded.chosen["max_rate_req_s"] == pytest.approx(small_plan.chosen["max_rate_req_s"])
+    assert bounded.stats["bounded"] >= 1 and bounded.stats["simulations"] < small_plan.stats["simulations"]
+
+
+def test_rows_rebuild_their_candidates(small_plan):
+    for row in small_plan.table.to_dict(orient="records"):
+        assert candidate_of(row).label == row["label"]
+
+
+def test_disaggregated_candidates_are_searched():
+    res = plan(MODEL, "h100-sxm", slo="ttft:p99:400ms tpot:p90:30ms", rate=40, tps=[1], precisions="bf16",
+               disagg="1:1", executor="serial", exhaustive=True, verify=False, **TRAFFIC)  # fmt: skip
+    modes = dict(zip(res.table["mode"], res.table["status"], strict=True))
+    assert modes == {"agg": "pass", "disagg": "pass"}
+    dis = res.table[res.table["mode"] == "disagg"].iloc[0]
+    assert dis["gpus_per_unit"] == 2 and dis["max_rate_req_s"] > 0
+
+
+def _comparable(table: pd.DataFrame) -> pd.DataFrame:
+    return table[["label", "status", "max_rate_req_s", "capacity_req_s", "replicas", "probes"]].reset_index(drop=True)
+
+
+def test_process_pool_and_serial_agree(small_plan):
+    local = plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="local", workers=2,
+                 exhaustive=True, **TRAFFIC)  # fmt: skip
+    pd.testing.assert_frame_equal(_comparable(local.table), _comparable(small_plan.table))
+
+
+def test_ray_and_local_agree(small_plan):
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'infercast[ray]'")
+    res = plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="ray", workers=2, exhaustive=True,
+               **TRAFFIC)  # fmt: skip
+    pd.testing.assert_frame_equal(_comparable(res.table), _comparable(small_plan.table))
+    assert res.chosen["label"] == small_plan.chosen["label"]
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_plan_json_table_and_plot(capsys, tmp_path):
+    csv, png = tmp_path / "plan.csv", tmp_path / "pareto.png"
+    data = run_json(capsys, "plan", "--model", MODEL, "--gpus", "a10g,h100-sxm", "--tps", "1", "--slo",
+                    "ttft:p99:300ms", "tpot:p90:40ms", "--rate", "5", "--input-len", "512", "--output-len", "128",
+                    "--num-requests", "300", "--workers", "1", "--out", str(csv), "--plot", str(png))  # fmt: skip
+    assert data["chosen"]["label"] == "h100-sxm bf16 tp1" and data["fleet_check"]["passes"]
+    assert data["slo"]["terms"][0] == {"metric": "ttft", "percentile": 99.0, "limit_ms": 300.0}
+    assert len(pd.read_csv(csv)) == len(data["candidates"]) == 2
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = run(capsys, "plan", "--model", MODEL, "--gpus", "h100-sxm", "--tps", "1", "--slo", "ttft:p99:300ms",
+                       "--rate", "5", "--input-len", "512", "--output-len", "128", "--num-requests", "300",
+                       "--workers", "1")  # fmt: skip
+    assert code == 0 and "chosen" in out and "vllm serve" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [(["--slo", "ttft:p99:soon"], "slo"), (["--slo", "ttft:p99:1s", "--price", "h100"], "price"),
+     (["--slo", "ttft:p99:1s", "--disagg", "2"], "ratios"), (["--slo", "ttft:p99:1s", "--rate", "-1"], "rate"),
+     (["--slo", "ttft:p99:1s", "--out", "x.txt"], "out"),
+     (["--slo", "ttft:p99:1s", "--attainment", "2"], "attainment")],
+)  # fmt: skip
+def test_cli_plan_bad_input_is_one_line_exit_2(capsys, args, field):
+    code, _, err = run(capsys, "plan", "--model", MODEL, "--gpus", "h100-sxm", "--tps", "1", "--input-len", "64",
+                       "--output-len", "16", "--num-requests", "60", "--workers", "1", *args)  # fmt: skip
+    assert code == 2 and err.startswith(f"error: {field}") and err.count("\n") == 1, err
