@@ -256,3 +256,15 @@ def test_cli_plan_bad_input_is_one_line_exit_2(capsys, args, field):
     code, _, err = run(capsys, "plan", "--model", MODEL, "--gpus", "h100-sxm", "--tps", "1", "--input-len", "64",
                        "--output-len", "16", "--num-requests", "60", "--workers", "1", *args)  # fmt: skip
     assert code == 2 and err.startswith(f"error: {field}") and err.count("\n") == 1, err
+
+
+def test_public_api_plan_is_callable_and_a_package():
+    import importlib
+
+    import infercast.plan.planner  # the package imported as such must stay callable
+
+    assert importlib.import_module("infercast").plan is importlib.import_module("infercast.plan")
+    res = infercast.plan(MODEL, "h100-sxm", slo="ttft:p99:300ms", rate=2, input_len=256, output_len=32,
+                         num_requests=200, tps=1, workers=1)  # fmt: skip
+    assert isinstance(res, infercast.plan.PlanResult) and res.chosen["label"] == "h100-sxm bf16 tp1"
+    assert infercast.plan.planner.plan.__name__ == "plan"

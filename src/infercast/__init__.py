@@ -24,7 +24,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "sweep": ("infercast.analysis.sweep", "sweep"),
     "simulate": ("infercast.sim.api", "simulate"),
     "SimulationResult": ("infercast.sim.api", "SimulationResult"),
-    "plan": ("infercast.plan.planner", "plan"),
     "PlanResult": ("infercast.plan.result", "PlanResult"),
     "memory_budget": ("infercast.memory", "memory_budget"),
     "MemoryBudget": ("infercast.memory", "MemoryBudget"),
@@ -43,7 +42,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Hardware": ("infercast.tutorial_api", "Hardware"),
     "ServingModel": ("infercast.tutorial_api", "ServingModel"),
 }
-_MODULES = {"show": "infercast.show"}
+_MODULES = {"show": "infercast.show", "plan": "infercast.plan"}
+"""Modules as attributes; ``infercast.plan`` is also callable (:func:`infercast.plan.planner.plan`)."""
 
 __all__ = sorted([*_EXPORTS, *_MODULES, "__version__"])
 

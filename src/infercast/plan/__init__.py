@@ -1,8 +1,14 @@
 """Capacity planning: SLOs and traffic in, the cheapest deployment out, verified by the simulator.
 
-``plan(model, gpus, slo=..., rate=..., input_len=..., output_len=...)`` -> :class:`PlanResult`.
-Imports only the layers below it (specs, cost, analysis, sim).
+``infercast.plan(model, gpus, slo=..., rate=..., input_len=..., output_len=...)`` -> :class:`PlanResult`.
+The package itself is callable (it is :func:`~infercast.plan.planner.plan`), so ``infercast.plan(...)`` works
+whether or not ``infercast.plan`` has been imported as a package. Imports only the layers below it (specs,
+cost, analysis, sim).
 """
+
+import sys
+import types
+from typing import Any
 
 from infercast.plan.candidates import Candidate, CandidateSpace
 from infercast.plan.planner import plan
@@ -11,3 +17,13 @@ from infercast.plan.slo import SLOSet, SLOTerm
 from infercast.plan.traffic import Traffic
 
 __all__ = ["Candidate", "CandidateSpace", "PlanResult", "SLOSet", "SLOTerm", "Traffic", "plan"]
+
+
+class _CallablePackage(types.ModuleType):
+    """``infercast.plan(...)`` calls :func:`plan`; attributes are the package's."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> PlanResult:
+        return plan(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
