@@ -11,6 +11,7 @@ from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console
 from infercast.errors import InfercastError
+from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_records
 from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
 from infercast.measure.records import Record, load_records, measurement_files
 from infercast.measure.validate import compare, summarize
@@ -18,6 +19,44 @@ from infercast.measure.validate import compare, summarize
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
 DEFAULT_OUT = Path("infercast-profiles")
+
+
+DataOpt = Annotated[list[Path] | None, typer.Option("--data", help="Measurement CSV files or folders (repeatable).")]
+BenchOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--bench",
+        help="Benchmark result file (repeatable): vllm bench serve --save-result JSON, a GuideLLM JSON report, or an "
+        "AIPerf profile_export_aiperf.json/.csv. Each load point gives mean TTFT, median TPOT (vLLM's definition; "
+        "GuideLLM/AIPerf call it ITL) and output throughput.",
+    ),
+]
+BenchFormatOpt = Annotated[str, typer.Option("--bench-format", help=f"Format of --bench files: {', '.join(FORMATS)}.")]
+ModelOpt = Annotated[str, typer.Option("--model", help="--bench: model served (catalog id or config.json), when the "
+                                                       "file names none or one not in the catalog.")]  # fmt: skip
+TpOpt = Annotated[int | None, typer.Option("--tp", help="--bench: tensor-parallel GPUs of the served replica.")]
+EpOpt = Annotated[int, typer.Option("--ep", help="--bench: expert-parallel ways.")]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="--bench: weight scheme (default: the model's).")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="--bench: engine that served (vllm, sglang, trtllm).")]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", help="--bench: closed-loop clients, for files that do not record it.")
+]
+RateOpt = Annotated[
+    float | None, typer.Option("--request-rate", help="--bench: request rate (req/s), for files that do not record it.")
+]
+
+
+def _measurements(
+    data: list[Path] | None, bench: list[Path] | None, bench_format: str, facts: RunFacts, what: str
+) -> tuple[list[Record], list[Path]]:
+    """Records of the --data CSVs and the --bench result files (at least one of the two)."""
+    if not data and not bench:
+        raise InfercastError("give --data CSV|DIR or --bench RESULT_FILE (or both)", field="data")
+    files = measurement_files(data) if data else []
+    records = _without_cpu(load_records(files), what) if files else []
+    if bench:
+        records += load_bench_records(list(bench), facts, bench_format)
+    return records, files
 
 
 def _without_cpu(records: list[Record], what: str) -> list[Record]:
@@ -36,8 +75,12 @@ def _without_cpu(records: list[Record], what: str) -> list[Record]:
 
 
 def calibrate(
-    data: Annotated[list[Path], typer.Option("--data", help="Measurement CSV files or folders (repeatable).")],
-    gpu: Annotated[list[str] | None, typer.Option("--gpu", help="Only these GPUs (repeatable).")] = None,
+    data: DataOpt = None,
+    bench: BenchOpt = None,
+    gpu: Annotated[
+        list[str] | None,
+        typer.Option("--gpu", help="Only these GPUs (repeatable); with --bench, the one GPU the benchmark ran on."),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(help=f"Folder for the fitted <gpu>.yaml profiles (default: ./{DEFAULT_OUT}/)."),
@@ -65,6 +108,14 @@ def calibrate(
         ),
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Fit and report; write nothing.")] = False,
+    bench_format: BenchFormatOpt = "auto",
+    model: ModelOpt = "",
+    tp: TpOpt = None,
+    ep: EpOpt = 1,
+    precision: PrecisionOpt = "",
+    engine: EngineOpt = "",
+    concurrency: ConcurrencyOpt = None,
+    request_rate: RateOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Fit per-GPU efficiency/overhead parameters (least squares on log error) and write the profiles.
@@ -75,12 +126,14 @@ def calibrate(
     """
     if install and out is not None:
         raise InfercastError("give --out FOLDER or --install, not both", field="out")
-    new_files = measurement_files(data)
-    new = _without_cpu(load_records(new_files), "calibrate")
+    if bench and gpu and len(gpu) > 1:
+        raise InfercastError("with --bench give the one GPU the benchmark ran on (a single --gpu)", field="gpu")
+    facts = RunFacts(model, (gpu or [""])[0], tp, ep, precision, engine, concurrency, request_rate)
+    new, new_files = _measurements(data, bench, bench_format, facts, "calibrate")
     targets = sorted({r.gpu for r in new if not gpu or r.gpu in gpu})
     if not targets:
         raise InfercastError(f"no rows for gpu {', '.join(gpu or [])} in the given data", field="gpu")
-    records, files = list(new), list(new_files)
+    records, files = list(new), list(new_files) + list(bench or [])
     if project_data and PROJECT_DATA.is_dir():
         mine = {f.resolve() for f in new_files}
         extra = [f for f in measurement_files([PROJECT_DATA]) if f.resolve() not in mine]
@@ -138,15 +191,26 @@ def calibrate(
 
 
 def validate(
-    data: Annotated[list[Path], typer.Option("--data", help="Measurement CSV files or folders (repeatable).")],
+    data: DataOpt = None,
+    bench: BenchOpt = None,
     points: Annotated[bool, typer.Option("--points", help="Also list every point.")] = False,
     priors_only: Annotated[
         bool, typer.Option("--priors", help="Use priors, not the installed fitted profiles.")
     ] = False,
+    bench_format: BenchFormatOpt = "auto",
+    model: ModelOpt = "",
+    gpu: Annotated[str, typer.Option("--gpu", help="--bench: the GPU the benchmark ran on.")] = "",
+    tp: TpOpt = None,
+    ep: EpOpt = 1,
+    precision: PrecisionOpt = "",
+    engine: EngineOpt = "",
+    concurrency: ConcurrencyOpt = None,
+    request_rate: RateOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
-    records = _without_cpu(load_records(data), "validate")
+    facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
+    records, _ = _measurements(data, bench, bench_format, facts, "validate")
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
     rows = compare(records, profiles)
     summary = summarize(rows)

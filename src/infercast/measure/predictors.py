@@ -19,7 +19,7 @@ from infercast.cost.kernels import copy_time, gemm_time
 from infercast.cost.profile import SAME_RATE, CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.measure.records import Record
+from infercast.measure.records import SERVING_KINDS, Record
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.truncate import truncated
@@ -114,7 +114,7 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
             raise InfercastError(f"unknown operator {rec.op!r}; known: {', '.join(model.names)}", field="op")
         bd = model.breakdown(op_batch(rec))
         return float(bd.time_s[model.names.index(target), 0])
-    if rec.kind in ("serving_ttft", "serving_tpot"):
+    if rec.kind in SERVING_KINDS:
         return _serving(rec, profile)
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
@@ -151,14 +151,36 @@ def metric_of(rec: Record) -> str:
     return rec.kind
 
 
+_SERVING_RUNS: dict[tuple, tuple[CostProfile, dict]] = {}
+"""Simulations of serving runs, shared by a run's TTFT, TPOT and throughput rows (holds the profile, so its
+id cannot be reused while cached)."""
+
+
 def _serving(rec: Record, profile: CostProfile) -> float:
-    """``batch`` requests sent together to a serving engine: mean TTFT or median TPOT from the simulator."""
+    """``batch`` requests to a serving engine under the row's load (all at once, closed loop or open loop):
+    mean TTFT, median TPOT or output throughput from the simulator."""
     from infercast.sim.api import simulate
 
-    dep = deployment_of(rec)
-    res = simulate(
-        dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, precision=rec.precision or None,
-        kv_precision=rec.kv_precision or None, engine=rec.engine, input_len=rec.input_len,
-        output_len=max(rec.output_len, 2), num_requests=rec.batch, offline=True, profile=profile,
-    )  # fmt: skip
-    return res["ttft_s"]["mean"] if rec.kind == "serving_ttft" else res["tpot_s"]["p50"]
+    key = (rec.model, rec.gpu, rec.engine, rec.precision, rec.kv_precision, rec.tp, rec.ep, rec.layers,
+           rec.batch, rec.input_len, rec.output_len, rec.concurrency, rec.request_rate, rec.arrival,
+           rec.burstiness, id(profile))  # fmt: skip
+    hit = _SERVING_RUNS.get(key)
+    if hit is None or hit[0] is not profile:
+        dep = deployment_of(rec)
+        if rec.concurrency:
+            load: dict[str, object] = {"concurrency": rec.concurrency}
+        elif rec.request_rate:
+            load = {"rate": rec.request_rate, "arrival": rec.arrival or "poisson", "burstiness": rec.burstiness}
+        else:
+            load = {"offline": True}
+        res = simulate(
+            dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, precision=rec.precision or None,
+            kv_precision=rec.kv_precision or None, engine=rec.engine, input_len=rec.input_len,
+            output_len=max(rec.output_len, 2), num_requests=rec.batch, profile=profile, **load,
+        )  # fmt: skip
+        summary = {"ttft": res["ttft_s"]["mean"], "tpot": res["tpot_s"]["p50"], "tput": res["output_throughput_tok_s"]}
+        if len(_SERVING_RUNS) > 256:
+            _SERVING_RUNS.clear()
+        _SERVING_RUNS[key] = hit = (profile, summary)
+    summary = hit[1]
+    return summary[{"serving_ttft": "ttft", "serving_tpot": "tpot"}.get(rec.kind, "tput")]

@@ -22,11 +22,18 @@ op                     one layer operator (``op``) of a 1-layer model: a GEMM   
                        ``attention_decode``: ``batch`` tokens at ``context``
 hbm_copy               device-to-device copy of ``bytes`` (read + write)        s
 launch_overhead        one tiny kernel launch (``op`` eager or cuda_graph)      s
-serving_ttft           mean TTFT of ``batch`` requests sent at once (serving)   s
-serving_tpot           median TPOT of ``batch`` requests sent at once           s
+serving_ttft           mean TTFT of ``batch`` requests to a serving engine      s
+serving_tpot           median TPOT ((E2E - TTFT)/(n - 1), vLLM's definition)   s
+                       of ``batch`` requests to a serving engine
+serving_throughput     output tokens/s of those requests over the benchmark     tok/s
 =====================  ======================================================  ===========
 
-Serving kinds include queueing and scheduling, so they are predicted by the simulator.
+Serving kinds include queueing and scheduling, so they are predicted by the simulator. Their load: the
+``batch`` requests are sent all at once, unless ``concurrency`` > 0 (closed loop: that many clients, each
+sending its next request when the last one finished, as ``vllm bench serve --max-concurrency`` and GuideLLM's
+concurrent strategy do) or ``request_rate`` > 0 (open loop at that rate: ``arrival`` poisson (default),
+gamma with ``burstiness``, or constant). Prompt and output lengths are the run's means. Benchmark result files
+of ``vllm bench serve``, GuideLLM and AIPerf become such rows through :mod:`infercast.measure.bench_results`.
 
 ``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
 that row use the same truncated model (:func:`infercast.specs.truncate.truncated`).
@@ -58,6 +65,7 @@ KINDS = (
     "launch_overhead",
     "serving_ttft",
     "serving_tpot",
+    "serving_throughput",
 )
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "tok/s": 1.0}
 TIME_UNITS = ("s", "ms", "us")
@@ -86,10 +94,14 @@ RULES: dict[str, KindRule] = {
     "launch_overhead": KindRule({}, text=("gpu",)),
     "serving_ttft": KindRule(_REQUEST | {"output_len": 1}),
     "serving_tpot": KindRule(_REQUEST | {"output_len": 2}),
+    "serving_throughput": KindRule(_REQUEST | {"output_len": 1}, units=("tok/s",)),
 }
 """Per kind: the fields a row needs (see the module docstring for what each kind describes)."""
 OP_RULES: dict[str, dict[str, int]] = {"attention_prefill": {"input_len": 1}, "attention_decode": {"context": 1}}
 """Extra positive fields of the harness's attention operators (the work is not a token count)."""
+SERVING_KINDS = ("serving_ttft", "serving_tpot", "serving_throughput")
+ARRIVALS = ("", "poisson", "gamma", "constant")
+"""Open-loop arrival processes of serving rows ('' = poisson when ``request_rate`` is given)."""
 LAUNCH_OPS = ("", "eager", "cuda_graph", "cpu_op")
 """``launch_overhead`` variants: eager launches (``cpu_op`` on the CPU harness) or kernels in a CUDA graph."""
 _MINIMUM = {"tp": 1, "ep": 1, "batch": 1}
@@ -113,6 +125,10 @@ class Record:
     output_len: int = 0
     context: int = 0
     layers: int = 0
+    concurrency: int = 0
+    request_rate: float = 0.0
+    arrival: str = ""
+    burstiness: float = 1.0
     m: int = 0
     n: int = 0
     k: int = 0
@@ -196,6 +212,17 @@ def check_record(rec: Record) -> None:
         require_positive_int(name, getattr(rec, name), minimum=minimum)
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
+    if rec.kind in SERVING_KINDS:
+        if rec.arrival not in ARRIVALS:
+            raise InfercastError(
+                f"unknown arrival {rec.arrival!r}; allowed: {', '.join(ARRIVALS[1:])}", field="arrival"
+            )
+        if rec.concurrency and rec.request_rate:
+            raise InfercastError(
+                "give concurrency (closed loop) or request_rate (open loop), not both", field="request_rate"
+            )
+        if rec.arrival == "gamma" and not rec.burstiness > 0:
+            raise InfercastError(f"must be > 0 for gamma arrivals, got {rec.burstiness}", field="burstiness")
     if rec.kind == "launch_overhead" and rec.op not in LAUNCH_OPS:
         raise InfercastError(f"unknown launch variant {rec.op!r}; allowed: {', '.join(LAUNCH_OPS[1:])}", field="op")
 
