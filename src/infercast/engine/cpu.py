@@ -1,0 +1,291 @@
+"""CPU calibration: a ``cpu`` hardware spec from measured peaks, and a cost profile fitted to step times of
+this engine, so the simulator can predict the engine on this machine.
+
+* :func:`measure_peaks` — best-of-N large GEMMs (fp32, bf16) and a large copy: the machine's dense peak
+  FLOP/s and memory bandwidth as this process sees them (the *measured* peaks play the datasheet's role).
+* :func:`step_sweep` — the engine's own step (:class:`~infercast.engine.paged.PagedRunner`) timed over a grid
+  of decode batches, prefill chunks and mixed steps.
+* :func:`fit_profile` — least squares on log step time over the cost model's efficiency and overhead
+  parameters (:mod:`infercast.cost.step`): the same functional form the simulator uses for GPUs.
+
+Everything records where and when it was measured, and the load average at the time (the machine may be
+shared: timings taken under load describe a slower machine).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from infercast.cost.batch import StepBatch
+from infercast.cost.profile import CostProfile
+from infercast.cost.step import StepCostModel
+from infercast.engine.paged import PagedKV, PagedRunner, SeqChunk
+from infercast.engine.simulate import EngineConfig, deployment
+from infercast.errors import InfercastError
+from infercast.measure.torch_model import TransformerModel
+from infercast.specs.hardware import HardwareSpec, LinkSpec, MemorySpec
+
+FIT_PARAMS = (
+    "gemm_eff_max.{key}",
+    "gemm_m_half.{key}",
+    "hbm_efficiency",
+    "attn_prefill_efficiency",
+    "attn_decode_efficiency",
+    "kernel_overhead_eager_s",
+    "step_overhead_s",
+    "seq_overhead_s",
+)
+"""Parameters the CPU fit sets; ``{key}`` is the GEMM format (bf16 or fp32). The rest keep the values of
+:func:`base_profile` (no graphs, no links, no per-request overhead: the engine is in-process)."""
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _ram_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8e9
+
+
+def _best(fn: Any, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measure_peaks(threads: int, repeats: int = 5) -> dict[str, Any]:
+    """Dense GEMM FLOP/s (fp32, bf16) and copy bandwidth of this CPU with ``threads`` threads (best of N)."""
+    torch.set_num_threads(threads)
+    out: dict[str, Any] = {}
+    n = 2048
+    for key, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        a = torch.randn(n, n, dtype=dtype)
+        b = torch.randn(n, n, dtype=dtype)
+        out[key] = 2 * n**3 / _best(lambda a=a, b=b: a @ b, repeats)
+    src = torch.empty(64 * 1024 * 1024, dtype=torch.float32).fill_(1.0)  # 256 MiB, far beyond the caches
+    dst = torch.empty_like(src)
+    out["bandwidth_bytes_s"] = 2 * src.numel() * 4 / _best(lambda: dst.copy_(src), repeats)
+    out.update(provenance())
+    out["threads"] = threads
+    return out
+
+
+def provenance() -> dict[str, Any]:
+    """Where and when: host, CPU model, date (UTC), load average (1/5/15 min) at the time."""
+    return {
+        "host": platform.node(),
+        "cpu": _cpu_name(),
+        "cores": os.cpu_count(),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%MZ"),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "torch": torch.__version__,
+    }
+
+
+def cpu_hardware(peaks: dict[str, Any]) -> HardwareSpec:
+    """The ``cpu`` accelerator spec: measured peaks in place of a datasheet."""
+    where = f"measured on {peaks.get('host', '?')} ({peaks.get('cpu', '?')}), {peaks.get('date', '?')}, " \
+            f"{peaks.get('threads', '?')} threads, load average {peaks.get('loadavg', '?')}"  # fmt: skip
+    no_link = LinkSpec(name="none (single CPU)", bandwidth_bytes_s=0.0)
+    return HardwareSpec(
+        id="cpu",
+        name=f"CPU: {peaks.get('cpu', 'unknown')} x{peaks.get('threads', '?')} threads",
+        vendor="cpu",
+        architecture="cpu",
+        memory=MemorySpec(
+            capacity_bytes=_ram_bytes(),
+            capacity_as_sold="host RAM",
+            bandwidth_bytes_s=float(peaks["bandwidth_bytes_s"]),
+            type="DRAM",
+        ),
+        peak_flops={"fp32": float(peaks["fp32"]), "bf16": float(peaks["bf16"])},
+        l2_bytes=0.0,
+        sm_count=int(peaks.get("threads", 1)),
+        interconnect=no_link,
+        host_link=LinkSpec(name="host memory", bandwidth_bytes_s=float(peaks["bandwidth_bytes_s"])),
+        max_gpus_per_node=1,
+        tdp_w=1.0,
+        price_per_hour_usd=0.0,
+        sources={
+            "peak_flops": f"best of repeated 2048^3 torch.matmul per format, {where}",
+            "memory": f"best of repeated 256 MiB tensor copies (read + write bytes), {where}",
+            "tdp_w": "not known for a virtual machine's cores; placeholder, used only by energy estimates",
+        },
+    )
+
+
+def base_profile() -> CostProfile:
+    """Starting values of the fit (and the fixed parameters): eager kernels, no links, in-process requests."""
+    keys = ("fp32", "bf16", "fp16")
+    return CostProfile(
+        hardware="cpu",
+        engine="infercast-engine",
+        gemm_eff_max=dict.fromkeys(keys, 0.5),
+        gemm_m_half=dict.fromkeys(keys, 4.0),
+        hbm_efficiency=0.5,
+        attn_prefill_efficiency=0.2,
+        attn_decode_efficiency=0.3,
+        link_efficiency=1.0,
+        allreduce_latency_s=0.0,
+        kernel_overhead_graph_s=0.0,
+        kernel_overhead_eager_s=1e-5,
+        step_overhead_s=1e-3,
+        seq_overhead_s=2e-5,
+        graph_max_tokens=0.0,
+        gemm_m_floor=1.0,
+        request_overhead_s=0.0,
+        decode_attn_group_reads=0.0,
+        provenance={"*": "prior: starting point of the CPU fit"},
+    )
+
+
+# ----- step sweep ---------------------------------------------------------------------------------------------
+DECODE_BATCHES = (1, 2, 4, 8, 16)
+DECODE_CONTEXTS = (128, 512)
+PREFILL_CHUNKS = (16, 64, 128, 256)
+PREFILL_CACHED = (0, 256)
+MIXED = ((64, 4), (128, 8), (256, 8), (32, 16))
+
+
+def sweep_points() -> list[tuple[list[tuple[int, int]], list[int]]]:
+    """Step shapes of the sweep: ``(prefill (chunk, cached) list, decode contexts)``."""
+    pts: list[tuple[list[tuple[int, int]], list[int]]] = []
+    for n in DECODE_BATCHES:
+        for ctx in DECODE_CONTEXTS:
+            pts.append(([], [ctx] * n))
+    for c in PREFILL_CHUNKS:
+        for c0 in PREFILL_CACHED:
+            pts.append(([(c, c0)], []))
+    pts.append(([(64, 0)] * 4, []))
+    for c, n in MIXED:
+        pts.append(([(c, 128)], [300] * n))
+    return pts
+
+
+@dataclass
+class Sweep:
+    """Measured step times and their cost-model features (columns of a StepBatch)."""
+
+    features: np.ndarray  # (NUM_FEATURES, N)
+    seconds: np.ndarray  # (N,)
+    labels: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def step_sweep(model: TransformerModel, config: EngineConfig, *, repeats: int = 5, threads: int = 2) -> Sweep:
+    """Time the engine's forward step (batch build, forward, greedy sampling) over :func:`sweep_points`."""
+    torch.set_num_threads(threads)
+    bs = config.block_size
+    points = sweep_points()
+    longest = max(max([c + c0 for c, c0 in p] + d + [1]) for p, d in points)
+    per_seq = -(-(longest + 1) // bs)
+    most = max(len(p) + len(d) for p, d in points)
+    kv = PagedKV(model, per_seq * most, bs)
+    runner = PagedRunner(model, kv)
+    tables = [list(range(s * per_seq, (s + 1) * per_seq)) for s in range(most)]
+    rng = np.random.default_rng(0)
+    cols, secs, labels = [], [], []
+    for pre, dec in points:
+        chunks = [SeqChunk(rng.integers(0, model.spec.vocab_size, c).tolist(), c0, tables[k], True)
+                  for k, (c, c0) in enumerate(pre)]  # fmt: skip
+        decs = [SeqChunk([1], ctx - 1, tables[len(pre) + k], True) for k, ctx in enumerate(dec)]
+
+        def run(chunks: list[SeqChunk] = chunks, decs: list[SeqChunk] = decs) -> None:
+            runner.step(chunks, decs).argmax(dim=-1).tolist()
+
+        run()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t)
+        secs.append(statistics.median(times))
+        batch = StepBatch.from_items(pre, dec, window=model.window, prefill_samples=len(pre))
+        cols.append(batch.x[:, 0])
+        labels.append(f"prefill={pre} decode={len(dec)}x{dec[0] if dec else 0}")
+    info = {**provenance(), "threads": threads, "repeats": repeats}
+    return Sweep(np.array(cols).T, np.array(secs), labels, info)
+
+
+def fit_profile(sweep: Sweep, config: EngineConfig, hardware: HardwareSpec) -> tuple[CostProfile, dict[str, float]]:
+    """Least-squares fit (log time) of :data:`FIT_PARAMS`; returns the profile and the fit's error stats."""
+    from scipy.optimize import least_squares
+
+    dep = deployment(config, hardware)
+    key = dep.compute_key
+    names = [p.format(key=key) for p in FIT_PARAMS]
+    base = base_profile()
+    flat = base.flat()
+    x0 = np.log([flat[n] for n in names])
+    lo = np.log([1e-3 if "eff" in n else 1e-2 if "m_half" in n else 1e-8 for n in names])
+    hi = np.log([1.0 if "eff" in n else 4096.0 if "m_half" in n else 0.5 for n in names])
+    batch = StepBatch(sweep.features)
+    target = np.log(sweep.seconds)
+
+    def predict(logp: np.ndarray) -> np.ndarray:
+        prof = base.with_values(dict(zip(names, np.exp(logp).tolist(), strict=True)), "fit")
+        return StepCostModel(dep, prof).step_time(batch, fast=True)
+
+    res = least_squares(lambda p: np.log(predict(p)) - target, np.clip(x0, lo, hi), bounds=(lo, hi))
+    values = dict(zip(names, np.exp(res.x).tolist(), strict=True))
+    src = f"fitted to {len(sweep.seconds)} engine step times, {sweep.info.get('date')}, " \
+          f"load average {sweep.info.get('loadavg')}"  # fmt: skip
+    profile = base.with_values(values, src)
+    rel = predict(res.x) / sweep.seconds - 1.0
+    stats = {"mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel)))}
+    return profile, stats
+
+
+# ----- files -------------------------------------------------------------------------------------------------
+def save_calibration(path: str | Path, peaks: dict[str, Any], profile: CostProfile, fit: dict[str, Any]) -> Path:
+    """Write peaks, fitted parameters and provenance as one YAML file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "hardware": "cpu",
+        "peaks": peaks,
+        "profile": {k: float(v) for k, v in profile.flat().items()},
+        "fit": fit,
+    }
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(path)
+    return path
+
+
+def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[str, Any]]:
+    """Read a file written by :func:`save_calibration`: the ``cpu`` spec, its profile, and the fit record."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise InfercastError(f"no such file: {path}", field="calibration") from None
+    if not isinstance(data, dict) or data.get("hardware") != "cpu" or "peaks" not in data or "profile" not in data:
+        raise InfercastError(f"{path} is not a CPU calibration (needs hardware: cpu, peaks, profile)",
+                             field="calibration")  # fmt: skip
+    fit = data.get("fit", {})
+    src = f"fitted: {path} ({fit.get('date', data['peaks'].get('date', '?'))})"
+    return cpu_hardware(data["peaks"]), base_profile().with_values(data["profile"], src), fit
