@@ -10,9 +10,8 @@ torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
 
-from infercast.analysis.scenario import cost_model  # noqa: E402
 from infercast.cost.batch import StepBatch  # noqa: E402
-from infercast.cost.step import StepCostModel  # noqa: E402
+from infercast.cost.step import StepCostModel, cost_model  # noqa: E402
 from infercast.engine.blocks import BlockPool, chain_hashes  # noqa: E402
 from infercast.engine.clock import ModelClock, WallClock  # noqa: E402
 from infercast.engine.core import Engine  # noqa: E402
@@ -26,7 +25,7 @@ from infercast.sim.decode_cost import compiled_costs  # noqa: E402
 from infercast.sim.workload import WorkloadSpec  # noqa: E402
 from infercast.specs.model import MLASpec, ModelSpec  # noqa: E402
 
-SCHEDULERS = ("static", "vllm", "sarathi")
+SCHEDULERS = ("static", "prefill-first", "chunked")
 _BASE = dict(id="tiny", name="tiny", family="test", source="test", num_layers=2, hidden_size=64,
              num_attention_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=97,
              max_context=512)  # fmt: skip
@@ -91,7 +90,7 @@ def test_outputs_equal_full_forward_pass(model: TransformerModel, scheduler: str
 
 def test_chunked_prefill_and_preemption_paths(model: TransformerModel) -> None:
     """Tiny token budget (every prompt split in chunks) and few blocks (running sequences preempted)."""
-    engine = _engine(model, "sarathi", num_blocks=12, max_num_batched_tokens=8, record_logits=True)
+    engine = _engine(model, "chunked", num_blocks=12, max_num_batched_tokens=8, record_logits=True)
     replay(engine, _workload(10, rate=1000.0), WallClock())
     assert max(s.preemptions for s in engine.seqs.values()) > 0
     assert all(c <= 8 for step in engine.steps for _, c in step.prefill)
@@ -106,7 +105,7 @@ def test_chunked_prefill_and_preemption_paths(model: TransformerModel) -> None:
 ], ids=["sliding", "mqa"])  # fmt: skip
 def test_other_attention_layouts_equal_full_forward_pass(spec: ModelSpec) -> None:
     m = TransformerModel(spec, precision="fp32", seed=5)
-    engine = Engine(m, scheduler="sarathi", num_blocks=24, block_size=16, max_num_seqs=4, max_num_batched_tokens=24,
+    engine = Engine(m, scheduler="chunked", num_blocks=24, block_size=16, max_num_seqs=4, max_num_batched_tokens=24,
                     record_logits=True)  # fmt: skip
     replay(engine, _workload(6), WallClock())
     _assert_matches_reference(m, engine)
@@ -160,7 +159,7 @@ def test_block_pool_refcounts_prefix_hits_and_lru_eviction() -> None:
 
 
 def test_leaks_are_detected(model: TransformerModel) -> None:
-    engine = _engine(model, "sarathi")
+    engine = _engine(model, "chunked")
     replay(engine, _workload(4), WallClock())
     engine.pool.allocate(1)  # a block nobody holds
     with pytest.raises(RuntimeError, match="references"):

@@ -8,7 +8,7 @@ simulator makes, for the tests that check both executors agree).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 
@@ -23,7 +23,7 @@ class Clock(Protocol):
         """Nothing to run before ``t``: wait (or jump) until then."""
         ...
 
-    def finish_step(self, start: float, features: Sequence[float]) -> float:
+    def finish_step(self, start: float, features: Mapping[str, float]) -> float:
         """A step that began at ``start`` has run; returns when it ended."""
         ...
 
@@ -44,14 +44,14 @@ class WallClock:
         if delay > 0:
             time.sleep(delay)
 
-    def finish_step(self, start: float, features: Sequence[float]) -> float:
+    def finish_step(self, start: float, features: Mapping[str, float]) -> float:
         return self.now()
 
 
 class ModelClock:
-    """Simulated time: each step lasts ``step_time(features)`` (the simulator's compiled cost function)."""
+    """Simulated time: each step lasts ``step_time(**features)`` (the simulator's compiled cost function)."""
 
-    def __init__(self, step_time: Callable[[Sequence[float]], float], request_overhead_s: float = 0.0):
+    def __init__(self, step_time: Callable[..., float], request_overhead_s: float = 0.0):
         self.step_time = step_time
         self.request_overhead_s = request_overhead_s
         self.t = 0.0
@@ -62,6 +62,6 @@ class ModelClock:
     def idle_until(self, t: float) -> None:
         self.t = max(self.t, t)
 
-    def finish_step(self, start: float, features: Sequence[float]) -> float:
-        self.t = start + self.step_time(features)
+    def finish_step(self, start: float, features: Mapping[str, float]) -> float:
+        self.t = start + self.step_time(**features)
         return self.t

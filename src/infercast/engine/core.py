@@ -72,24 +72,13 @@ class Sequence:
 
 @dataclass(frozen=True)
 class StepLog:
-    """What one step ran and how long it took (features in :data:`infercast.cost.batch.FEATURES` order)."""
+    """What one step ran, how long it took, and its cost-model features (:data:`infercast.cost.batch.FEATURES`)."""
 
     start: float
     end: float
     prefill: tuple[tuple[int, int], ...]
     decodes: int
-    features: tuple[float, ...]
-
-
-class _RunCount:
-    """``rep.run.n`` as the simulator's schedulers read it."""
-
-    def __init__(self, running: list[Sequence]):
-        self._running = running
-
-    @property
-    def n(self) -> int:
-        return len(self._running)
+    features: dict[str, float]
 
 
 class Engine:
@@ -99,7 +88,7 @@ class Engine:
         self,
         model: TransformerModel,
         *,
-        scheduler: str = "sarathi",
+        scheduler: str = "chunked",
         num_blocks: int,
         block_size: int = 16,
         max_num_seqs: int = 64,
@@ -122,13 +111,12 @@ class Engine:
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
         self.running: list[Sequence] = []
-        self.run = _RunCount(self.running)
         self.steps: list[StepLog] = []
         self.gaps: list[float] = []
         self.on_finish: Callable[[Sequence, float], None] | None = None
         self._joins = 0
 
-    # ----- what schedulers read ----------------------------------------------------------------------------
+    # ----- what schedulers read (infercast.sim.scheduler.ReplicaView) ---------------------------------------
     @property
     def num_running(self) -> int:
         return len(self.running)
@@ -208,7 +196,7 @@ class Engine:
         self._execute(plan, clock)
         return True
 
-    def _features(self, plan: Plan, decodes: list[Sequence]) -> tuple[float, ...]:
+    def _features(self, plan: Plan, decodes: list[Sequence]) -> dict[str, float]:
         """The step's cost-model features, computed as the simulator computes them."""
         w = self.window
         pre = pairs = pairs_w = kv = kv_w = 0.0
@@ -231,8 +219,10 @@ class Engine:
         s = float(sum(ctx))
         sw = float(sum(min(x, w) for x in ctx)) if w else s
         n_pre = len(plan.prefill)
-        return (1.0, pre + n, float(sampled + n), pre, float(n), pairs, pairs_w, kv, kv_w, s, sw, float(n_pre + n),
-                float(n_pre))  # fmt: skip
+        return {"one": 1.0, "tokens": pre + n, "sampled": float(sampled + n), "prefill_tokens": pre,
+                "decode_tokens": float(n), "prefill_pairs": pairs, "prefill_pairs_win": pairs_w, "prefill_kv": kv,
+                "prefill_kv_win": kv_w, "decode_kv": s, "decode_kv_win": sw, "seqs": float(n_pre + n),
+                "prefill_seqs": float(n_pre)}  # fmt: skip
 
     def _execute(self, plan: Plan, clock: Clock) -> None:
         decodes = list(self.running) if plan.decode else []

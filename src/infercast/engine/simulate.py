@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from infercast.cost.profile import CostProfile
 from infercast.errors import require_positive_int
 from infercast.sim.api import SimulationResult, summarize
+from infercast.sim.blocks import BlockLedger
 from infercast.sim.cluster import Coordinator, Router
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder
@@ -47,7 +48,7 @@ class EngineConfig:
     model: ModelSpec
     num_layers: int | None = None
     precision: str = "bf16"
-    scheduler: str = "sarathi"
+    scheduler: str = "chunked"
     num_blocks: int = 256
     block_size: int = 16
     max_num_seqs: int = 16
@@ -85,7 +86,7 @@ def simulate_engine(
                          None, config.prefix_caching, "recompute", profile)  # fmt: skip
     rep = Replica(0, rcfg, table, recorder, skip=skip)
     hash_bs = work.hash_block_size if work.block_hashes is not None else config.block_size
-    rep.kv = KVCache(config.num_blocks, config.block_size, config.prefix_caching, hash_bs)
+    rep.blocks = BlockLedger(KVCache(config.num_blocks, config.block_size, config.prefix_caching, hash_bs), table)
     Coordinator(table, [rep], Router("round_robin", table), closed_loop=work.closed_loop).run()
     table.freeze()
     info = {"model": dep.model.id, "gpu": hardware.id, "scheduler": config.scheduler, "workload": work.name,
