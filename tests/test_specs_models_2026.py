@@ -13,9 +13,11 @@ from infercast.cost.operators import build_op_table
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
+from infercast.sim.api import simulate
 from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.hf_config import load_hf_config
+from infercast.specs.truncate import truncated
 from tests.cli_helpers import run_json
 
 NEW_MODELS = {
@@ -168,3 +170,32 @@ def test_simulate_runs(capsys, model_id):
         "--output-len", "64", "--concurrency", "4", "--num-requests", "12",
     )  # fmt: skip
     assert out["completed"] == 12 and out["output_throughput_tok_s"] > 0
+
+
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_simulator_takes_linear_state_from_the_kv_pool(preemption):
+    # a small pool: each sequence needs its token blocks plus its fixed state blocks; all are freed at the end
+    b = memory_budget("qwen3.5-397b-a17b", "h200", tp=8, gpu_memory_utilization=0.68)
+    per_seq = -(-(256 + 32) // b.block_size) + b.state_blocks_per_sequence
+    res = simulate(
+        "qwen3.5-397b-a17b", "h200", tp=8, input_len=256, output_len=32, num_requests=200, concurrency=200,
+        gpu_memory_utilization=0.68, max_num_seqs=512, preemption=preemption,
+    )  # fmt: skip
+    assert res["completed"] == 200
+    assert res["mean_decode_batch"] <= b.num_blocks // per_seq
+    ledger = res.replicas[0].blocks
+    assert ledger.kv.used == 0 and not ledger.state_holders
+
+
+def test_truncated_hybrid_keeps_its_layer_mix():
+    m = get_model("qwen3.5-397b-a17b")
+    cut = truncated(m, 8)
+    assert (cut.num_linear_layers, cut.num_attention_layers) == (6, 2)
+    with pytest.raises(InfercastError, match="take at least 4"):
+        truncated(m, 3)
+
+
+def test_torch_harness_refuses_attention_it_does_not_implement():
+    torch_model = pytest.importorskip("infercast.measure.torch_model")
+    with pytest.raises(InfercastError, match="linear attention"):
+        torch_model.TransformerModel(get_model("qwen3.5-397b-a17b"), num_layers=4)

@@ -105,6 +105,22 @@ class TransformerModel(nn.Module):
         n = spec.num_layers if num_layers is None else num_layers
         if not 1 <= n <= spec.num_layers:
             raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {n}", field="layers")
+        unsupported = [
+            what
+            for what, present in (
+                ("DeepSeek sparse attention", spec.sparse_attention),
+                ("linear attention (gated DeltaNet)", spec.linear_attention),
+                ("chunked local attention", spec.num_sliding_layers and spec.local_attention == "chunked"),
+                ("gated attention output", spec.attn_output_gate),
+            )
+            if present
+        ]
+        if unsupported:
+            raise InfercastError(
+                f"the torch harness does not implement {', '.join(unsupported)} of {spec.id}; it would time a "
+                "different model",
+                field="model",
+            )
         fp8 = precision == "fp8"
         if fp8:
             require_fp8(device)

@@ -22,12 +22,25 @@ def blocks_for(tokens: int, block_size: int) -> int:
 class BlockLedger:
     """Allocates, hands over and frees one replica's KV blocks (see module docstring)."""
 
-    def __init__(self, kv: KVCache, table: RequestTable):
+    def __init__(self, kv: KVCache, table: RequestTable, state_blocks: int = 0):
         self.kv = kv
         self.table = table
         self.block_size = kv.block_size
         self.reserved = 0
         """Blocks allocated for the growth of the next decode step (see :meth:`reserve`)."""
+        self.state_blocks = state_blocks
+        """Blocks of one sequence's fixed linear-attention state (hybrid models; 0 otherwise): taken from the same
+        pool when the sequence first gets KV blocks and freed with them, as vLLM's hybrid allocator does."""
+        self.state_holders: set[int] = set()
+
+    def _state_need(self, i: int) -> int:
+        return self.state_blocks if self.state_blocks and i not in self.state_holders else 0
+
+    def _free_state(self, i: int) -> int:
+        if i in self.state_holders:
+            self.state_holders.discard(i)
+            return self.state_blocks
+        return 0
 
     # ----- admission and prefill -----------------------------------------------------------------------------
     def match_prefix(self, i: int) -> int:
@@ -53,9 +66,12 @@ class BlockLedger:
         tb, kv = self.table, self.kv
         shared = tb.pinned[i] * kv.blocks_per_unit
         need = blocks_for(tokens, self.block_size) - shared
-        if not kv.allocate(need):
+        state = self._state_need(i)
+        if not kv.allocate(max(need, 0) + state):
             self.unmatch(i)
             return False
+        if state:
+            self.state_holders.add(i)
         tb.shared[i] = shared
         tb.private[i] = need if need > 0 else 0
         return True
@@ -89,8 +105,11 @@ class BlockLedger:
         """Allocate the KV of a sequence that decodes next at ``context`` (arriving from a prefill pool, or
         swapped back in); False if blocks run short."""
         need = blocks_for(context - 1, self.block_size)
-        if not self.kv.allocate(need):
+        state = self._state_need(i)
+        if not self.kv.allocate(need + state):
             return False
+        if state:
+            self.state_holders.add(i)
         tb = self.table
         tb.private[i], tb.shared[i], tb.pinned[i] = need, 0, 0
         return True
@@ -99,7 +118,7 @@ class BlockLedger:
     def release(self, i: int) -> None:
         """Free everything request ``i`` holds (finished, preempted or handed to another pool)."""
         tb = self.table
-        self.kv.release(int(tb.private[i]))
+        self.kv.release(int(tb.private[i]) + self._free_state(i))
         if tb.pinned[i]:
             self.kv.unpin(tb.hashes_of(i), int(tb.pinned[i]))
         tb.private[i] = tb.shared[i] = tb.pinned[i] = 0
@@ -115,7 +134,7 @@ class BlockLedger:
         shared, pinned = tb.shared, tb.pinned
         freed = 0
         for i, held in done:
-            freed += held - shared[i]
+            freed += held - shared[i] + (self._free_state(i) if self.state_holders else 0)
             if pinned[i]:
                 kv.unpin(tb.hashes_of(i), pinned[i])
                 pinned[i] = 0

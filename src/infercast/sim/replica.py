@@ -113,7 +113,8 @@ class Replica:
         self.block_bytes = mem.block_bytes
         self.bs = mem.block_size
         hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
-        self.blocks = BlockLedger(KVCache(mem.num_blocks, mem.block_size, config.prefix_caching, hash_bs), table)
+        kv = KVCache(mem.num_blocks, mem.block_size, config.prefix_caching, hash_bs)
+        self.blocks = BlockLedger(kv, table, mem.state_blocks_per_sequence)
         self.window = dep.model.attention_window
         model = cost_model(dep, config.profile)
         self.profile = model.profile
@@ -429,7 +430,8 @@ class Replica:
         i = self.waiting[0]
         ctx = int(tb.computed[i])
         need = blocks_for(ctx - 1, self.bs)
-        if self.num_seqs >= self.max_seqs or not self.blocks.fits(need + 1):  # + room for its next token
+        # + room for its next token, and for its linear-attention state (hybrid models)
+        if self.num_seqs >= self.max_seqs or not self.blocks.fits(need + 1 + self.blocks.state_blocks):
             return False
         self.blocks.hold(i, ctx)
         self.waiting.popleft()

@@ -8,6 +8,7 @@ count is the number of those first N layers that slide. No torch import here.
 
 from __future__ import annotations
 
+from infercast.errors import InfercastError
 from infercast.specs.model import ModelSpec
 
 
@@ -41,4 +42,15 @@ def truncated(spec: ModelSpec, layers: int) -> ModelSpec:
     }
     if spec.moe:
         update["moe"] = spec.moe.model_copy(update={"num_dense_layers": min(spec.moe.num_dense_layers, layers)})
+    if spec.linear_attention:
+        # full-attention layers spread evenly, each the last of its group (Qwen3-Next/Qwen3.5: every 4th)
+        full, total = spec.num_attention_layers, spec.num_layers
+        attention = sum((i + 1) * full // total > i * full // total for i in range(layers))
+        if not attention:
+            first = next(i for i in range(total) if (i + 1) * full // total > i * full // total)
+            raise InfercastError(
+                f"the first {layers} layers of {spec.id} are all linear-attention layers; take at least {first + 1}",
+                field="layers",
+            )
+        update["linear_attention"] = spec.linear_attention.model_copy(update={"num_layers": layers - attention})
     return spec.model_copy(update=update)
