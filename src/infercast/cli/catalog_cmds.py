@@ -24,7 +24,9 @@ def models(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = F
     for m in rows:
         t.add_row(
             m.id,
-            m.attention_kind + (" + MoE" if m.moe else "") + (" + SWA" if m.sliding_window else ""),
+            m.attention_kind
+            + (" + MoE" if m.moe else "")
+            + (" + SWA" if m.num_sliding_layers and m.local_attention == "sliding" else ""),
             str(m.num_layers),
             str(m.hidden_size),
             fmt_count(m.total_params),

@@ -20,7 +20,7 @@ def memory(
         str | None,
         typer.Option(
             help="Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, "
-            "int4, nvfp4, mxfp4, mxfp4-moe (default: the model's; fp16 on chips without bf16)."
+            "int4, nvfp4, mxfp4, mxfp4-moe, int4-moe (default: the model's; fp16 on chips without bf16)."
         ),
     ] = None,
     kv_precision: Annotated[

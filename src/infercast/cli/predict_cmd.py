@@ -11,7 +11,7 @@ from infercast.analysis.scenario import predict as run_predict
 from infercast.cli.common import JSON_HELP, console, emit_json
 
 PRECISION_HELP = (
-    "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe "
+    "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe, int4-moe "
     "(default: the model's; fp16 on chips without bf16)."
 )
 
