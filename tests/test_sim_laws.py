@@ -48,7 +48,7 @@ EQUIVALENCE_CASES = {
 def test_skip_ahead_equals_step_by_step(case):
     kw = dict(EQUIVALENCE_CASES[case])
     fast = simulate(MODEL, GPU, seed=5, **kw)
-    slow = simulate(MODEL, GPU, seed=5, skip=False, **kw)
+    slow = simulate(MODEL, GPU, seed=5, step_mode=True, **kw)
     _close(fast.summary, slow.summary)
     np.testing.assert_allclose(fast.table.finish, slow.table.finish, rtol=1e-12)
     assert fast.summary["steps"] > 0
@@ -57,7 +57,7 @@ def test_skip_ahead_equals_step_by_step(case):
 @pytest.mark.parametrize("model", ["gemma-2-9b", "qwen3-30b-a3b"])
 def test_skip_ahead_equivalence_sliding_window_and_moe(model):
     kw = dict(input_len="uniform:100,6000", output_len="uniform:10,300", num_requests=80, rate=10, seed=2)
-    _close(simulate(model, GPU, **kw).summary, simulate(model, GPU, skip=False, **kw).summary)
+    _close(simulate(model, GPU, **kw).summary, simulate(model, GPU, step_mode=True, **kw).summary)
 
 
 def test_low_rate_matches_single_request_prediction():

@@ -11,8 +11,8 @@ import pytest
 from infercast.errors import InfercastError
 from infercast.sim.api import DisaggConfig, simulate
 from infercast.sim.cluster import KVLink
+from infercast.sim.config import ClusterConfig, EngineConfig, ObserveConfig, SimulationConfig
 from infercast.sim.metrics import SLO
-from infercast.sim.replica import ReplicaConfig
 from infercast.sim.scheduler import make_scheduler
 from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.workload import WorkloadSpec, builtin_trace, retime, synthetic
@@ -44,12 +44,19 @@ def test_engine_limits_are_applied_not_replaced_by_defaults():
 
 def test_replica_config_validates_on_construction():
     dep = Deployment.resolve(MODEL, GPU)
-    assert _field(ReplicaConfig, dep, max_num_seqs=0) == "max_num_seqs"
-    assert _field(ReplicaConfig, dep, scheduler="disagg") == "scheduler"  # a pool's replicas run one scheduler
-    assert _field(ReplicaConfig, dep, preemption="drop") == "preemption"
-    assert _field(ReplicaConfig, dep, gpu_memory_utilization=1.5) == "gpu_memory_utilization"
-    assert _field(ReplicaConfig, dep, seed=-1) == "seed"
-    assert ReplicaConfig(dep, max_num_seqs=8.0).max_num_seqs == 8
+    assert _field(EngineConfig, max_num_seqs=0) == "max_num_seqs"
+    assert _field(EngineConfig, scheduler="disagg") == "scheduler"  # a pool's replicas run one scheduler
+    assert _field(EngineConfig, preemption="drop") == "preemption"
+    assert _field(EngineConfig, gpu_memory_utilization=1.5) == "gpu_memory_utilization"
+    assert EngineConfig(max_num_seqs=8.0).max_num_seqs == 8
+    assert _field(ClusterConfig, replicas=0) == "replicas"
+    assert _field(ClusterConfig, router="random") == "router"
+    assert _field(ObserveConfig, goodput="latency:3") == "goodput"
+    work = WorkloadSpec(input_len=10, output_len=5, rate=1.0)
+    assert _field(SimulationConfig, "llama", work) == "deployment"
+    assert _field(SimulationConfig, dep, work, engine=EngineConfig(scheduler="static"),
+                  cluster=ClusterConfig(disagg=DisaggConfig())) == "scheduler"  # fmt: skip
+    assert _field(WorkloadSpec, input_len=10, output_len=5, rate=1.0, seed=-1) == "seed"
 
 
 @pytest.mark.parametrize("scheduler", ["", 3, "fifo"])
@@ -222,4 +229,5 @@ def test_scheduler_names_say_the_policy_and_engines_choose_one():
     assert simulate(MODEL, GPU, engine="vllm-0.6", **SMALL).config["scheduler"] == "prefill-first"
     for old, new in (("sarathi", "chunked"), ("vllm", "prefill-first"), ("Static", "static")):
         assert simulate(MODEL, GPU, scheduler=old, **SMALL).config["scheduler"] == new
-    assert ReplicaConfig(Deployment.resolve(MODEL, GPU, engine="torch")).scheduler == "prefill-first"
+    torch = SimulationConfig(Deployment.resolve(MODEL, GPU, engine="torch"), WorkloadSpec(**SMALL))
+    assert torch.scheduler == "prefill-first" and torch.engine.scheduler is None

@@ -4,8 +4,8 @@ Public API (imported lazily so ``import infercast`` stays fast)::
 
     infercast.predict(model, gpu, input_len=..., output_len=..., ...)   -> Prediction
     infercast.sweep(models=..., gpus=..., ...)                           -> pandas.DataFrame
-    infercast.simulate(...)                                             -> SimulationResult
     infercast.plan(model, gpus, slo=..., rate=..., input_len=..., ...)    -> PlanResult (cheapest deployment)
+    infercast.simulate(SimulationConfig(...)) or simulate(model, gpu, ...) -> SimulationResult
     infercast.memory_budget(model, gpu, ...)                            -> MemoryBudget
     infercast.get_model / get_hardware / list_models / list_hardware    catalogs
     infercast.Models, infercast.Hardware, infercast.ServingModel, infercast.show   (tutorial-style API)
@@ -25,6 +25,12 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "simulate": ("infercast.sim.api", "simulate"),
     "SimulationResult": ("infercast.sim.api", "SimulationResult"),
     "PlanResult": ("infercast.plan.result", "PlanResult"),
+    "SimulationConfig": ("infercast.sim.config", "SimulationConfig"),
+    "EngineConfig": ("infercast.sim.config", "EngineConfig"),
+    "ClusterConfig": ("infercast.sim.config", "ClusterConfig"),
+    "ObserveConfig": ("infercast.sim.config", "ObserveConfig"),
+    "DisaggConfig": ("infercast.sim.config", "DisaggConfig"),
+    "WorkloadSpec": ("infercast.sim.workload", "WorkloadSpec"),
     "memory_budget": ("infercast.memory", "memory_budget"),
     "MemoryBudget": ("infercast.memory", "MemoryBudget"),
     "get_model": ("infercast.specs.catalog", "get_model"),

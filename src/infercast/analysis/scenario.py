@@ -98,9 +98,33 @@ def check_context(model: ModelSpec, input_len: int, output_len: int) -> None:
         )
 
 
+def as_deployment(
+    model: str | ModelSpec | Deployment,
+    gpu: str | HardwareSpec | None,
+    *,
+    tp: int = 1,
+    ep: int = 1,
+    precision: str | None = None,
+    kv_precision: str | None = None,
+    engine: str | EngineSpec = "vllm",
+) -> Deployment:
+    """The deployment an analysis entry point was given: a :class:`Deployment` as is (its parts may not be given
+    again), or one resolved from a model, a GPU and the parallelism/format/engine keywords."""
+    if isinstance(model, Deployment):
+        parts = {"gpu": gpu is None, "tp": tp == 1, "ep": ep == 1, "precision": precision is None,
+                 "kv_precision": kv_precision is None, "engine": engine == "vllm"}  # fmt: skip
+        for name, unset in parts.items():
+            if not unset:
+                raise InfercastError("is part of the Deployment given; set it there", field=name)
+        return model
+    if gpu is None:
+        raise InfercastError("needs a gpu (or a Deployment)", field="gpu")
+    return Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+
+
 def predict(
-    model: str | ModelSpec,
-    gpu: str | HardwareSpec,
+    model: str | ModelSpec | Deployment,
+    gpu: str | HardwareSpec | None = None,
     *,
     input_len: int,
     output_len: int,
@@ -120,8 +144,10 @@ def predict(
     step as the context grows from I+1 to I+O-1; ITL the same for a single stream; throughput that of a
     static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
+    ``model`` may be a :class:`Deployment` (then without ``gpu``, ``tp``, ``ep``, ``precision``,
+    ``kv_precision``, ``engine``).
     """
-    dep = Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+    dep = as_deployment(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
     batch = require_positive_int("batch", batch)

@@ -9,15 +9,18 @@ import typer
 from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_float_list
+from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
-from infercast.sim.api import DisaggConfig
-from infercast.sim.api import simulate as run_simulate
-from infercast.sim.cluster import KVLink
+from infercast.sim.api import run as run_simulation
+from infercast.sim.api import simulation_config
+from infercast.sim.config import DisaggConfig, KVLink
 from infercast.sim.speculative import SpeculativeConfig
 
-SCHEDULERS = ("static | prefill-first (continuous batching, whole prompts first) | chunked (chunked prefill) | "
-              "disagg (prefill and decode pools); default: the engine's (chunked where it enables chunked prefill)")
+SCHEDULERS = (
+    "static | prefill-first (continuous batching, whole prompts first) | chunked (chunked prefill) | "
+    "disagg (prefill and decode pools); default: the engine's (chunked where it enables chunked prefill)"
+)
 DEFAULT_SPEC_ACCEPTANCE = 0.7
 """--spec-acceptance when --spec-tokens is given without it (a typical EAGLE-style draft on chat traffic)."""
 KV_LINK_DEFAULT_GBPS = KVLink().bandwidth_bytes_s / 1e9
@@ -30,6 +33,7 @@ def _length(value: str | None, field: str) -> int | str | None:
     return int(value) if value.strip().lstrip("-").isdigit() else value
 
 
+@with_flags
 def simulate(
     model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
     gpu: Annotated[str, typer.Option(help="Accelerator id or hardware YAML file.")] = "h100-sxm",
@@ -57,7 +61,10 @@ def simulate(
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: N clients, each sends on completion.")] = None,
     offline: Annotated[bool, typer.Option("--offline", help="All requests at t=0 (throughput test).")] = False,
     max_num_seqs: Annotated[int | None, typer.Option(help="Scheduler sequence limit.")] = None,
-    max_batched_tokens: Annotated[int | None, typer.Option(help="Tokens per step (chunked-prefill budget).")] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option("--max-num-batched-tokens", "--max-batched-tokens", help="Tokens per step (token budget)."),
+    ] = None,
     block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="Memory fraction for the engine.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
@@ -111,9 +118,9 @@ def simulate(
         _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
     common = dict(
         tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, scheduler=scheduler,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched_tokens, block_size=block_size,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching, preemption=preemption,
-        replicas=replicas, router=router, disagg=disagg, speculative=speculative, skip=not step_mode,
+        replicas=replicas, router=router, disagg=disagg, speculative=speculative, step_mode=step_mode,
         trace=trace, input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
         num_requests=num_requests, burstiness=burstiness, seed=seed, prefix=prefix,
     )  # fmt: skip
@@ -136,10 +143,11 @@ def simulate(
         else:
             _render_sweep(sweep)
         return
-    result = run_simulate(
+    config = simulation_config(
         model, gpu, rate=rate, concurrency=concurrency, offline=offline, goodput=goodput,
         trace_steps=200_000 if trace_out else 0, sample_interval=0.05 if (trace_out or plot_dir) else 1.0, **common,
     )  # fmt: skip
+    result = run_simulation(config)
     if requests_out:
         from infercast.sim.export import write_requests
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -10,57 +10,41 @@ import numpy as np
 import pandas as pd
 
 from infercast.cost.profile import CostProfile
-from infercast.errors import InfercastError, require_positive_int, require_positive_number
-from infercast.sim.cluster import Coordinator, KVLink, Router
+from infercast.errors import InfercastError
+from infercast.sim.cluster import Coordinator, Router
+from infercast.sim.config import ClusterConfig, DisaggConfig, EngineConfig, KVLink, ObserveConfig, SimulationConfig
 from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
-from infercast.sim.replica import Replica, ReplicaConfig
+from infercast.sim.replica import Replica
 from infercast.sim.saturation import saturation
-from infercast.sim.scheduler import SCHEDULERS, engine_scheduler, scheduler_name
+from infercast.sim.scheduler import SCHEDULERS, scheduler_name
 from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.state import RequestTable
-from infercast.sim.workload import WORKLOAD_FIELDS, LengthLike, PrefixSpec, Workload, WorkloadSpec
-from infercast.specs.deployment import Deployment
-from infercast.specs.engine import get_engine
+from infercast.sim.summary import LatencyStats, SimulationSummary
+from infercast.sim.workload import LengthLike, PrefixSpec, Workload, WorkloadSpec
+from infercast.specs.deployment import Deployment, check_tp_on_hardware
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 
 SIMULATE_SCHEDULERS = (*SCHEDULERS, "disagg")
 
 
-@dataclass(frozen=True)
-class DisaggConfig:
-    """Disaggregated serving: separate prefill and decode pools (instance counts and TP of each)."""
-
-    prefill_instances: int = 1
-    decode_instances: int = 1
-    prefill_tp: int | None = None
-    decode_tp: int | None = None
-    link: KVLink = field(default_factory=KVLink)
-
-    def __post_init__(self) -> None:
-        for name in ("prefill_instances", "decode_instances"):
-            object.__setattr__(self, name, require_positive_int(name, getattr(self, name)))
-        for name in ("prefill_tp", "decode_tp"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, require_positive_int(name, value))
-        if not isinstance(self.link, KVLink):
-            raise InfercastError(f"must be a KVLink, got {type(self.link).__name__}", field="link")
-
-
 @dataclass
 class SimulationResult:
-    """Outcome of a run: summary metrics (``summary``), per-request table, occupancy, step trace."""
+    """Outcome of a run: typed summary metrics (``summary``), per-request table, occupancy, step trace.
 
-    summary: dict[str, Any]
+    ``config`` is the flat description of the run written to JSON output and plot captions; ``settings`` the
+    :class:`SimulationConfig` that produced it."""
+
+    summary: SimulationSummary
     table: RequestTable
     recorder: Recorder
     config: dict[str, Any]
     replicas: list[Replica] = field(default_factory=list, repr=False)
+    settings: SimulationConfig | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary, "config": self.config}
+        return {**self.summary.to_dict(), "config": self.config}
 
     def requests(self) -> pd.DataFrame:
         """One row per request: arrival, lengths, TTFT, TPOT, E2E, queueing (:meth:`RequestTable.queue_delay`),
@@ -93,12 +77,23 @@ class SimulationResult:
         return self.summary[key]
 
 
-def build_workload(**options: Any) -> Workload:
-    """The workload a ``simulate`` call describes: :class:`~infercast.sim.workload.WorkloadSpec` keywords."""
-    return WorkloadSpec(**options).build()
-
-
 def simulate(
+    model: SimulationConfig | str | ModelSpec,
+    gpu: str | HardwareSpec | None = None,
+    **options: Any,
+) -> SimulationResult:
+    """Simulate serving under a workload: ``simulate(config)`` with a :class:`SimulationConfig`, or
+    ``simulate(model, gpu, **options)`` with the keywords of :func:`simulation_config`."""
+    if isinstance(model, SimulationConfig):
+        if gpu is not None or options:
+            raise InfercastError("give a SimulationConfig alone, or a model and gpu with keywords", field="config")
+        return run(model)
+    if gpu is None:
+        raise InfercastError("needs a gpu (or a SimulationConfig)", field="gpu")
+    return run(simulation_config(model, gpu, **options))
+
+
+def simulation_config(
     model: str | ModelSpec,
     gpu: str | HardwareSpec,
     *,
@@ -131,12 +126,12 @@ def simulate(
     disagg: DisaggConfig | None = None,
     goodput: list[str] | str | None = None,
     speculative: SpeculativeConfig | None = None,
-    skip: bool = True,
+    step_mode: bool = False,
     trace_steps: int = 0,
     sample_interval: float = 1.0,
     profile: CostProfile | None = None,
-) -> SimulationResult:
-    """Simulate serving ``model`` on ``gpu`` under a workload; see ``infercast simulate --help``.
+) -> SimulationConfig:
+    """A :class:`SimulationConfig` from flat keywords (the ``infercast simulate`` options by their API names).
 
     The requests: the keywords of :class:`~infercast.sim.workload.WorkloadSpec` (``workload`` / ``trace`` /
     ``input_len`` + ``output_len``, ``num_requests``, ``rate`` / ``concurrency`` / ``offline``, ``arrival``,
@@ -144,65 +139,76 @@ def simulate(
     ``scheduler``: static | prefill-first (continuous batching, whole prompts first) | chunked (chunked
     prefill) | disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill);
     None: the engine preset's (chunked where the engine enables chunked prefill, else prefill-first).
-    ``skip=False`` steps token by token (same results; used to test the fast path).
+    ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
-    args = locals()
-    spec = WorkloadSpec(**{name: args[name] for name in WORKLOAD_FIELDS})
-    if scheduler is None:
-        scheduler = engine_scheduler(get_engine(engine))
-    sched = scheduler_name(scheduler, extra=("disagg",))
-    replicas = require_positive_int("replicas", replicas)
+    spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
+                        num_requests=num_requests, rate=rate, burstiness=burstiness, concurrency=concurrency,
+                        offline=offline, arrival=arrival, seed=seed, prefix=prefix)  # fmt: skip
+    sched = None if scheduler is None else scheduler_name(scheduler, extra=("disagg",))
     if disagg is not None and sched != "disagg":
         raise InfercastError(f"a DisaggConfig needs scheduler='disagg' (got {sched!r})", field="disagg")
     if sched == "disagg":
         disagg = DisaggConfig() if disagg is None else disagg
         if not isinstance(disagg, DisaggConfig):
             raise InfercastError(f"must be a DisaggConfig, got {type(disagg).__name__}", field="disagg")
-        if replicas != 1:
-            raise InfercastError(
-                "with scheduler='disagg' the pools are sized by DisaggConfig(prefill_instances, decode_instances) "
-                "(--prefill-instances, --decode-instances)",
-                field="replicas",
-            )
-    trace_steps = require_positive_int("trace_steps", trace_steps, minimum=0)
-    sample_interval = require_positive_number("sample_interval", sample_interval, allow_zero=True)
-    slo = SLO.parse(goodput)
-    work = spec.build()
-    table = RequestTable(work)
-    _check_lengths(work, model)
-    recorder = Recorder(trace_limit=trace_steps, sample_interval=sample_interval)
+        sched = "chunked"
+    dep = Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+    engine_config = EngineConfig(sched, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
+                                 prefix_caching, preemption, speculative)  # fmt: skip
+    return SimulationConfig(dep, spec, engine_config, ClusterConfig(replicas, router, disagg),
+                            ObserveConfig(goodput, trace_steps, sample_interval), profile, step_mode)  # fmt: skip
 
-    def make(rid: int, tp_: int, sched_: str) -> Replica:
-        dep = Deployment.resolve(model, gpu, tp=tp_, ep=ep, precision=precision, kv_precision=kv_precision,
-                                 engine=engine)  # fmt: skip
-        cfg = ReplicaConfig(dep, sched_, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
-                            prefix_caching, preemption, profile, speculative, spec.seed)  # fmt: skip
-        return Replica(rid, cfg, table, recorder, skip=skip)
+
+def run(config: SimulationConfig) -> SimulationResult:
+    """Run one simulation (see :class:`SimulationConfig`)."""
+    work = config.workload.build()
+    _check_lengths(work, config.deployment.model)
+    table = RequestTable(work)
+    recorder = Recorder(trace_limit=config.observe.trace_steps, sample_interval=config.observe.sample_interval)
+    dep, engine, cluster = config.deployment, config.engine, config.cluster
+    seed = config.workload.seed
+
+    def make(rid: int, tp: int | None, engine: EngineConfig) -> Replica:
+        return Replica(rid, with_tp(dep, tp), engine, table, recorder, profile=config.profile, seed=seed,
+                       step_mode=config.step_mode)  # fmt: skip
 
     pools: dict[str, Any] = {}
+    disagg = cluster.disagg
     if disagg is not None:
-        pre = [make(r, disagg.prefill_tp or tp, "chunked") for r in range(disagg.prefill_instances)]
-        dec = [make(disagg.prefill_instances + r, disagg.decode_tp or tp, "chunked")
-               for r in range(disagg.decode_instances)]  # fmt: skip
-        coord = Coordinator(table, pre, Router(router, table), decode_replicas=dec,
+        pool = replace(engine, scheduler="chunked")  # both pools run chunked prefill
+        pre = [make(r, disagg.prefill_tp, pool) for r in range(disagg.prefill_instances)]
+        dec = [make(disagg.prefill_instances + r, disagg.decode_tp, pool) for r in range(disagg.decode_instances)]
+        coord = Coordinator(table, pre, Router(cluster.router, table), decode_replicas=dec,
                             decode_router=Router("least_outstanding", table), kv_link=disagg.link,
                             closed_loop=work.closed_loop)  # fmt: skip
         reps = pre + dec
-        pools = {"prefill_instances": len(pre), "decode_instances": len(dec), "prefill_tp": pre[0].config.deployment.tp,
-                 "decode_tp": dec[0].config.deployment.tp}  # fmt: skip
+        pools = {"prefill_instances": len(pre), "decode_instances": len(dec), "prefill_tp": pre[0].deployment.tp,
+                 "decode_tp": dec[0].deployment.tp}  # fmt: skip
     else:
-        reps = [make(r, tp, sched) for r in range(replicas)]
-        coord = Coordinator(table, reps, Router(router, table), closed_loop=work.closed_loop)
+        reps = [make(r, None, engine) for r in range(cluster.replicas)]
+        coord = Coordinator(table, reps, Router(cluster.router, table), closed_loop=work.closed_loop)
     coord.run()
     table.freeze()
-    dep0 = reps[0].config.deployment
-    config = {
-        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": tp, "ep": ep, "precision": dep0.scheme.name,
-        "engine": engine, "scheduler": sched, "replicas": len(reps), **pools, "router": router,
-        "max_num_seqs": reps[0].max_seqs, "max_num_batched_tokens": reps[0].max_batched_tokens,
-        "kv_blocks_per_replica": reps[0].kv.num_blocks, "block_size": reps[0].bs, "workload": work.name,
+    dep0 = reps[0].deployment
+    description = {
+        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": dep.tp, "ep": dep.ep, "precision": dep0.scheme.name,
+        "engine": dep.engine.id, "scheduler": config.scheduler, "replicas": len(reps), **pools,
+        "router": cluster.router, "max_num_seqs": reps[0].max_seqs,
+        "max_num_batched_tokens": reps[0].max_batched_tokens, "kv_blocks_per_replica": reps[0].kv.num_blocks,
+        "block_size": reps[0].bs, "workload": work.name,
     }  # fmt: skip
-    return SimulationResult(summarize(table, recorder, reps, slo, work), table, recorder, config, reps)
+    summary = summarize(table, recorder, reps, config.observe.goodput, work)
+    return SimulationResult(summary, table, recorder, description, reps, config)
+
+
+def with_tp(dep: Deployment, tp: int | None) -> Deployment:
+    """The deployment with another tensor-parallel size (a disaggregated pool's), validated as
+    :meth:`Deployment.resolve` validates it; ``None``: unchanged."""
+    if tp is None or tp == dep.tp:
+        return dep
+    dep.model.check_parallelism(tp, dep.ep)
+    check_tp_on_hardware(dep.hardware, tp)
+    return replace(dep, tp=tp)
 
 
 def _check_lengths(work: Workload, model: str | ModelSpec) -> None:
@@ -219,7 +225,9 @@ def _check_lengths(work: Workload, model: str | ModelSpec) -> None:
         )
 
 
-def summarize(table: RequestTable, rec: Recorder, reps: list[Replica], slo: SLO | None, work: Workload) -> dict:
+def summarize(
+    table: RequestTable, rec: Recorder, reps: list[Replica], slo: SLO | None, work: Workload
+) -> SimulationSummary:
     """The metrics ``vllm bench serve`` reports, plus queueing, cache, preemption and saturation figures.
 
     Throughputs are over the benchmark duration as ``vllm bench serve`` measures it: from the benchmark's
@@ -231,33 +239,31 @@ def summarize(table: RequestTable, rec: Recorder, reps: list[Replica], slo: SLO 
     completed = int(done.sum())
     out_tokens = int(table.output[done].sum())
     in_tokens = int(table.prompt[done].sum())
-    summary: dict[str, Any] = {
-        "num_requests": table.n,
-        "completed": completed,
-        "duration_s": span,
-        "request_throughput_req_s": completed / span,
-        "output_throughput_tok_s": out_tokens / span,
-        "total_throughput_tok_s": (in_tokens + out_tokens) / span,
-        "ttft_s": latency_stats(ttft[done]),
-        "tpot_s": latency_stats(tpot[done]),
-        "itl_s": rec.gaps.stats(),
-        "e2e_s": latency_stats(e2e[done]),
-        "queue_s": latency_stats(table.queue_delay()[done]),
-        "preemptions": int(table.preemptions.sum()),
-        "prefix_cache_hit_rate": _hit_rate(reps),
-        "steps": rec.step_count,
-        "busy_fraction": rec.busy_time / (span * len(reps)),
-        "mean_decode_batch": _mean_batch(rec),
-    }
+    goodput: dict[str, Any] = {"goodput_req_s": completed / span}
     if slo is not None:
         ok = slo.met(ttft[done], tpot[done], e2e[done])
-        summary["goodput_req_s"] = int(ok.sum()) / span
-        summary["slo_attainment"] = float(ok.mean()) if ok.size else 0.0
-        summary["slo"] = slo.to_dict()
-    else:
-        summary["goodput_req_s"] = summary["request_throughput_req_s"]
-    summary.update(saturation(table, work))
-    return summary
+        goodput = {"goodput_req_s": int(ok.sum()) / span, "slo_attainment": float(ok.mean()) if ok.size else 0.0,
+                   "slo": slo.to_dict()}  # fmt: skip
+    return SimulationSummary(
+        num_requests=table.n,
+        completed=completed,
+        duration_s=span,
+        request_throughput_req_s=completed / span,
+        output_throughput_tok_s=out_tokens / span,
+        total_throughput_tok_s=(in_tokens + out_tokens) / span,
+        ttft_s=LatencyStats.from_dict(latency_stats(ttft[done])),
+        tpot_s=LatencyStats.from_dict(latency_stats(tpot[done])),
+        itl_s=LatencyStats.from_dict(rec.gaps.stats()),
+        e2e_s=LatencyStats.from_dict(latency_stats(e2e[done])),
+        queue_s=LatencyStats.from_dict(latency_stats(table.queue_delay()[done])),
+        preemptions=int(table.preemptions.sum()),
+        prefix_cache_hit_rate=_hit_rate(reps),
+        steps=rec.step_count,
+        busy_fraction=rec.busy_time / (span * len(reps)),
+        mean_decode_batch=_mean_batch(rec),
+        **goodput,
+        **saturation(table, work),
+    )
 
 
 def _hit_rate(reps: list[Replica]) -> float:
@@ -272,4 +278,18 @@ def _mean_batch(rec: Recorder) -> float:
     return float(occ["running"].mean())
 
 
-__all__ = ["DisaggConfig", "SimulationResult", "build_workload", "saturation", "simulate", "summarize"]
+__all__ = [
+    "ClusterConfig",
+    "DisaggConfig",
+    "EngineConfig",
+    "KVLink",
+    "ObserveConfig",
+    "SimulationConfig",
+    "SimulationResult",
+    "SimulationSummary",
+    "run",
+    "saturation",
+    "simulate",
+    "simulation_config",
+    "summarize",
+]

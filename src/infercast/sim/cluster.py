@@ -12,30 +12,13 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.errors import InfercastError, require_positive_number, unknown_choice
+from infercast.errors import InfercastError, unknown_choice
+from infercast.sim.config import ROUTERS, KVLink
 from infercast.sim.replica import Replica
 from infercast.sim.state import RequestTable
-
-ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
-
-
-@dataclass(frozen=True)
-class KVLink:
-    """The link KV caches cross from the prefill to the decode pool (per GPU)."""
-
-    bandwidth_bytes_s: float = 50e9
-    """Default: one 400 Gb/s InfiniBand NDR port per GPU (50 GB/s), the common disaggregation fabric."""
-    latency_s: float = 20e-6
-    """Per transfer: RDMA setup and completion notification (tens of microseconds)."""
-
-    def __post_init__(self) -> None:
-        bandwidth = require_positive_number("bandwidth_bytes_s", self.bandwidth_bytes_s)
-        object.__setattr__(self, "bandwidth_bytes_s", bandwidth)
-        object.__setattr__(self, "latency_s", require_positive_number("latency_s", self.latency_s, allow_zero=True))
 
 
 class Router:

@@ -4,7 +4,7 @@ Step times come only from the cost layer: a compiled function of the step's name
 (:func:`infercast.cost.compiled.compile_scalar`) for steps with prefill work, and the decode table for
 decode-only steps, which :mod:`infercast.sim.decode_runner` accounts a span at a time. KV blocks are owned
 through :class:`~infercast.sim.blocks.BlockLedger`; the scheduler sees the replica through
-:class:`~infercast.sim.scheduler.base.ReplicaView`. ``skip=False`` runs the same state machine one step at a
+:class:`~infercast.sim.scheduler.base.ReplicaView`. ``step_mode`` runs the same state machine one step at a
 time; the tests check both give the same metrics.
 """
 
@@ -12,92 +12,56 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
-from infercast.errors import (
-    DoesNotFitError,
-    InfercastError,
-    require_fraction,
-    require_positive_int,
-    unknown_choice,
-)
+from infercast.errors import DoesNotFitError
 from infercast.memory import memory_budget
 from infercast.sim.blocks import BlockLedger, blocks_for
+from infercast.sim.config import EngineConfig
 from infercast.sim.decode_cost import compiled_costs
 from infercast.sim.decode_runner import decode_gaps, decode_span, single_line, speculative_step
 from infercast.sim.decode_set import DecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
-from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler, scheduler_name
+from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
 from infercast.sim.speculative import SpeculativeConfig, Speculator
 from infercast.sim.state import RequestTable
 from infercast.specs.deployment import Deployment
 
-PREEMPTION_MODES = ("recompute", "swap")
 GAP_CHECK_EVERY_STEPS = 4096
 """Steps with prefill work between checks that the inter-token-gap buffers stay bounded. A check is a couple
 of comparisons; every few thousand steps keeps it off the per-step cost while a buffer grows by at most a
 few thousand x batch entries before the recorder folds it (decode spans are checked at occupancy samples)."""
 
 
-@dataclass(frozen=True)
-class ReplicaConfig:
-    """How a replica is deployed and scheduled (``scheduler`` None: the engine preset's, see
-    :func:`~infercast.sim.scheduler.engine_scheduler`)."""
-
-    deployment: Deployment
-    scheduler: str | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    block_size: int | None = None
-    gpu_memory_utilization: float | None = None
-    prefix_caching: bool = True
-    preemption: str = "recompute"  # recompute | swap
-    profile: CostProfile | None = None
-    speculative: SpeculativeConfig | None = None
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.deployment, Deployment):
-            raise InfercastError(f"must be a Deployment, got {type(self.deployment).__name__}", field="deployment")
-        if self.scheduler is None:
-            object.__setattr__(self, "scheduler", engine_scheduler(self.deployment.engine))
-        object.__setattr__(self, "scheduler", scheduler_name(self.scheduler))
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, require_positive_int(name, value))
-        if self.gpu_memory_utilization is not None:
-            value = require_fraction("gpu_memory_utilization", self.gpu_memory_utilization)
-            object.__setattr__(self, "gpu_memory_utilization", value)
-        if not isinstance(self.prefix_caching, bool):
-            raise InfercastError(f"must be True or False, got {self.prefix_caching!r}", field="prefix_caching")
-        if self.preemption not in PREEMPTION_MODES:
-            raise unknown_choice("preemption", str(self.preemption), PREEMPTION_MODES)
-        if self.speculative is not None and not isinstance(self.speculative, SpeculativeConfig):
-            raise InfercastError(
-                f"must be a SpeculativeConfig or None, got {type(self.speculative).__name__}", field="speculative"
-            )
-        object.__setattr__(self, "seed", require_positive_int("seed", self.seed, minimum=0))
-
-
 class Replica:
     """A replica's state and step loop (see module docstring); implements
     :class:`~infercast.sim.scheduler.base.ReplicaView` for its scheduler."""
 
-    def __init__(self, rid: int, config: ReplicaConfig, table: RequestTable, recorder: Recorder, *, skip: bool = True):
-        dep = config.deployment
+    def __init__(
+        self,
+        rid: int,
+        deployment: Deployment,
+        config: EngineConfig,
+        table: RequestTable,
+        recorder: Recorder,
+        *,
+        profile: CostProfile | None = None,
+        seed: int = 0,
+        step_mode: bool = False,
+    ):
+        dep = deployment
         eng = dep.engine
         self.rid = rid
+        self.deployment = dep
         self.config = config
         self.table = table
         self.rec = recorder
-        self.skip = skip
-        self.scheduler = make_scheduler(config.scheduler)
+        self.skip = not step_mode  # account decode spans in closed form
+        self.scheduler = make_scheduler(config.scheduler or engine_scheduler(eng))
         self.static = self.scheduler.name == "static"  # sequences hold their whole request's blocks from admission
         self.max_seqs = eng.max_num_seqs if config.max_num_seqs is None else config.max_num_seqs
         self.max_batched_tokens = (
@@ -116,7 +80,7 @@ class Replica:
         kv = KVCache(mem.num_blocks, mem.block_size, config.prefix_caching, hash_bs)
         self.blocks = BlockLedger(kv, table, mem.state_blocks_per_sequence)
         self.window = dep.model.attention_window
-        model = cost_model(dep, config.profile)
+        model = cost_model(dep, profile)
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
         self.step_fn, self.decode_table = compiled_costs(model, self.max_seqs)
@@ -130,7 +94,7 @@ class Replica:
         self.swap_cost = 0.0  # host transfers of swapped KV, charged to the next step
         self.on_finish: Callable[[list[int], float], None] | None = None  # (requests finished, at time t)
         self.on_prefilled: Callable[[int, float], None] | None = None
-        self.spec = self._speculator(config, dep) if config.speculative else None
+        self.spec = self._speculator(config.speculative, dep, seed) if config.speculative else None
         self._steps_since_check = 0
         self.next_sample = 0.0  # when this replica records its next occupancy sample
         self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
@@ -369,14 +333,13 @@ class Replica:
         return True
 
     # ----- speculative decoding --------------------------------------------------------------------------------
-    def _speculator(self, config: ReplicaConfig, dep: Deployment) -> Speculator:
-        spec = config.speculative
+    def _speculator(self, spec: SpeculativeConfig, dep: Deployment, seed: int) -> Speculator:
         table = None
         if spec.draft_model:
             draft = Deployment.resolve(spec.draft_model, dep.hardware, tp=dep.tp, precision=dep.scheme.name,
                                        engine=dep.engine)  # fmt: skip
             table = compiled_costs(cost_model(draft, None), self.max_seqs)[1]
-        return Speculator(spec, config.seed + 7919 * self.rid, table)
+        return Speculator(spec, seed + 7919 * self.rid, table)
 
     # ----- completions, preemption, swapping --------------------------------------------------------------------
     def complete(self, t: float) -> bool:

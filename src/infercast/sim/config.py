@@ -1,0 +1,191 @@
+"""Typed, validated configuration of one simulation: what is deployed, how the engine schedules, how replicas
+are arranged, which requests arrive, and what is observed.
+
+:class:`SimulationConfig` groups them; every part validates itself on construction and raises an
+:class:`~infercast.errors.InfercastError` naming the bad field (the field name, never a CLI flag: the CLI
+maps fields to its options). Configs are frozen: vary one with :func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infercast.cost.profile import CostProfile
+from infercast.errors import (
+    InfercastError,
+    require_fraction,
+    require_positive_int,
+    require_positive_number,
+    unknown_choice,
+)
+from infercast.sim.metrics import SLO
+from infercast.sim.scheduler import engine_scheduler, scheduler_name
+from infercast.sim.speculative import SpeculativeConfig
+from infercast.sim.workload import Workload, WorkloadSpec
+from infercast.specs.deployment import Deployment
+
+PREEMPTION_MODES = ("recompute", "swap")
+ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
+
+
+def _require_type(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
+    if not isinstance(value, kind):
+        raise InfercastError(f"must be {what}, got {type(value).__name__}", field=name)
+
+
+@dataclass(frozen=True)
+class KVLink:
+    """The link KV caches cross from the prefill to the decode pool (per GPU)."""
+
+    bandwidth_bytes_s: float = 50e9
+    """Default: one 400 Gb/s InfiniBand NDR port per GPU (50 GB/s), the common disaggregation fabric."""
+    latency_s: float = 20e-6
+    """Per transfer: RDMA setup and completion notification (tens of microseconds)."""
+
+    def __post_init__(self) -> None:
+        bandwidth = require_positive_number("bandwidth_bytes_s", self.bandwidth_bytes_s)
+        object.__setattr__(self, "bandwidth_bytes_s", bandwidth)
+        object.__setattr__(self, "latency_s", require_positive_number("latency_s", self.latency_s, allow_zero=True))
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How each replica's engine schedules and holds KV. None: the engine preset's value (``EngineSpec``)."""
+
+    scheduler: str | None = None
+    """static | prefill-first | chunked (aliases: vllm, sarathi); None: the preset's (chunked where the engine
+    enables chunked prefill)."""
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    prefix_caching: bool = True
+    preemption: str = "recompute"
+    """recompute (drop the KV, prefill again) | swap (to host memory over PCIe and back)."""
+    speculative: SpeculativeConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.scheduler is not None:
+            object.__setattr__(self, "scheduler", scheduler_name(self.scheduler))
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, require_positive_int(name, value))
+        if self.gpu_memory_utilization is not None:
+            value = require_fraction("gpu_memory_utilization", self.gpu_memory_utilization)
+            object.__setattr__(self, "gpu_memory_utilization", value)
+        if not isinstance(self.prefix_caching, bool):
+            raise InfercastError(f"must be True or False, got {self.prefix_caching!r}", field="prefix_caching")
+        if self.preemption not in PREEMPTION_MODES:
+            raise unknown_choice("preemption", str(self.preemption), PREEMPTION_MODES)
+        if self.speculative is not None:
+            _require_type("speculative", self.speculative, SpeculativeConfig, "a SpeculativeConfig or None")
+
+
+@dataclass(frozen=True)
+class DisaggConfig:
+    """Disaggregated serving: separate prefill and decode pools (instance counts and TP of each)."""
+
+    prefill_instances: int = 1
+    decode_instances: int = 1
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    link: KVLink = field(default_factory=KVLink)
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_instances", "decode_instances"):
+            object.__setattr__(self, name, require_positive_int(name, getattr(self, name)))
+        for name in ("prefill_tp", "decode_tp"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, require_positive_int(name, value))
+        _require_type("link", self.link, KVLink, "a KVLink")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How replicas are arranged: ``replicas`` behind a ``router``, or prefill and decode pools (``disagg``)."""
+
+    replicas: int = 1
+    router: str = "round_robin"
+    disagg: DisaggConfig | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "replicas", require_positive_int("replicas", self.replicas))
+        if not isinstance(self.router, str) or self.router not in ROUTERS:
+            raise unknown_choice("router", str(self.router), ROUTERS)
+        if self.disagg is not None:
+            _require_type("disagg", self.disagg, DisaggConfig, "a DisaggConfig or None")
+            if self.replicas != 1:
+                raise InfercastError("disaggregated pools are sized by DisaggConfig(prefill_instances, "
+                                     "decode_instances), not replicas", field="replicas")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ObserveConfig:
+    """What is measured besides the summary: SLOs for goodput, the step trace, occupancy sampling."""
+
+    goodput: SLO | None = None
+    """SLOs a request must meet to count as goodput; also vLLM-style specs ``["ttft:200", "tpot:50"]`` (ms)."""
+    trace_steps: int = 0
+    """Engine steps kept for the timeline trace (0: none)."""
+    sample_interval: float = 1.0
+    """Simulated seconds between occupancy samples per replica."""
+
+    def __post_init__(self) -> None:
+        if self.goodput is not None and not isinstance(self.goodput, SLO):
+            object.__setattr__(self, "goodput", SLO.parse(self.goodput))
+        object.__setattr__(self, "trace_steps", require_positive_int("trace_steps", self.trace_steps, minimum=0))
+        interval = require_positive_number("sample_interval", self.sample_interval, allow_zero=True)
+        object.__setattr__(self, "sample_interval", interval)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Everything one simulation needs (see module docstring).
+
+    ``workload``: a :class:`WorkloadSpec` (a :class:`Workload` is wrapped in one). ``profile``: cost-model
+    parameters (None: the installed profiles). ``step_mode``: step token by token instead of accounting
+    decode spans in closed form (same results, slow; for checking).
+    """
+
+    deployment: Deployment
+    workload: WorkloadSpec
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    observe: ObserveConfig = field(default_factory=ObserveConfig)
+    profile: CostProfile | None = None
+    step_mode: bool = False
+
+    def __post_init__(self) -> None:
+        _require_type("deployment", self.deployment, Deployment, "a Deployment (Deployment.resolve(model, gpu, ...))")
+        if isinstance(self.workload, Workload):
+            object.__setattr__(self, "workload", WorkloadSpec(workload=self.workload))
+        _require_type("workload", self.workload, WorkloadSpec, "a WorkloadSpec or a Workload")
+        _require_type("engine", self.engine, EngineConfig, "an EngineConfig")
+        _require_type("cluster", self.cluster, ClusterConfig, "a ClusterConfig")
+        _require_type("observe", self.observe, ObserveConfig, "an ObserveConfig")
+        if self.profile is not None:
+            _require_type("profile", self.profile, CostProfile, "a CostProfile or None")
+        if not isinstance(self.step_mode, bool):
+            raise InfercastError(f"must be True or False, got {self.step_mode!r}", field="step_mode")
+        if self.cluster.disagg is not None and self.engine.scheduler not in (None, "chunked"):
+            raise InfercastError(f"disaggregated pools run chunked prefill, not {self.engine.scheduler!r}",
+                                 field="scheduler")  # fmt: skip
+
+    @property
+    def scheduler(self) -> str:
+        """The scheduler every replica runs (``disagg`` for disaggregated pools, which run chunked prefill)."""
+        if self.cluster.disagg is not None:
+            return "disagg"
+        return self.engine.scheduler or engine_scheduler(self.deployment.engine)
+
+
+__all__ = [
+    "PREEMPTION_MODES",
+    "ClusterConfig",
+    "DisaggConfig",
+    "EngineConfig",
+    "ObserveConfig",
+    "SimulationConfig",
+]
