@@ -14,9 +14,10 @@ from infercast.errors import require_positive_int
 from infercast.sim.api import SimulationResult, summarize
 from infercast.sim.blocks import BlockLedger
 from infercast.sim.cluster import Coordinator, Router
+from infercast.sim.config import EngineConfig as ReplicaEngineConfig
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder
-from infercast.sim.replica import Replica, ReplicaConfig
+from infercast.sim.replica import Replica
 from infercast.sim.state import RequestTable
 from infercast.sim.workload import Workload
 from infercast.specs.deployment import Deployment
@@ -82,9 +83,9 @@ def simulate_engine(
     table = RequestTable(work)
     recorder = Recorder(trace_limit=trace_steps)
     dep = deployment(config, hardware)
-    rcfg = ReplicaConfig(dep, config.scheduler, config.max_num_seqs, config.max_num_batched_tokens, config.block_size,
-                         None, config.prefix_caching, "recompute", profile)  # fmt: skip
-    rep = Replica(0, rcfg, table, recorder, skip=skip)
+    engine = ReplicaEngineConfig(config.scheduler, config.max_num_seqs, config.max_num_batched_tokens,
+                                 config.block_size, None, config.prefix_caching, "recompute")  # fmt: skip
+    rep = Replica(0, dep, engine, table, recorder, profile=profile, step_mode=not skip)
     hash_bs = work.hash_block_size if work.block_hashes is not None else config.block_size
     rep.blocks = BlockLedger(KVCache(config.num_blocks, config.block_size, config.prefix_caching, hash_bs), table)
     Coordinator(table, [rep], Router("round_robin", table), closed_loop=work.closed_loop).run()
