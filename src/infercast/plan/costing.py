@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from infercast.errors import InfercastError, require_positive_number
 from infercast.specs.catalog import get_hardware
@@ -42,3 +43,30 @@ def usd_per_mtok(usd_per_hour: float, tok_s: float) -> float:
 def replicas_needed(target_rate: float, max_rate: float) -> int:
     """Units needed to serve ``target_rate`` when each serves up to ``max_rate`` (at least one)."""
     return max(1, math.ceil(target_rate / max_rate - 1e-9))
+
+
+def rank_key(gpus: int, usd_per_gpu_hour: float, rate: float | None, max_rate: float,
+             mean_output: float) -> tuple[float, float]:  # fmt: skip
+    """How a unit of ``gpus`` GPUs serving up to ``max_rate`` req/s ranks: (fleet $/h for the target ``rate``
+    (0 without one), $/Mtok output); lower is better. Monotone in ``max_rate``, so an upper bound on the
+    rate gives a lower bound on the key."""
+    unit_h = gpus * usd_per_gpu_hour
+    if max_rate <= 0:
+        return (math.inf, math.inf)
+    fleet = replicas_needed(rate, max_rate) * unit_h if rate is not None else 0.0
+    return (fleet, usd_per_mtok(unit_h, max_rate * mean_output))
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    """Branch and bound: skip a unit whose key at ``slack`` x its offline throughput is worse than ``best``."""
+
+    best: tuple[float, float]
+    rate: float | None
+    prices: dict[str, float]
+    mean_output: float
+    slack: float
+
+    def beaten(self, gpu: str, gpus: int, rate_bound: float) -> bool:
+        key = rank_key(gpus, self.prices[gpu], self.rate, rate_bound, self.mean_output)
+        return key > self.best

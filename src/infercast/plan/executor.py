@@ -15,6 +15,7 @@ from typing import Any
 
 from infercast.errors import InfercastError, unknown_choice
 from infercast.plan.candidates import Candidate
+from infercast.plan.costing import Cutoff
 from infercast.plan.search import RateSearch, offline_capacity, search_rate
 from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
@@ -25,21 +26,24 @@ Progress = Callable[[str, int, int], None]
 EXECUTORS = ("local", "serial", "ray")
 
 
-def capacities(model: ModelSpec, traffic: Traffic, group: Sequence[Candidate]) -> list[float]:
-    """Offline capacity of each candidate of ``group`` (one task)."""
-    return [offline_capacity(model, c, traffic) for c in group]
-
-
 def search_family(model: ModelSpec, traffic: Traffic, slo: SLOSet,
-                  family: Sequence[tuple[Candidate, float]]) -> list[RateSearch]:  # fmt: skip
-    """Search each (member, capacity) in order; each one's max rate / capacity warm-starts the next."""
+                  task: tuple[Sequence[Candidate], Cutoff | None]) -> list[RateSearch]:  # fmt: skip
+    """Search each member in order (one task); each one's max rate / capacity warm-starts the next. With a
+    cutoff, a member whose offline throughput x slack cannot beat it is not searched (``bounded`` says why)."""
+    family, cutoff = task
     out: list[RateSearch] = []
     hint: float | None = None
-    for c, cap in family:
+    for c in family:
         try:
+            cap = offline_capacity(model, c, traffic)
+            if cutoff is not None and cutoff.beaten(c.gpu, c.gpus, cap * cutoff.slack):
+                out.append(RateSearch(c, cap, None, None, "", bounded=(
+                    f"cost bound: cannot beat the best unit even at {cutoff.slack:g} x its offline throughput "
+                    f"({cap * cutoff.slack:.3g} req/s)")))  # fmt: skip
+                continue
             res = search_rate(model, c, traffic, slo, hint=hint, capacity=cap)
         except InfercastError as exc:  # a configuration the simulator refuses fails, saying why
-            res = RateSearch(c, cap, None, None, "error", error=exc.message)
+            res = RateSearch(c, 0.0, None, None, "error", error=exc.message)
         out.append(res)
         hint = res.hint or hint
     return out

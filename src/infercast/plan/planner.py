@@ -20,11 +20,11 @@ import pandas as pd
 
 from infercast.errors import InfercastError
 from infercast.plan.candidates import Candidate, CandidateSpace
-from infercast.plan.costing import gpu_prices, replicas_needed, usd_per_mtok
-from infercast.plan.executor import Executor, Progress, capacities, search_family
+from infercast.plan.costing import Cutoff, gpu_prices, rank_key, replicas_needed, usd_per_mtok
+from infercast.plan.executor import Executor, Progress, search_family
 from infercast.plan.launch import launch_commands
 from infercast.plan.pareto import pareto_mask
-from infercast.plan.prune import prune_reason, resolve
+from infercast.plan.prune import prune_reason, rate_bound, resolve
 from infercast.plan.result import PlanResult, rank
 from infercast.plan.search import RateSearch, judge, simulate_unit
 from infercast.plan.slo import SLOSet
@@ -37,8 +37,6 @@ BOUND_SLACK = 1.25
 """Optimistic max rate of a unit = its offline throughput x 1.25. Offline runs (every request at t = 0) drain
 at the end with part-empty batches, so they understate sustained throughput a little; no searched unit has
 exceeded 0.95 x its offline throughput in our runs."""
-CAPACITY_GROUP = 8
-"""Candidates per capacity task (amortises task overhead)."""
 ROUND_FAMILIES = 2
 """Families per worker per search round; the cost bound is tightened between rounds (deterministically)."""
 MAX_FLEET_CHECKS = 4
@@ -97,28 +95,25 @@ def _phase(progress: Progress | None, name: str):
     return None if progress is None else (lambda done, total: progress(name, done, total))
 
 
-def _bound_key(c: Candidate, rate: float | None, price: float, max_rate: float, mean_output: float) -> tuple:
-    """Ranking key of ``c`` if it served ``max_rate``: (fleet $/h for the target, $/Mtok output)."""
-    unit_h = c.gpus * price
-    mtok = usd_per_mtok(unit_h, max_rate * mean_output) if max_rate > 0 else np.inf
-    fleet = replicas_needed(rate, max_rate) * unit_h if rate is not None and max_rate > 0 else 0.0
-    return (fleet if rate is not None else 0.0, mtok)
-
-
 def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survivors: list[Candidate],
-            capacity: dict[Candidate, float], price: dict[str, float], rate: float | None, exhaustive: bool,
+            price: dict[str, float], rate: float | None, exhaustive: bool,
             progress: Progress | None) -> tuple[dict[Candidate, RateSearch], dict[Candidate, str]]:  # fmt: skip
-    """Search families in rounds, cheapest bound first; between rounds drop members whose bound cannot beat
-    the best verified key (branch and bound; off with ``exhaustive``)."""
-    bound = {c: _bound_key(c, rate, price[c.gpu], capacity[c] * BOUND_SLACK, traffic.mean_output)
-             for c in survivors}  # fmt: skip
+    """Branch and bound over families, cheapest roofline bound first, in rounds of a few families per worker.
+
+    Before a round, members whose roofline bound (:func:`~infercast.plan.prune.rate_bound`) cannot beat the
+    best unit verified so far are cut; inside a task, members whose offline throughput x :data:`BOUND_SLACK`
+    cannot are. The best only changes between rounds, so the outcome does not depend on the executor or on
+    task timing. ``exhaustive`` searches everything.
+    """
+    roof = {c: rate_bound(spec, c, traffic) for c in survivors}
+    key = {c: rank_key(c.gpus, price[c.gpu], rate, roof[c], traffic.mean_output) for c in survivors}
     fams: dict[tuple, list[Candidate]] = defaultdict(list)
     for c in survivors:
         fams[_family_key(c)].append(c)
-    families = sorted(fams.values(), key=lambda f: min(bound[c] for c in f))
+    families = sorted(fams.values(), key=lambda f: min(key[c] for c in f))
     searches: dict[Candidate, RateSearch] = {}
     bounded: dict[Candidate, str] = {}
-    best: tuple | None = None
+    best: tuple[float, float] | None = None
     per_round = ROUND_FAMILIES * ex.workers
     total = len(survivors)
     while families:
@@ -126,23 +121,30 @@ def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survi
             kept = []
             for fam in families:
                 for c in fam:
-                    if bound[c] > best:
-                        bounded[c] = f"cost bound: cannot beat the choice even at {BOUND_SLACK * capacity[c]:.3g} req/s"
-                fam = [c for c in fam if c not in bounded]
-                if fam:
-                    kept.append(fam)
+                    if key[c] > best:
+                        bounded[c] = f"roofline bound: cannot beat the best unit even at {roof[c]:.3g} req/s"
+                rest = [c for c in fam if c not in bounded]
+                if rest:
+                    kept.append(rest)
             families = kept
         batch, families = families[:per_round], families[per_round:]
         if not batch:
             break
-        found = ex.map(search_family, [[(c, capacity[c]) for c in fam] for fam in batch], spec, traffic, slos,
+        cutoff = None
+        if best is not None and not exhaustive:
+            cutoff = Cutoff(best, rate, price, traffic.mean_output, BOUND_SLACK)
+        found = ex.map(search_family, [(fam, cutoff) for fam in batch], spec, traffic, slos,
                        weights=[len(f) for f in batch])  # fmt: skip
         for fam_res in found:
             for r in fam_res:
+                if r.bounded:
+                    bounded[r.candidate] = r.bounded
+                    continue
                 searches[r.candidate] = r
                 if r.max_rate_req_s:
-                    key = _bound_key(r.candidate, rate, price[r.candidate.gpu], r.max_rate_req_s, traffic.mean_output)
-                    best = key if best is None or key < best else best
+                    k = rank_key(r.candidate.gpus, price[r.candidate.gpu], rate, r.max_rate_req_s,
+                                 traffic.mean_output)  # fmt: skip
+                    best = k if best is None or k < best else best
         if progress:
             progress("search", len(searches) + len(bounded), total)
     return searches, bounded
@@ -266,9 +268,10 @@ def plan(
     Requests: ``input_len``/``output_len`` (numbers or distributions) or a ``trace``; each probe replays
     ``num_requests`` of them. Without ``rate`` only the max rate per unit is searched (ranked by $/Mtok).
     ``executor``: local (processes on ``workers`` cores), serial, or ray (``ray_address`` or a local
-    instance). Unless ``exhaustive``, a candidate whose bound (offline capacity x :data:`BOUND_SLACK`) cannot
-    beat the cheapest verified one is not searched (status ``bounded``): the choice is the same, the Pareto
-    fronts cover the searched candidates only. See :class:`~infercast.plan.result.PlanResult`.
+    instance). Unless ``exhaustive``, a candidate whose bound (its roofline rate, or its offline throughput x
+    :data:`BOUND_SLACK`) cannot beat the best unit verified before is not searched (status ``bounded``): the
+    choice is the same, the Pareto fronts cover the searched candidates only. Returns a
+    :class:`~infercast.plan.result.PlanResult`.
     """
     t0 = time.perf_counter()
     spec = get_model(model)
@@ -297,12 +300,7 @@ def plan(
     survivors = [c for c in candidates if c not in pruned]
     t1 = time.perf_counter()
     with Executor(executor, workers, ray_address) as ex:
-        groups = [survivors[i : i + CAPACITY_GROUP] for i in range(0, len(survivors), CAPACITY_GROUP)]
-        caps = ex.map(capacities, groups, spec, traffic, weights=[len(g) for g in groups],
-                      progress=_phase(progress, "capacity"))  # fmt: skip
-        capacity = {c: v for g, vs in zip(groups, caps, strict=True) for c, v in zip(g, vs, strict=True)}
-        t2 = time.perf_counter()
-        searches, bounded = _search(ex, spec, traffic, slos, survivors, capacity, price, rate, exhaustive, progress)
+        searches, bounded = _search(ex, spec, traffic, slos, survivors, price, rate, exhaustive, progress)
     t3 = time.perf_counter()
 
     rows = []
@@ -311,7 +309,6 @@ def plan(
             rows.append(_row(c, "pruned", None, pruned[c], price[c.gpu], rate, traffic))
         elif c in bounded:
             rows.append(_row(c, "bounded", None, bounded[c], price[c.gpu], rate, traffic))
-            rows[-1]["capacity_req_s"] = capacity[c]
         else:
             s = searches[c]
             rows.append(_row(c, "pass" if s.max_rate_req_s else "fail", s, "", price[c.gpu], rate, traffic))
@@ -327,11 +324,11 @@ def plan(
         replicas = int(chosen["replicas"]) if rate is not None else 1
         launch = launch_commands(spec, by_label[chosen["label"]], replicas)
     t4 = time.perf_counter()
-    sims = int(table["probes"].sum()) + len(bounded)
+    sims = int(table["probes"].sum()) + sum(r.startswith("cost bound") for r in bounded.values())  # capacity runs
     stats = {
         "candidates": len(candidates), "pruned": len(pruned), "bounded": len(bounded), "searched": len(searches),
         "passing": int((table["status"] == "pass").sum()), "simulations": sims,
-        "seconds_total": t4 - t0, "seconds_prune": t1 - t0, "seconds_capacity": t2 - t1, "seconds_search": t3 - t2,
+        "seconds_total": t4 - t0, "seconds_prune": t1 - t0, "seconds_search": t3 - t1,
         "seconds_fleet": t4 - t3, "candidates_per_second": len(candidates) / max(t4 - t0, 1e-9),
         "simulations_per_second": sims / max(t3 - t1, 1e-9), "executor": executor, "exhaustive": exhaustive,
     }  # fmt: skip

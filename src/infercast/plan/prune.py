@@ -21,9 +21,12 @@ from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
 from infercast.specs.catalog import get_hardware
 from infercast.specs.deployment import check_tp_on_hardware, default_precision
+from infercast.specs.engine import get_engine
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import get_scheme
 
+ROOFLINE_ENGINE = "ideal"
+"""Engine profile with no overheads and peak efficiency: what the cost bounds are computed on."""
 FLOOR_MARGIN = 1.02
 """A floor must exceed its limit by 2 % to prune: the simulator's step times may round slightly below predict's."""
 
@@ -95,3 +98,30 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
         if binding and value > FLOOR_MARGIN * term.limit_s:
             return f"{term.label}: {value * 1e3:.1f} ms > {term.limit_s * 1e3:g} ms unloaded (median lengths)"
     return None
+
+
+@lru_cache(maxsize=4096)
+def _static_batch(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
+                  max_seqs: int | None, input_len: int, output_len: int) -> tuple[int, float, float]:  # fmt: skip
+    """(B, TTFT, TPOT) of the largest static batch the unit holds, at pure roofline (engine 'ideal')."""
+    mem = memory_budget(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv, engine=engine)
+    seqs = max_seqs or get_engine(engine).max_num_seqs
+    batch = max(1, min(seqs, mem.max_concurrency(input_len + output_len)))
+    p = predict(model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
+                precision=precision, kv_precision=kv, engine=ROOFLINE_ENGINE, strict=False)  # fmt: skip
+    return batch, p.ttft_s, p.tpot_s
+
+
+def rate_bound(model: ModelSpec, c: Candidate, traffic: Traffic) -> float:
+    """Requests/s one unit could serve at most: its largest batch (memory and max running requests allow) at
+    pure roofline, prefilled then decoded — B / (prefill of B prompts + (O - 1) decode steps at batch B).
+    Real steps are slower than the roofline, so no search finds more (a disaggregated group: the smaller of
+    its prefill pool, P x B / prefill time, and its decode pool, D x B / decode time)."""
+    i, o = max(round(traffic.mean_input), 1), max(round(traffic.mean_output), 2)
+    key = (c.precision, c.ep, c.kv_precision, c.engine)
+    pre = _static_batch(model, c.gpu, key[0], c.tp, key[1], key[2], key[3], c.max_num_seqs, i, o)
+    if not c.disaggregated:
+        b, ttft, tpot = pre
+        return b / (ttft + (o - 1) * tpot)
+    dec = _static_batch(model, c.gpu, key[0], c.decode_tp or c.tp, key[1], key[2], key[3], c.max_num_seqs, i, o)
+    return min(c.prefill * pre[0] / pre[1], c.decode * dec[0] / ((o - 1) * dec[2]))

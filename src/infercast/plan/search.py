@@ -54,6 +54,8 @@ class RateSearch:
     """The objective that fails just above the max rate (or at every rate tried)."""
     probes: list[Probe] = field(default_factory=list)
     error: str | None = None
+    bounded: str | None = None
+    """Why it was not searched: even its bound cannot beat the best unit found before (branch and bound)."""
 
     @property
     def hint(self) -> float | None:
