@@ -268,3 +268,56 @@ def test_public_api_plan_is_callable_and_a_package():
                          num_requests=200, tps=1, workers=1)  # fmt: skip
     assert isinstance(res, infercast.plan.PlanResult) and res.chosen["label"] == "h100-sxm bf16 tp1"
     assert infercast.plan.planner.plan.__name__ == "plan"
+
+
+# ------------------------------------------------------------------------------------------- daily load
+
+
+def test_diurnal_profile_shape():
+    from infercast.plan.daily import diurnal
+
+    prof = diurnal(20.0, trough=0.25, intervals=24)
+    hours = np.arange(24) + 0.5
+    assert prof.peak == pytest.approx(prof.rates[15], rel=0.01) and hours[int(np.argmax(prof.rates))] in (15.5, 16.5)
+    assert prof.rates.min() == pytest.approx(5.0, rel=0.02) and prof.duration_s == 86_400
+
+
+def test_autoscaling_what_if_delay_costs_capacity_and_saves_against_fixed():
+    from infercast.plan.daily import LoadProfile, autoscale
+
+    # 2 h at 5 req/s, then 2 h at 25 req/s, units of 10 req/s at $2/h
+    prof = LoadProfile(np.array([5.0, 5.0, 25.0, 25.0]), 3600.0, "step")
+    instant = autoscale(prof, 10.0, 2.0, scale_up_delay_s=0)
+    assert instant.fixed_units == 3 and instant.fixed_usd == pytest.approx(3 * 2.0 * 4)
+    assert instant.requests_above_capacity == 0
+    assert instant.autoscaled_usd == pytest.approx((1 * 2 + 3 * 2) * 2.0)
+    assert instant.intervals["units_needed"].tolist() == [1, 1, 3, 3]
+    slow = autoscale(prof, 10.0, 2.0, scale_up_delay_s=1800)
+    # for the first 30 min of the peak one unit serves 10 of 25 req/s: 15 x 1800 of 5 x 7200 + 25 x 7200
+    assert slow.requests_above_capacity == pytest.approx(15 * 1800 / (30 * 7200), rel=0.02)
+    assert slow.intervals["units_ready_min"].tolist() == [1, 1, 1, 3]
+    assert instant.saving > 0.3
+
+
+def test_daily_profile_from_csv_and_errors(tmp_path):
+    from infercast.plan.daily import load_profile
+
+    csv = tmp_path / "day.csv"
+    csv.write_text("hour,rate_req_s\n0,2\n1,4\n2,8\n")
+    prof = load_profile(csv)
+    assert prof.rates.tolist() == [2, 4, 8] and prof.interval_s == 3600
+    from pathlib import Path
+
+    trace = load_profile(Path(infercast.__file__).parent / "data/traces/azure_code_2023.csv", interval_s=600)
+    assert trace.interval_s == 600 and trace.rates.sum() * 600 == pytest.approx(8819, rel=0.001)
+    for bad, needle in [("diurnal:x", "diurnal:F"), (str(tmp_path / "none.csv"), "neither"), ("diurnal", "peak")]:
+        with pytest.raises(InfercastError, match=needle):
+            load_profile(bad)
+
+
+def test_plan_with_a_daily_load():
+    res = plan(MODEL, "h100-sxm", slo=SLO, rate=40, daily="diurnal:0.2", tps=1, workers=1, **TRAFFIC)
+    d = res.daily
+    assert d.fixed_units == res.fleet_check["replicas"]
+    assert 0 < d.autoscaled_usd < d.fixed_usd
+    assert res.to_dict()["daily"]["fixed_units"] == d.fixed_units

@@ -56,6 +56,8 @@ def plan(
     ray: Annotated[bool, typer.Option("--ray", help="Run the searches on Ray (pip install 'infercast[ray]').")] = False,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (implies --ray).")] = None,
     exhaustive: Annotated[bool, typer.Option("--exhaustive", help="Search every candidate (no cost bound).")] = False,
+    daily: Annotated[str | None, typer.Option(help="Daily load: diurnal[:TROUGH], a CSV of rates, or a trace.")] = None,
+    scale_up_delay: Annotated[float, typer.Option(help="Autoscaling what-if: seconds before a new unit serves.")] = 300,
     top: Annotated[int, typer.Option(help="Rows of the table to show.")] = 15,
     out: Annotated[Path | None, typer.Option(help="Write the ranked table: .csv or .parquet.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the Pareto plot: .png or .svg.")] = None,
@@ -75,7 +77,8 @@ def plan(
         engines=parse_names("engines", engines), max_num_seqs=parse_int_list("max_num_seqs", max_num_seqs),
         max_num_batched_tokens=parse_int_list("chunk", chunk), aggregated=not no_aggregated, disagg=disagg,
         decode_tps=parse_int_list("decode_tps", decode_tps), prices=parse_prices(price), num_requests=num_requests,
-        seed=seed, executor=executor, workers=workers, ray_address=ray_address, exhaustive=exhaustive,
+        seed=seed, executor=executor, workers=workers, ray_address=ray_address, exhaustive=exhaustive, daily=daily,
+        scale_up_delay_s=scale_up_delay,
     )  # fmt: skip
     if json_out or not err_console.is_terminal:
         result = run_plan(model, parse_names("gpus", gpus), **kwargs)
@@ -161,3 +164,10 @@ def render(result: PlanResult, top: int) -> None:
                       f"simulation ({measured}; {f['slo_attainment']:.1%} of requests within every limit)")  # fmt: skip
     for line in result.launch:
         console.print(line, style="dim" if line.startswith("#") else "bold", markup=False, highlight=False)
+    d = result.daily
+    if d is not None:
+        hourly = d.intervals.groupby(d.intervals["start_h"].astype(int))["units_needed"].max()
+        console.print(f"daily load ({d.source}): autoscaled ${d.autoscaled_usd:,.2f} vs fixed {d.fixed_units} units "
+                      f"${d.fixed_usd:,.2f} ({d.saving:.0%} saved); scale-up delay {d.scale_up_delay_s:g} s leaves "
+                      f"{d.requests_above_capacity:.2%} of requests arriving above ready capacity")  # fmt: skip
+        console.print("units needed by hour: " + " ".join(str(int(v)) for v in hourly.to_numpy()))

@@ -21,6 +21,7 @@ import pandas as pd
 from infercast.errors import InfercastError
 from infercast.plan.candidates import Candidate, CandidateSpace
 from infercast.plan.costing import Cutoff, gpu_prices, rank_key, replicas_needed, usd_per_mtok
+from infercast.plan.daily import LoadProfile, autoscale, load_profile
 from infercast.plan.executor import Executor, Progress, search_family
 from infercast.plan.launch import launch_commands
 from infercast.plan.pareto import pareto_mask
@@ -260,6 +261,8 @@ def plan(
     ray_address: str | None = None,
     verify: bool = True,
     exhaustive: bool = False,
+    daily: str | LoadProfile | None = None,
+    scale_up_delay_s: float = 300.0,
     progress: Progress | None = None,
 ) -> PlanResult:
     """Search every GPU x precision x TP x engine knob (x prefill:decode ratio with ``disagg``, e.g. "1:1,1:2")
@@ -267,6 +270,8 @@ def plan(
 
     Requests: ``input_len``/``output_len`` (numbers or distributions) or a ``trace``; each probe replays
     ``num_requests`` of them. Without ``rate`` only the max rate per unit is searched (ranked by $/Mtok).
+    ``daily`` (``"diurnal"``, ``"diurnal:0.25"``, a CSV of rates or a trace; :mod:`~infercast.plan.daily`):
+    the fleet is sized for its peak and the chosen unit replayed through an autoscaler with ``scale_up_delay_s``.
     ``executor``: local (processes on ``workers`` cores), serial, or ray (``ray_address`` or a local
     instance). Unless ``exhaustive``, a candidate whose bound (its roofline rate, or its offline throughput x
     :data:`BOUND_SLACK`) cannot beat the best unit verified before is not searched (status ``bounded``): the
@@ -275,6 +280,10 @@ def plan(
     """
     t0 = time.perf_counter()
     spec = get_model(model)
+    profile = None
+    if daily is not None:
+        profile = daily if isinstance(daily, LoadProfile) else load_profile(daily, peak=rate)
+        rate = profile.peak if rate is None else rate
     slos = slo if isinstance(slo, SLOSet) else SLOSet.parse(list(slo) if not isinstance(slo, str) else slo,
                                                             attainment)  # fmt: skip
     if isinstance(slo, SLOSet) and attainment is not None:
@@ -315,7 +324,7 @@ def plan(
     table = _mark_fronts(rank(pd.DataFrame(rows), by_fleet=rate is not None))
     by_label = {c.label: c for c in candidates}
 
-    chosen, fleet, launch = None, None, []
+    chosen, fleet, launch, day = None, None, [], None
     if verify and rate is not None:
         table, fleet = _verify_top(spec, traffic, slos, table, by_label)
     passing = table[table["status"] == "pass"]
@@ -323,6 +332,11 @@ def plan(
         chosen = _clean(passing.iloc[0].to_dict())
         replicas = int(chosen["replicas"]) if rate is not None else 1
         launch = launch_commands(spec, by_label[chosen["label"]], replicas)
+        if profile is not None:
+            per_unit = chosen["max_rate_req_s"]
+            if fleet is not None and fleet["replicas"] > fleet["sized_replicas"]:
+                per_unit = min(per_unit, rate / replicas)  # the fleet needed more units: use what it verified
+            day = autoscale(profile, per_unit, chosen["unit_usd_per_hour"], scale_up_delay_s)
     t4 = time.perf_counter()
     sims = int(table["probes"].sum()) + sum(r.startswith("cost bound") for r in bounded.values())  # capacity runs
     stats = {
@@ -336,7 +350,7 @@ def plan(
                 "traffic": traffic.describe(), "probe_requests": traffic.num_requests, "seed": seed,
                 "mean_input_tokens": traffic.mean_input, "mean_output_tokens": traffic.mean_output,
                 "prices_usd_per_gpu_hour": price}  # fmt: skip
-    return PlanResult(table, chosen, settings, stats, fleet, launch)
+    return PlanResult(table, chosen, settings, stats, fleet, launch, day)
 
 
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
