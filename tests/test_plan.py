@@ -16,6 +16,7 @@ from infercast.plan.pareto import pareto_mask
 from infercast.plan.planner import candidate_of
 from infercast.plan.prune import prune_reason, resolve
 from infercast.plan.result import rank
+from infercast.plan.select import select
 from infercast.plan.traffic import Traffic
 from infercast.specs.catalog import get_model
 from tests.cli_helpers import run, run_json
@@ -119,8 +120,13 @@ def test_pruning_reasons():
     slo = SLOSet.parse("ttft:p99:500ms tpot:p90:50ms")
     assert "memory" in prune_reason(model, resolve(model, Candidate("h100-sxm", "bf16", 1)), traffic, slo)
     assert "FP8" in prune_reason(model, resolve(model, Candidate("a100-80gb", "fp8", 4)), traffic, slo)
-    assert "tpot p90" in prune_reason(model, resolve(model, Candidate("l40s", "fp8", 2)), traffic,
-                                      SLOSet.parse("tpot:p90:5ms"))  # fmt: skip
+    assert "TPOT" in prune_reason(model, resolve(model, Candidate("l40s", "fp8", 2)), traffic,
+                                  SLOSet.parse("tpot:p90:5ms"))  # fmt: skip
+    # the same verdict and words as `select` (the planner's analytic screen) for one request alone
+    sel = select(model, ["l40s"], ttft_s=10.0, tpot_s=0.005, input_len=1000, output_len=200, precisions=["fp8"],
+                 tps=[2], all_configs=True)  # fmt: skip
+    assert sel.loc[0, "reason"] in prune_reason(model, resolve(model, Candidate("l40s", "fp8", 2)), traffic,
+                                                SLOSet.parse("tpot:p90:5ms"))  # fmt: skip
     assert prune_reason(model, resolve(model, Candidate("h100-sxm", "fp8", 4)), traffic, slo) is None
 
 
@@ -321,3 +327,10 @@ def test_plan_with_a_daily_load():
     assert d.fixed_units == res.fleet_check["replicas"]
     assert 0 < d.autoscaled_usd < d.fixed_usd
     assert res.to_dict()["daily"]["fixed_units"] == d.fixed_units
+
+
+def test_what_the_screen_prunes_fails_in_simulation_at_any_load(small_plan):
+    pruned = small_plan.table[small_plan.table["status"] == "pruned"].iloc[0]
+    assert pruned["label"] == "l4 bf16 tp1" and "TPOT" in pruned["reason"]
+    res = infercast.simulate(MODEL, "l4", tp=1, input_len=512, output_len=128, num_requests=20, rate=0.01)
+    assert res.requests()["tpot_s"].min() > 0.040  # even alone every request decodes slower than 40 ms/token

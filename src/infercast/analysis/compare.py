@@ -1,10 +1,10 @@
-"""Side-by-side questions built on :func:`predict` and :func:`sweep`: compare, select, crossover.
+"""Side-by-side questions built on :func:`predict` and :func:`sweep`: compare, crossover.
 
 * :func:`compare` puts GPUs (and number formats) next to each other for one scenario, with the ceiling
   each phase hits and ratios against the first configuration, so "TTFT tracks FLOP/s, TPOT tracks
   bandwidth" can be read straight off the table.
-* :func:`select` answers "which GPU meets my latency SLA, and at what cost?": it tries every GPU x TP x
-  precision, says why each failure fails, and ranks the passing ones by cost per million output tokens.
+* ``select`` ("which GPU meets my latency SLA?") lives in :mod:`infercast.plan.select`: it is the
+  capacity planner's analytic screen, so the two never give different answers.
 * :func:`crossover` finds the prompt length at which prefill (TTFT) starts to take longer than decoding
   the response — where the dominant phase (and so the hardware spec that matters) switches.
 """
@@ -19,15 +19,15 @@ import pandas as pd
 from infercast.analysis.scenario import check_context, predict
 from infercast.analysis.sweep import cost_per_mtok, sweep
 from infercast.display import fmt_bytes, fmt_time
-from infercast.errors import InfercastError, require_positive_int, require_positive_number
-from infercast.memory import MemoryBudget, memory_budget
-from infercast.specs.catalog import get_hardware, get_model, list_hardware
-from infercast.specs.deployment import Deployment, check_tp_on_hardware, default_precision
+from infercast.errors import InfercastError, require_positive_int
+from infercast.memory import MemoryBudget
+from infercast.specs.catalog import get_hardware, get_model
+from infercast.specs.deployment import Deployment, default_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import PrecisionScheme, get_scheme
 
-__all__ = ["compare", "crossover", "default_precision", "select", "split_refs", "unsupported_note"]
+__all__ = ["compare", "crossover", "default_precision", "does_not_fit", "split_refs", "unsupported_note"]
 
 # --------------------------------------------------------------------------------------------- helpers
 
@@ -69,7 +69,7 @@ def _ms(s: float) -> str:
     return fmt_time(s, sig=3)
 
 
-def _does_not_fit(mem: MemoryBudget) -> str:
+def does_not_fit(mem: MemoryBudget) -> str:
     """'does not fit: needs 146 GB per GPU, has 151 GB (9.3 GB short after the engine's reserve)'."""
     return (
         f"does not fit: needs {_gb(mem.total_bytes)} per GPU, has {_gb(mem.capacity_bytes)} "
@@ -160,7 +160,7 @@ def compare(
                     "peak_tflops": peak / 1e12,
                     "hbm_tb_s": bw / 1e12,
                     "cost_per_mtok_usd": cost_per_mtok(hw.price_per_hour_usd, p.tp, p.output_throughput_tok_s),
-                    "note": "" if fits else _does_not_fit(mem),
+                    "note": "" if fits else does_not_fit(mem),
                 }
             )
     df = pd.DataFrame(rows).reindex(columns=_COMPARE_COLUMNS)
@@ -180,168 +180,6 @@ def compare(
     df.attrs.update(
         model=spec.id, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
         kv_precision=kv_precision, engine=engine,
-    )  # fmt: skip
-    return df
-
-
-# --------------------------------------------------------------------------------------------- select
-
-_SELECT_COLUMNS = [
-    "gpu", "passes", "precision", "tp", "ep", "kv_precision", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s",
-    "fits", "cost_per_mtok_usd", "reason", "configs_tried", "configs_passing",
-]  # fmt: skip
-
-
-def _sla_configs(
-    spec: ModelSpec,
-    hw: HardwareSpec,
-    schemes: list[PrecisionScheme],
-    tps: list[int],
-    *,
-    ttft_s: float,
-    tpot_s: float,
-    input_len: int,
-    output_len: int,
-    batch: int,
-    ep: int,
-    kv_precision: str | None,
-    engine: str,
-) -> list[dict[str, object]]:
-    """Every (precision, TP) of one GPU with its SLA verdict and the reasons it fails (if it does)."""
-    rows: list[dict[str, object]] = []
-    runnable: list[str] = []
-    base = {"gpu": hw.id, "ep": ep, "kv_precision": kv_precision, "passes": False}
-    for scheme in schemes:
-        note = unsupported_note(scheme, hw)
-        if note is None:
-            runnable.append(scheme.name)
-        else:
-            rows.append(base | {"precision": scheme.name, "tp": None, "reason": note})
-    valid_tps: list[int] = []
-    for t in tps:
-        try:
-            check_tp_on_hardware(hw, t)
-            spec.check_parallelism(t, ep)
-        except InfercastError as exc:
-            rows.extend(base | {"precision": p, "tp": t, "reason": exc.message} for p in runnable)
-        else:
-            valid_tps.append(t)
-    if not runnable or not valid_tps:
-        return rows
-    df = sweep(
-        models=[spec], gpus=[hw], precisions=runnable, batches=batch,  # type: ignore[list-item]
-        input_lens=input_len, output_lens=output_len, tps=valid_tps, eps=ep, engines=engine,
-        kv_precisions=kv_precision,
-    )  # fmt: skip
-    for r in df.itertuples(index=False):
-        reasons: list[str] = []
-        if not r.fits:
-            mem = memory_budget(
-                spec, hw, tp=int(r.tp), ep=ep, precision=str(r.precision), kv_precision=kv_precision,
-                engine=engine, context=input_len + output_len, concurrency=batch,
-            )  # fmt: skip
-            reasons.append(_does_not_fit(mem))
-        if r.ttft_s > ttft_s:
-            reasons.append(f"TTFT {_ms(r.ttft_s)} > {_ms(ttft_s)}")
-        if r.tpot_s > tpot_s:
-            reasons.append(f"TPOT {_ms(r.tpot_s)} > {_ms(tpot_s)}")
-        rows.append(
-            {
-                "gpu": hw.id,
-                "precision": str(r.precision),
-                "tp": int(r.tp),
-                "ep": ep,
-                "kv_precision": str(r.kv_precision),
-                "passes": not reasons,
-                "ttft_s": float(r.ttft_s),
-                "tpot_s": float(r.tpot_s),
-                "e2e_s": float(r.e2e_s),
-                "output_throughput_tok_s": float(r.output_throughput_tok_s),
-                "fits": bool(r.fits),
-                "cost_per_mtok_usd": float(r.cost_per_mtok_usd),
-                "reason": "; ".join(reasons),
-                "_miss": max(r.ttft_s / ttft_s, r.tpot_s / tpot_s) + (0.0 if r.fits else 1e6),
-            }
-        )
-    return rows
-
-
-def select(
-    model: str | ModelSpec,
-    gpus: str | Sequence[str | HardwareSpec] | None = None,
-    *,
-    ttft_s: float,
-    tpot_s: float,
-    input_len: int,
-    output_len: int,
-    batch: int = 1,
-    precisions: str | Sequence[str] | None = None,
-    tps: int | Sequence[int] = (1, 2, 4, 8),
-    ep: int = 1,
-    kv_precision: str | None = None,
-    engine: str = "vllm",
-    all_configs: bool = False,
-) -> pd.DataFrame:
-    """Which GPUs meet ``TTFT <= ttft_s`` and ``TPOT <= tpot_s`` (seconds), and at what cost.
-
-    Every GPU x precision x TP is predicted (one vectorised :func:`sweep` per GPU). For each GPU the row
-    shown is its passing configuration with the smallest TP, and among those the cheapest precision per
-    million output tokens; a GPU with none shows its closest miss and why it fails ("TTFT 421 ms > 200 ms",
-    "does not fit: needs 146 GB per GPU, has 85.9 GB (...)", "'fp8' computes in fp8 but a100-80gb has no FP8
-    tensor cores ..."). Passing GPUs come first, cheapest first. ``all_configs=True`` returns every
-    configuration instead of one row per GPU.
-    With no ``precisions`` each GPU uses the model's native format (fp16 on chips without bf16). ``ep``
-    (expert-parallel ways; a TP it does not divide fails with the reason) and ``kv_precision`` apply to
-    every configuration.
-    """
-    spec = get_model(model)
-    hws = [get_hardware(g) for g in split_refs("gpus", gpus)] if gpus is not None else list_hardware()
-    schemes = [get_scheme(p) for p in split_refs("precisions", precisions)] if precisions is not None else None
-    ttft_s = require_positive_number("ttft", ttft_s)
-    tpot_s = require_positive_number("tpot", tpot_s)
-    input_len = require_positive_int("input_len", input_len)
-    output_len = require_positive_int("output_len", output_len)
-    batch = require_positive_int("batch", batch)
-    tp_list = sorted({require_positive_int("tp", t) for t in ([tps] if isinstance(tps, int) else list(tps))})
-    if not tp_list:
-        raise InfercastError("needs at least one value", field="tps")
-    ep = require_positive_int("ep", ep)
-    check_context(spec, input_len, output_len)
-
-    per_gpu: list[dict[str, object]] = []
-    every: list[dict[str, object]] = []
-    for hw in hws:
-        configs = _sla_configs(
-            spec, hw, schemes or [get_scheme(default_precision(spec, hw))], tp_list, ttft_s=ttft_s, tpot_s=tpot_s,
-            input_len=input_len, output_len=output_len, batch=batch, ep=ep, kv_precision=kv_precision, engine=engine,
-        )  # fmt: skip
-        every.extend(configs)
-        passing = [c for c in configs if c["passes"]]
-        evaluated = [c for c in configs if "_miss" in c]
-        if passing:
-            best = min(passing, key=lambda c: (c["tp"], c["cost_per_mtok_usd"]))
-        elif evaluated:
-            best = min(evaluated, key=lambda c: (c["_miss"], c["tp"]))
-        else:
-            best = configs[0]
-        per_gpu.append(best | {"configs_tried": len(configs), "configs_passing": len(passing)})
-
-    df = pd.DataFrame(every if all_configs else per_gpu)
-    df = df.reindex(columns=[*_SELECT_COLUMNS, "_miss"])
-    df["_passing_cost"] = np.where(df["passes"].astype(bool), df["cost_per_mtok_usd"].fillna(np.inf), np.inf)
-    df = df.sort_values(["_passing_cost", "_miss", "tp"], na_position="last", kind="stable")
-    df = df.drop(columns=["_miss", "_passing_cost"]).reset_index(drop=True)
-    df["tp"] = df["tp"].astype("Int64")  # None where the precision cannot run at all
-    if not all_configs:
-        df["configs_tried"] = df["configs_tried"].astype(int)
-        df["configs_passing"] = df["configs_passing"].astype(int)
-    else:
-        df = df.drop(columns=["configs_tried", "configs_passing"])
-    df["passes"] = df["passes"].astype(bool)
-    df["reason"] = df["reason"].fillna("")
-    df.attrs.update(
-        model=spec.id, ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len, output_len=output_len, batch=batch,
-        tps=tp_list, ep=ep, kv_precision=kv_precision, engine=engine,
     )  # fmt: skip
     return df
 

@@ -20,6 +20,7 @@ from infercast.analysis.roofline_plot import image_format, roofline_data, save_r
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, parse_duration
+from infercast.plan.select import select as plan_select
 
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
 MODEL_HELP = "Catalog id or config.json path."
@@ -204,10 +205,11 @@ def select(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Which GPUs meet a TTFT/TPOT SLA (smallest TP, cheapest precision), ranked by $ per million tokens."""
+    """Which GPUs meet a TTFT/TPOT SLA for a static batch (the planner's analytic screen); under traffic, with
+    percentiles and a fleet size: `infercast plan`."""
     ttft_s = parse_duration("ttft", ttft)
     tpot_s = parse_duration("tpot", tpot)
-    df = analysis.select(
+    df = plan_select(
         model, parse_names("gpus", gpus), ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len,
         output_len=output_len, batch=batch, precisions=parse_names("precisions", precisions),
         tps=parse_int_list("tps", tps) or [], ep=ep, kv_precision=kv_precision, engine=engine, all_configs=all_configs,
@@ -220,7 +222,8 @@ def select(
         title=f"SLA TTFT <= {fmt_time(ttft_s)}, TPOT <= {fmt_time(tpot_s)}: {df.attrs['model']}, prompt "
         f"{input_len}, output {output_len}, batch {batch}",
         caption=f"{n_pass} of {len(df)} {'configurations' if all_configs else 'GPUs'} pass; "
-        "$/Mtok = replica $/h over output tokens/s",
+        "$/Mtok = replica $/h over output tokens/s. A static batch alone, no queueing: for traffic, tail "
+        f"percentiles and fleet size run `infercast plan --slo ttft:p99:{ttft} tpot:p90:{tpot} --rate R`",
     )
     for col in ("GPU", "verdict", "tp", "prec", "TTFT", "TPOT", "tok/s", "$/Mtok", "reason"):
         t.add_column(col, justify="left" if col in ("GPU", "verdict", "prec", "reason") else "right")

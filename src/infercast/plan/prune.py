@@ -2,21 +2,24 @@
 
 A candidate is pruned when its precision does not run on the GPU, its TP does not fit the node or the model,
 one request of the longest length does not fit in memory, or its unloaded latency already breaks an
-objective: a single request at the median lengths (:func:`~infercast.analysis.scenario.predict`, batch 1,
-chunked at the unit's chunk budget) is a floor on the latency of at least half the requests, so a floor
-above a limit on a percentile >= 50 (or on a goodput limit with attainment >= 0.5) can never be met.
+objective: a single request at the median lengths (the analytic screen ``select`` shows,
+:func:`~infercast.plan.screen.screen_gpu`, batch 1) is a floor on the latency of at least half the requests,
+so a floor above a limit on a percentile >= 50 (or on a goodput limit with attainment >= 0.5) can never be met.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import replace
 from functools import lru_cache
 
 from infercast.analysis.compare import unsupported_note
 from infercast.analysis.scenario import predict
+from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
 from infercast.plan.candidates import Candidate
+from infercast.plan.screen import screen_gpu
 from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
 from infercast.specs.catalog import get_hardware
@@ -27,17 +30,9 @@ from infercast.specs.precision import get_scheme
 
 ROOFLINE_ENGINE = "ideal"
 """Engine profile with no overheads and peak efficiency: what the cost bounds are computed on."""
-FLOOR_MARGIN = 1.02
-"""A floor must exceed its limit by 2 % to prune: the simulator's step times may round slightly below predict's."""
-
-
-@dataclass(frozen=True)
-class Floor:
-    """Unloaded latency of one request at the median lengths on one deployment (seconds)."""
-
-    ttft_s: float
-    tpot_s: float
-    e2e_s: float
+FLOOR_MARGIN = 1 + 1e-9
+"""A floor must exceed its limit beyond rounding to prune (predict and an unloaded simulated request agree to
+~1e-14 relative: the same compiled step costs)."""
 
 
 def resolve(model: ModelSpec, c: Candidate) -> Candidate:
@@ -66,22 +61,19 @@ def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> 
 
 
 @lru_cache(maxsize=4096)
-def _floor(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
-           chunk: int | None, input_len: int, output_len: int) -> Floor:  # fmt: skip
-    p = predict(model, gpu, input_len=input_len, output_len=output_len, tp=tp, ep=ep, precision=precision,
-                kv_precision=kv, engine=engine, chunk_size=chunk, strict=False)  # fmt: skip
-    return Floor(p.ttft_s, p.tpot_s, p.e2e_s)
+def _screen(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
+            input_len: int, output_len: int, ttft_s: float, tpot_s: float) -> dict:  # fmt: skip
+    (row,) = screen_gpu(model, get_hardware(gpu), [get_scheme(precision)], [tp], ttft_s=ttft_s, tpot_s=tpot_s,
+                        input_len=input_len, output_len=output_len, batch=1, ep=ep, kv_precision=kv,
+                        engine=engine)  # fmt: skip
+    return row
 
 
-def latency_floor(model: ModelSpec, c: Candidate, traffic: Traffic) -> Floor:
-    """TTFT on the prefill deployment, TPOT on the decode one (the same when aggregated)."""
-    i, o = traffic.median_lengths
-    o = max(o, 2)
-    pre = _floor(model, c.gpu, c.precision, c.tp, c.ep, c.kv_precision, c.engine, c.max_num_batched_tokens, i, o)
-    if not c.disaggregated:
-        return pre
-    dec = _floor(model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, None, i, o)
-    return Floor(pre.ttft_s, dec.tpot_s, pre.ttft_s + (o - 1) * dec.tpot_s)
+def _binding_limit(slo: SLOSet, metric: str) -> float:
+    """The tightest limit on ``metric`` that an unloaded floor can rule out (inf when none)."""
+    limits = [t.limit_s for t in slo.terms if t.metric == metric
+              and (t.percentile >= 50 if t.percentile is not None else slo.attainment >= 0.5)]  # fmt: skip
+    return min(limits) * FLOOR_MARGIN if limits else math.inf
 
 
 def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) -> str | None:
@@ -91,12 +83,23 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
         reason = _check_deployment(model, c, tp, traffic.longest)
         if reason is not None:
             return reason
-    floor = latency_floor(model, c, traffic)
-    for term in slo.terms:
-        binding = term.percentile >= 50 if term.percentile is not None else slo.attainment >= 0.5
-        value = getattr(floor, f"{term.metric}_s")
-        if binding and value > FLOOR_MARGIN * term.limit_s:
-            return f"{term.label}: {value * 1e3:.1f} ms > {term.limit_s * 1e3:g} ms unloaded (median lengths)"
+    i, o = traffic.median_lengths
+    o = max(o, 2)
+    ttft_lim, tpot_lim = _binding_limit(slo, "ttft"), _binding_limit(slo, "tpot")
+    # disaggregated: the prefill pool sets TTFT, the decode pool TPOT
+    pre = _screen(model, c.gpu, c.precision, c.tp, c.ep, c.kv_precision, c.engine, i, o, ttft_lim,
+                  math.inf if c.disaggregated else tpot_lim)  # fmt: skip
+    rows = [pre]
+    if c.disaggregated:
+        rows.append(_screen(model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, i, o,
+                            math.inf, tpot_lim))  # fmt: skip
+    for row in rows:
+        if not row["passes"]:
+            return f"unloaded: {row['reason']} (median lengths)"
+    e2e_lim = _binding_limit(slo, "e2e")
+    e2e = pre["ttft_s"] + (o - 1) * rows[-1]["tpot_s"]
+    if e2e > e2e_lim:
+        return f"unloaded: E2E {fmt_time(e2e, sig=3)} > {fmt_time(e2e_lim / FLOOR_MARGIN, sig=3)} (median lengths)"
     return None
 
 
