@@ -380,7 +380,8 @@ class Replica:
         if self.config.preemption == "swap":
             tb.swapped[i] = True
             tb.computed[i] = ctx  # its KV goes to host memory: nothing to recompute
-            self.swap_cost += held * self.block_bytes / self.host_bw
+            # its KV and its linear-attention state (hybrid models) cross PCIe
+            self.swap_cost += (held + self.blocks.state_blocks) * self.block_bytes / self.host_bw
         else:
             tb.computed[i] = 0
             tb.target[i] = int(tb.prompt[i] + tb.generated[i])
@@ -399,7 +400,7 @@ class Replica:
         self.blocks.hold(i, ctx)
         self.waiting.popleft()
         tb.swapped[i] = False
-        self.swap_cost += need * self.block_bytes / self.host_bw
+        self.swap_cost += (need + self.blocks.state_blocks) * self.block_bytes / self.host_bw
         self.decoding.join(i, ctx, tb.output[i] - tb.generated[i], tb.last_token[i])
         return True
 
