@@ -195,3 +195,54 @@ def test_cpu_fit_recovers_the_step_times_of_a_known_profile() -> None:
     profile, stats = fit_profile(Sweep(features, seconds), config, HW)
     assert stats["max_abs_rel_error"] < 0.02
     assert profile.hardware == "cpu" and "fitted" in profile.provenance["hbm_efficiency"]
+
+
+# ----- CPU calibration and the commands ------------------------------------------------------------------------
+@pytest.fixture
+def tiny_config(tmp_path):
+    import json
+
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir()
+    config = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 97,
+              "max_position_embeddings": 1024}  # fmt: skip
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_measured_peaks_make_a_cpu_hardware_spec_with_provenance() -> None:
+    from infercast.engine.cpu import measure_peaks
+
+    peaks = measure_peaks(1, 1, n=128, copy_mib=4)
+    hw = cpu_hardware(peaks)
+    assert hw.peak("fp32") > 1e8 and hw.peak("bf16") > 1e7 and hw.memory.bandwidth_bytes_s > 1e8
+    assert peaks["date"] in hw.sources["peak_flops"] and str(peaks["loadavg"]) in hw.sources["memory"]
+
+
+def test_calibrate_cpu_then_validate_sim_commands(tiny_config, tmp_path, capsys, monkeypatch) -> None:
+    from functools import partial
+
+    import infercast.engine.cpu as cpu
+    from tests.cli_helpers import run, run_json
+
+    monkeypatch.setattr(cpu, "measure_peaks", partial(cpu.measure_peaks, n=128, copy_mib=4))  # small, fast
+    cal = tmp_path / "cpu.yaml"
+    out = run_json(capsys, "calibrate-cpu", "--model", str(tiny_config), "--precision", "fp32", "--repeats", "1",
+                   "--out", str(cal))  # fmt: skip
+    assert cal.is_file() and out["profile"]["hbm_efficiency"] > 0 and out["fit_mean_abs_rel_error"] >= 0
+    plot = tmp_path / "cdf.png"
+    res = run_json(capsys, "validate-sim", "--model", str(tiny_config), "--precision", "fp32", "--calibration",
+                   str(cal), "--rate", "100", "--num-requests", "12", "--input-len", "uniform:20,60",
+                   "--output-len", "8", "--prefix-tokens", "32", "--num-blocks", "40", "--plot", str(plot))  # fmt: skip
+    rows = {(r["metric"], r["stat"]): r for r in res["rows"]}
+    for key in (("ttft_s", "p90"), ("tpot_s", "mean"), ("itl_s", "p99"), ("e2e_s", "p50")):
+        assert rows[key]["measured"] > 0 and rows[key]["simulated"] > 0
+    assert rows[("prefix_cache_hit_rate", "")]["measured"] > 0
+    assert plot.is_file() and res["steps"] > 0 and res["loadavg_before"]
+    code, _, err = run(capsys, "validate-sim", "--model", str(tiny_config), "--calibration", str(tmp_path / "no.yaml"),
+                       "--rate", "1")  # fmt: skip
+    assert code == 2 and "calibrate-cpu" in err and "Traceback" not in err
+    code, _, err = run(capsys, "validate-sim", "--model", str(tiny_config), "--calibration", str(cal), "--rate", "1",
+                       "--precision", "fp8")  # fmt: skip
+    assert code == 2 and "precision" in err and len(err.strip().splitlines()) == 1

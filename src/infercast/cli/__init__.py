@@ -10,6 +10,7 @@ from infercast.cli import (
     analysis_cmds,
     calibration_cmds,
     catalog_cmds,
+    engine_cmds,
     measure_cmd,
     memory_cmd,
     plan_cmd,
@@ -41,6 +42,8 @@ app.command("plan")(plan_cmd.plan)
 app.command("measure")(measure_cmd.measure)
 app.command("calibrate")(calibration_cmds.calibrate)
 app.command("validate")(calibration_cmds.validate)
+app.command("calibrate-cpu")(engine_cmds.calibrate_cpu)
+app.command("validate-sim")(engine_cmds.validate_sim)
 
 MULTI_VALUE_OPTIONS = ("--goodput", "--slo")
 """Options that take several space-separated values, as in ``vllm bench serve --goodput ttft:200 tpot:50``."""

@@ -185,7 +185,9 @@ class Engine:
 
     # ----- one step -------------------------------------------------------------------------------------------
     def step(self, clock: Clock) -> bool:
-        """Plan and run one step; False when there is nothing to run now."""
+        """Plan and run one step; False when there is nothing to run now. The step's time runs from before
+        planning to after sampling: block bookkeeping and scheduling are part of what a step costs."""
+        start = clock.now()
         if self.running:
             self._ensure_decode_blocks()
         plan = self.scheduler.plan(self)
@@ -193,7 +195,7 @@ class Engine:
             if self.waiting and not self.running and not self.prefilling:
                 self._cannot_admit(self.seqs[self.waiting[0]])
             return False
-        self._execute(plan, clock)
+        self._execute(plan, clock, start)
         return True
 
     def _features(self, plan: Plan, decodes: list[Sequence]) -> dict[str, float]:
@@ -224,7 +226,7 @@ class Engine:
                 "prefill_kv_win": kv_w, "decode_kv": s, "decode_kv_win": sw, "seqs": float(n_pre + n),
                 "prefill_seqs": float(n_pre)}  # fmt: skip
 
-    def _execute(self, plan: Plan, clock: Clock) -> None:
+    def _execute(self, plan: Plan, clock: Clock, start: float) -> None:
         decodes = list(self.running) if plan.decode else []
         x = self._features(plan, decodes)
         chunks = []
@@ -233,7 +235,6 @@ class Engine:
             stop = seq.computed + c
             chunks.append(SeqChunk(seq.tokens(seq.computed, stop), seq.computed, seq.table, stop == seq.target))
         dec = [SeqChunk([s.generated[-1]], len(s.prompt) + len(s.generated) - 1, s.table, True) for s in decodes]
-        start = clock.now()
         logits = self.runner.step(chunks, dec)
         new = logits.argmax(dim=-1).tolist()
         end = clock.finish_step(start, x)

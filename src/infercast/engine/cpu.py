@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import yaml
 
-from infercast.cost.batch import StepBatch
+from infercast.cost.batch import FEATURES, StepBatch
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import StepCostModel
 from infercast.engine.paged import PagedKV, PagedRunner, SeqChunk
@@ -77,20 +77,20 @@ def _best(fn: Any, repeats: int) -> float:
     return best
 
 
-def measure_peaks(threads: int, repeats: int = 5) -> dict[str, Any]:
-    """Dense GEMM FLOP/s (fp32, bf16) and copy bandwidth of this CPU with ``threads`` threads (best of N)."""
+def measure_peaks(threads: int, repeats: int = 5, *, n: int = 2048, copy_mib: int = 256) -> dict[str, Any]:
+    """Dense GEMM FLOP/s (fp32, bf16; ``n``^3) and copy bandwidth (``copy_mib`` MiB, beyond the caches) of this
+    CPU with ``threads`` threads, best of ``repeats``."""
     torch.set_num_threads(threads)
     out: dict[str, Any] = {}
-    n = 2048
     for key, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         a = torch.randn(n, n, dtype=dtype)
         b = torch.randn(n, n, dtype=dtype)
         out[key] = 2 * n**3 / _best(lambda a=a, b=b: a @ b, repeats)
-    src = torch.empty(64 * 1024 * 1024, dtype=torch.float32).fill_(1.0)  # 256 MiB, far beyond the caches
+    src = torch.empty(copy_mib * 256 * 1024, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
     out["bandwidth_bytes_s"] = 2 * src.numel() * 4 / _best(lambda: dst.copy_(src), repeats)
     out.update(provenance())
-    out["threads"] = threads
+    out.update(threads=threads, gemm_n=n, copy_mib=copy_mib)
     return out
 
 
@@ -102,7 +102,7 @@ def provenance() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%MZ"),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
     }
 
 
@@ -131,8 +131,8 @@ def cpu_hardware(peaks: dict[str, Any]) -> HardwareSpec:
         tdp_w=1.0,
         price_per_hour_usd=0.0,
         sources={
-            "peak_flops": f"best of repeated 2048^3 torch.matmul per format, {where}",
-            "memory": f"best of repeated 256 MiB tensor copies (read + write bytes), {where}",
+            "peak_flops": f"best of repeated n^3 torch.matmul per format (n = {peaks.get('gemm_n', '?')}), {where}",
+            "memory": f"best of repeated {peaks.get('copy_mib', '?')} MiB tensor copies (read + write bytes), {where}",
             "tdp_w": "not known for a virtual machine's cores; placeholder, used only by energy estimates",
         },
     )
@@ -231,6 +231,13 @@ def step_sweep(model: TransformerModel, config: EngineConfig, *, repeats: int = 
     return Sweep(np.array(cols).T, np.array(secs), labels, info)
 
 
+def sweep_from_steps(steps: list[Any], info: dict[str, Any] | None = None) -> Sweep:
+    """The steps an engine run logged (:class:`~infercast.engine.core.StepLog`) as a sweep: their features and
+    wall-clock durations."""
+    features = np.array([[s.features[name] for name in FEATURES] for s in steps]).T
+    return Sweep(features, np.array([s.end - s.start for s in steps]), [], dict(info or {}))
+
+
 def fit_profile(sweep: Sweep, config: EngineConfig, hardware: HardwareSpec) -> tuple[CostProfile, dict[str, float]]:
     """Least-squares fit (log time) of :data:`FIT_PARAMS`; returns the profile and the fit's error stats."""
     from scipy.optimize import least_squares
@@ -289,3 +296,18 @@ def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[
     fit = data.get("fit", {})
     src = f"fitted: {path} ({fit.get('date', data['peaks'].get('date', '?'))})"
     return cpu_hardware(data["peaks"]), base_profile().with_values(data["profile"], src), fit
+
+
+def calibrate(
+    model: TransformerModel, config: EngineConfig, *, threads: int = 2, repeats: int = 5
+) -> tuple[HardwareSpec, CostProfile, dict[str, Any], dict[str, Any]]:
+    """Peaks, then the engine step sweep, then the fit: ``(cpu spec, profile, peaks, fit record)``."""
+    peaks = measure_peaks(threads, repeats)
+    hardware = cpu_hardware(peaks)
+    sweep = step_sweep(model, config, repeats=repeats, threads=threads)
+    profile, stats = fit_profile(sweep, config, hardware)
+    fit = {**sweep.info, **stats, "model": config.model_cut.id, "layers": config.num_layers,
+           "precision": config.precision, "points": len(sweep.seconds),
+           "sweep": [{"step": label, "seconds": float(s)} for label, s in zip(sweep.labels, sweep.seconds,
+                                                                              strict=True)]}  # fmt: skip
+    return hardware, profile, peaks, fit

@@ -1,0 +1,147 @@
+"""``infercast calibrate-cpu`` and ``infercast validate-sim``: the real engine on this machine's CPU, and the
+simulator checked against it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from infercast.cli.common import JSON_HELP, console, emit_json, err_console
+from infercast.errors import InfercastError, require_positive_int, require_positive_number
+
+CALIBRATION_DEFAULT = "infercast-profiles/cpu.yaml"
+
+
+def _config(model: str, layers: int | None, precision: str, scheduler: str, num_blocks: int, block_size: int,
+            max_num_seqs: int, max_batched_tokens: int, no_prefix_caching: bool):  # fmt: skip
+    from infercast.engine.simulate import EngineConfig
+    from infercast.sim.scheduler import scheduler_name
+    from infercast.specs.catalog import get_model
+
+    if precision not in ("bf16", "fp32"):
+        raise InfercastError(f"must be bf16 or fp32 on the CPU engine, got {precision!r}", field="precision")
+    spec = get_model(model)
+    if layers is not None and not 1 <= layers <= spec.num_layers:
+        raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {layers}", field="layers")
+    return EngineConfig(spec, num_layers=layers, precision=precision, scheduler=scheduler_name(scheduler),
+                        num_blocks=num_blocks, block_size=block_size, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_batched_tokens, prefix_caching=not no_prefix_caching)  # fmt: skip
+
+
+ModelOpt = Annotated[str, typer.Option(help="Catalog id or config.json path (random weights, real shapes).")]
+LayersOpt = Annotated[int | None, typer.Option(help="Build only the first N layers (default: all).")]
+PrecisionOpt = Annotated[str, typer.Option(help="bf16 or fp32.")]
+ThreadsOpt = Annotated[int, typer.Option(help="torch threads (torch.set_num_threads).")]
+
+
+def calibrate_cpu(
+    model: ModelOpt = "qwen3-0.6b",
+    layers: LayersOpt = 2,
+    precision: PrecisionOpt = "bf16",
+    threads: ThreadsOpt = 1,
+    repeats: Annotated[int, typer.Option(help="Timed repeats per step shape (median kept).")] = 3,
+    out: Annotated[Path, typer.Option(help="Where to write the calibration YAML.")] = Path(CALIBRATION_DEFAULT),
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Measure this CPU's GEMM and copy peaks, time the engine's step over a sweep, fit a cost profile."""
+    from infercast.engine.cpu import calibrate, save_calibration
+    from infercast.engine.validate import build_model
+
+    threads = require_positive_int("threads", threads)
+    repeats = require_positive_int("repeats", repeats)
+    config = _config(model, layers, precision, "chunked", 256, 16, 16, 256, False)
+    _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats)
+    path = save_calibration(out, peaks, profile, fit)
+    summary = {"file": str(path), "peaks": peaks, "profile": profile.flat(),
+               "fit_mean_abs_rel_error": fit["mean_abs_rel_error"],
+               "fit_max_abs_rel_error": fit["max_abs_rel_error"]}  # fmt: skip
+    if json_out:
+        emit_json(summary)
+        return
+    console.print(f"[bold]cpu[/]: {peaks['fp32'] / 1e9:.1f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.1f} GFLOP/s bf16, "
+                  f"{peaks['bandwidth_bytes_s'] / 1e9:.1f} GB/s copy ({threads} threads, load average "
+                  f"{peaks['loadavg']})")  # fmt: skip
+    console.print(f"step fit over {fit['points']} shapes: mean |error| {fit['mean_abs_rel_error']:.1%}, "
+                  f"max {fit['max_abs_rel_error']:.1%}; wrote {path}")  # fmt: skip
+
+
+def validate_sim(
+    model: ModelOpt = "qwen3-0.6b",
+    layers: LayersOpt = 2,
+    precision: PrecisionOpt = "bf16",
+    scheduler: Annotated[str, typer.Option(help="static | prefill-first | chunked")] = "chunked",
+    calibration: Annotated[
+        Path | None, typer.Option(help=f"CPU calibration YAML (calibrate-cpu; default {CALIBRATION_DEFAULT}).")
+    ] = None,
+    threads: ThreadsOpt = 1,
+    input_len: Annotated[str, typer.Option(help="Prompt tokens: N or a distribution (uniform:a,b ...).")] = "128",
+    output_len: Annotated[str, typer.Option(help="Output tokens: N or a distribution.")] = "32",
+    num_requests: Annotated[int, typer.Option(help="Requests to run.")] = 40,
+    rate: Annotated[float | None, typer.Option(help="Request rate (req/s), open loop.")] = None,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape of inter-arrivals (1 = Poisson).")] = 1.0,
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: N clients, each sends on completion.")] = None,
+    trace: Annotated[str | None, typer.Option(help="A trace CSV/JSONL or built-in name (replaces lengths).")] = None,
+    prefix_tokens: Annotated[int, typer.Option(help="Shared system prompt tokens (0: none).")] = 0,
+    num_prefixes: Annotated[int, typer.Option(help="Distinct shared system prompts.")] = 1,
+    num_blocks: Annotated[int, typer.Option(help="KV blocks of the engine's pool.")] = 256,
+    block_size: Annotated[int, typer.Option(help="Tokens per KV block.")] = 16,
+    max_num_seqs: Annotated[int, typer.Option(help="Scheduler sequence limit.")] = 16,
+    max_batched_tokens: Annotated[int, typer.Option(help="Tokens per step.")] = 256,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
+    seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths, prompts).")] = 0,
+    plot: Annotated[Path | None, typer.Option(help="Write the latency CDFs (PNG) here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Run a workload on the real engine (wall clock) and in the simulator; print both and their errors."""
+    from infercast.engine.cpu import load_calibration
+    from infercast.engine.validate import build_model, plot_cdfs
+    from infercast.engine.validate import validate_sim as run_validation
+    from infercast.sim.workload import WorkloadSpec
+
+    threads = require_positive_int("threads", threads)
+    if rate is not None:
+        rate = require_positive_number("rate", rate)
+    path = calibration or Path(CALIBRATION_DEFAULT)
+    if not path.is_file():
+        raise InfercastError(f"no CPU calibration at {path}: run `infercast calibrate-cpu` first (same --model, "
+                             "--layers, --precision, --threads)", field="calibration")  # fmt: skip
+    hardware, profile, fit = load_calibration(path)
+    config = _config(model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens,
+                     no_prefix_caching)  # fmt: skip
+    calibrated = (fit.get("model"), fit.get("layers"), fit.get("precision"), fit.get("threads"))
+    now = (config.model_cut.id, config.num_layers, config.precision, threads)
+    if calibrated != now:
+        err_console.print(f"[yellow]note[/] {path} was calibrated with (model, layers, precision, threads) = "
+                          f"{calibrated}; this run uses {now}")  # fmt: skip
+    lengths = {} if trace else {"input_len": input_len, "output_len": output_len}
+    load = {"rate": rate, "burstiness": burstiness} if rate is not None else {}
+    if concurrency is not None:
+        load["concurrency"] = concurrency
+    if not load:
+        raise InfercastError("choose a load: --rate R or --concurrency C", field="rate")
+    prefix = (num_prefixes, prefix_tokens) if prefix_tokens else None
+    work = WorkloadSpec(trace=trace, num_requests=num_requests, seed=seed, prefix=prefix, **lengths, **load).build()
+    result = run_validation(build_model(config, seed=seed), config, hardware, profile, work, threads=threads)
+    if plot is not None:
+        plot_cdfs({config.scheduler: result}, plot)
+    if json_out:
+        emit_json({**result.to_dict(), "calibration": str(path)})
+        return
+    table = Table(title=f"engine vs simulator: {config.model_cut.id}, {config.scheduler}, {len(work)} requests "
+                        f"({work.name}); calibration {path}")  # fmt: skip
+    for col in ("metric", "measured", "simulated", "error"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for row in result.rows:
+        ms = row["metric"] in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+        name = f"{row['metric'].removesuffix('_s')} {row['stat']} (ms)" if ms else row["metric"]
+        k = 1e3 if ms else 1.0
+        table.add_row(name, f"{row['measured'] * k:.4g}", f"{row['simulated'] * k:.4g}", f"{row['rel_error']:+.1%}")
+    console.print(table)
+    info = result.info
+    console.print(f"load average {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}; engine steps "
+                  f"took {info['step_time_ratio_p50']:.2f}x the calibrated step time (median)")  # fmt: skip
+    if plot is not None:
+        err_console.print(f"wrote {plot}")
