@@ -125,8 +125,9 @@ def _verdict(results: dict[str, Validation]) -> float:
     worst = 0.0
     cols = [(m, s) for m in ("ttft_s", "tpot_s") for s in ("mean", "p90")]
     head = f"{'run':30s} {'TTFT mean':>10s} {'TTFT p90':>10s} {'TPOT mean':>10s} {'TPOT p90':>10s}"
-    for title, rows_of in (("calibrated simulator vs engine", lambda v: v.rows),
-                           ("simulator with the run's own step times vs engine", lambda v: v.replayed_rows)):  # fmt: skip
+    tables = (("calibrated simulator vs engine", lambda v: v.rows),
+              ("simulator with the run's own step times vs engine", lambda v: v.replayed_rows))  # fmt: skip
+    for title, rows_of in tables:
         print(f"\n{title}\n{head}")
         for label, v in results.items():
             table = {(r["metric"], r["stat"]): r["rel_error"] for r in rows_of(v)}
