@@ -245,7 +245,7 @@ def test_empty_and_malformed_traces(tmp_path):
     empty.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n")
     bad = tmp_path / "bad.csv"
     bad.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,abc\n")
-    for path, needle in ((empty, "no requests"), (bad, "line 2"), (tmp_path / "none.csv", "not found")):
+    for path, needle in ((empty, "no requests"), (bad, "line 2"), (tmp_path / "none.csv", "no such file")):
         with pytest.raises(InfercastError, match=needle) as info:
             simulate(MODEL, GPU, trace=str(path))
         assert info.value.field == "trace"  # the option the user gave, not the loader's argument

@@ -206,7 +206,10 @@ def test_bad_slos(spec):
 def test_slo_text():
     slo = SLO.parse(" ttft:200 , tpot:50")
     assert slo.describe() == "ttft ≤ 200 ms, tpot ≤ 50 ms"
-    assert SLO.parse([]) is None and SLO.parse("") is None
+    assert SLO.parse(None) is None
+    for empty in ([], "", " , "):  # an empty SLO is refused, never silently dropped (issue 10)
+        with pytest.raises(InfercastError, match="at least one SLO"):
+            SLO.parse(empty)
 
 
 # ----- other simulate options ----------------------------------------------------------------------------------

@@ -330,7 +330,7 @@ def test_csv_trace_sorted_and_errors(tmp_path: Path) -> None:
         with pytest.raises(InfercastError, match=message) as info:
             load_trace_csv(path)
         assert info.value.field == "path" and path.name in str(info.value) and "\n" not in str(info.value)
-    with pytest.raises(InfercastError, match="not found"):
+    with pytest.raises(InfercastError, match="no such file"):
         load_trace(tmp_path / "nope.csv")
     with pytest.raises(InfercastError, match="extension"):
         load_trace(tmp_path / "trace.parquet")

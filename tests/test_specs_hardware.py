@@ -85,8 +85,16 @@ def test_unknown_precision_and_kv_format():
 
 def test_unknown_gpu_suggests():
     with pytest.raises(InfercastError) as exc:
-        get_hardware("h100")
+        get_hardware("h100-sx")
     assert "h100-sxm" in str(exc.value)
+
+
+def test_gpu_aliases_from_catalog_data():
+    """'h100' is an alias of 'h100-sxm' (specs/data/aliases.yaml), and every alias names a catalog id."""
+    from infercast.specs.catalog import aliases, hardware_catalog
+
+    assert get_hardware("h100").id == "h100-sxm" and get_hardware("H100").id == "h100-sxm"
+    assert all(target in hardware_catalog() for target in aliases("gpu").values())
 
 
 def test_user_hardware_yaml(tmp_path):

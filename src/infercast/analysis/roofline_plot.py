@@ -131,8 +131,10 @@ def save_roofline(data: dict[str, object], path: str | Path) -> Path:
     path = Path(path)
     fmt = image_format(path)
     fig = _draw(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=150)
+    from infercast.files import atomic_path
+
+    with atomic_path(path, "out") as tmp:  # all or nothing: never a half-written image
+        fig.savefig(tmp, format=fmt, dpi=150)
     return path
 
 
@@ -141,6 +143,9 @@ def image_format(path: str | Path) -> str:
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise InfercastError(f"must end in .png or .svg, got {str(path)!r}", field="out")
+    from infercast.files import check_output_file
+
+    check_output_file(path, "out", create_parents=True)  # before any prediction is made
     return fmt
 
 

@@ -19,9 +19,12 @@ from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel, cost_model
 from infercast.errors import InfercastError
+from infercast.limits import BYTES_PER_SWEEP_ROW, check_rows
 from infercast.memory import kv_blocks_per_sequence, memory_budget
 from infercast.specs.deployment import Deployment
 
+MAX_GRID_INT = 2**31 - 1
+"""Largest batch / length a sweep takes (int32): keeps products of sizes exact and rows from wrapping."""
 CHUNK = 1 << 16  # columns per evaluation: keeps temporaries in cache-friendly sizes
 
 
@@ -49,6 +52,8 @@ def _numeric_grid(name: str, value: object) -> np.ndarray:
         raise InfercastError(f"must be integers >= 1, got {value!r}", field=name) from None
     if arr.size == 0 or not np.isfinite(arr).all() or (arr < 1).any() or (arr != np.round(arr)).any():
         raise InfercastError(f"must be integers >= 1, got {value!r}", field=name)
+    if arr.max() > MAX_GRID_INT:
+        raise InfercastError(f"{arr.max():.0f} is too large; the limit is {MAX_GRID_INT}", field=name)
     return arr
 
 
@@ -111,7 +116,10 @@ def sweep(
     num = [_numeric_grid(n, v) for n, v in zip(("batches", "input_lens", "output_lens"),
                                                  (batches, input_lens, output_lens), strict=True)]  # fmt: skip
     frames, skipped, first_error = [], [], None
-    groups = itertools.product(*(_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines)))
+    choices = [_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines)]
+    rows = int(np.prod([len(c) for c in choices], dtype=float) * np.prod([g.size for g in num], dtype=float))
+    check_rows("batches", rows, BYTES_PER_SWEEP_ROW, "sweep rows")
+    groups = itertools.product(*choices)
     for model_id, gpu, prec, kvp, tp, ep, engine in groups:
         try:
             dep = Deployment.resolve(model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import warnings
 
 import typer
+
+try:  # typer >= 0.16 ships its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_exceptions
 
 from infercast.cli import (
     analysis_cmds,
@@ -66,14 +73,84 @@ def _join_multi_values(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors become one line on stderr and exit status 2, never a traceback.
+def _version(value: bool) -> None:
+    if value:
+        from infercast import __version__
 
-    Usage errors (unknown option, non-integer value) are reported by typer itself, also with status 2.
+        print(f"infercast {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
+    """Predict, simulate and measure LLM serving performance."""
+
+
+def _usage_field(exc: click_exceptions.UsageError) -> str | None:
+    """The option a click usage error is about, as the field name (``--num-requests`` -> ``num_requests``)."""
+    param = getattr(exc, "param", None)
+    if param is not None and getattr(param, "name", None):
+        return str(param.name)
+    return None
+
+
+def _report(message: str, field: str | None, allowed: list[str] | None, as_json: bool, code: int) -> None:
+    """Print one error line on stderr (a JSON object under ``--json``) and exit with ``code``."""
+    if as_json:
+        error = {"field": field, "message": message}
+        if allowed:
+            error["allowed"] = allowed
+        print(json.dumps({"error": error, "exit_code": code}), file=sys.stderr)
+    else:
+        print(f"error: {message if not field or message.startswith(field) else f'{field}: {message}'}",
+              file=sys.stderr)  # fmt: skip
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every error is ONE line on stderr (a JSON object with ``--json``), never a traceback.
+
+    Exit status 2: a user error (bad value, usage, a file that cannot be read or written, a configuration that
+    does not fit). Exit status 1: an internal error (a bug, reported in one line; ``INFERCAST_DEBUG=1`` shows
+    the traceback). Warnings raised while a command runs are held back: dropped when the command fails (the
+    error line is what matters), printed after the output when it succeeds.
     """
     args = _join_multi_values(list(sys.argv[1:] if argv is None else argv))
-    try:
-        app(args=args)
-    except InfercastError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    as_json = "--json" in args
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            status = app(args=args, standalone_mode=False)  # typer.Exit(code) comes back as the return value
+        except InfercastError as exc:
+            _report(exc.message, exc.field, exc.allowed, as_json, 2)
+        except click_exceptions.NoArgsIsHelpError as exc:
+            print(exc.ctx.get_help() if exc.ctx else exc.format_message())
+            sys.exit(2)
+        except click_exceptions.UsageError as exc:
+            _report(" ".join(exc.format_message().split()), _usage_field(exc), None, as_json, 2)
+        except typer.Abort:
+            _report("aborted", None, None, as_json, 130)
+        except click_exceptions.ClickException as exc:
+            _report(" ".join(exc.format_message().split()), None, None, as_json, exc.exit_code or 2)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            import os
+
+            if os.environ.get("INFERCAST_DEBUG"):
+                raise
+            where = exc.__traceback__
+            while where is not None and where.tb_next is not None:
+                where = where.tb_next
+            place = f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}" if where else ""
+            text = " ".join(str(exc).split())[:300]
+            _report(f"internal error {type(exc).__name__}{place}: {text} (please report; INFERCAST_DEBUG=1 shows "
+                    "the traceback)", None, None, as_json, 1)  # fmt: skip
+    for w in caught:
+        print(f"warning: {w.category.__name__}: {w.message}", file=sys.stderr)
+    if isinstance(status, int) and status:
+        sys.exit(status)

@@ -51,6 +51,7 @@ def parse_int_list(field: str, text: str | None) -> list[int] | None:
     if text is None:
         return None
     from infercast.errors import InfercastError
+    from infercast.limits import MAX_GRID_VALUES
 
     values: list[int] = []
     try:
@@ -58,15 +59,35 @@ def parse_int_list(field: str, text: str | None) -> list[int] | None:
             if not part:
                 continue
             if ":" in part:
-                start, stop, *step = (int(x) for x in part.split(":"))
-                values.extend(range(start, stop + 1, step[0] if step else 1))
+                start, stop, *step = (_ascii_int(x) for x in part.split(":"))
+                span = range(start, stop + 1, step[0] if step else 1)
+                if len(values) + len(span) > MAX_GRID_VALUES:
+                    raise InfercastError(
+                        f"{part!r} has {len(span):,} values; the limit is {MAX_GRID_VALUES:,} per option", field=field
+                    )
+                values.extend(span)
             else:
-                values.append(int(part))
+                values.append(_ascii_int(part))
     except ValueError:
         raise InfercastError(f"expected integers like 1,8,64 or 128:4096:128, got {text!r}", field=field) from None
     if not values or min(values) < 1:
         raise InfercastError(f"must be positive integers, got {text!r}", field=field)
+    if max(values) > MAX_INT_OPTION:
+        raise InfercastError(f"{max(values)} is too large; the limit is {MAX_INT_OPTION}", field=field)
     return values
+
+
+MAX_INT_OPTION = 2**31 - 1
+"""Largest value an integer list option takes (int32): every size in the models is far below it, and it keeps
+products of sizes exact in int64/float64."""
+
+
+def _ascii_int(text: str) -> int:
+    """An integer written in ASCII digits with an optional sign ('²' or '٣' are refused, unlike ``int()``)."""
+    text = text.strip()
+    if not text.lstrip("+-").isascii() or not text.lstrip("+-").isdigit() or text.count("-") + text.count("+") > 1:
+        raise ValueError(text)
+    return int(text)
 
 
 def parse_float_list(field: str, text: str | None) -> list[float] | None:

@@ -12,9 +12,11 @@ from infercast.cli.common import JSON_HELP, console, emit_json, parse_float_list
 from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
+from infercast.files import check_output_dir, check_output_file
 from infercast.sim.api import run as run_simulation
 from infercast.sim.api import simulation_config
 from infercast.sim.config import DisaggConfig, KVLink
+from infercast.sim.export import CSV_SUFFIXES, PARQUET_SUFFIXES
 from infercast.sim.speculative import SpeculativeConfig
 
 SCHEDULERS = (
@@ -30,7 +32,8 @@ def _length(value: str | None, field: str) -> int | str | None:
     """An integer, or a distribution spec such as lognormal:1000,0.6 (see sim.workload.LengthSpec)."""
     if value is None:
         return None
-    return int(value) if value.strip().lstrip("-").isdigit() else value
+    digits = value.strip().lstrip("-")
+    return int(value) if digits.isascii() and digits.isdigit() else value  # '²'.isdigit() is True, int('²') fails
 
 
 @with_flags
@@ -111,6 +114,7 @@ def simulate(
 ) -> None:
     """Simulate serving under traffic; report vLLM-bench-style TTFT/TPOT/ITL/E2E, throughput and goodput."""
     given = locals()
+    _check_outputs(requests_out, trace_out, plot_dir)
     disagg = _disagg(scheduler, given)
     speculative = _speculative(given)
     prefix = _prefix(prefix_len, num_prefixes)
@@ -168,6 +172,16 @@ def simulate(
     from infercast.sim.export import summary_table
 
     console.print(summary_table(result))
+
+
+def _check_outputs(requests_out: Path | None, trace_out: Path | None, plot_dir: Path | None) -> None:
+    """Every output path is checked before the run, so a bad one never costs a run or leaves partial results."""
+    if requests_out is not None:
+        check_output_file(requests_out, "requests_out", (*CSV_SUFFIXES, *PARQUET_SUFFIXES), create_parents=True)
+    if trace_out is not None:
+        check_output_file(trace_out, "trace_out", (".json", ".json.gz"), create_parents=True)
+    if plot_dir is not None:
+        check_output_dir(plot_dir, "plot_dir")
 
 
 def _refuse(given: dict, names: tuple[str, ...], why: str) -> None:

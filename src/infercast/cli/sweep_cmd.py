@@ -13,6 +13,7 @@ from infercast.analysis.sweep import sweep as run_sweep
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
+from infercast.files import atomic_path, check_output_file
 
 OUT_FORMATS = (".csv", ".parquet", ".json")
 """Extensions ``--out`` writes: CSV, Parquet (needs pyarrow) or JSON (one record per row)."""
@@ -23,24 +24,21 @@ def _names(text: str) -> list[str]:
 
 
 def check_out_path(out: Path) -> None:
-    """Refuse an ``--out`` path with an unknown extension or a missing folder before anything is computed."""
-    if out.suffix.lower() not in OUT_FORMATS:
-        raise InfercastError(f"must end in {', '.join(OUT_FORMATS)}, got {str(out)!r}", field="out")
-    folder = out.parent
-    if not folder.is_dir():
-        raise InfercastError(f"folder {str(folder)!r} does not exist", field="out")
+    """Refuse an ``--out`` path with an unknown extension or an unusable folder before anything is computed."""
+    check_output_file(out, "out", OUT_FORMATS)
 
 
 def write_rows(df: pd.DataFrame, out: Path) -> None:
-    """Write every row of a sweep to ``out`` in the format its extension names (see :data:`OUT_FORMATS`)."""
+    """Write every row of a sweep to ``out`` (atomically) in the format its extension names (:data:`OUT_FORMATS`)."""
     suffix = out.suffix.lower()
     try:
-        if suffix == ".parquet":
-            df.to_parquet(out, index=False)
-        elif suffix == ".json":
-            df.to_json(out, orient="records", indent=1)
-        else:
-            df.to_csv(out, index=False)
+        with atomic_path(out, "out") as tmp:
+            if suffix == ".parquet":
+                df.to_parquet(tmp, index=False)
+            elif suffix == ".json":
+                df.to_json(tmp, orient="records", indent=1)
+            else:
+                df.to_csv(tmp, index=False)
     except ImportError:
         msg = "writing .parquet needs pyarrow (pip install pyarrow); use .csv or .json"
         raise InfercastError(msg, field="out") from None
@@ -83,7 +81,10 @@ def sweep(
     t = Table(title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""))
     for col in ("model", "gpu", "precision", "tp", "batch", "in", "out", "TTFT", "TPOT", "out tok/s", "fits"):
         t.add_column(col)
-    shown = df if len(df) <= 30 else df.sort_values("output_throughput_tok_s", ascending=False).head(30)
+    # best first: configurations that fit (memory and context) ahead of any that do not, then by throughput
+    runnable = df["fits"] & df["within_context"]
+    order = df.assign(_runnable=runnable).sort_values(["_runnable", "output_throughput_tok_s"], ascending=False)
+    shown = order.head(30) if len(df) > 30 else order
     for r in shown.itertuples():
         t.add_row(str(r.model), str(r.gpu), str(r.precision), str(r.tp), str(r.batch), str(r.input_len),
                   str(r.output_len), fmt_time(r.ttft_s), fmt_time(r.tpot_s), f"{r.output_throughput_tok_s:,.0f}",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from infercast.errors import InfercastError
+from infercast.files import atomic_path
 from infercast.sim.labels import run_label, slo_text
 
 if TYPE_CHECKING:
@@ -45,11 +46,11 @@ def write_requests(result: SimulationResult, path: str | Path) -> Path:
         )
     df = result.requests()
     df.insert(0, "request_id", df.index.to_numpy())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "csv":
-        df.to_csv(path, index=False)
-    else:
-        df.to_parquet(path, index=False, engine="pyarrow")
+    with atomic_path(path, "requests_out") as tmp:  # all or nothing: never a half-written table
+        if kind == "csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False, engine="pyarrow")
     return path
 
 

@@ -214,10 +214,12 @@ class SLO:
         """Parse vLLM-style goodput specs: ``["ttft:200", "tpot:50", "e2el:2000"]`` (milliseconds)."""
         from infercast.errors import InfercastError, require_positive_number
 
-        if specs is None or (isinstance(specs, str | list | tuple) and not specs):
+        if specs is None:
             return None
         if isinstance(specs, str):
             specs = specs.replace(",", " ").split()
+        if isinstance(specs, list | tuple) and not specs:  # '--goodput ""' must not silently drop the SLO
+            raise InfercastError("needs at least one SLO like 'ttft:200 tpot:50' (ms), got nothing", field="goodput")
         elif not isinstance(specs, list | tuple):
             raise InfercastError(f"expected specs like 'ttft:200 tpot:50' (ms), got {specs!r}", field="goodput")
         values: dict[str, float] = {}

@@ -257,12 +257,14 @@ def write_chrome_trace(
     path = Path(path)
     trace = to_chrome_trace(result, max_requests=max_requests, max_counter_samples=max_counter_samples)
     text = json.dumps(trace, separators=(",", ":"), allow_nan=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
+    from infercast.files import atomic_path
+
+    with atomic_path(path, "trace_out") as tmp:  # all or nothing: never a half-written trace
+        if path.name.endswith(".gz"):
+            with gzip.open(tmp, "wt", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            tmp.write_text(text, encoding="utf-8")
     return path
 
 

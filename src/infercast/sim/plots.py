@@ -44,8 +44,10 @@ def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in _FORMATS:
         raise InfercastError(f"unsupported image format {path.suffix!r}; use .png, .svg or .pdf", field="path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=_DPI)
+    from infercast.files import atomic_path
+
+    with atomic_path(path, "plot_dir") as tmp:  # all or nothing: never a half-written image
+        fig.savefig(tmp, dpi=_DPI, format=path.suffix.lower().lstrip("."))
     return path
 
 

@@ -88,6 +88,7 @@ def get_hardware(ref: str | HardwareSpec) -> HardwareSpec:
     if key in _user_hardware:
         return _user_hardware[key]
     catalog = hardware_catalog()
+    key = aliases("gpu").get(key, key)
     if key in catalog:
         return catalog[key]
     if ref.endswith((".yaml", ".yml")):
@@ -96,6 +97,14 @@ def get_hardware(ref: str | HardwareSpec) -> HardwareSpec:
             raise InfercastError(f"{ref} defines {len(specs)} accelerators; pass one id", field="gpu")
         return specs[0]
     raise unknown_choice("gpu", ref, list(catalog) + list(_user_hardware))
+
+
+@cache
+def aliases(kind: str) -> dict[str, str]:
+    """Short names for catalog ids (``specs/data/aliases.yaml``): ``aliases("gpu")["h100"] == "h100-sxm"``."""
+    text = resources.files(_DATA).joinpath("aliases.yaml").read_text()
+    table = (yaml.safe_load(text) or {}).get(kind) or {}
+    return {str(k).strip().lower(): str(v).strip().lower() for k, v in table.items()}
 
 
 def list_models() -> list[ModelSpec]:

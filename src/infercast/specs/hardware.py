@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from infercast.errors import InfercastError
@@ -93,22 +92,22 @@ class HardwareSpec(BaseModel):
 
 def load_hardware_file(path: str | Path) -> list[HardwareSpec]:
     """Load user-defined hardware from a YAML file (a list of entries, or one mapping)."""
+    from infercast.files import load_yaml  # one-line errors: missing, folder, non-UTF-8, .inf/.nan, too deep
+    from infercast.specs.plausible import check_hardware
+
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise InfercastError(f"no such file: {path}", field="hardware file") from None
-    except yaml.YAMLError as exc:
-        raise InfercastError(f"{path} is not valid YAML: {exc}", field="hardware file") from None
+    raw = load_yaml(path, "hardware file")
     entries = raw if isinstance(raw, list) else [raw]
     out = []
     for entry in entries:
         if not isinstance(entry, dict):
             raise InfercastError(f"{path}: each entry must be a mapping", field="hardware file")
         try:
-            out.append(HardwareSpec.model_validate(entry))
+            spec = HardwareSpec.model_validate(entry)
         except Exception as exc:  # pydantic ValidationError: report the first field
             raise InfercastError(f"{path}: {_first_error(exc)}", field="hardware file") from None
+        check_hardware(spec, str(path))
+        out.append(spec)
     return out
 
 

@@ -17,13 +17,14 @@ silent bf16.
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from infercast.errors import InfercastError
+from infercast.files import load_json
 from infercast.specs.model import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec, SparseAttentionSpec
 
 SUPPORTED_TYPES = (
@@ -41,6 +42,10 @@ _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", *_HYBRID_TYPES)
 _GATED_ACTIVATIONS = ("silu", "swish", "swiglu")
 """hidden_act values that mean a gated (SwiGLU) FFN in a config of an unknown family."""
 
+MAX_CONFIG_INT = 2**31 - 1
+"""Largest integer a config.json size may hold: the biggest real ones (vocab ~10^6, context ~10^7) are far below,
+and it keeps every derived product inside int64/float64 exactness."""
+
 _MAX_CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions", "seq_length")
 
 
@@ -49,16 +54,16 @@ def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelSpec:
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / "config.json"
-    if not path.exists():
-        raise InfercastError(f"no such file: {path}", field="model")
-    try:
-        raw = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InfercastError(f"{path} is not valid JSON ({exc})", field="model") from None
+    raw = load_json(path, "model")  # one-line errors: missing, folder, non-UTF-8, NaN/Infinity, too deep
     if not isinstance(raw, dict):
         raise InfercastError(f"{path} must hold a JSON object", field="model")
     name = model_id or (path.parent.name if path.name == "config.json" else path.stem)
-    return spec_from_hf_dict(raw, model_id=name.lower(), source=str(path))
+    try:
+        return spec_from_hf_dict(raw, model_id=name.lower(), source=str(path))
+    except ValidationError as exc:  # a sub-spec (MLA ranks, sliding window...) out of range
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        raise InfercastError(f"{path} gives an invalid architecture ({loc}: {err['msg']})", field="model") from None
 
 
 def _get(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., where: str = "config.json") -> Any:
@@ -74,8 +79,16 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
     value = _get(cfg, key, *alts, default=default)
     if value is None:
         return value
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
-        raise InfercastError(f"config.json field {key!r} must be a non-negative integer, got {value!r}", field="model")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or int(value) != value
+        or not 0 <= value <= MAX_CONFIG_INT
+    ):
+        raise InfercastError(
+            f"config.json field {key!r} must be a non-negative integer <= {MAX_CONFIG_INT}, got {value!r}", field="model"
+        )
     return int(value)
 
 
@@ -169,6 +182,10 @@ def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -
         quant = cfg.get("quantization_config")  # Kimi-K2.5-style multimodal configs keep it in text_config
     if isinstance(quant, dict):
         return _quant_precision(quant)
+    if quant is not None:
+        raise InfercastError(
+            f"config.json quantization_config must be an object with quant_method, got {quant!r}", field="model"
+        )
     dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
     return "fp16" if dtype in ("float16", "fp16") else "bf16"
 

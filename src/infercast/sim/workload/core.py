@@ -92,7 +92,8 @@ def _numeric_column(df: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     if bad.any():
         i = int(np.argmax(bad))
         raise InfercastError(
-            f"{path}, line {i + 2}: column {column!r} has {df[column].iloc[i]!r}, expected a number", field="path"
+            f"{path}, line {i + 2}: column {column!r} has {str(df[column].iloc[i])!r}, expected a number",
+            field="path",
         )
     return values
 

@@ -50,14 +50,15 @@ def with_system_prompts(
     if old is None:
         if m == 0:
             hashes = None
-        else:  # all users of prompt k share one read-only array: O(K*m) memory however many requests
-            table = np.arange(k_count * m, dtype=np.int64).reshape(k_count, m)
-            table.flags.writeable = False
-            pool = np.empty(k_count + 1, dtype=object)
-            for k in range(k_count):  # (a slice assignment would broadcast the rows into a 2-D block)
-                pool[k] = table[k]
-            pool[k_count] = np.zeros(0, np.int64)
-            hashes = pool[np.where(chosen, which, k_count)].tolist()
+        else:  # all users of prompt k share one read-only array (ids k*m .. k*m+m-1): memory grows with the
+            # prompts actually drawn (at most one per request), never with K itself
+            used, slot = np.unique(np.where(chosen, which, -1), return_inverse=True)
+            pool = np.empty(used.size, dtype=object)
+            for j, k in enumerate(used.tolist()):  # (a slice assignment would broadcast rows into a 2-D block)
+                row = np.arange(k * m, (k + 1) * m, dtype=np.int64) if k >= 0 else np.zeros(0, np.int64)
+                row.flags.writeable = False
+                pool[j] = row
+            hashes = pool[slot.ravel()].tolist()
     else:
         hashes = _prepend_hashes(old, chosen, which, k_count, m)
     return workload._replace(prompt_len=prompt, block_hashes=hashes, hash_block_size=block)

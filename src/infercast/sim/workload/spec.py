@@ -12,6 +12,7 @@ from infercast.errors import (
     require_positive_number,
     unknown_choice,
 )
+from infercast.limits import BYTES_PER_REQUEST, require_count
 from infercast.sim.workload.arrivals import ARRIVAL_KINDS
 from infercast.sim.workload.core import Workload
 from infercast.sim.workload.lengths import LengthLike
@@ -66,7 +67,7 @@ class WorkloadSpec:
         if self.trace is not None and not isinstance(self.trace, str | Path):
             raise InfercastError(f"must be a file path or a built-in trace name, got {self.trace!r}", field="trace")
         if self.num_requests is not None:
-            self._set("num_requests", require_positive_int("num_requests", self.num_requests))
+            self._set("num_requests", require_count("num_requests", self.num_requests, BYTES_PER_REQUEST))
         if not isinstance(self.offline, bool):
             raise InfercastError(f"must be True or False, got {self.offline!r}", field="offline")
         if self.rate is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
+from infercast.files import check_input_file, parse_json
 from infercast.sim.workload.core import (
     _ARRIVAL_COLS,
     _OUTPUT_COLS,
@@ -28,11 +28,15 @@ MOONCAKE_BLOCK_SIZE = 512  # tokens per hash id in the Mooncake / FAST'25 traces
 TRACE_SUFFIXES = (".csv", ".jsonl", ".json")
 
 
+MAX_TRACE_TOKENS = 2**31 - 1
+"""Longest prompt or output a trace line may give (int32): beyond it lengths would wrap in int64 products."""
+MAX_TRACE_SECONDS = 1e10
+"""Latest arrival a trace may give, in seconds after its first request (~300 years)."""
+MAX_HASH_ID = 2**63 - 1
+
+
 def _check_path(path: str | Path) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise InfercastError(f"file not found: {p}", field="path")
-    return p
+    return check_input_file(path, "path")  # missing, folder, symlink loop, unreadable: one line each
 
 
 def _finish_trace(
@@ -55,10 +59,13 @@ def _finish_trace(
     if len(times) == 0:
         raise InfercastError(f"{path} has no requests (empty trace)", field="path")
     checks = (
-        ("arrival time", times, ~np.isfinite(times) | (times < 0), "finite and >= 0"),
-        ("prompt length", prompt, (prompt < 1) | (prompt != np.round(prompt)), "an integer >= 1"),
-        ("output length", output, (output < 1) | (output != np.round(output)), "an integer >= 1"),
-    )
+        ("arrival time", times, ~np.isfinite(times) | (times < 0) | (times > MAX_TRACE_SECONDS),
+         f"finite, >= 0 and <= {MAX_TRACE_SECONDS:g} s"),
+        ("prompt length", prompt, ~((prompt >= 1) & (prompt <= MAX_TRACE_TOKENS)) | (prompt != np.round(prompt)),
+         f"an integer in [1, {MAX_TRACE_TOKENS}]"),
+        ("output length", output, ~((output >= 1) & (output <= MAX_TRACE_TOKENS)) | (output != np.round(output)),
+         f"an integer in [1, {MAX_TRACE_TOKENS}]"),
+    )  # fmt: skip
     for what, arr, bad, rule in checks:
         if bad.any():
             i = int(np.argmax(bad))
@@ -146,46 +153,36 @@ def load_mooncake_jsonl(
     hashes: list[np.ndarray] = []
     lines: list[int] = []
     empty = np.zeros(0, np.int64)
-    try:
-        handle = p.open(encoding="utf-8")
-    except OSError as exc:
-        raise InfercastError(f"cannot read {p} ({exc.strerror})", field="path") from None
-    with handle:
-        for lineno, raw in enumerate(handle, 1):
-            line = raw.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InfercastError(f"{p}, line {lineno}: not valid JSON ({exc.msg})", field="path") from None
-            if not isinstance(obj, dict):
-                raise InfercastError(f"{p}, line {lineno}: expected a JSON object", field="path")
-            try:
-                t, i, o = obj["timestamp"], obj["input_length"], obj["output_length"]
-            except KeyError as exc:
-                raise InfercastError(
-                    f"{p}, line {lineno}: missing key {exc.args[0]!r} (need timestamp, input_length, output_length)",
-                    field="path",
-                ) from None
-            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (t, i, o)):
-                raise InfercastError(
-                    f"{p}, line {lineno}: timestamp, input_length and output_length must be numbers", field="path"
-                )
-            ids = obj.get("hash_ids")
-            if ids is not None and (
-                not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids)
-            ):
-                raise InfercastError(f"{p}, line {lineno}: hash_ids must be a list of integers", field="path")
-            if not ids:
-                arr = empty
-            else:
-                arr = np.asarray(ids[: max(-(-int(i) // MOONCAKE_BLOCK_SIZE), 0)], dtype=np.int64)
-            times.append(float(t) / 1000.0)
-            prompt.append(float(i))
-            output.append(float(o))
-            hashes.append(arr)
-            lines.append(lineno)
+    for lineno, line in _jsonl_lines(p):
+        obj = parse_json(line, f"{p}, line {lineno}", "path")
+        if not isinstance(obj, dict):
+            raise InfercastError(f"{p}, line {lineno}: expected a JSON object", field="path")
+        try:
+            t, i, o = obj["timestamp"], obj["input_length"], obj["output_length"]
+        except KeyError as exc:
+            raise InfercastError(
+                f"{p}, line {lineno}: missing key {exc.args[0]!r} (need timestamp, input_length, output_length)",
+                field="path",
+            ) from None
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (t, i, o)):
+            raise InfercastError(
+                f"{p}, line {lineno}: timestamp, input_length and output_length must be numbers", field="path"
+            )
+        ids = obj.get("hash_ids")
+        if ids is not None and (
+            not isinstance(ids, list)
+            or not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h <= MAX_HASH_ID for h in ids)
+        ):
+            raise InfercastError(f"{p}, line {lineno}: hash_ids must be a list of integers in [0, 2^63)", field="path")
+        if not ids:
+            arr = empty
+        else:
+            arr = np.asarray(ids[: max(-(-int(i) // MOONCAKE_BLOCK_SIZE), 0)], dtype=np.int64)
+        times.append(float(t) / 1000.0)
+        prompt.append(float(i))
+        output.append(float(o))
+        hashes.append(arr)
+        lines.append(lineno)
     return _finish_trace(
         np.asarray(times),
         np.asarray(prompt),
@@ -198,6 +195,18 @@ def load_mooncake_jsonl(
         max_requests=max_requests,
         name=name,
     )
+
+
+def _jsonl_lines(path: Path):
+    """(line number, stripped text) of each non-empty line; unreadable or non-UTF-8 files are one-line errors."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            lines = [(n, line.strip()) for n, line in enumerate(handle, 1)]
+    except OSError as exc:
+        raise InfercastError(f"cannot read {path} ({exc.strerror or exc})", field="path") from None
+    except UnicodeDecodeError as exc:
+        raise InfercastError(f"{path} is not UTF-8 text (byte {exc.start} of a line)", field="path") from None
+    return [(n, line) for n, line in lines if line]
 
 
 def load_trace(path: str | Path, **kwargs: Any) -> Workload:

@@ -1,0 +1,77 @@
+"""What this machine can hold: sizes that would allocate more than its memory are refused up front.
+
+An option such as ``--num-requests`` or ``--max-num-seqs`` sizes arrays; a value that cannot be held is
+an :class:`~infercast.errors.InfercastError` that says how much it needs and what the limit is, instead of a
+``MemoryError`` (or minutes of swapping) half-way through a run.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+from infercast.errors import InfercastError, require_positive_int
+
+MEMORY_SHARE = 0.5
+"""Share of physical memory one array family may take (the rest: the interpreter, NumPy temporaries, others)."""
+FALLBACK_MEMORY_BYTES = 8 * 1024**3
+"""Assumed physical memory where the OS does not report it (8 GiB)."""
+
+BYTES_PER_REQUEST = 512
+"""Simulator memory per request: measured peak ~250 B/request (tracemalloc, 80k requests, RequestTable +
+workload + metrics), doubled for block-hash lists and per-request exports."""
+BYTES_PER_SEQUENCE_SLOT = 256
+"""Per ``max_num_seqs`` slot: the compiled decode-cost table holds 13 float64 rows of max_num_seqs + 1 entries
+(104 B), plus the decode set's per-slot arrays."""
+BYTES_PER_REPLICA = 4 * 1024**2
+"""A replica's fixed state (KV-cache block arrays, compiled step costs, queues): a few MiB, measured
+~1-3 MiB for an 8B model on an H100 with default engine limits."""
+MAX_GRID_VALUES = 100_000
+"""Values one list option (``--batches 1:100000``) may expand to; the grid's rows are checked separately."""
+BYTES_PER_SWEEP_ROW = 1024
+"""``sweep``: ~40 float64/int64 output columns per row plus intermediate arrays (~1 KiB)."""
+
+
+@cache
+def memory_limit_bytes() -> int:
+    """Bytes one array family may use: :data:`MEMORY_SHARE` of physical memory."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = FALLBACK_MEMORY_BYTES
+    return int(total * MEMORY_SHARE)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 / 10 else f"{n / 1024**2:.0f} MiB"
+
+
+def max_count(bytes_each: int) -> int:
+    """Most items of ``bytes_each`` bytes that fit in :func:`memory_limit_bytes`."""
+    return max(memory_limit_bytes() // bytes_each, 1)
+
+
+def require_count(field: str, value: object, bytes_each: int, *, minimum: int = 1, what: str = "") -> int:
+    """An integer >= ``minimum`` whose arrays fit in memory, e.g. ``num_requests: 2147483648 needs 1024.0 GiB;
+    the limit on this machine is 16777216 (8.0 GiB)``."""
+    count = require_positive_int(field, value, minimum=minimum)
+    limit = max_count(bytes_each)
+    if count > limit:
+        option = "--" + field.replace("_", "-")
+        raise InfercastError(
+            f"{option} {count} needs {_gib(count * bytes_each)}{' ' + what if what else ''}; the limit on this "
+            f"machine is {limit} ({_gib(memory_limit_bytes())})",
+            field=field,
+        )
+    return count
+
+
+def check_rows(field: str, rows: int, bytes_each: int, what: str) -> None:
+    """Refuse a product of options (e.g. a sweep grid) with more rows than memory holds."""
+    limit = max_count(bytes_each)
+    if rows > limit:
+        raise InfercastError(
+            f"{rows:,} {what} need {_gib(rows * bytes_each)}; the limit on this machine is {limit:,} "
+            f"({_gib(memory_limit_bytes())})",
+            field=field,
+        )
