@@ -87,7 +87,8 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
         or not 0 <= value <= MAX_CONFIG_INT
     ):
         raise InfercastError(
-            f"config.json field {key!r} must be a non-negative integer <= {MAX_CONFIG_INT}, got {value!r}", field="model"
+            f"config.json field {key!r} must be a non-negative integer <= {MAX_CONFIG_INT}, got {value!r}",
+            field="model",
         )
     return int(value)
 
