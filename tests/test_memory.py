@@ -121,7 +121,7 @@ def test_max_context_is_consistent_with_blocks(ctx):
     if conc >= 1:
         assert b.blocks_per_sequence(ctx) * conc <= b.num_blocks
         assert b.blocks_per_sequence(ctx) * (conc + 1) > b.num_blocks
-        assert b.max_context(conc) >= ctx
+        assert b.max_context(conc) >= min(ctx, 8192)  # capped at gemma-2's 8192-token context
 
 
 def test_context_beyond_the_model_is_refused():

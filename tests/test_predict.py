@@ -18,6 +18,7 @@ def test_two_phase_report_at_batch_one():
     assert p.e2e_s == pytest.approx(p.ttft_s + p.tpot_s * 255)
     assert p.output_throughput_tok_s == pytest.approx(256 / p.e2e_s)
     assert p.itl_s == pytest.approx(p.tpot_s)  # one stream: the batch is the stream
+    assert p.single_stream_tpot_s == pytest.approx(p.tpot_s)
     # shares add up; the per-operator table covers the phase
     assert sum(p.decode.time_share_by_ceiling.values()) == pytest.approx(1.0)
     assert sum(p.decode.time_share_by_group.values()) == pytest.approx(1.0)

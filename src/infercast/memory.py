@@ -90,7 +90,11 @@ class MemoryBudget:
     """Fixed linear-attention state (recurrent state + conv window) one sequence holds on this GPU."""
     state_blocks_per_sequence: int = 0
     """KV blocks that state takes in the pool (0 without linear-attention layers)."""
+    unreserved_bytes: float = 0.0
+    """What the engine's fraction leaves for KV after weights, activations and runtime (before block rounding);
+    negative when those reservations alone do not fit (then the KV pool is 0)."""
     _sliding_window: int | None = None
+    _model_max_context: int | None = None
     _num_layers: int = 1
     _num_sliding_layers: int = 0
 
@@ -108,8 +112,8 @@ class MemoryBudget:
         """Weights fit and the requested context x concurrency fits in the KV pool."""
         if not self.weights_fit:
             return False
-        if self.context is None:
-            return True
+        if self.context is None:  # concurrency alone: each sequence needs at least one token's blocks
+            return self.blocks_per_sequence(1) * (self.concurrency or 1) <= self.num_blocks
         return self.blocks_per_sequence(self.context) * (self.concurrency or 1) <= self.num_blocks
 
     @property
@@ -120,7 +124,7 @@ class MemoryBudget:
         need = self.blocks_per_sequence(self.context or 1) * (self.concurrency or 1) * self.block_bytes
         if not self.weights_fit:
             need = max(need, self.block_bytes)
-        return need - self.kv_pool_bytes
+        return need - min(self.kv_pool_bytes, self.unreserved_bytes)
 
     def blocks_per_sequence(self, context: int) -> int:
         """KV blocks one sequence of ``context`` tokens occupies (sliding layers hold only the window)."""
@@ -141,15 +145,17 @@ class MemoryBudget:
         return self.num_blocks // self.blocks_per_sequence(context) if self.num_blocks > 0 else 0
 
     def max_context(self, concurrency: int) -> int:
-        """Longest context each of ``concurrency`` sequences can hold at once."""
+        """Longest context each of ``concurrency`` sequences can hold at once (never past the model's own)."""
         concurrency = require_positive_int("concurrency", concurrency)
         if self.num_blocks <= 0:
             return 0
+        longest = self._model_max_context
         per_seq_blocks = self.num_blocks // concurrency - self.state_blocks_per_sequence
         if per_seq_blocks <= 0:
             return 0
         if not self._sliding_window or not self._num_sliding_layers:
-            return per_seq_blocks * self.block_size
+            fits = per_seq_blocks * self.block_size
+            return fits if longest is None else min(fits, longest)
         # Sliding layers stop growing at the window; search the largest context that fits.
         lo, hi = 0, per_seq_blocks * self.block_size * 64 + self.block_size
         while lo < hi:
@@ -158,7 +164,7 @@ class MemoryBudget:
                 lo = mid
             else:
                 hi = mid - 1
-        return lo
+        return lo if longest is None else min(lo, longest)
 
     def to_dict(self) -> dict[str, object]:
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
@@ -283,7 +289,15 @@ def memory_budget(
     state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp)
     state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
     num_blocks = int(pool // block_bytes) if pool > 0 else 0
-    pool_rounded = num_blocks * block_bytes if pool > 0 else pool
+    pool_rounded = num_blocks * block_bytes  # >= 0: a negative "pool" is reported as unreserved_bytes
+    if pool <= 0 and gpu_memory_utilization is not None:
+        need = reserved / capacity if eng.kv_fraction_of == "total" else None
+        hint = f"; at least {need:.2f} is needed for any KV cache" if need is not None and need < 1 else ""
+        raise DoesNotFitError(
+            f"{fraction:g} of {capacity / 1e9:.1f} GB leaves no KV cache after {reserved / 1e9:.1f} GB of weights, "
+            f"activations and runtime per GPU{hint}",
+            field="gpu_memory_utilization",
+        )
 
     notes = []
     if model.mla and tp > 1:
@@ -322,7 +336,9 @@ def memory_budget(
         concurrency=concurrency if concurrency is not None else (1 if context is not None else None),
         notes=notes,
         state_bytes_per_sequence=state_seq,
+        unreserved_bytes=pool,
         _sliding_window=model.sliding_window,
+        _model_max_context=model.max_context,
         _num_layers=model.num_attention_layers,
         _num_sliding_layers=model.num_sliding_layers if model.sliding_window else 0,
         state_blocks_per_sequence=state_blocks,

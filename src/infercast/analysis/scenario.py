@@ -33,7 +33,12 @@ class Prediction:
     ttft_s: float
     """Request overhead (API server, tokenisation) + prefill steps."""
     tpot_s: float
+    """Mean decode step of the batch: the time between two tokens of each of its requests."""
     itl_s: float
+    """Inter-token latency as ``vllm bench serve`` defines it: a static batch emits one token per request per
+    step, so it equals ``tpot_s`` (kept as its own key for vLLM-style reports)."""
+    single_stream_tpot_s: float
+    """Mean decode step of ONE request alone (batch 1): the floor TPOT approaches at low load."""
     e2e_s: float
     output_throughput_tok_s: float
     total_throughput_tok_s: float
@@ -61,6 +66,7 @@ class Prediction:
             "request_overhead_s": self.ttft_s - self.prefill.time_s,
             "tpot_s": self.tpot_s,
             "itl_s": self.itl_s,
+            "single_stream_tpot_s": self.single_stream_tpot_s,
             "e2e_s": self.e2e_s,
             "output_throughput_tok_s": self.output_throughput_tok_s,
             "total_throughput_tok_s": self.total_throughput_tok_s,
@@ -141,7 +147,8 @@ def predict(
     """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
 
     TTFT is the prefill of the batch's prompts (chunked when ``chunk_size`` is given); TPOT the mean decode
-    step as the context grows from I+1 to I+O-1; ITL the same for a single stream; throughput that of a
+    step as the context grows from I+1 to I+O-1; ITL equals it (one token per request per step);
+    ``single_stream_tpot_s`` the same step for one request alone; throughput that of a
     static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
     ``model`` may be a :class:`Deployment` (then without ``gpu``, ``tp``, ``ep``, ``precision``,
@@ -166,7 +173,7 @@ def predict(
     ttft = pre_report.time_s + cm.profile.request_overhead_s
     steps = output_len - 1
     tpot = dec_report.time_s / steps if steps else 0.0
-    itl = single_total / steps if steps else 0.0
+    single = single_total / steps if steps else 0.0
     e2e = ttft + dec_report.time_s
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats"}
     prov.update({f"param.{k}": v for k, v in sorted(cm.profile.provenance.items())})
@@ -183,7 +190,8 @@ def predict(
         batch=batch,
         ttft_s=ttft,
         tpot_s=tpot,
-        itl_s=itl,
+        itl_s=tpot,
+        single_stream_tpot_s=single,
         e2e_s=e2e,
         output_throughput_tok_s=batch * output_len / e2e,
         total_throughput_tok_s=batch * (input_len + output_len) / e2e,

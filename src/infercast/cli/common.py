@@ -68,6 +68,8 @@ def parse_int_list(field: str, text: str | None) -> list[int] | None:
                 values.extend(span)
             else:
                 values.append(_ascii_int(part))
+    except InfercastError:
+        raise
     except ValueError:
         raise InfercastError(f"expected integers like 1,8,64 or 128:4096:128, got {text!r}", field=field) from None
     if not values or min(values) < 1:

@@ -98,7 +98,7 @@ def simulate(
     ] = None,
     seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths).")] = 0,
     rate_sweep: Annotated[
-        bool, typer.Option("--rate-sweep", help="Latency vs load; find the saturation rate.")
+        bool, typer.Option("--rate-sweep", help="Latency vs load; find the SLO capacity (highest rate meeting SLOs).")
     ] = False,
     rates: Annotated[
         str | None, typer.Option(help="--rate-sweep: comma-separated rates (default: around capacity).")
@@ -141,7 +141,7 @@ def simulate(
 
             plot_dir.mkdir(parents=True, exist_ok=True)
             plot_rate_sweep(sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo,
-                            saturation_rate=sweep.saturation_rate_req_s)  # fmt: skip
+                            slo_capacity=sweep.slo_capacity_req_s)  # fmt: skip
         if json_out:
             emit_json(sweep.to_dict())
         else:
@@ -225,7 +225,7 @@ def _prefix(prefix_len: int | None, num_prefixes: int | None) -> tuple[int, int]
 
 
 def _render_sweep(sweep) -> None:
-    t = Table(title="Latency vs request rate" + (f" (SLO {sweep.slo.to_dict()})" if sweep.slo else ""))
+    t = Table(title="Latency vs request rate" + (f" (SLO: {sweep.slo.describe()})" if sweep.slo else ""))
     for col in ("rate", "throughput", "goodput", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "saturated"):
         t.add_column(col, justify="right")
     for row in sweep.table.to_dict(orient="records"):
@@ -233,8 +233,9 @@ def _render_sweep(sweep) -> None:
                   fmt_time(row["ttft_p50_s"]), fmt_time(row["ttft_p99_s"]), fmt_time(row["tpot_p50_s"]),
                   fmt_time(row["tpot_p99_s"]), "yes" if row["saturated"] else "")  # fmt: skip
     console.print(t)
-    if sweep.saturation_rate_req_s is None:
-        console.print("[red]no rate met the SLOs[/]")
+    if sweep.slo_capacity_req_s is None:
+        console.print("[red]no rate met the SLOs[/]" if sweep.slo else "[red]no rate kept up with its load[/]")
     else:
-        console.print(f"saturation point: {sweep.saturation_rate_req_s:.2f} req/s "
+        what = "SLO capacity (highest rate meeting the SLOs)" if sweep.slo else "highest rate kept up with"
+        console.print(f"{what}: {sweep.slo_capacity_req_s:.2f} req/s "
                       f"(offline throughput, all requests at once: {sweep.capacity_req_s:.2f} req/s)")  # fmt: skip

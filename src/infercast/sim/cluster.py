@@ -41,8 +41,23 @@ class Router:
         if self.name == "prefix_affinity":
             hashes = self.table.hashes_of(i)
             if hashes is not None and len(hashes):
-                return replicas[int(hashes[0]) % len(replicas)]
+                return replicas[spread_hash(int(hashes[0])) % len(replicas)]
         return min(replicas, key=lambda r: (r.outstanding, r.rid))
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def spread_hash(block_id: int) -> int:
+    """A well-mixed 64-bit hash of a block id (the splitmix64 finalizer, Steele et al., OOPSLA 2014).
+
+    Block ids are structured (a system prompt's blocks are numbered k*m .. k*m+m-1), so ``id % n`` sends every
+    prompt to replica 0 whenever n divides m; mixing the bits first spreads prompts evenly for any n.
+    """
+    z = (block_id + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
 
 
 class Coordinator:

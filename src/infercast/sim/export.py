@@ -118,3 +118,58 @@ def summary_table(result: SimulationResult) -> Table:
         t.add_row("[bold red]WARNING: saturated[/]", "[red]latencies grow with the run length[/]")
         t.caption = f"[red]Saturated: {reason}[/]\n{caption}"
     return t
+
+
+VLLM_METRICS = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("itl", "itl_s"), ("e2el", "e2e_s"))
+"""``vllm bench serve`` metric names and the summary keys holding them (``--percentile-metrics``)."""
+
+
+def to_vllm_bench(
+    result: SimulationResult,
+    *,
+    request_rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The summary under the key names ``vllm bench serve --save-result`` writes, so a simulated run and a
+    measured one can be diffed key by key.
+
+    Times in milliseconds as vLLM writes them: ``mean_ttft_ms``, ``median_ttft_ms``, ``std_ttft_ms`` and
+    ``p{50,90,95,99}_{ttft,tpot,itl,e2el}_ms``; throughputs in req/s and tok/s; ``request_goodput`` is None
+    without SLOs, as in vLLM. ``request_rate``: the offered rate (None or inf: everything at t=0, written as
+    ``"inf"`` as vLLM does); ``max_concurrency``: the closed-loop client count. Per-request lists (``ttfts``,
+    ``itls``, texts) are left out; :meth:`SimulationResult.requests` has them. Extra keys an engine run
+    cannot have are prefixed ``sim_``.
+    """
+    s = result.summary
+    df = result.requests()
+    done = df[df["finish_s"].notna()]
+    rate = "inf" if request_rate is None or math.isinf(request_rate) else float(request_rate)
+    out: dict[str, Any] = {
+        "backend": "infercast-sim",
+        "model_id": result.config.get("model"),
+        "num_prompts": int(s["num_requests"]),
+        "request_rate": rate,
+        "burstiness": float(burstiness),
+        "max_concurrency": max_concurrency,
+        "duration": s["duration_s"],
+        "completed": int(s["completed"]),
+        "failed": int(s["num_requests"]) - int(s["completed"]),
+        "total_input_tokens": int(done["prompt_tokens"].sum()),
+        "total_output_tokens": int(done["output_tokens"].sum()),
+        "request_throughput": s["request_throughput_req_s"],
+        "request_goodput": s["goodput_req_s"] if "slo" in s else None,
+        "output_throughput": s["output_throughput_tok_s"],
+        "total_token_throughput": s["total_throughput_tok_s"],
+    }
+    for name, key in VLLM_METRICS:
+        stats = s.get(key) or {}
+        for stat, value in stats.items():
+            label = {"mean": "mean", "std": "std", "p50": "median"}.get(stat, stat)
+            ms = None if value is None or not math.isfinite(value) else value * 1e3
+            out[f"{label}_{name}_ms"] = ms
+        if "p50" in stats:
+            out[f"p50_{name}_ms"] = out[f"median_{name}_ms"]
+    out["sim_saturated"] = bool(s.get("saturated", False))
+    out["sim_config"] = dict(result.config)
+    return out

@@ -264,14 +264,16 @@ def plot_rate_sweep(
     path: str | Path,
     slo: SLO | str | list[str] | None = None,
     *,
+    slo_capacity: float | None = None,
     saturation_rate: float | None = None,
 ) -> Path:
     """TTFT and TPOT percentiles (p50, p99) and goodput against request rate.
 
     ``table``: one row per rate with columns rate_req_s, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s,
     goodput_req_s, saturated (as ``rate_sweep(...).table``). ``slo``: an ``SLO`` or vLLM-style spec
-    (``"ttft:200 tpot:50"``), drawn as horizontal lines. ``saturation_rate``: the sweep's saturation point;
-    without it the first rate flagged ``saturated`` is marked. Saturated rates are drawn with crosses.
+    (``"ttft:200 tpot:50"``), drawn as horizontal lines. ``slo_capacity``: the sweep's SLO capacity
+    (``saturation_rate`` is its former name); without it the first rate flagged ``saturated`` is marked.
+    Saturated rates are drawn with crosses.
     """
     missing = [c for c in _SWEEP_COLUMNS if c not in table.columns]
     if missing:
@@ -282,10 +284,11 @@ def plot_rate_sweep(
     t = table.sort_values("rate_req_s")
     rate = t["rate_req_s"].to_numpy(dtype=float)
     sat = t["saturated"].to_numpy(dtype=bool)
+    saturation_rate = slo_capacity if slo_capacity is not None else saturation_rate
     if saturation_rate is None and sat.any():
         mark, mark_label = float(rate[np.argmax(sat)]), "saturates"
     elif saturation_rate is not None:
-        mark, mark_label = float(saturation_rate), "saturation point"
+        mark, mark_label = float(saturation_rate), "SLO capacity"
     else:
         mark, mark_label = None, ""
 

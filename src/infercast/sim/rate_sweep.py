@@ -1,9 +1,9 @@
-"""Latency against offered load, and the saturation point: the highest rate that still meets the SLOs.
+"""Latency against offered load, and the SLO capacity: the highest rate that keeps up and still meets the SLOs.
 
 Each rate replays the same requests (lengths and shared prefixes, from the given lengths, trace or workload)
 with fresh arrivals at that rate. Without explicit rates the sweep brackets the replica's capacity, estimated
 from an offline run (all requests at once: the throughput the configuration can sustain), then bisects to
-the saturation point. A rate passes when its run is not ``saturated`` (the same test as ``simulate``'s
+the SLO capacity. A rate passes when its run is not ``saturated`` (the same test as ``simulate``'s
 summary, :mod:`infercast.sim.saturation`) and meets the SLOs; the served/arrived part of that test needs
 a few hundred requests per run (the default is 1000).
 """
@@ -30,18 +30,26 @@ SWEEP_SETS = ("rate", "concurrency", "offline")
 
 @dataclass
 class RateSweep:
-    """One row per rate, plus the saturation point."""
+    """One row per rate, plus the SLO capacity."""
 
     table: pd.DataFrame
-    saturation_rate_req_s: float | None
+    slo_capacity_req_s: float | None
+    """Highest rate that is not saturated and meets the SLOs (``attainment`` of requests); None: no rate did.
+    Without SLOs, the highest rate the configuration keeps up with. (It is not where latency starts to
+    climb: that is the knee, usually well below it.)"""
     capacity_req_s: float
     slo: SLO | None
     attainment: float
 
+    @property
+    def saturation_rate_req_s(self) -> float | None:
+        """Former name of :attr:`slo_capacity_req_s` (kept for callers of 0.1)."""
+        return self.slo_capacity_req_s
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "rates": self.table.to_dict(orient="records"),
-            "saturation_rate_req_s": self.saturation_rate_req_s,
+            "slo_capacity_req_s": self.slo_capacity_req_s,
             "offline_throughput_req_s": self.capacity_req_s,
             "slo": self.slo.to_dict() if self.slo else None,
             "slo_attainment_target": self.attainment,
@@ -77,7 +85,7 @@ def rate_sweep(
     refine_steps: int = 5,
     **options: Any,
 ) -> RateSweep:
-    """Simulate each rate; the saturation point is the highest rate the configuration keeps up with (not
+    """Simulate each rate; the SLO capacity is the highest rate the configuration keeps up with (not
     ``saturated``: completions keep pace with arrivals, see :mod:`infercast.sim.saturation`) while SLO
     attainment >= ``attainment`` (without SLOs: keeping up).
 

@@ -45,13 +45,15 @@ def saturation(table: RequestTable, work: Workload) -> dict[str, Any]:
     order = np.argsort(table.arrival)
     arrive = table.arrival[order]
     span = float(arrive[-1] - arrive[0])
-    if span <= 0:
-        return {"saturated": False, "offered_rate_req_s": float("inf")}
+    latency = table.finish - table.arrival
+    first_token = table.first_token - table.arrival
+    if span <= 0 or (np.isfinite(first_token).any() and span < float(np.nanmin(first_token))):
+        return _burst(table, span)  # all arrive before any first token: rate=inf and rate=1e30 alike
     warm = int(len(arrive) * WARMUP_FRACTION)
     start, stop = float(arrive[warm]), float(arrive[-1])
     window = max(stop - start, 1e-12)
     # completions trail arrivals by about one request's latency: compare against the window shifted by that
-    lag = float(np.nanmedian((table.finish - table.arrival)[order[:warm]])) if warm else 0.0
+    lag = float(np.nanmedian(latency[order[:warm]])) if warm else 0.0
     # ... and never into the drain after the last arrival, when a backlog empties at full speed
     lag = min(lag, 0.5 * window)
     arrived = int(np.count_nonzero((arrive >= start) & (arrive <= stop - lag)))
@@ -70,5 +72,25 @@ def saturation(table: RequestTable, work: Workload) -> dict[str, Any]:
         out["saturation_reason"] = (
             f"served {keep_up:.0%} of the requests that arrived over the run and queueing delay grew from "
             f"{early:.2f} s to {late:.2f} s: the offered {offered:.2f} req/s exceeds what this configuration serves"
+        )
+    return out
+
+
+def _burst(table: RequestTable, span: float) -> dict[str, Any]:
+    """Every request arrives before the first one could finish (``offline``, ``rate=inf`` or a rate so high it
+    is the same, e.g. 1e30): one verdict for all of them. The offered rate is unbounded, so the run is
+    saturated when a backlog formed (the last requests queued more than :data:`MIN_LATE_QUEUE_S`), and not
+    when the whole burst was admitted at once."""
+    queue = table.queue_delay()
+    order = np.argsort(table.arrival, kind="stable")
+    tail = max(int(len(queue) * TAIL_FRACTION), 1)
+    late = float(np.nanmean(queue[order][-tail:]))
+    saturated = late > MIN_LATE_QUEUE_S
+    out: dict[str, Any] = {"saturated": bool(saturated), "offered_rate_req_s": float("inf")}
+    if saturated:
+        out["saturation_reason"] = (
+            f"all {table.n} requests arrived within {span:.3g} s (a burst: an unbounded offered rate) and the last "
+            f"waited {late:.2f} s in the queue: the offered load exceeds what this configuration serves "
+            "(request_throughput_req_s is its capacity)"
         )
     return out
