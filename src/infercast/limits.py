@@ -52,14 +52,13 @@ def max_count(bytes_each: int) -> int:
 
 
 def require_count(field: str, value: object, bytes_each: int, *, minimum: int = 1, what: str = "") -> int:
-    """An integer >= ``minimum`` whose arrays fit in memory, e.g. ``num_requests: 2147483648 needs 1024.0 GiB;
+    """An integer >= ``minimum`` whose arrays fit in memory, e.g. ``--num-requests: 2147483648 needs 1024.0 GiB;
     the limit on this machine is 16777216 (8.0 GiB)``."""
     count = require_positive_int(field, value, minimum=minimum)
     limit = max_count(bytes_each)
     if count > limit:
-        option = "--" + field.replace("_", "-")
         raise InfercastError(
-            f"{option} {count} needs {_gib(count * bytes_each)}{' ' + what if what else ''}; the limit on this "
+            f"{count} needs {_gib(count * bytes_each)}{' ' + what if what else ''}; the limit on this "
             f"machine is {limit} ({_gib(memory_limit_bytes())})",
             field=field,
         )

@@ -106,8 +106,7 @@ def _report(message: str, field: str | None, allowed: list[str] | None, as_json:
             error["allowed"] = allowed
         print(json.dumps({"error": error, "exit_code": code}), file=sys.stderr)
     else:
-        print(f"error: {message if not field or message.startswith(field) else f'{field}: {message}'}",
-              file=sys.stderr)  # fmt: skip
+        print(f"error: {f'{field}: ' if field else ''}{message}", file=sys.stderr)
     sys.exit(code)
 
 
