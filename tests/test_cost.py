@@ -202,10 +202,15 @@ def test_elementwise_flop_counts():
 
 
 def test_collectives_run_over_nvlink_or_the_host_link():
-    for gpu, link in (("h100-sxm", 450e9), ("l4", 32e9)):  # NVLink 4; PCIe Gen4 (no NVLink)
-        model = StepCostModel(Deployment.resolve("llama-3.1-8b", gpu, tp=2))
-        i = model.names.index("tp_allreduce")
-        assert model.inv_bw[i, 0] == pytest.approx(1 / (link * model.profile.link_efficiency))
+    """Without a measured curve (L4) the ring formula runs over the PCIe link; with one (H100) the curve prices
+    the all-reduce and the link bandwidth is not used."""
+    model = StepCostModel(Deployment.resolve("llama-3.1-8b", "l4", tp=2))  # PCIe Gen4 (no NVLink)
+    i = model.names.index("tp_allreduce")
+    assert model.inv_bw[i, 0] == pytest.approx(1 / (32e9 * model.profile.link_efficiency))
+    model = StepCostModel(Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=2))
+    i = model.names.index("tp_allreduce")
+    assert model.inv_bw[i, 0] == 0.0 and i in [j for j, *_ in model.curves]
+    assert model.sources[i].startswith("measured: aiconfigurator-core")
 
 
 def test_tp_shards_the_weights():

@@ -37,6 +37,11 @@ class OpRow:
     hops: float = 0.0  # collective latency steps: sum of (N - 1) over the collectives in this op
     active: int = F["tokens"]  # feature that must be > 0 for the op to run at all
     bandwidth: str = "hbm"  # hbm | attn_decode | link
+    collective: str | None = None  # all_reduce | all_gather | alltoall: priced by a measured curve where one exists
+    ranks: int = 1  # GPUs taking part in each collective
+    calls: float = 0.0  # collectives of this op per step
+    message: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
+    """Bytes of one collective's buffer per rank (the size collective benchmarks report), linear in the features."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,20 @@ class OpTable:
 def _ring_factor(n: int) -> float:
     """Bytes each rank sends per byte reduced in a ring all-reduce: 2(N-1)/N."""
     return 2 * (n - 1) / n
+
+
+def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: float, feature: int) -> OpRow:
+    """``calls`` collectives over ``ranks`` GPUs, each on a buffer of ``bytes_per_unit`` per unit of ``feature``.
+
+    ``bytes`` holds what each rank sends over the links (the ring's 2(N-1)/N per byte reduced for an
+    all-reduce, (N-1)/N for a gather or all-to-all), ``hops`` the latency steps of the ring fallback."""
+    op = OpRow(name, "communication", "comm", None, bandwidth="link", active=feature, collective=kind,
+               ranks=ranks, calls=calls, kernels=calls)  # fmt: skip
+    op.message[feature] = bytes_per_unit
+    share = _ring_factor(ranks) if kind == "all_reduce" else (ranks - 1) / ranks
+    op.bytes[feature] = calls * share * bytes_per_unit
+    op.hops = calls * (ranks - 1)
+    return op
 
 
 def build_op_table(dep: Deployment) -> OpTable:
@@ -199,30 +218,18 @@ def build_op_table(dep: Deployment) -> OpTable:
 
     # --- communication ---
     if tp > 1:
-        ar = OpRow("tp_allreduce", "communication", "comm", None, bandwidth="link")
         count = 2 * L + 1  # after attention and after the FFN in every layer, plus the vocab-parallel embedding
         if m.moe and ep > 1:
             count -= m.num_moe_layers  # the MoE output is combined by the all-to-all (and an expert-TP reduce)
-        ar.bytes[F["tokens"]] = count * _ring_factor(tp) * h * act
-        ar.hops = count * (tp - 1)
-        ar.kernels = count
+        ops.append(_collective("tp_allreduce", "all_reduce", tp, count, h * act, F["tokens"]))
         if m.moe and ep > 1 and tp // ep > 1:
-            etp = tp // ep
-            ar.bytes[F["tokens"]] += m.num_moe_layers * _ring_factor(etp) * h * act
-            ar.hops += m.num_moe_layers * (etp - 1)
-            ar.kernels += m.num_moe_layers
-        ops.append(ar)
-        gather = OpRow("logits_gather", "communication", "comm", None, bandwidth="link", active=F["sampled"])
-        gather.bytes[F["sampled"]] = (tp - 1) / tp * m.vocab_size * act
-        gather.hops = tp - 1
-        gather.kernels = 1
-        ops.append(gather)
+            ops.append(_collective("expert_allreduce", "all_reduce", tp // ep, m.num_moe_layers, h * act, F["tokens"]))
+        # logits of the sampled tokens gathered from the vocab shards (the buffer is the gathered result)
+        ops.append(_collective("logits_gather", "all_gather", tp, 1, m.vocab_size * act, F["sampled"]))
     if m.moe and ep > 1:
-        a2a = OpRow("ep_all_to_all", "communication", "comm", None, bandwidth="link")
-        # dispatch tokens to the ranks owning their experts and combine the results back
-        a2a.bytes[F["tokens"]] = m.num_moe_layers * 2 * m.moe.experts_per_token * h * act * (ep - 1) / ep
-        a2a.hops = m.num_moe_layers * 2 * (ep - 1)
-        a2a.kernels = 2 * m.num_moe_layers
-        ops.append(a2a)
+        # dispatch tokens to the ranks owning their experts and combine the results back: two all-to-alls per
+        # MoE layer, each rank's buffer holding its tokens' k expert copies
+        msg = m.moe.experts_per_token * h * act
+        ops.append(_collective("ep_all_to_all", "alltoall", ep, 2 * m.num_moe_layers, msg, F["tokens"]))
 
     return OpTable(rows=ops, weight_bytes=weight_total, moe_k_over_e=k_over_e)

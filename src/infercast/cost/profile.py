@@ -1,10 +1,12 @@
 """Efficiency and overhead parameters of the step cost model, with where each value came from.
 
 Values resolve in layers: the ``ideal`` engine (pure roofline, all efficiencies 1, no overheads) stands
-alone; otherwise architecture/engine priors (``profiles/defaults.yaml``), then fitted engine parameters
-shared by all GPUs (``profiles/engines.yaml``), then fitted values per GPU (``profiles/<gpu>.yaml``; its
-optional ``engines`` section overrides engine parameters for that GPU only). Both files are written by
-the calibration fit. ``provenance`` records, per parameter, ``fitted: ...`` or ``prior: ...``.
+alone; otherwise architecture/engine priors (``profiles/defaults.yaml``), then kernel parameters and
+collective latency tables measured per GPU (``profiles/kernels/<gpu>.yaml``, written by
+``infercast calibrate --from aiconfigurator``), then fitted engine parameters shared by all GPUs
+(``profiles/engines.yaml``), then end-to-end fitted values per GPU (``profiles/<gpu>.yaml``; its optional
+``engines`` section overrides engine parameters for that GPU only). ``provenance`` records, per parameter,
+``measured: ...``, ``fitted: ...`` or ``prior: ...``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from infercast.cost.curves import Curve, lerp_curves
 from infercast.errors import InfercastError
 
 SAME_RATE = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "int8": ("fp8", "int8")}
@@ -29,6 +32,10 @@ KERNEL_PARAMS = (
     "link_efficiency",
     "allreduce_latency_s",
 )
+KERNEL_LATENCY_PARAMS = ("gemm_latency_s", "attn_prefill_latency_s", "attn_decode_latency_s", "attn_decode_seq_s")
+"""Fixed time of one kernel of a kind beyond its roofline time (ramp-up, tail wave, split-KV combine),
+measured from kernel tables (``profiles/kernels/<gpu>.yaml``); 0 where no table was imported. Not part of the
+end-to-end fit (``KERNEL_PARAMS``), which runs on top of them."""
 ENGINE_PARAMS = (
     "kernel_overhead_graph_s",
     "kernel_overhead_eager_s",
@@ -65,7 +72,36 @@ class CostProfile:
     """Per-request latency outside the engine loop (API server, tokenisation), added to TTFT."""
     decode_attn_group_reads: float = 0.0
     """0: decode attention reads each KV head once (GQA-aware kernels); 1: once per query head."""
+    gemm_latency_s: float = 0.0
+    """Fixed time per GEMM kernel beyond max(compute, memory) (see KERNEL_LATENCY_PARAMS)."""
+    attn_prefill_latency_s: float = 0.0
+    attn_decode_latency_s: float = 0.0
+    attn_decode_seq_s: float = 0.0
+    """Decode attention time per sequence per layer (per-request scheduling inside the kernel)."""
     provenance: dict[str, str] = field(default_factory=dict)
+    collectives: dict[str, dict[int, Curve]] = field(default_factory=dict)
+    """Measured latency curves (seconds vs message bytes) per collective ('all_reduce', 'all_gather',
+    'alltoall') and group size, for this GPU and engine; collectives without one use the ring formula."""
+
+    def collective_curve(self, kind: str, ranks: int) -> Curve | None:
+        """The measured curve of ``kind`` for ``ranks`` GPUs in one scale-up domain: exact where measured,
+        interpolated between two measured sizes, scaled from the largest beyond them; None without a table."""
+        table = self.collectives.get(kind)
+        if not table or ranks < 2:
+            return None
+        if ranks in table:
+            return table[ranks]
+        sizes = sorted(table)
+        below = [n for n in sizes if n < ranks]
+        above = [n for n in sizes if n > ranks]
+        if below and above:
+            lo, hi = below[-1], above[0]
+            return lerp_curves(table[lo], table[hi], (ranks - lo) / (hi - lo), f"{table[lo].source}; "
+                               f"interpolated between {lo} and {hi} GPUs")  # fmt: skip
+        ref = sizes[-1] if below else sizes[0]
+        # outside the measured sizes: the ring's 2(N-1)/N bytes per byte reduced sets the ratio
+        factor = ((ranks - 1) / ranks) / ((ref - 1) / ref)
+        return table[ref].scaled(factor, f"{table[ref].source}; scaled from {ref} to {ranks} GPUs by 2(N-1)/N")
 
     def gemm_params(self, key: str) -> tuple[float, float]:
         """(eff_max, m_half) for GEMMs computing in ``key``."""
@@ -86,7 +122,7 @@ class CostProfile:
                 for alias in SAME_RATE.get(fmt, (fmt,)):
                     target[alias] = float(value)
                     prov[f"{group}.{alias}"] = provenance
-            elif key in KERNEL_PARAMS or key in ENGINE_PARAMS:
+            elif key in KERNEL_PARAMS or key in ENGINE_PARAMS or key in KERNEL_LATENCY_PARAMS:
                 flat[key] = float(value)
             else:
                 raise InfercastError(f"unknown cost parameter {key!r}", field="profile")
@@ -151,8 +187,12 @@ def load_profile_file(path: str | Path) -> dict[str, Any]:
 
 
 @cache
-def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool = True) -> CostProfile:
-    """Resolve the parameters for one GPU and engine (see module docstring); ``fitted=False``: priors only."""
+def load_profile(
+    hardware_id: str, architecture: str, engine: str, fitted: bool = True, measured: bool = True
+) -> CostProfile:
+    """Resolve the parameters for one GPU and engine (see module docstring). ``fitted=False``: without the
+    end-to-end fits (priors and measured kernels: the base an end-to-end fit starts from); ``measured=False``
+    also without the measured kernel profile (priors only)."""
     if engine == "ideal":
         keys = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
         return CostProfile(
@@ -209,6 +249,9 @@ def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool 
         provenance=prov,
         **{k: float(v) for k, v in values.items()},
     )
+    kernels = _measured_kernels(hardware_id) if measured else None
+    if kernels:
+        profile = _apply_measured(profile, kernels, engine)
     shared = _read_yaml("engines.yaml") if fitted else None
     if shared and engine in shared.get("engines", {}):
         src = f"fitted (engine, all GPUs): {shared.get('fitted_from', 'calibration')}"
@@ -222,6 +265,56 @@ def load_profile(hardware_id: str, architecture: str, engine: str, fitted: bool 
         engine_vals = _flatten(data.get("engines", {}).get(engine, {}))
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
+    return profile
+
+
+MEASURED_DIR = "kernels"
+"""Subfolder of cost/profiles/ with the measured kernel profiles (apart from the end-to-end fits, which
+``scripts/fit_profiles.py`` rewrites from scratch)."""
+
+
+@cache
+def _measured_kernels(hardware_id: str) -> dict[str, Any] | None:
+    """``profiles/kernels/<id>.yaml``: kernel parameters and collective curves measured on this GPU."""
+    data = _read_yaml(f"{MEASURED_DIR}/{hardware_id}.yaml")
+    return data if isinstance(data, dict) and data.get("hardware") == hardware_id else None
+
+
+def collective_table_key(engine: str, available: Any) -> str | None:
+    """Which engine's measured collectives an engine profile uses: its own family's (``vllm-0.6`` -> ``vllm``)
+    where measured, else NCCL's (what a plain PyTorch/NCCL process runs), else none."""
+    family = engine.split("-", 1)[0]
+    if family in available:
+        return family
+    return "nccl" if "nccl" in available else None
+
+
+def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> CostProfile:
+    source = data.get("source", "measured kernel tables")
+    sources = data.get("provenance", {})
+    values = _flatten(data.get("kernels", {}))
+    if values:
+        profile = profile.with_values(values, f"measured: {source}")
+        prov = dict(profile.provenance)
+        for key in values:
+            if key in sources:
+                prov[key] = f"measured: {source}: {sources[key]}"
+        profile = replace(profile, provenance=prov)
+    curves: dict[str, dict[int, Curve]] = {}
+    prov = dict(profile.provenance)
+    for kind, by_engine in (data.get("collectives") or {}).items():
+        key = collective_table_key(engine, by_engine)
+        if key is None:
+            continue
+        entry = by_engine[key]
+        label = f"measured: {source}: {entry.get('table', kind)} ({key})"
+        curves[kind] = {
+            int(n): Curve.from_points(pts["bytes"], [t * 1e-6 for t in pts["us"]], label)
+            for n, pts in entry["sizes"].items()
+        }
+        prov[f"collective.{kind}"] = label
+    if curves:
+        profile = replace(profile, collectives=curves, provenance=prov)
     return profile
 
 

@@ -3,7 +3,11 @@
 ``StepCostModel(deployment).step_time(batch)`` is the one function every layer above (predict, sweep,
 simulator, planner, calibration) uses for time. Per operator::
 
-    t_op = max(FLOPs / (peak · eff(M)),  bytes / (bandwidth · eff_bw))  +  kernels · launch  +  hops · alpha
+    t_op = max(FLOPs / (peak · eff(M)), bytes / (bandwidth · eff_bw)) + kernels · (launch + t_kernel) + hops · alpha
+
+where ``t_kernel`` is a kernel's measured fixed time (GEMM, attention; plus a per-sequence time for decode
+attention), and collectives with a measured latency curve (all-reduce, all-gather, all-to-all vs message
+bytes, per engine and group size) take ``calls · curve(message)`` in place of the ring's bytes/BW + hops·alpha.
 
 with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step
 engine overhead ``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
@@ -18,7 +22,8 @@ import numpy as np
 
 from infercast.cost.batch import F, StepBatch
 from infercast.cost.cache import SpecCache, spec_key
-from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpTable, build_op_table
+from infercast.cost.curves import Curve
+from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpRow, OpTable, build_op_table
 from infercast.cost.profile import CostProfile, load_profile, profile_generation
 from infercast.specs.deployment import Deployment
 
@@ -45,6 +50,8 @@ class OpBreakdown:
     time_s: np.ndarray
     engine_overhead_s: np.ndarray
     """Per-step engine overhead (not attributed to an operator), shape (N,)."""
+    sources: tuple[str, ...] = ()
+    """Per operator: the measured table or fit (or prior) that set its efficiency or latency."""
 
     @property
     def bound(self) -> np.ndarray:
@@ -88,6 +95,8 @@ class StepCostModel:
                 self.coef[n + i, F[feat]] *= scale
         vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / TENSOR_TO_VECTOR_RATIO)
         inv_peak, eff_max, m_half, inv_bw = (np.zeros(n) for _ in range(4))
+        self.curves: list[tuple[int, np.ndarray, float, Curve]] = []
+        """Operators priced by a measured curve: (index, message-bytes coefficients, calls per step, curve)."""
         for i, r in enumerate(rows):
             if r.kind == "gemm":
                 inv_peak[i] = 1.0 / hw.peak(r.compute_key)
@@ -108,6 +117,10 @@ class StepCostModel:
             if r.bandwidth == "link":
                 # Deployment.resolve refuses tp > 1 when this is 0
                 inv_bw[i] = 1.0 / (hw.collective_bandwidth_bytes_s * p.link_efficiency)
+                curve = p.collective_curve(r.collective, r.ranks) if r.collective else None
+                if curve is not None:  # measured latency vs message size replaces the ring's bytes/BW + hops·alpha
+                    inv_bw[i] = 0.0
+                    self.curves.append((i, r.message, r.calls, curve))
             elif r.bandwidth == "attn_decode":
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
             else:
@@ -116,7 +129,16 @@ class StepCostModel:
         self.m_half = m_half[:, None]
         self.inv_bw = inv_bw[:, None]
         self.kernels = np.array([r.kernels for r in rows])[:, None]
-        self.latency = (np.array([r.hops for r in rows]) * p.allreduce_latency_s)[:, None]
+        hops = np.array([r.hops for r in rows])
+        hops[[i for i, *_ in self.curves]] = 0.0
+        fixed = np.array([r.kernels * _kernel_latency(r, p) for r in rows])
+        self.latency = (hops * p.allreduce_latency_s + fixed)[:, None]
+        # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
+        self.per_decode = [(i, r.kernels * p.attn_decode_seq_s) for i, r in enumerate(rows)
+                           if r.bandwidth == "attn_decode" and p.attn_decode_seq_s]  # fmt: skip
+        self.sources = [_op_source(r, p) for r in rows]
+        for i, _, _, curve in self.curves:
+            self.sources[i] = curve.source
         self.active = np.array([r.active for r in rows])
         self.is_comm = np.array([k == "comm" for k in self.kinds])
         self.group_names = list(dict.fromkeys(self.groups))
@@ -146,6 +168,8 @@ class StepCostModel:
         rows = np.maximum(prod[2 * n :], self.profile.gemm_m_floor)  # ops with no rows have no FLOPs either
         compute = flops * self.inv_peak_eff * (rows + self.m_half) / rows
         memory = nbytes * self.inv_bw
+        for i, message, calls, curve in self.curves:
+            memory[i] = calls * curve(message @ cols)
         tokens = cols[F["tokens"]]
         per_kernel = np.where(
             tokens <= self.profile.graph_max_tokens,
@@ -153,6 +177,8 @@ class StepCostModel:
             self.profile.kernel_overhead_eager_s,
         )
         overhead = (cols[self.active] > 0) * (self.kernels * per_kernel + self.latency)
+        for i, seconds in self.per_decode:
+            overhead[i] = overhead[i] + seconds * cols[F["decode_tokens"]]
         engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]])
         return flops, nbytes, compute, memory, overhead, engine
 
@@ -176,6 +202,7 @@ class StepCostModel:
             overhead_s=overhead,
             time_s=np.maximum(compute, memory) + overhead,
             engine_overhead_s=engine,
+            sources=tuple(self.sources),
         )
 
     @cached_property
@@ -190,6 +217,29 @@ class StepCostModel:
         coef = self.coef[n : 2 * n][gemm]
         frac = -np.expm1(tokens * self.log1m_k_over_e) if self.table.moe_k_over_e else 0.0
         return float(coef[:, F["one"]].sum() + coef[:, EXPERT_FRAC].sum() * frac)
+
+
+def _kernel_latency(row: OpRow, p: CostProfile) -> float:
+    """Measured fixed time per kernel of this operator's kind (0 without a kernel table)."""
+    if row.kind == "gemm":
+        return p.gemm_latency_s
+    if row.kind == "attention":
+        return p.attn_decode_latency_s if row.bandwidth == "attn_decode" else p.attn_prefill_latency_s
+    return 0.0
+
+
+def _op_source(row: OpRow, p: CostProfile) -> str:
+    """Where the efficiency that sets an operator's time comes from (the profile's provenance)."""
+    keys = {
+        "gemm": [f"gemm_eff_max.{row.compute_key}", f"gemm_m_half.{row.compute_key}", "gemm_latency_s"],
+        "attention": ["attn_decode_efficiency", "attn_decode_latency_s", "attn_decode_seq_s"]
+        if row.bandwidth == "attn_decode"
+        else ["attn_prefill_efficiency", "attn_prefill_latency_s"],
+        "elementwise": ["hbm_efficiency"],
+        "comm": ["link_efficiency", "allreduce_latency_s"],
+    }[row.kind]
+    found = list(dict.fromkeys(p.provenance.get(k, p.provenance.get("*", "")) for k in keys))
+    return "; ".join(f for f in found if f)
 
 
 def step_time(batch: StepBatch, deployment: Deployment, profile: CostProfile | None = None) -> np.ndarray:

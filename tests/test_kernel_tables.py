@@ -1,0 +1,144 @@
+"""Measured kernel tables: the aiconfigurator importer (on a tiny fixture), latency curves, collectives priced
+by them, and the TP 8 decode check against measured closed-loop TPOT."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from infercast.cost.curves import Curve, lerp_curves, monotone_floor
+from infercast.cost.profile import load_profile, set_profile_override
+from infercast.cost.step import StepCostModel
+from infercast.errors import InfercastError
+from infercast.measure.aiconfigurator import build_kernel_profile, locate, write_kernel_profile
+from infercast.specs.deployment import Deployment
+
+FIXTURES = Path(__file__).parent / "fixtures"
+AIC = FIXTURES / "aiconfigurator"
+
+
+# ----- curves --------------------------------------------------------------------------------------------
+def test_curve_is_exact_at_points_monotone_and_extrapolates_with_the_last_slope():
+    c = Curve.from_points([128, 256, 512, 1024], [3e-6, 2.5e-6, 4e-6, 6e-6])
+    assert c.seconds == (2.5e-6, 2.5e-6, 4e-6, 6e-6)  # the 3 us spike is lowered to the next size's time
+    assert [c.scalar(x) for x in c.sizes] == list(c.seconds)
+    assert c.scalar(1) == c.seconds[0]  # below the table: the latency floor
+    assert c.scalar(2048) == pytest.approx(6e-6 + 1024 * (2e-6 / 512))  # beyond: the last segment's slope
+    xs = np.geomspace(1, 1e7, 400)
+    ys = c(xs)
+    assert (np.diff(ys) >= 0).all()
+    assert ys.tolist() == [c.scalar(x) for x in xs]  # vector and scalar paths agree bit for bit
+
+
+def test_monotone_floor_never_raises_a_point():
+    raw = [5.0, 38.0, 4.0, 6.0, 5.5, 9.0]
+    out = monotone_floor(raw)
+    assert all(o <= r for o, r in zip(out, raw, strict=True)) and out == sorted(out)
+
+
+def test_curve_rejects_bad_tables():
+    with pytest.raises(ValueError):
+        Curve((1.0, 1.0), (1.0, 2.0))
+    with pytest.raises(ValueError):
+        Curve((1.0, 2.0), (2.0, 1.0))
+
+
+def test_group_sizes_between_and_beyond_the_measured_ones():
+    profile = load_profile("h100-sxm", "hopper", "vllm")
+    two, eight = profile.collective_curve("all_reduce", 2), profile.collective_curve("all_reduce", 8)
+    four = profile.collective_curve("all_reduce", 4)
+    six = profile.collective_curve("all_reduce", 6)
+    x = np.array([1e3, 1e5, 1e7])
+    assert (six(x) >= np.minimum(four(x), eight(x)) - 1e-12).all()
+    sixteen = profile.collective_curve("all_reduce", 16)
+    assert (sixteen(x) >= eight(x)).all() and "scaled from 8 to 16" in sixteen.source
+    assert lerp_curves(two, eight, 0.0, "").scalar(1e5) == pytest.approx(two.scalar(1e5))
+
+
+# ----- importer ------------------------------------------------------------------------------------------
+def test_importer_reads_the_fixture_tables_with_provenance(tmp_path):
+    source = locate(AIC)
+    assert source.version == "0.12.0"
+    data = build_kernel_profile(source, "h100-sxm")
+    ar = data["collectives"]["all_reduce"]["vllm"]
+    assert ar["table"].startswith("comm/vllm/0.24.0/custom_allreduce_perf.parquet")
+    assert set(ar["sizes"]) == {2, 8}
+    # message_size counts bf16 elements: 128 elements are 256 bytes
+    assert ar["sizes"][8]["bytes"][0] == 256
+    table = "aiconfigurator_core/systems/data/h100_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet"
+    raw = pd.read_parquet(AIC / table)
+    first = raw[(raw.num_gpus == 8) & (raw.backend == "vllm_graph") & (raw.message_size == 128)].latency.iloc[0]
+    assert ar["sizes"][8]["us"][0] == pytest.approx(first * 1000, rel=1e-4)  # tables are in ms
+    assert set(data["collectives"]) == {"all_reduce", "all_gather", "alltoall"}
+    k = data["kernels"]
+    assert 0.3 < k["hbm_efficiency"] <= 1 and 0.3 < k["gemm_eff_max"]["bf16"] <= 1
+    assert 0 < k["gemm_latency_s"] < 5e-5 and 0 < k["attn_decode_latency_s"] < 1e-4
+    assert "gemm/vllm/0.24.0/gemm_perf.parquet" in data["provenance"]["gemm_eff_max.bf16"]
+    assert data["fit"]["gemm.bf16"]["points"] > 10 and data["fit"]["gemm.bf16"]["rms_log_residual"] < 0.3
+    path = write_kernel_profile(data, tmp_path / "h100-sxm.yaml")
+    assert "aiconfigurator-core 0.12.0" in path.read_text().splitlines()[1]
+
+
+def test_written_profile_prices_the_allreduce(tmp_path):
+    import yaml
+
+    data = build_kernel_profile(locate(AIC), "h100-sxm")
+    written = yaml.safe_load(write_kernel_profile(data, tmp_path / "k.yaml").read_text())
+    curves = written["collectives"]["all_reduce"]["vllm"]["sizes"][8]
+    curve = Curve.from_points(curves["bytes"], [t * 1e-6 for t in curves["us"]])
+    model = StepCostModel(Deployment.resolve("qwen3-32b", "h100-sxm", tp=8))
+    i = model.names.index("tp_allreduce")
+    _, message, calls, installed = next(c for c in model.curves if c[0] == i)
+    tokens = 8
+    assert calls == 2 * 64 + 1
+    assert installed.scalar(message[1] * tokens) == pytest.approx(curve.scalar(tokens * 5120 * 2), rel=1e-3)
+
+
+def test_locate_without_tables_says_how_to_install(tmp_path):
+    with pytest.raises(InfercastError) as err:
+        locate(tmp_path)
+    assert "pip install 'infercast[aiconfigurator]'" in str(err.value)
+    with pytest.raises(InfercastError):
+        locate(tmp_path / "missing")
+
+
+# ----- collectives in the step model ---------------------------------------------------------------------
+def test_tp8_allreduce_is_the_measured_custom_kernel_not_a_ring_floor():
+    """H100 TP 8 decode of 8 tokens: ~8 us per all-reduce (vLLM custom all-reduce, CUDA graph), where the ring
+    with a per-hop floor gave ~90 us."""
+    model = StepCostModel(Deployment.resolve("qwen3-32b", "h100-sxm", tp=8))
+    from infercast.cost.batch import StepBatch
+
+    b = model.breakdown(StepBatch.uniform(decode_seqs=8, context=1024))
+    i = b.names.index("tp_allreduce")
+    per_call = (b.time_s[i, 0] - b.overhead_s[i, 0]) / 129
+    assert 4e-6 < per_call < 12e-6
+    assert b.bound[i, 0] == 2  # interconnect
+
+
+def test_no_table_falls_back_to_the_ring():
+    set_profile_override("h100-sxm", None)
+    ideal = StepCostModel(Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=2, engine="ideal"))
+    assert ideal.curves == []
+
+
+# ----- TP 8 decode vs measured closed-loop TPOT ----------------------------------------------------------
+def test_tp8_decode_within_10_percent_of_measured_h100_points():
+    """Closed-loop serving, concurrency 8, TP 8 on H100 (vLLM 0.12 and TensorRT-LLM 1.0, Qwen3-32B and
+    Llama-3.1-8B; rows of closed_loop_h100.csv, from aiconfigurator-core 0.12.0's silicon_sample.csv), simulated as
+    the benchmark ran (10 x C requests, lengths in [0.8 L, L]). Median |error| of mean TPOT <= 10 % (the
+    issue's target; it was ~50 % with the ring all-reduce); no point beyond 30 %."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from tp_scaling import rows, simulated_tpot
+
+    frame = rows(FIXTURES / "closed_loop_h100_tp8_c8.csv", 8, 8, None)
+    assert len(frame) == 24
+    errors = [simulated_tpot(r, requests_per_client=5) * 1e3 / r.tpot_ms_mean - 1 for _, r in frame.iterrows()]
+    assert statistics.median(abs(e) for e in errors) <= 0.10, errors
+    assert max(abs(e) for e in errors) <= 0.30, errors
