@@ -166,19 +166,20 @@ class StepCostModel:
             prod = np.einsum("of,fn->on", self.coef, cols, optimize=False)
         flops, nbytes = prod[:n], prod[n : 2 * n]
         rows = np.maximum(prod[2 * n :], self.profile.gemm_m_floor)  # ops with no rows have no FLOPs either
-        compute = flops * self.inv_peak_eff * (rows + self.m_half) / rows
-        memory = nbytes * self.inv_bw
+        on = cols[self.active] > 0  # an operator runs only when its active feature is positive (no logits, no LM head)
+        compute = on * flops * self.inv_peak_eff * (rows + self.m_half) / rows
+        memory = on * nbytes * self.inv_bw
         for i, message, calls, curve in self.curves:
-            memory[i] = calls * curve(message @ cols)
+            memory[i] = on[i] * calls * curve(message @ cols)
         tokens = cols[F["tokens"]]
         per_kernel = np.where(
             tokens <= self.profile.graph_max_tokens,
             self.profile.kernel_overhead_graph_s,
             self.profile.kernel_overhead_eager_s,
         )
-        overhead = (cols[self.active] > 0) * (self.kernels * per_kernel + self.latency)
+        overhead = on * (self.kernels * per_kernel + self.latency)
         for i, seconds in self.per_decode:
-            overhead[i] = overhead[i] + seconds * cols[F["decode_tokens"]]
+            overhead[i] = overhead[i] + on[i] * seconds * cols[F["decode_tokens"]]
         engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]])
         return flops, nbytes, compute, memory, overhead, engine
 

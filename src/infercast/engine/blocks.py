@@ -107,25 +107,38 @@ class BlockPool:
                     self.free_ids.append(b)
 
     # ----- prefix cache ---------------------------------------------------------------------------------
-    def match(self, hashes: Sequence[int], prompt_len: int) -> list[int]:
-        """Reference the cached blocks of the longest cached prefix of ``hashes`` and return their ids.
+    def lookup(self, hashes: Sequence[int], prompt_len: int) -> list[int]:
+        """Ids of the cached blocks of the longest cached prefix of ``hashes``; changes nothing.
 
         At least one prompt token is always left to compute (its logits are needed), as in vLLM.
         """
         if not self.prefix_caching:
             return []
-        self.lookup_tokens += prompt_len
         limit = min(len(hashes), (prompt_len - 1) // self.block_size)
         out: list[int] = []
         for h in hashes[:limit]:
             b = self.cached.get(h)
             if b is None:
                 break
+            out.append(b)
+        return out
+
+    def take(self, blocks: Sequence[int], prompt_len: int) -> None:
+        """Reference the cached ``blocks`` (from :meth:`lookup`) for a sequence being admitted, counting the
+        lookup in the hit-rate statistics (once per admission, as the simulator's KVCache.pin)."""
+        if not self.prefix_caching:
+            return
+        self.lookup_tokens += prompt_len
+        for b in blocks:
             if self.refs[b] == 0:
                 del self.lru[b]
             self.refs[b] += 1
-            out.append(b)
-        self.hit_tokens += len(out) * self.block_size
+        self.hit_tokens += len(blocks) * self.block_size
+
+    def match(self, hashes: Sequence[int], prompt_len: int) -> list[int]:
+        """:meth:`lookup` then :meth:`take`: reference the longest cached prefix and return its block ids."""
+        out = self.lookup(hashes, prompt_len)
+        self.take(out, prompt_len)
         return out
 
     def publish(self, table: list[int], hashes: Sequence[int], start: int) -> list[int]:

@@ -130,18 +130,20 @@ class Engine:
         """Move the head of the waiting queue into prefill; returns the tokens scheduled now (None: nothing
         changed, because blocks run short or the remaining prompt exceeds ``limit``)."""
         seq, pool = self.seqs[i], self.pool
-        matched = pool.match(seq.hashes, seq.target) if seq.computed == 0 else []
+        matched = pool.lookup(seq.hashes, seq.target) if seq.computed == 0 else []
         cached = len(matched) * self.bs
         left = seq.target - cached
         if limit is not None and left > limit:
-            pool.release(matched)
             return None
         chunk = left if budget is None or left <= budget else budget
         length = len(seq.prompt) + seq.output_len if reserve else cached + chunk
-        fresh = pool.allocate(max(-(-length // self.bs) - len(matched), 0))
+        need = max(-(-length // self.bs) - len(matched), 0)
+        if need > pool.available - sum(1 for b in matched if pool.refs[b] == 0):
+            return None  # refused: the cache's LRU order and statistics are left alone, as in the simulator
+        pool.take(matched, seq.target)
+        fresh = pool.allocate(need)
         if fresh is None:
-            pool.release(matched)
-            return None
+            raise RuntimeError("block accounting error: an admission that fitted could not allocate")
         self.waiting.popleft()
         seq.table = matched + fresh
         seq.matched = len(matched)

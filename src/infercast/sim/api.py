@@ -260,7 +260,7 @@ def summarize(
         prefix_cache_hit_rate=_hit_rate(reps),
         steps=rec.step_count,
         busy_fraction=rec.busy_time / (span * len(reps)),
-        mean_decode_batch=_mean_batch(rec),
+        mean_decode_batch=rec.mean_decode_batch(),
         **goodput,
         **saturation(table, work),
     )
@@ -269,13 +269,6 @@ def summarize(
 def _hit_rate(reps: list[Replica]) -> float:
     looked = sum(r.kv.lookup_tokens for r in reps)
     return sum(r.kv.hits_tokens for r in reps) / looked if looked else 0.0
-
-
-def _mean_batch(rec: Recorder) -> float:
-    if not rec.samples:
-        return 0.0
-    occ = rec.occupancy()
-    return float(occ["running"].mean())
 
 
 __all__ = [

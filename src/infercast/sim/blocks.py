@@ -43,37 +43,26 @@ class BlockLedger:
         return 0
 
     # ----- admission and prefill -----------------------------------------------------------------------------
-    def match_prefix(self, i: int) -> int:
-        """Pin the cached prefix of request ``i``'s prompt; returns its length in tokens (0 without a cache)."""
-        tb, kv = self.table, self.kv
-        hashes = tb.hashes_of(i)
-        if hashes is None:
-            return 0
-        hits = kv.match(hashes, tb.target[i])
-        tb.pinned[i] = hits
-        return hits * kv.unit_tokens
+    def lookup_prefix(self, i: int) -> tuple[int, int]:
+        """Request ``i``'s cached prompt prefix: (units, blocks of them evictable now); changes nothing."""
+        return self.kv.lookup(self.table.hashes_of(i), self.table.target[i])
 
-    def unmatch(self, i: int) -> None:
-        """Undo :meth:`match_prefix` (the request was not admitted after all)."""
-        tb = self.table
-        if tb.pinned[i]:
-            self.kv.unpin(tb.hashes_of(i), tb.pinned[i])
-            tb.pinned[i] = 0
-
-    def claim(self, i: int, tokens: int) -> bool:
-        """Allocate the blocks that hold the first ``tokens`` tokens of request ``i``, its matched prefix
-        (:meth:`match_prefix`) served by the cache; on failure undo the match and return False."""
+    def claim(self, i: int, tokens: int, hits: int = 0, idle: int = 0) -> bool:
+        """Admit request ``i`` with the blocks that hold its first ``tokens`` tokens, the first ``hits`` cache
+        units (:meth:`lookup_prefix`, ``idle`` of whose blocks are evictable) served by the prefix cache.
+        False, changing nothing, when they do not fit (a refused admission leaves the cache's LRU order
+        alone, as vLLM's allocator does)."""
         tb, kv = self.table, self.kv
-        shared = tb.pinned[i] * kv.blocks_per_unit
-        need = blocks_for(tokens, self.block_size) - shared
+        shared = hits * kv.blocks_per_unit
+        need = max(blocks_for(tokens, self.block_size) - shared, 0)
         state = self._state_need(i)
-        if not kv.allocate(max(need, 0) + state):
-            self.unmatch(i)
+        if need + state > kv.free + kv.evictable - idle:
             return False
+        kv.pin(tb.hashes_of(i), hits, tb.target[i])
+        kv.allocate(need + state)
         if state:
             self.state_holders.add(i)
-        tb.shared[i] = shared
-        tb.private[i] = need if need > 0 else 0
+        tb.shared[i], tb.pinned[i], tb.private[i] = shared, hits, need
         return True
 
     def extend(self, i: int, tokens: int) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,7 +83,6 @@ class Coordinator:
         self.events: list[tuple[float, int, int]] = []  # (time, order, request) KV arrivals / client sends
         self._order = itertools.count()
         self._next_request = 0
-        self.kv_queue: dict[int, deque[int]] = {r.rid: deque() for r in self.decode}
         for rep in self.replicas:
             if self.decode:
                 rep.on_prefilled = self._prefilled
@@ -156,11 +154,9 @@ class Coordinator:
             if lowest is not None and t_low < t_next:
                 limit = min(t_next, t_second)
                 lowest.run_until(max(limit, np.nextafter(t_low, np.inf)))
-                if lowest.rid in self.kv_queue:
-                    self._feed_decode(lowest)
                 continue
             if t_next == np.inf:
-                stuck = [q[0] for q in self.kv_queue.values() if q]
+                stuck = [rep.inbox[0] for rep in self.decode if rep.inbox]
                 if stuck:
                     raise InfercastError(f"request {stuck[0]} cannot fit in any decode replica's KV cache",
                                          field="workload")  # fmt: skip
@@ -170,17 +166,11 @@ class Coordinator:
                 if self.decode and not np.isnan(tb.first_token[i]) and tb.generated[i] < tb.output[i]:
                     rep = (self.decode_router or self.router).pick(i, self.decode)
                     tb.replica[i] = rep.rid
-                    self.kv_queue[rep.rid].append(i)
                     rep.t = max(rep.t, t)
-                    self._feed_decode(rep)
+                    rep.receive(i)
                 else:
                     self.router.pick(i, self.replicas).enqueue(i, t)
             else:
                 i = order[position]
                 position += 1
                 self.router.pick(i, self.replicas).enqueue(i)
-
-    def _feed_decode(self, rep: Replica) -> None:
-        queue = self.kv_queue[rep.rid]
-        while queue and rep.join_decoding(queue[0]):
-            queue.popleft()

@@ -154,10 +154,13 @@ def decode_span(rep: Replica, t_limit: float) -> None:
         else:
             rec.step_count += k
             rec.busy_time += total
+            rec.decode_seqs += n * k
         finished = batch.heap[0][0] <= batch.D and rep.complete(end)
         if end >= rep.next_sample:
             rep.next_sample = rec.sample(rep.rid, end, kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
         if not (finished and skip and batch.n and not rep.waiting and not rep.prefilling and end < t_limit):
+            return
+        if rep.inbox:  # freed room may take a prefilled request (disaggregated decode pool)
             return
         if (pending and visible[pending[0]] <= end) or rep.yield_on_event:
             return
@@ -202,7 +205,7 @@ def speculative_step(rep: Replica) -> None:
     if rep.rec.tracing:
         rep.rec.step(StepRecord(rep.rid, start, dt, "decode", 0, n))
     else:
-        rep.rec.count(1, dt)
+        rep.rec.count(1, dt, n)
     rep.complete(end)
     rep.next_sample = rep.rec.sample(rep.rid, end, blocks.kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
 

@@ -109,7 +109,7 @@ def summary_table(result: SimulationResult) -> Table:
     t.add_row("Preemptions", f"{int(s.get('preemptions', 0)):,}")
     t.add_row("Prefix-cache hit rate", _num(100 * s.get("prefix_cache_hit_rate", 0.0), ".1f") + " %")
     if "mean_decode_batch" in s:
-        t.add_row("Mean running sequences", _num(s["mean_decode_batch"], ".1f"))
+        t.add_row("Mean decode batch (sequences per decode step)", _num(s["mean_decode_batch"], ".1f"))
     if "busy_fraction" in s:
         t.add_row("Busy fraction", _num(100 * s["busy_fraction"], ".1f") + " %")
     if s.get("saturated"):

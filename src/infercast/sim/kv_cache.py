@@ -92,28 +92,44 @@ class KVCache:
         step = self.hashes_per_unit
         return hashes[step - 1 :: step]
 
-    def match(self, hashes: np.ndarray | None, prompt_len: int) -> int:
-        """Pin the longest cached prefix of a prompt's ``hashes``; returns how many units matched.
+    def lookup(self, hashes: np.ndarray | None, prompt_len: int) -> tuple[int, int]:
+        """The longest cached prefix of a prompt's ``hashes``, in units, and how many of its blocks are
+        evictable now (unreferenced: they stop counting as allocatable once pinned). Changes nothing.
 
         At least one prompt token is always recomputed (its logits are needed), as in vLLM.
         """
         if not self.prefix_caching or hashes is None:
-            return 0
-        self.lookup_tokens += prompt_len
+            return 0, 0
         ids = self.unit_ids(hashes)
         limit = min(len(ids), (prompt_len - 1) // self.unit_tokens)
-        hits = 0
-        per = self.blocks_per_unit
+        hits = idle = 0
         for h in ids[:limit].tolist():
             refs = self.refs.get(h)
             if refs is None:
                 break
+            hits += 1
+            idle += refs == 0
+        return hits, idle * self.blocks_per_unit
+
+    def pin(self, hashes: np.ndarray | None, hits: int, prompt_len: int) -> None:
+        """Reference the first ``hits`` units of a prompt (found by :meth:`lookup`) for a request being
+        admitted, and count the lookup in the hit-rate statistics (once per admission)."""
+        if not self.prefix_caching or hashes is None:
+            return
+        self.lookup_tokens += prompt_len
+        self.hits_tokens += hits * self.unit_tokens
+        per = self.blocks_per_unit
+        for h in self.unit_ids(hashes)[:hits].tolist():
+            refs = self.refs[h]
             if refs == 0:
                 del self.lru[h]
                 self.evictable -= per
             self.refs[h] = refs + 1
-            hits += 1
-        self.hits_tokens += hits * self.unit_tokens
+
+    def match(self, hashes: np.ndarray | None, prompt_len: int) -> int:
+        """:meth:`lookup` then :meth:`pin`: pin the longest cached prefix; returns how many units matched."""
+        hits, _ = self.lookup(hashes, prompt_len)
+        self.pin(hashes, hits, prompt_len)
         return hits
 
     def publish(self, hashes: np.ndarray | None, hits: int, computed_tokens: int) -> tuple[int, int]:
@@ -142,11 +158,13 @@ class KVCache:
         return moved, max(full, hits)
 
     def unpin(self, hashes: np.ndarray | None, count: int) -> None:
-        """Drop one reference to each of the first ``count`` units (sequence finished or preempted)."""
+        """Drop one reference to each of the first ``count`` units (sequence finished or preempted). Units
+        left unreferenced join the LRU list tail first, so a prompt's last units are evicted before its first
+        (shared prefixes outlive the prompts built on them), as vLLM frees a sequence's blocks."""
         if not self.prefix_caching or hashes is None or count <= 0:
             return
         per = self.blocks_per_unit
-        for h in self.unit_ids(hashes)[:count].tolist():
+        for h in reversed(self.unit_ids(hashes)[:count].tolist()):
             refs = self.refs.get(h)
             if refs is None:
                 continue

@@ -36,6 +36,10 @@ class Recorder:
     samples: list[tuple[int, float, int, int, int, int]] = field(default_factory=list)
     step_count: int = 0
     busy_time: float = 0.0
+    decode_seqs: int = 0
+    """Σ over steps of the sequences decoding in it (for the mean decode batch)."""
+    prefill_only_steps: int = 0
+    """Steps in which no sequence decodes (prefill-first and static batching's prefill steps)."""
     _next_sample: dict[int, float] = field(default_factory=dict)
     tracing: bool = field(init=False)
     """Whether step records are still being kept (a plain attribute: hot loops read it every step)."""
@@ -50,14 +54,25 @@ class Recorder:
     def step(self, record: StepRecord) -> None:
         self.step_count += record.steps
         self.busy_time += record.duration
+        self.decode_seqs += record.decode_seqs * record.steps
+        if not record.decode_seqs:
+            self.prefill_only_steps += record.steps
         if len(self.steps) < self.trace_limit:
             self.steps.append(record)
         self.tracing = len(self.steps) < self.trace_limit
 
-    def count(self, steps: int, duration: float) -> None:
+    def count(self, steps: int, duration: float, decode_seqs: int) -> None:
         """Count steps without keeping a trace record (the hot path when no trace is wanted)."""
         self.step_count += steps
         self.busy_time += duration
+        self.decode_seqs += decode_seqs * steps
+        if not decode_seqs:
+            self.prefill_only_steps += steps
+
+    def mean_decode_batch(self) -> float:
+        """Mean number of sequences decoding per step, over the steps in which any does (0 without any)."""
+        steps = self.step_count - self.prefill_only_steps
+        return self.decode_seqs / steps if steps else 0.0
 
     def sample(self, replica: int, t: float, used_blocks: int, running: int, waiting: int, prefilling: int) -> float:
         """(replica, time, KV blocks in use, running, waiting, prefilling), rate-limited per replica; returns

@@ -90,6 +90,7 @@ class Replica:
         self.pending: deque[int] = deque()  # handed to this replica, not yet visible to the engine
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
+        self.inbox: deque[int] = deque()  # disaggregated decode pool: prefilled requests waiting for room
         self.decoding = DecodeSet(self.bs, self.window)
         self.swap_cost = 0.0  # host transfers of swapped KV, charged to the next step
         self.on_finish: Callable[[list[int], float], None] | None = None  # (requests finished, at time t)
@@ -149,13 +150,13 @@ class Replica:
         tb, blocks = self.table, self.blocks
         if tb.swapped[i]:
             return None  # swapped-out sequences come back whole, through _swap_in
-        cached = blocks.match_prefix(i) if tb.computed[i] == 0 else 0
+        hits, idle = blocks.lookup_prefix(i) if tb.computed[i] == 0 else (0, 0)
+        cached = hits * blocks.kv.unit_tokens
         left = tb.target[i] - cached
         if limit is not None and left > limit:
-            blocks.unmatch(i)
             return None
         chunk = left if budget is None or left <= budget else budget
-        if not blocks.claim(i, tb.prompt[i] + tb.output[i] if reserve else cached + chunk):
+        if not blocks.claim(i, tb.prompt[i] + tb.output[i] if reserve else cached + chunk, hits, idle):
             return None
         self.waiting.popleft()
         tb.computed[i] = cached
@@ -176,10 +177,12 @@ class Replica:
         """Run steps that start before ``t_limit`` (the last may end after it)."""
         visible, swapped = self.table.visible, self.table.swapped
         batch, blocks = self.decoding, self.blocks
-        pending, waiting, prefilling = self.pending, self.waiting, self.prefilling
+        pending, waiting, prefilling, inbox = self.pending, self.waiting, self.prefilling, self.inbox
         while True:
             while pending and visible[pending[0]] <= self.t:
                 waiting.append(pending.popleft())
+            if inbox:
+                self._take_inbox()
             if not (batch.n or prefilling or waiting):
                 if pending and visible[pending[0]] < t_limit:
                     self.t = max(self.t, float(visible[pending[0]]))
@@ -207,6 +210,7 @@ class Replica:
                     and not waiting
                     and not prefilling
                     and self.t < t_limit
+                    and not inbox
                     and not (self._event and self.yield_on_event)
                     and not (pending and visible[pending[0]] <= self.t)
                 ):  # the next iteration would plan a decode span: start it here
@@ -271,8 +275,7 @@ class Replica:
             self.rec.step(StepRecord(self.rid, start, dt, "mixed" if n else "prefill", pre_tokens, n,
                                      prefill_ids=tuple(i for i, _ in plan.prefill)))  # fmt: skip
         else:
-            self.rec.step_count += 1
-            self.rec.busy_time += dt
+            self.rec.count(1, dt, n)
         if n:
             decode_gaps(self, end)
             batch.advance(1, self.blocks.reserved)
@@ -323,14 +326,22 @@ class Replica:
         reserved = tb.private[i] + tb.shared[i] if self.static else 0
         self.decoding.join(i, tb.target[i] + 1, tb.output[i] - generated, t, reserved)
 
-    def join_decoding(self, i: int) -> bool:
-        """Disaggregated decode pool: request ``i`` arrives with its prompt KV; False if blocks run short."""
-        tb = self.table
-        ctx = int(tb.prompt[i] + tb.generated[i])
-        if self.num_seqs >= self.max_seqs or not self.blocks.hold(i, ctx):
-            return False
-        self.decoding.join(i, ctx, tb.output[i] - tb.generated[i], tb.last_token[i])
-        return True
+    def receive(self, i: int) -> None:
+        """Disaggregated decode pool: request ``i`` arrives with its prompt KV. It joins the running batch
+        as soon as a sequence slot and its blocks are free, checked now and before every step (in order of
+        arrival)."""
+        self.inbox.append(i)
+        self._take_inbox()
+
+    def _take_inbox(self) -> None:
+        tb, inbox = self.table, self.inbox
+        while inbox:
+            i = inbox[0]
+            ctx = int(tb.prompt[i] + tb.generated[i])
+            if self.num_seqs >= self.max_seqs or not self.blocks.hold(i, ctx):
+                return
+            inbox.popleft()
+            self.decoding.join(i, ctx, tb.output[i] - tb.generated[i], tb.last_token[i])
 
     # ----- speculative decoding --------------------------------------------------------------------------------
     def _speculator(self, spec: SpeculativeConfig, dep: Deployment, seed: int) -> Speculator:
@@ -348,9 +359,9 @@ class Replica:
         if not done:
             return False
         tb = self.table
-        finish, generated, output = tb.finish, tb.generated, tb.output
+        finish, last, generated, output = tb.finish, tb.last_token, tb.generated, tb.output
         for i, _ in done:
-            finish[i] = t
+            finish[i] = last[i] = t
             generated[i] = output[i]
         self.blocks.release_finished(done)
         self._event = True
