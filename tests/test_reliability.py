@@ -365,3 +365,100 @@ def test_internal_errors_are_one_line(capsys, monkeypatch):
     monkeypatch.delenv("INFERCAST_DEBUG", raising=False)
     code, _, err = run(capsys, "predict")
     assert code == 1 and len(err.strip().splitlines()) == 1 and "internal error ZeroDivisionError" in err
+
+
+# ----- simulator: requests that can never fit, and the watchdog -------------------------------------------------
+NEVER_FITS = dict(gpu_memory_utilization=0.23, input_len=20000, output_len=10, num_requests=3)
+"""llama-3.1-8b on an H100 at 23% memory: a 552-block KV pool (8832 tokens); each request needs 1251 blocks."""
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(rate=1.0),
+        dict(rate=1.0, scheduler="static"),
+        dict(rate=1.0, scheduler="prefill-first"),
+        dict(rate=1.0, scheduler="chunked"),
+        dict(rate=1.0, scheduler="disagg"),
+        dict(rate=1.0, replicas=2, router="least_outstanding"),
+        dict(rate=1.0, replicas=2, router="prefix_affinity"),
+        dict(concurrency=2),
+        dict(offline=True, preemption="swap"),
+    ],
+)
+def test_never_fitting_requests_refused_before_the_run(options):
+    from infercast.errors import DoesNotFitError
+    from infercast.sim.api import simulate
+
+    with pytest.raises(DoesNotFitError, match=r"request 0 .* KV blocks") as info:
+        simulate("llama-3.1-8b", "h100-sxm", **NEVER_FITS, **options)
+    assert info.value.field == "workload"
+
+
+def test_requests_that_exactly_fit_still_run():
+    from infercast.sim.api import simulate
+
+    res = simulate("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.23, input_len=8822, output_len=10,
+                   num_requests=3, rate=1.0, scheduler="disagg")  # fmt: skip
+    assert res["completed"] == 3
+
+
+@pytest.mark.parametrize("options", [dict(scheduler="disagg"), dict(replicas=2, router="least_outstanding")])
+def test_watchdog_stops_a_loop_without_progress(monkeypatch, options):
+    """Without the up-front check the old event loops spun forever; the watchdog stops them with a clear error."""
+    import infercast.sim.api as api
+    from infercast.sim import watchdog
+
+    monkeypatch.setattr(api, "refuse_unservable", lambda *a, **k: None)
+    monkeypatch.setattr(watchdog, "STALL_LIMIT", 2000)
+    monkeypatch.setattr(watchdog.Watchdog.__init__, "__defaults__", (2000,))
+    with pytest.raises(watchdog.SimulationStalled, match="made no progress in 2,000 iterations"):
+        api.simulate("llama-3.1-8b", "h100-sxm", rate=1.0, **NEVER_FITS, **options)
+
+
+def test_watchdog_counts_only_repeats():
+    from infercast.sim.watchdog import SimulationStalled, Watchdog
+
+    dog = Watchdog("loop", limit=3)
+    for i in range(100):
+        dog.tick(i)  # progress every time: never raises
+    dog.tick("same")
+    dog.tick("same")
+    dog.tick("same")
+    with pytest.raises(SimulationStalled, match="loop made no progress"):
+        dog.tick("same")
+
+
+@pytest.mark.parametrize(
+    "flag,value,needle",
+    [
+        ("--max-num-seqs", "2147483648", "GiB"),
+        ("--replicas", "1000000000", "limit"),
+        ("--spec-tokens", "1000", "limit of 32"),
+        ("--max-num-batched-tokens", "99999999999", "limit"),
+        ("--block-size", "99999999999", "limit"),
+    ],
+)
+def test_simulator_sizes_bounded(capsys, flag, value, needle):
+    one_line_error(capsys, *SIM, "--num-requests", "5", flag, value, field=flag[2:].replace("-", "_"), needle=needle)
+
+
+def test_huge_max_num_seqs_is_not_slow():
+    import time
+
+    from infercast.sim.api import simulate
+
+    start = time.perf_counter()
+    simulate("llama-3.1-8b", "h100-sxm", input_len=10, output_len=2, num_requests=10, rate=100, max_num_seqs=5_000_000)
+    assert time.perf_counter() - start < 20  # was ~70 s: the decode table is sized by the 10 requests
+
+
+def test_json_format_vllm(capsys):
+    code, out, err = run(capsys, *SIM, "--num-requests", "20", "--goodput", "ttft:1000", "--json-format", "vllm")
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in ("request_throughput", "output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_tpot_ms",
+                "median_itl_ms", "completed", "duration"):  # fmt: skip
+        assert key in doc, key
+    assert doc["completed"] == 20 and doc["request_goodput"] is not None
+    one_line_error(capsys, *SIM, "--json-format", "xml", field="json_format")

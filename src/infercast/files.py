@@ -137,7 +137,7 @@ def check_output_file(
     if create_parents:
         while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
             parent = parent.parent
-    _check_writable_dir(parent, field, f"folder {str(parent)!r}")
+    _check_writable_dir(parent, field, repr(str(parent)))
     return p
 
 
@@ -150,7 +150,7 @@ def check_output_dir(path: str | Path, field: str) -> Path:
     folder = p
     while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
         folder = folder.parent
-    _check_writable_dir(folder, field, f"folder {str(folder)!r}")
+    _check_writable_dir(folder, field, repr(str(folder)))
     return p
 
 

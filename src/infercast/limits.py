@@ -20,12 +20,9 @@ FALLBACK_MEMORY_BYTES = 8 * 1024**3
 BYTES_PER_REQUEST = 512
 """Simulator memory per request: measured peak ~250 B/request (tracemalloc, 80k requests, RequestTable +
 workload + metrics), doubled for block-hash lists and per-request exports."""
-BYTES_PER_SEQUENCE_SLOT = 256
-"""Per ``max_num_seqs`` slot: the compiled decode-cost table holds 13 float64 rows of max_num_seqs + 1 entries
-(104 B), plus the decode set's per-slot arrays."""
-BYTES_PER_REPLICA = 4 * 1024**2
-"""A replica's fixed state (KV-cache block arrays, compiled step costs, queues): a few MiB, measured
-~1-3 MiB for an 8B model on an H100 with default engine limits."""
+BYTES_PER_SEQUENCE_SLOT = 2048
+"""Per ``max_num_seqs`` slot: measured ~1.9 kB/slot (tracemalloc, max_num_seqs=100000: the compiled decode-cost
+table and the per-slot arrays); the simulator sizes them by min(max_num_seqs, requests)."""
 MAX_GRID_VALUES = 100_000
 """Values one list option (``--batches 1:100000``) may expand to; the grid's rows are checked separately."""
 BYTES_PER_SWEEP_ROW = 1024

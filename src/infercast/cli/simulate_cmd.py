@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ from rich.table import Table
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_float_list
 from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
-from infercast.errors import InfercastError, require_positive_int, require_positive_number
+from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
 from infercast.files import check_output_dir, check_output_file
 from infercast.sim.api import run as run_simulation
 from infercast.sim.api import simulation_config
@@ -111,10 +112,21 @@ def simulate(
     plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
     step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    json_format: Annotated[
+        str | None,
+        typer.Option(help="JSON key names: infercast (default) or vllm (as `vllm bench serve --save-result`)."),
+    ] = None,
 ) -> None:
     """Simulate serving under traffic; report vLLM-bench-style TTFT/TPOT/ITL/E2E, throughput and goodput."""
     given = locals()
     _check_outputs(requests_out, trace_out, plot_dir)
+    if json_format is not None:
+        if json_format.strip().lower() not in JSON_FORMATS:
+            raise unknown_choice("json_format", json_format, JSON_FORMATS)
+        json_format = json_format.strip().lower()
+        if rate_sweep and json_format == "vllm":
+            raise InfercastError("vllm bench serve writes one run per file: use it without --rate-sweep",
+                                 field="json_format")  # fmt: skip
     disagg = _disagg(scheduler, given)
     speculative = _speculative(given)
     prefix = _prefix(prefix_len, num_prefixes)
@@ -166,12 +178,29 @@ def simulate(
         plot_dir.mkdir(parents=True, exist_ok=True)
         plot_latency_cdfs(result, plot_dir / "latency_cdfs.png")
         plot_timeline(result, plot_dir / "timeline.png")
+    if json_format == "vllm":
+        emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
+        return
     if json_out:
         emit_json(result.to_dict())
         return
     from infercast.sim.export import summary_table
 
     console.print(summary_table(result))
+
+
+JSON_FORMATS = ("infercast", "vllm")
+
+
+def _vllm_json(result, *, rate: float | None, burstiness: float, concurrency: int | None) -> dict:
+    """The run under ``vllm bench serve --save-result`` key names (goodput filled in when SLOs were given)."""
+    from infercast.measure.bench_results import to_vllm_result
+
+    doc = to_vllm_result(result, model_id=result.config["model"], max_concurrency=concurrency,
+                         request_rate=math.inf if rate is None else rate, burstiness=burstiness)  # fmt: skip
+    if "slo" in result.summary:
+        doc["request_goodput"] = result["goodput_req_s"]
+    return doc
 
 
 def _check_outputs(requests_out: Path | None, trace_out: Path | None, plot_dir: Path | None) -> None:

@@ -13,6 +13,7 @@ from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.sim.cluster import Coordinator, Router
 from infercast.sim.config import ClusterConfig, DisaggConfig, EngineConfig, KVLink, ObserveConfig, SimulationConfig
+from infercast.sim.fit_check import refuse_unservable
 from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica
@@ -181,11 +182,14 @@ def run(config: SimulationConfig) -> SimulationResult:
         coord = Coordinator(table, pre, Router(cluster.router, table), decode_replicas=dec,
                             decode_router=Router("least_outstanding", table), kv_link=disagg.link,
                             closed_loop=work.closed_loop)  # fmt: skip
+        refuse_unservable(table, pre, decode=False)
+        refuse_unservable(table, dec)
         reps = pre + dec
         pools = {"prefill_instances": len(pre), "decode_instances": len(dec), "prefill_tp": pre[0].deployment.tp,
                  "decode_tp": dec[0].deployment.tp}  # fmt: skip
     else:
         reps = [make(r, None, engine) for r in range(cluster.replicas)]
+        refuse_unservable(table, reps)
         coord = Coordinator(table, reps, Router(cluster.router, table), closed_loop=work.closed_loop)
     coord.run()
     table.freeze()

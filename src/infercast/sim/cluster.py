@@ -18,6 +18,7 @@ from infercast.errors import InfercastError, unknown_choice
 from infercast.sim.config import ROUTERS, KVLink
 from infercast.sim.replica import Replica
 from infercast.sim.state import RequestTable
+from infercast.sim.watchdog import Watchdog
 
 
 class Router:
@@ -140,7 +141,10 @@ class Coordinator:
         for rep in everyone:
             rep.yield_on_event = True
         position = 0
+        watchdog = Watchdog("the cluster event loop")
         while True:
+            watchdog.tick((position, len(self.events), tuple(rep.t for rep in everyone),
+                           tuple(rep.outstanding for rep in everyone)))  # fmt: skip
             t_arrival = float(tb.arrival[order[position]]) if position < len(order) else np.inf
             t_event = self.events[0][0] if self.events else np.inf
             t_next = min(t_arrival, t_event)

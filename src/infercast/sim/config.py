@@ -18,6 +18,7 @@ from infercast.errors import (
     require_positive_number,
     unknown_choice,
 )
+from infercast.limits import BYTES_PER_SEQUENCE_SLOT, require_count
 from infercast.sim.metrics import SLO
 from infercast.sim.scheduler import engine_scheduler, scheduler_name
 from infercast.sim.speculative import SpeculativeConfig
@@ -25,7 +26,20 @@ from infercast.sim.workload import Workload, WorkloadSpec
 from infercast.specs.deployment import Deployment
 
 PREEMPTION_MODES = ("recompute", "swap")
+MAX_REPLICAS = 10_000
+"""Most replicas (or pool instances) one simulation takes: each costs ~1 ms to set up and is stepped in Python;
+the largest fleets serving one model run thousands of replicas."""
+MAX_TOKENS = 2**31 - 1
+"""Largest token budget or block size (int32), far beyond any engine's, so products of sizes stay exact."""
+MAX_SEQS_BYTES = BYTES_PER_SEQUENCE_SLOT
 ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity")
+
+
+def require_at_most(name: str, value: int, limit: int) -> int:
+    """``value`` unless it exceeds ``limit``: then a one-line error saying the limit."""
+    if value > limit:
+        raise InfercastError(f"{value} is more than the limit of {limit:,}", field=name)
+    return value
 
 
 def _require_type(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
@@ -67,10 +81,12 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.scheduler is not None:
             object.__setattr__(self, "scheduler", scheduler_name(self.scheduler))
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        if self.max_num_seqs is not None:
+            object.__setattr__(self, "max_num_seqs", require_count("max_num_seqs", self.max_num_seqs, MAX_SEQS_BYTES))
+        for name in ("max_num_batched_tokens", "block_size"):
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, require_positive_int(name, value))
+                object.__setattr__(self, name, require_at_most(name, require_positive_int(name, value), MAX_TOKENS))
         if self.gpu_memory_utilization is not None:
             value = require_fraction("gpu_memory_utilization", self.gpu_memory_utilization)
             object.__setattr__(self, "gpu_memory_utilization", value)
@@ -94,7 +110,8 @@ class DisaggConfig:
 
     def __post_init__(self) -> None:
         for name in ("prefill_instances", "decode_instances"):
-            object.__setattr__(self, name, require_positive_int(name, getattr(self, name)))
+            object.__setattr__(self, name, require_at_most(name, require_positive_int(name, getattr(self, name)),
+                                                           MAX_REPLICAS))  # fmt: skip
         for name in ("prefill_tp", "decode_tp"):
             value = getattr(self, name)
             if value is not None:
@@ -111,7 +128,8 @@ class ClusterConfig:
     disagg: DisaggConfig | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "replicas", require_positive_int("replicas", self.replicas))
+        replicas = require_positive_int("replicas", self.replicas)
+        object.__setattr__(self, "replicas", require_at_most("replicas", replicas, MAX_REPLICAS))
         if not isinstance(self.router, str) or self.router not in ROUTERS:
             raise unknown_choice("router", str(self.router), ROUTERS)
         if self.disagg is not None:

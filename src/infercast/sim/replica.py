@@ -29,6 +29,7 @@ from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
 from infercast.sim.speculative import SpeculativeConfig, Speculator
 from infercast.sim.state import RequestTable
+from infercast.sim.watchdog import Watchdog
 from infercast.specs.deployment import Deployment
 
 GAP_CHECK_EVERY_STEPS = 4096
@@ -83,7 +84,9 @@ class Replica:
         model = cost_model(dep, profile)
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
-        self.step_fn, self.decode_table = compiled_costs(model, self.max_seqs)
+        # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
+        # --max-num-seqs (whose table alone would take seconds and gigabytes)
+        self.step_fn, self.decode_table = compiled_costs(model, min(self.max_seqs, max(table.n, 1)))
         self.one_line = single_line(self.decode_table)
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
         self.t = 0.0
@@ -178,7 +181,10 @@ class Replica:
         visible, swapped = self.table.visible, self.table.swapped
         batch, blocks = self.decoding, self.blocks
         pending, waiting, prefilling, inbox = self.pending, self.waiting, self.prefilling, self.inbox
+        watchdog = Watchdog(f"replica {self.rid}")
         while True:
+            watchdog.tick((self.t, len(pending), len(waiting), len(prefilling), len(inbox), batch.n,
+                           self.rec.step_count))  # fmt: skip
             while pending and visible[pending[0]] <= self.t:
                 waiting.append(pending.popleft())
             if inbox:

@@ -15,6 +15,12 @@ import numpy as np
 
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
 
+MAX_SPEC_TOKENS = 32
+"""Most draft tokens per step accepted. Published methods propose 1-3 (MTP heads) up to ~8-10 (EAGLE trees,
+n-gram lookup) per step; past the acceptance-dependent optimum (k ~ 4 at 0.7 acceptance on an 8B model here)
+TPOT rises again, since every step verifies k + 1 tokens per sequence while the expected gain saturates at
+1 / (1 - acceptance): beyond 32 the verification pass is a prefill and the model is outside its range."""
+
 
 @dataclass(frozen=True)
 class SpeculativeConfig:
@@ -28,7 +34,11 @@ class SpeculativeConfig:
     """Draft step time as a fraction of a target decode step (e.g. EAGLE heads, n-gram: ~0.02-0.1)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "num_tokens", require_positive_int("spec_tokens", self.num_tokens))
+        k = require_positive_int("spec_tokens", self.num_tokens)
+        if k > MAX_SPEC_TOKENS:
+            raise InfercastError(f"{k} draft tokens per step is more than the limit of {MAX_SPEC_TOKENS}",
+                                 field="spec_tokens")  # fmt: skip
+        object.__setattr__(self, "num_tokens", k)
         acceptance = require_positive_number("spec_acceptance", self.acceptance, allow_zero=True)
         if acceptance > 1:
             raise InfercastError(f"must be in [0, 1], got {acceptance:g}", field="spec_acceptance")
