@@ -86,7 +86,7 @@ def main() -> None:
             results[label] = v
             for row in v.rows:
                 rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
-                             "loadavg_before": v.info["loadavg_before"][0],
+                             "speed_factor": v.info["speed_factor"], "loadavg_before": v.info["loadavg_before"][0],
                              "loadavg_after": v.info["loadavg_after"][0]})  # fmt: skip
             _print(label, rate, v)
     worst = _verdict(results)
@@ -106,9 +106,10 @@ def main() -> None:
 
 
 def _print(label: str, rate: float, v: Validation) -> None:
-    print(f"\n{label}: {v.info['requests']} requests at {rate:.2f} req/s, load average "
-          f"{v.info['loadavg_before'][0]:.2f} -> {v.info['loadavg_after'][0]:.2f}; engine steps took "
-          f"{v.info['step_time_ratio_p50']:.2f}x the calibrated step time (median)")  # fmt: skip
+    i = v.info
+    print(f"\n{label}: {i['requests']} requests at {rate:.2f} req/s, load average {i['loadavg_before'][0]:.2f} -> "
+          f"{i['loadavg_after'][0]:.2f}; speed probe {i['speed_factor']:.2f}x the calibration; steps took "
+          f"{i['step_time_ratio_p50']:.2f}x the probe-scaled times (median)")  # fmt: skip
     print(f"  {'metric':28s} {'measured':>10s} {'simulated':>10s} {'error':>8s}")
     for row in v.rows:
         name = f"{row['metric']} {row['stat']}".strip()

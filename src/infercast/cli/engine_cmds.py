@@ -92,6 +92,9 @@ def validate_sim(
     max_batched_tokens: Annotated[int, typer.Option(help="Tokens per step.")] = 256,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
     seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths, prompts).")] = 0,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Do not rescale step times by a speed probe taken before the run.")
+    ] = False,
     plot: Annotated[Path | None, typer.Option(help="Write the latency CDFs (PNG) here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -124,7 +127,8 @@ def validate_sim(
         raise InfercastError("choose a load: --rate R or --concurrency C", field="rate")
     prefix = (num_prefixes, prefix_tokens) if prefix_tokens else None
     work = WorkloadSpec(trace=trace, num_requests=num_requests, seed=seed, prefix=prefix, **lengths, **load).build()
-    result = run_validation(build_model(config, seed=seed), config, hardware, profile, work, threads=threads)
+    result = run_validation(build_model(config, seed=seed), config, hardware, profile, work, threads=threads,
+                            probe=not no_probe)  # fmt: skip
     if plot is not None:
         plot_cdfs({config.scheduler: result}, plot)
     if json_out:
@@ -141,7 +145,8 @@ def validate_sim(
         table.add_row(name, f"{row['measured'] * k:.4g}", f"{row['simulated'] * k:.4g}", f"{row['rel_error']:+.1%}")
     console.print(table)
     info = result.info
-    console.print(f"load average {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}; engine steps "
-                  f"took {info['step_time_ratio_p50']:.2f}x the calibrated step time (median)")  # fmt: skip
+    console.print(f"load average {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}; speed probe "
+                  f"{info['speed_factor']:.2f}x the calibration; engine steps took {info['step_time_ratio_p50']:.2f}x "
+                  "the (probe-scaled) step times (median)")  # fmt: skip
     if plot is not None:
         err_console.print(f"wrote {plot}")

@@ -196,11 +196,20 @@ class Sweep:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def step_sweep(model: TransformerModel, config: EngineConfig, *, repeats: int = 5, threads: int = 2) -> Sweep:
-    """Time the engine's forward step (batch build, forward, greedy sampling) over :func:`sweep_points`."""
+def step_sweep(
+    model: TransformerModel,
+    config: EngineConfig,
+    *,
+    repeats: int = 5,
+    threads: int = 2,
+    points: list[tuple[list[tuple[int, int]], list[int]]] | None = None,
+) -> Sweep:
+    """Time the engine's forward step (batch build, forward, greedy sampling) over ``points`` (default
+    :func:`sweep_points`). Repeats go round the whole grid, so a machine whose speed drifts (other users)
+    slows every shape alike instead of a few; each shape keeps its median."""
     torch.set_num_threads(threads)
     bs = config.block_size
-    points = sweep_points()
+    points = sweep_points() if points is None else points
     longest = max(max([c + c0 for c, c0 in p] + d + [1]) for p, d in points)
     per_seq = -(-(longest + 1) // bs)
     most = max(len(p) + len(d) for p, d in points)
@@ -208,7 +217,7 @@ def step_sweep(model: TransformerModel, config: EngineConfig, *, repeats: int = 
     runner = PagedRunner(model, kv)
     tables = [list(range(s * per_seq, (s + 1) * per_seq)) for s in range(most)]
     rng = np.random.default_rng(0)
-    cols, secs, labels = [], [], []
+    runs, cols, labels = [], [], []
     for pre, dec in points:
         chunks = [SeqChunk(rng.integers(0, model.spec.vocab_size, c).tolist(), c0, tables[k], True)
                   for k, (c, c0) in enumerate(pre)]  # fmt: skip
@@ -217,18 +226,43 @@ def step_sweep(model: TransformerModel, config: EngineConfig, *, repeats: int = 
         def run(chunks: list[SeqChunk] = chunks, decs: list[SeqChunk] = decs) -> None:
             runner.step(chunks, decs).argmax(dim=-1).tolist()
 
-        run()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t)
-        secs.append(statistics.median(times))
+        run()  # first call of a shape: allocations and kernel selection, not timed
+        runs.append(run)
         batch = StepBatch.from_items(pre, dec, window=model.window, prefill_samples=len(pre))
         cols.append(batch.x[:, 0])
         labels.append(f"prefill={pre} decode={len(dec)}x{dec[0] if dec else 0}")
+    times: list[list[float]] = [[] for _ in points]
+    for _ in range(repeats):
+        for k, run in enumerate(runs):
+            t = time.perf_counter()
+            run()
+            times[k].append(time.perf_counter() - t)
     info = {**provenance(), "threads": threads, "repeats": repeats}
-    return Sweep(np.array(cols).T, np.array(secs), labels, info)
+    return Sweep(np.array(cols).T, np.array([statistics.median(t) for t in times]), labels, info)
+
+
+PROBE_POINTS = [([], [128] * 4), ([], [512] * 16), ([(128, 0)], []), ([(128, 128)], [300] * 8)]
+"""A few shapes of the sweep, re-timed just before a validation run (:func:`speed_factor`)."""
+
+
+def speed_factor(
+    model: TransformerModel, config: EngineConfig, hardware: HardwareSpec, profile: CostProfile, *, threads: int
+) -> float:
+    """How much slower (> 1) or faster the machine is now than the profile says: median over
+    :data:`PROBE_POINTS` of measured / predicted step time (fixed synthetic steps, a few seconds). On a
+    machine shared with other jobs its speed drifts between calibration and a run; on an idle one this is ~1."""
+    probe = step_sweep(model, config, repeats=3, threads=threads, points=PROBE_POINTS)
+    predicted = StepCostModel(deployment(config, hardware), profile).step_time(StepBatch(probe.features))
+    return float(np.median(probe.seconds / predicted))
+
+
+def scaled_profile(profile: CostProfile, factor: float) -> CostProfile:
+    """``profile`` with every step time multiplied by ``factor`` (efficiencies / factor, overheads x factor)."""
+    flat = profile.flat()
+    values = {k: v / factor for k, v in flat.items() if "eff" in k}
+    values.update({k: flat[k] * factor for k in ("kernel_overhead_eager_s", "step_overhead_s", "seq_overhead_s")})
+    return profile.with_values(values, f"{profile.provenance.get('hbm_efficiency', 'fit')}; times x {factor:.3f} "
+                                       "(speed probe before the run)")  # fmt: skip
 
 
 def sweep_from_steps(steps: list[Any], info: dict[str, Any] | None = None) -> Sweep:

@@ -16,7 +16,7 @@ from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
 from infercast.engine.clock import WallClock
 from infercast.engine.core import Engine
-from infercast.engine.cpu import FIT_PARAMS, fit_profile, sweep_from_steps
+from infercast.engine.cpu import FIT_PARAMS, fit_profile, scaled_profile, speed_factor, sweep_from_steps
 from infercast.engine.loadgen import EngineRun, replay
 from infercast.engine.simulate import EngineConfig, deployment, simulate_engine
 from infercast.measure.torch_model import TransformerModel
@@ -91,16 +91,22 @@ def validate_sim(
     *,
     threads: int = 2,
     warmup_requests: int = 4,
+    probe: bool = True,
 ) -> Validation:
     """Run ``work`` on the engine in real time and in the simulator; compare (see module docstring).
 
     A few requests of the workload's shape run first, unmeasured, so one-time costs (allocator growth,
-    kernel selection for new shapes) do not land on the measured requests.
+    kernel selection for new shapes) do not land on the measured requests. With ``probe``, a few fixed
+    synthetic steps are re-timed first and the profile's step times scaled by how much slower or faster the
+    machine is now than at calibration (:func:`~infercast.engine.cpu.speed_factor`; ~1 on an idle machine).
     """
     torch.set_num_threads(threads)
     if warmup_requests:
         warm = work.head(min(warmup_requests, len(work)))
         replay(make_engine(model, config), _all_at_once(warm), WallClock())
+    factor = speed_factor(model, config, hardware, profile, threads=threads) if probe else 1.0
+    if probe:
+        profile = scaled_profile(profile, factor)
     load_before = os.getloadavg()
     engine = make_engine(model, config)
     run = replay(engine, work, WallClock())
@@ -113,7 +119,7 @@ def validate_sim(
     info = {"scheduler": config.scheduler, "requests": len(work), "workload": work.name, "threads": threads,
             "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
             "engine_duration_s": run.summary["duration_s"], "sim_duration_s": sim.summary["duration_s"],
-            "steps": len(run_steps), "step_time_ratio_p50": float(np.median(ratio)),
+            "speed_factor": factor, "steps": len(run_steps), "step_time_ratio_p50": float(np.median(ratio)),
             "step_time_ratio_mean": float(np.mean(ratio))}  # fmt: skip
     out = Validation(compare(run.summary, sim.summary), run, sim, info)
     if len(run_steps) >= 2 * len(FIT_PARAMS):
