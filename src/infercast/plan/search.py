@@ -11,13 +11,16 @@ rate it actually served; a unit that fails at a small fraction of its capacity i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infercast.plan.candidates import Candidate
 from infercast.plan.slo import SLOCheck, SLOSet
 from infercast.plan.traffic import Traffic
-from infercast.sim.api import DisaggConfig, SimulationResult, simulate
+from infercast.sim.api import SimulationResult, simulate
+from infercast.sim.config import ClusterConfig, DisaggConfig, EngineConfig, SimulationConfig
+from infercast.sim.workload import WorkloadSpec, retime
+from infercast.specs.deployment import Deployment
 from infercast.specs.model import ModelSpec
 
 DEFAULT_HINT = 0.6
@@ -73,22 +76,34 @@ class RateSearch:
         }
 
 
-def simulate_unit(model: str | ModelSpec, c: Candidate, traffic: Traffic, rate: float | None,
-                  units: int = 1) -> SimulationResult:  # fmt: skip
+def unit_config(model: str | ModelSpec, c: Candidate, traffic: Traffic) -> SimulationConfig:
+    """The simulation of one unit of ``c`` on the probe requests; probes vary it with :func:`dataclasses.replace`."""
+    dep = Deployment.resolve(model, c.gpu, tp=c.tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
+                             engine=c.engine)  # fmt: skip
+    engine = EngineConfig(max_num_seqs=c.max_num_seqs, max_num_batched_tokens=c.max_num_batched_tokens)
+    cluster = ClusterConfig()
+    if c.disaggregated:
+        cluster = ClusterConfig(disagg=DisaggConfig(c.prefill, c.decode, c.tp, c.decode_tp or c.tp))
+    return SimulationConfig(dep, WorkloadSpec(workload=traffic.requests, seed=traffic.seed), engine, cluster)
+
+
+def simulate_unit(model: str | ModelSpec, c: Candidate, traffic: Traffic, rate: float | None, units: int = 1,
+                  base: SimulationConfig | None = None) -> SimulationResult:  # fmt: skip
     """``units`` copies of candidate ``c`` serving the probe requests at ``rate`` (None: offline). A fleet of
-    several units gets the requests ``units`` times over, so each unit sees as many as a single-unit probe."""
+    several units gets the requests ``units`` times over, so each unit sees as many as a single-unit probe.
+    ``base``: :func:`unit_config` of ``c``, when the caller already has it."""
+    base = unit_config(model, c, traffic) if base is None else base
     if rate is None:
-        work = traffic.offline() if units == 1 else traffic.requests.tile(units)
+        work = traffic.offline() if units == 1 else retime(traffic.requests.tile(units), offline=True)
     else:
         work = traffic.at_rate(rate, copies=units)
-    common: dict[str, Any] = dict(
-        tp=c.tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision, engine=c.engine, workload=work,
-        seed=traffic.seed, max_num_seqs=c.max_num_seqs, max_num_batched_tokens=c.max_num_batched_tokens,
-    )  # fmt: skip
-    if c.disaggregated:
-        disagg = DisaggConfig(c.prefill * units, c.decode * units, c.tp, c.decode_tp or c.tp)
-        return simulate(model, c.gpu, scheduler="disagg", disagg=disagg, **common)
-    return simulate(model, c.gpu, replicas=units, **common)
+    cluster = base.cluster
+    if units > 1:
+        d = cluster.disagg
+        cluster = (replace(cluster, replicas=units) if d is None else
+                   replace(cluster, disagg=replace(d, prefill_instances=c.prefill * units,
+                                                   decode_instances=c.decode * units)))  # fmt: skip
+    return simulate(replace(base, workload=WorkloadSpec(workload=work, seed=traffic.seed), cluster=cluster))
 
 
 def judge(result: SimulationResult, slo: SLOSet) -> SLOCheck:
@@ -119,17 +134,19 @@ def operating_point(result: SimulationResult, check: SLOCheck, rate: float, traf
     }  # fmt: skip
 
 
-def offline_capacity(model: str | ModelSpec, c: Candidate, traffic: Traffic) -> float:
+def offline_capacity(model: str | ModelSpec, c: Candidate, traffic: Traffic,
+                     base: SimulationConfig | None = None) -> float:  # fmt: skip
     """Requests/s one unit completes with every probe request queued at t = 0 (full batches throughout)."""
-    return float(simulate_unit(model, c, traffic, None).summary["request_throughput_req_s"])
+    return float(simulate_unit(model, c, traffic, None, base=base).summary["request_throughput_req_s"])
 
 
 def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet, *, hint: float | None = None,
                 capacity: float | None = None, rel_tol: float = REL_TOL) -> RateSearch:  # fmt: skip
     """Bisection for the highest rate at which ``c`` passes ``slo`` (see the module docstring); ``capacity``:
     its :func:`offline_capacity` when already known."""
+    base = unit_config(model, c, traffic)
     if capacity is None:
-        capacity = offline_capacity(model, c, traffic)
+        capacity = offline_capacity(model, c, traffic, base)
     search = RateSearch(c, capacity, None, None, "")
     lo: float = 0.0
     hi: float = math.inf
@@ -139,7 +156,7 @@ def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLO
     floor = capacity * FLOOR_FRACTION
     step = COLD_STEP if hint is None else WARM_STEP
     for _ in range(MAX_PROBES):
-        res = simulate_unit(model, c, traffic, rate)
+        res = simulate_unit(model, c, traffic, rate, base=base)
         check = judge(res, slo)
         served = res.summary.get("served_rate_req_s")
         search.probes.append(Probe(rate, check.passes, check, served))
