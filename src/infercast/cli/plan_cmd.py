@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from infercast.analysis.roofline_plot import image_format
 from infercast.cli.analysis_cmds import parse_names
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
-from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.plan import plan as run_plan
 from infercast.plan.costing import parse_prices
@@ -20,8 +20,7 @@ from infercast.plan.result import TABLE_FORMATS, PlanResult
 
 SLO_HELP = ("Objectives, space-separated: METRIC:pNN:TIME (ttft, tpot, e2e; e.g. ttft:p99:200ms tpot:p90:50ms "
             "e2e:p99:20s) or METRIC:TIME (a goodput limit met by --attainment of the requests).")  # fmt: skip
-STATUS_STYLE = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "bounded": "[yellow]bound[/]",
-                "pruned": "[dim]pruned[/]"}  # fmt: skip
+STATUS_STYLE = {"pass": "", "fail": "red", "bounded": "yellow", "pruned": "dim"}
 
 
 def _length(value: str | None) -> int | str | None:
@@ -120,42 +119,48 @@ def render(result: PlanResult, top: int) -> None:
     """Ranked table, the chosen deployment with its fleet check, and its launch command."""
     s, st = result.settings, result.stats
     t = Table(
-        title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}",
+        title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}", box=box.SIMPLE_HEAD, pad_edge=False,
         caption=f"{st['candidates']} candidates: {st['pruned']} pruned analytically, {st['bounded']} cut by the cost "
-        f"bound, {st['searched']} searched ({st['passing']} pass) with {st['simulations']} simulations in "
-        f"{st['seconds_total']:.1f} s. Max rate: highest rate one unit serves within the SLO; $/Mtok: unit $/h "
-        "over output tokens/s at that rate.",
+        f"bound, {st['searched']} searched ({st['passing']} pass), {st['simulations']} simulations, "
+        f"{st['seconds_total']:.1f} s. req/s: the most one unit serves within the SLO; fleet: units x GPUs for "
+        "the target rate; $/Mtok: unit $/h over its output tokens/s; SLO columns in ms at that rate.",
     )
     terms = [t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "")
              for t_ in s["slo"]["terms"]]  # fmt: skip
-    t.add_column("#", justify="right")
-    t.add_column("candidate", no_wrap=True)
-    t.add_column("verdict")
+    t.add_column("#", justify="right", min_width=2)
+    t.add_column("candidate", no_wrap=True, min_width=12)
     for col in ("req/s", "fleet", "$/h", "$/Mtok", "tok/s/GPU", "tok/s/usr", *terms):
-        t.add_column(col, justify="right")
-    t.add_column("binds")
+        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    t.add_column("binds", no_wrap=True, min_width=10)
     for r in result.table.head(top).to_dict(orient="records"):
         fleet = r["unit_usd_per_hour"] if _missing(r["fleet_usd_per_hour"]) else r["fleet_usd_per_hour"]
-        why = r["binding"] if r["status"] in ("pass", "fail") else str(r["reason"]).split(":")[0]
+        why = r["binding"] if r["status"] in ("pass", "fail") else r["status"]
         units = "-" if _missing(r["replicas"]) else f"{r['replicas']:.0f}×{r['gpus_per_unit']}"
         measured = r["slo_measured_ms"] or {}
         t.add_row(
             str(r["rank"]), r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
-            STATUS_STYLE[r["status"]], _num(r["max_rate_req_s"], ".3g"), units, _num(fleet, ",.2f"),
-            _num(r["usd_per_mtok_output"], ".3g"), _num(r["output_tok_s_per_gpu"], ",.0f"),
-            _num(r["tok_s_per_user"], ".1f"),
-            *[fmt_time(measured[k] / 1e3, sig=3) if k in measured else "-" for k in terms], str(why),
+            _num(r["max_rate_req_s"], ".3g"), units, _num(fleet, ",.2f"), _num(r["usd_per_mtok_output"], ".3g"),
+            _num(r["output_tok_s_per_gpu"], ",.0f"), _num(r["tok_s_per_user"], ".1f"),
+            *[f"{measured[k]:.0f}" if k in measured else "-" for k in terms], str(why),
+            style=STATUS_STYLE[r["status"]],
         )  # fmt: skip
     console.print(t)
     console.print("* on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)")
     for r in result.table.head(top).to_dict(orient="records"):
         if r["status"] != "pass":
-            console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
+            console.print(f"  #{r['rank']} {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
     if result.chosen is None:
         console.print("[red]no candidate meets the SLO[/]: relax it, add GPUs/TPs, or see the reasons above")
         return
     c = result.chosen
     console.print(f"[bold]chosen[/]: {c['label']} — {c['max_rate_req_s']:.3g} req/s per unit")
+    band = c.get("error_band")
+    if band and band.get("error_bands"):
+        parts = [f"{k.upper()} ± {v['typical_pct']:g} % (p90 {v['p90_pct']:g} %)"
+                 for k, v in band["error_bands"].items()]
+        console.print("expected prediction error here: " + ", ".join(parts))
+    for warning in (band or {}).get("warnings", []):
+        console.print(f"[yellow]note[/]: {warning}")
     f = result.fleet_check
     if f is not None:
         verdict = "[green]meets[/]" if f["passes"] else "[red]misses[/]"

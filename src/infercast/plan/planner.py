@@ -64,7 +64,7 @@ def _row(c: Candidate, status: str, search: RateSearch | None, reason: str, pric
         "fleet_usd_per_hour": None, "usd_per_mtok_output": None, "usd_per_mtok_total": None,
         "output_tok_s_per_gpu": None, "tok_s_per_user": None, "ttft_p99_s": None, "tpot_p90_s": None,
         "tpot_p99_s": None, "e2e_p99_s": None, "slo_measured_ms": None, "slo_attainment": None,
-        "binding": reason if status == "pruned" else "", "reason": reason, "probes": 0,
+        "binding": reason if status == "pruned" else "", "reason": reason, "probes": 0, "error_band": None,
     }  # fmt: skip
     if search is None:
         return row
@@ -84,7 +84,7 @@ def _row(c: Candidate, status: str, search: RateSearch | None, reason: str, pric
         output_tok_s_per_gpu=op["output_tok_s_per_gpu"], tok_s_per_user=op["tok_s_per_user"],
         ttft_p99_s=op["ttft_p99_s"], tpot_p90_s=op["tpot_p90_s"], tpot_p99_s=op["tpot_p99_s"],
         e2e_p99_s=op["e2e_p99_s"], slo_measured_ms={k: v * 1e3 for k, v in op["slo_measured_s"].items()},
-        slo_attainment=op["slo_attainment"],
+        slo_attainment=op["slo_attainment"], error_band=op["error_band"],
     )  # fmt: skip
     if target is not None:
         n = replicas_needed(target, search.max_rate_req_s)

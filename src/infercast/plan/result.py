@@ -70,7 +70,8 @@ class PlanResult:
             raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {path.name!r}",
                                  field="out")  # fmt: skip
         flat = self.table.copy()
-        flat["slo_measured_ms"] = flat["slo_measured_ms"].map(lambda d: None if d is None else str(d))
+        for col in ("slo_measured_ms", "error_band"):  # nested dicts as text in flat files
+            flat[col] = flat[col].map(lambda d: None if d is None else str(d))
         if suffix == ".csv":
             flat.to_csv(path, index=False)
         else:

@@ -131,7 +131,14 @@ def operating_point(result: SimulationResult, check: SLOCheck, rate: float, traf
         "headroom": check.headroom,
         "mean_decode_batch": s["mean_decode_batch"],
         "busy_fraction": s["busy_fraction"],
+        "error_band": _band(result),
     }  # fmt: skip
+
+
+def _band(result: SimulationResult) -> dict[str, Any] | None:
+    """The simulator's expected error in this regime (cross-validated bands and warnings), when it gives one."""
+    conf = getattr(result, "confidence", None)
+    return conf.to_dict() if conf is not None else None
 
 
 def offline_capacity(model: str | ModelSpec, c: Candidate, traffic: Traffic,
