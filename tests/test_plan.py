@@ -334,3 +334,16 @@ def test_what_the_screen_prunes_fails_in_simulation_at_any_load(small_plan):
     assert pruned["label"] == "l4 bf16 tp1" and "TPOT" in pruned["reason"]
     res = infercast.simulate(MODEL, "l4", tp=1, input_len=512, output_len=128, num_requests=20, rate=0.01)
     assert res.requests()["tpot_s"].min() > 0.040  # even alone every request decodes slower than 40 ms/token
+
+
+def test_table_as_parquet_and_plot_as_svg(small_plan, tmp_path):
+    pytest.importorskip("pyarrow", reason="Parquet needs the parquet extra (pyarrow)")
+    from infercast.plan.plot import save_pareto
+
+    path = small_plan.save_table(tmp_path / "plan.parquet")
+    back = pd.read_parquet(path)
+    assert back["label"].tolist() == small_plan.table["label"].tolist()
+    svg = save_pareto(small_plan, tmp_path / "pareto.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "chosen" in svg
+    with pytest.raises(InfercastError, match=r"\.png or \.svg"):
+        save_pareto(small_plan, tmp_path / "pareto.gif")
