@@ -127,7 +127,6 @@ def render(result: PlanResult, top: int) -> None:
     )
     terms = [t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "")
              for t_ in s["slo"]["terms"]]  # fmt: skip
-    t.add_column("#", justify="right", min_width=2)
     t.add_column("candidate", no_wrap=True, min_width=12)
     for col in ("req/s", "fleet", "$/h", "$/Mtok", "tok/s/GPU", "tok/s/usr", *terms):
         t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
@@ -138,7 +137,7 @@ def render(result: PlanResult, top: int) -> None:
         units = "-" if _missing(r["replicas"]) else f"{r['replicas']:.0f}×{r['gpus_per_unit']}"
         measured = r["slo_measured_ms"] or {}
         t.add_row(
-            str(r["rank"]), r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
+            r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
             _num(r["max_rate_req_s"], ".3g"), units, _num(fleet, ",.2f"), _num(r["usd_per_mtok_output"], ".3g"),
             _num(r["output_tok_s_per_gpu"], ",.0f"), _num(r["tok_s_per_user"], ".1f"),
             *[f"{measured[k]:.0f}" if k in measured else "-" for k in terms], str(why),
@@ -148,7 +147,7 @@ def render(result: PlanResult, top: int) -> None:
     console.print("* on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)")
     for r in result.table.head(top).to_dict(orient="records"):
         if r["status"] != "pass":
-            console.print(f"  #{r['rank']} {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
+            console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
     if result.chosen is None:
         console.print("[red]no candidate meets the SLO[/]: relax it, add GPUs/TPs, or see the reasons above")
         return

@@ -15,6 +15,7 @@ from infercast.plan.result import PlanResult
 def save_pareto(result: PlanResult, path: str | Path) -> Path:
     """Write the two-panel Pareto plot of ``result`` to ``path`` (.png or .svg)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     path = Path(path)
     fmt = image_format(path)
@@ -56,6 +57,10 @@ def save_pareto(result: PlanResult, path: str | Path) -> Path:
         values = ok[ycol].astype(float).to_numpy()
         if np.nanmax(values) / max(np.nanmin(values), 1e-12) > 30:
             ax.set_yscale("log")
+            plain = FuncFormatter(lambda v, _: f"{v:g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+            ax.tick_params(axis="y", which="minor", labelsize=7)
     s = result.settings
     fig.suptitle(f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}", fontsize=11)
     path.parent.mkdir(parents=True, exist_ok=True)
