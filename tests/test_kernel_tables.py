@@ -142,3 +142,22 @@ def test_tp8_decode_within_10_percent_of_measured_h100_points():
     errors = [simulated_tpot(r, requests_per_client=5) * 1e3 / r.tpot_ms_mean - 1 for _, r in frame.iterrows()]
     assert statistics.median(abs(e) for e in errors) <= 0.10, errors
     assert max(abs(e) for e in errors) <= 0.30, errors
+
+
+# ----- CLI -----------------------------------------------------------------------------------------------
+def test_calibrate_from_aiconfigurator_writes_kernel_profiles(tmp_path, capsys):
+    from tests.cli_helpers import run_json
+
+    out = run_json(capsys, "calibrate", "--from", f"aiconfigurator:{AIC}", "--gpu", "h100-sxm", "--out", str(tmp_path))
+    assert out["profiles"][0]["gpu"] == "h100-sxm"
+    written = tmp_path / "kernels" / "h100-sxm.yaml"
+    assert written.is_file() and "collectives:" in written.read_text()
+
+
+def test_calibrate_from_bad_sources_is_one_line(tmp_path, capsys):
+    from tests.cli_helpers import run
+
+    for args, field in ((["--from", "nvidia"], "from"), (["--from", f"aiconfigurator:{tmp_path}"], "from"),
+                        (["--from", f"aiconfigurator:{AIC}", "--gpu", "t4"], "gpu")):  # fmt: skip
+        code, _out, err = run(capsys, "calibrate", *args, "--out", str(tmp_path))
+        assert code == 2 and err.strip().count("\n") == 0 and err.startswith(f"error: {field}:"), err

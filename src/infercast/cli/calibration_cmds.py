@@ -76,6 +76,15 @@ def _without_cpu(records: list[Record], what: str) -> list[Record]:
 
 def calibrate(
     data: DataOpt = None,
+    from_source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Import measured kernel tables instead of fitting measurements: 'aiconfigurator' (the installed "
+            "aiconfigurator-core, extra [aiconfigurator]) or 'aiconfigurator:PATH' (an unpacked wheel). Writes "
+            "kernels/<gpu>.yaml profiles (GEMM/attention fits, collective latency curves) for --gpu or every GPU.",
+        ),
+    ] = None,
     bench: BenchOpt = None,
     gpu: Annotated[
         list[str] | None,
@@ -126,6 +135,13 @@ def calibrate(
     """
     if install and out is not None:
         raise InfercastError("give --out FOLDER or --install, not both", field="out")
+    if from_source is not None:
+        if data or bench:
+            raise InfercastError("give --from or --data/--bench, not both", field="from")
+        from infercast.cli.kernel_calibration import calibrate_kernels
+
+        calibrate_kernels(from_source, gpu, out, install, dry_run, json_out)
+        return
     if bench and gpu and len(gpu) > 1:
         raise InfercastError("with --bench give the one GPU the benchmark ran on (a single --gpu)", field="gpu")
     facts = RunFacts(model, (gpu or [""])[0], tp, ep, precision, engine, concurrency, request_rate)

@@ -50,10 +50,14 @@ def _fit(residual: Any, start: list[float], lower: list[float], upper: list[floa
 
 def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tuple[str, ...], width: float) -> dict:
     """(eff_max, m_half, hbm_eff, t0) of one GEMM dtype; ``width``: bytes per weight/activation element."""
-    rows = frame[(frame["gemm_dtype"] == dtype) & frame["kernel_source"].str.startswith(sources)]
+    rows = frame[frame["gemm_dtype"] == dtype]
     rows = rows[(rows["n"] >= MIN_DIM) & (rows["k"] >= MIN_DIM)]
     if rows.empty:
         return {}
+    preferred = rows[rows["kernel_source"].str.startswith(sources)]
+    # the engine's default kernel for this dtype: the preferred one, else the table's most measured one
+    kernel = (preferred if not preferred.empty else rows)["kernel_source"].value_counts().index[0]
+    rows = rows[rows["kernel_source"] == kernel]
     m, n, k = (rows[c].to_numpy(float) for c in ("m", "n", "k"))
     t = rows["latency"].to_numpy(float) * 1e-3
     flops = 2 * m * n * k
@@ -67,7 +71,7 @@ def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tup
     params, rms = _fit(lambda x: np.log(model(x) / t), [0.8, 64.0, 0.85, 3e-6], [0.05, 0.5, 0.3, 1e-8],
                        [1.0, 8192.0, 1.0, 5e-5])  # fmt: skip
     return {"eff_max": params[0], "m_half": params[1], "hbm": params[2], "t0": params[3], "points": len(rows),
-            "rms_log_residual": rms}  # fmt: skip
+            "rms_log_residual": rms, "kernel": str(kernel)}  # fmt: skip
 
 
 def _attention_rows(frame: Any) -> Any:
@@ -140,11 +144,12 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
             r = fit_gemm(frame, hw.peak(key), bandwidth, dtype, prefixes, 1.0 if key == "fp8" else 2.0)
             if not r:
                 continue
-            note = f"{table} {dtype}, {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+            note = (f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
+                    f"RMS log residual {r['rms_log_residual']:.3f}")  # fmt: skip
             kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
             kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
             prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
-            fits[f"gemm.{key}"] = {"table": table, "dtype": dtype, "points": r["points"],
+            fits[f"gemm.{key}"] = {"table": table, "dtype": dtype, "kernel": r["kernel"], "points": r["points"],
                                    "rms_log_residual": round(r["rms_log_residual"], 4),
                                    "hbm_efficiency": _g(r["hbm"]), "latency_s": _g(r["t0"])}  # fmt: skip
             if key == "bf16":  # the streaming efficiency and fixed GEMM time come from the 16-bit GEMMs

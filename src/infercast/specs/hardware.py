@@ -36,6 +36,9 @@ class LinkSpec(BaseModel):
         ge=0, allow_inf_nan=False, description="Per GPU, per direction, bytes/s; 0 means the chip has no such link."
     )
     note: str = ""
+    latency_s: float = Field(
+        default=0.0, ge=0, allow_inf_nan=False, description="Per-message latency of one step over the link, seconds."
+    )
 
 
 class HardwareSpec(BaseModel):
@@ -55,6 +58,10 @@ class HardwareSpec(BaseModel):
     interconnect: LinkSpec
     host_link: LinkSpec
     max_gpus_per_node: int = Field(default=8, ge=1, description="GPUs joined by the scale-up fabric.")
+    scale_out: LinkSpec | None = Field(
+        default=None,
+        description="Network between nodes (scale-up domains), per GPU per direction; None: multi-node not modelled.",
+    )
     tdp_w: float = Field(gt=0)
     price_per_hour_usd: float = Field(ge=0, description="Indicative on-demand cloud price per GPU-hour.")
     price_source: str = ""
