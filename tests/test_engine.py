@@ -246,3 +246,17 @@ def test_calibrate_cpu_then_validate_sim_commands(tiny_config, tmp_path, capsys,
     code, _, err = run(capsys, "validate-sim", "--model", str(tiny_config), "--calibration", str(cal), "--rate", "1",
                        "--precision", "fp8")  # fmt: skip
     assert code == 2 and "precision" in err and len(err.strip().splitlines()) == 1
+
+
+def test_speed_probe_scaling_multiplies_every_step_time() -> None:
+    from infercast.engine.cpu import scaled_profile
+
+    config = EngineConfig(SPEC, precision="fp32")
+    cols = [StepBatch.from_items(p, d, prefill_samples=len(p)).x[:, 0] for p, d in sweep_points()]
+    batch = StepBatch(np.array(cols).T)
+    base = base_profile()
+    slow = scaled_profile(base, 1.7)
+    model = StepCostModel(deployment(config, HW), base)
+    np.testing.assert_allclose(StepCostModel(deployment(config, HW), slow).step_time(batch),
+                               1.7 * model.step_time(batch), rtol=1e-9)  # fmt: skip
+    assert "speed probe" in slow.provenance["hbm_efficiency"]
