@@ -29,7 +29,7 @@ def test_llama_70b_fp8_tp2_by_hand():
 def test_does_not_fit_says_why():
     b = memory_budget("llama-3.1-70b", "h100-sxm", precision="bf16")
     assert not b.fits and b.shortfall_bytes > 50e9
-    with pytest.raises(DoesNotFitError, match="raise --tp"):
+    with pytest.raises(DoesNotFitError, match="raise `tp`"):
         require_fit(b)
     ok = memory_budget("llama-3.1-8b", "h100-sxm", context=100_000, concurrency=100)
     assert ok.weights_fit and not ok.fits

@@ -87,3 +87,13 @@ def test_parse_float_list():
         with pytest.raises(InfercastError) as info:
             parse_float_list("rates", bad)
         assert info.value.field == "rates"
+
+
+def test_library_errors_name_fields_and_the_cli_names_its_flags(capsys):
+    from infercast.sim.api import simulate
+
+    with pytest.raises(InfercastError) as info:
+        simulate("llama-3.1-8b", "h100-sxm", input_len=10, output_len=5)
+    assert info.value.field == "rate" and "`concurrency`" in info.value.message and "--" not in str(info.value)
+    code, _, err = run(capsys, "simulate", "--input-len", "10", "--output-len", "5")
+    assert code == 2 and err.strip() == "error: --rate: choose exactly one of --rate, --concurrency, --offline"

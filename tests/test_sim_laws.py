@@ -236,7 +236,7 @@ def test_bad_inputs(kwargs, field):
 
 
 def test_model_that_does_not_fit():
-    with pytest.raises(DoesNotFitError, match="raise --tp"):
+    with pytest.raises(DoesNotFitError, match="raise `tp`"):
         simulate("llama-3.1-70b", GPU, precision="bf16", input_len=100, output_len=10, rate=1, num_requests=5)
 
 

@@ -359,7 +359,7 @@ def require_fit(budget: MemoryBudget) -> None:
             f"{budget.model_id} at {budget.precision} needs {budget.weights_bytes / gb:.1f} GB of weights + "
             f"{(budget.activation_bytes + budget.runtime_overhead_bytes) / gb:.1f} GB runtime per GPU "
             f"with tp={budget.tp}, "
-            f"but {budget.gpu_id} has {budget.capacity_bytes / gb:.1f} GB; raise --tp or use a narrower --precision",
+            f"but {budget.gpu_id} has {budget.capacity_bytes / gb:.1f} GB; raise `tp` or use a narrower `precision`",
             field="memory",
         )
     need = budget.blocks_per_sequence(budget.context or 1) * (budget.concurrency or 1)

@@ -126,7 +126,7 @@ def static_batch_phases(
             x[F["decode_kv"], col] = seqs * c
             w = min(c if inside else ctx, window) if window else c
             x[F["decode_kv_win"], col] = seqs * w
-    ev = model._evaluate(model.columns(StepBatch(x)), fast=True)
+    ev = model.evaluate(model.columns(StepBatch(x)), fast=True)
     pre = sums_from(tuple(a[..., :1] for a in ev), None, 1.0)
     # every decode run at once: run r starts at column 1 + r and grows towards column 1 + nr + r
     counts = np.array([float(n1), float(n1), float(n2), float(n2)][:nr])

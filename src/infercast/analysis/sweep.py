@@ -25,7 +25,6 @@ from infercast.specs.deployment import Deployment
 
 MAX_GRID_INT = 2**31 - 1
 """Largest batch / length a sweep takes (int32): keeps products of sizes exact and rows from wrapping."""
-CHUNK = 1 << 16  # columns per evaluation: keeps temporaries in cache-friendly sizes
 
 
 def _as_list(value: object) -> list:

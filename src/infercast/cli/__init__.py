@@ -25,6 +25,7 @@ from infercast.cli import (
     simulate_cmd,
     sweep_cmd,
 )
+from infercast.cli.flags import with_flags
 from infercast.errors import InfercastError
 
 app = typer.Typer(
@@ -51,6 +52,8 @@ app.command("calibrate")(calibration_cmds.calibrate)
 app.command("validate")(calibration_cmds.validate)
 app.command("calibrate-cpu")(engine_cmds.calibrate_cpu)
 app.command("validate-sim")(engine_cmds.validate_sim)
+for _command in app.registered_commands:  # library messages quote API names (`tp`); commands show their flags
+    _command.callback = with_flags(_command.callback, fields=False)
 
 MULTI_VALUE_OPTIONS = ("--goodput", "--slo")
 """Options that take several space-separated values, as in ``vllm bench serve --goodput ttft:200 tpot:50``."""

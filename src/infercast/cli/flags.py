@@ -1,8 +1,9 @@
 """Library errors name fields by their API names; a command reports them by its own option names.
 
-``with_flags(command)`` wraps a command so that an :class:`~infercast.errors.InfercastError` whose field is
-one of the command's options (``max_num_seqs``) is re-raised naming the flag (``--max-num-seqs``), and names
-of other options quoted in its message (```rate```) read as flags too (``--rate``).
+``with_flags(command)`` wraps a command so that the names of its options quoted in an error's message
+(```rate```) read as its flags (``--rate``; other quoted names lose their quotes), and with ``fields`` the
+error's field too (``max_num_seqs`` -> ``--max-num-seqs``). Every command gets the first; commands whose
+options are the API's keywords (``simulate``) the second.
 """
 
 from __future__ import annotations
@@ -34,19 +35,20 @@ def option_flags(command: Callable[..., Any]) -> dict[str, str]:
     return flags
 
 
-def flag_error(exc: InfercastError, flags: dict[str, str]) -> InfercastError:
-    """``exc`` with its field and the options quoted in its message named by their flags."""
+def flag_error(exc: InfercastError, flags: dict[str, str], *, fields: bool = True) -> InfercastError:
+    """``exc`` with the options quoted in its message (and with ``fields`` its field) named by their flags."""
 
     def flag(name: str) -> str | None:
         return flags.get(ALIASES.get(name, name))
 
     message = _QUOTED.sub(lambda m: flag(m.group(1)) or m.group(1), exc.message)
-    field = flag(exc.field) if exc.field else None
-    out = type(exc)(message, field=field or exc.field, allowed=exc.allowed)
-    return out
+    field = (flag(exc.field) if fields and exc.field else None) or exc.field
+    if message == exc.message and field == exc.field:
+        return exc
+    return type(exc)(message, field=field, allowed=exc.allowed)
 
 
-def with_flags(command: F) -> F:
+def with_flags(command: F, *, fields: bool = True) -> F:
     """Wrap a CLI command so that its errors name its flags (see module docstring)."""
     flags = option_flags(command)
 
@@ -55,6 +57,9 @@ def with_flags(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except InfercastError as exc:
-            raise flag_error(exc, flags) from None
+            mapped = flag_error(exc, flags, fields=fields)
+            if mapped is exc:
+                raise
+            raise mapped from None
 
     return wrapper  # type: ignore[return-value]

@@ -104,16 +104,16 @@ def sum_steps(model: StepCostModel, first: StepBatch, delta: np.ndarray, n: np.n
     delta = np.asarray(delta, dtype=float)
     if delta[_FIXED_IDX].any():
         raise ValueError(f"sum_steps: features {_FIXED} must not change across the run")
-    start = model._evaluate(model.columns(first), fast=True)
+    start = model.evaluate(model.columns(first), fast=True)
     if not delta.any():
         return sums_from(start, None, n)
-    return sums_from(start, model._evaluate(model.columns(StepBatch(first.x + delta)), fast=True), n)
+    return sums_from(start, model.evaluate(model.columns(StepBatch(first.x + delta)), fast=True), n)
 
 
 def sums_from(start: tuple[np.ndarray, ...], nxt: tuple[np.ndarray, ...] | None, n: np.ndarray | float) -> RangeSums:
     """Totals over n steps from the evaluated first step and (if the run grows) the second one.
 
-    ``start``/``nxt`` are ``StepCostModel._evaluate`` results (flops, bytes, compute, memory, overhead, engine).
+    ``start``/``nxt`` are ``StepCostModel.evaluate`` results (flops, bytes, compute, memory, overhead, engine).
     """
     f0, b0, c0, m0, o0, e0 = start
     if nxt is None and isinstance(n, float | int) and n == 1:  # a single step (prefill without chunking)
@@ -176,7 +176,7 @@ def linear_run(model: StepCostModel, first: StepBatch, delta: np.ndarray) -> Lin
     context grows) need the two-line closed form.
     """
     delta = np.asarray(delta, dtype=float)
-    _, _, c0, m0, o0, e0 = model._evaluate(model.columns(first), fast=True)
+    _, _, c0, m0, o0, e0 = model.evaluate(model.columns(first), fast=True)
     const = (np.maximum(c0, m0) + o0).sum(axis=0) + e0
     pattern = (np.abs(delta).reshape(delta.shape[0], -1).max(axis=1) > 0).astype(float)
     empty = np.zeros((0, const.size))
@@ -184,7 +184,7 @@ def linear_run(model: StepCostModel, first: StepBatch, delta: np.ndarray) -> Lin
         return LinearRun(const, empty, empty, empty, empty)
     touched = np.abs(model.coef[: 2 * model.n_ops, : pattern.size]) @ pattern
     varies = (touched[: model.n_ops] + touched[model.n_ops :]) > 0
-    _, _, c1, m1, _, _ = model._evaluate(model.columns(StepBatch(first.x + delta)), fast=True)
+    _, _, c1, m1, _, _ = model.evaluate(model.columns(StepBatch(first.x + delta)), fast=True)
     c0v, m0v = c0[varies], m0[varies]
     fixed = const - np.maximum(c0v, m0v).sum(axis=0)
     return LinearRun(fixed, c0v, c1[varies] - c0v, m0v, m1[varies] - m0v)

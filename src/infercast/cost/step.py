@@ -158,7 +158,10 @@ class StepCostModel:
             cols[EXPERT_FRAC] = 0.0
         return cols
 
-    def _evaluate(self, cols: np.ndarray, fast: bool) -> tuple[np.ndarray, ...]:
+    def evaluate(self, cols: np.ndarray, fast: bool = False) -> tuple[np.ndarray, ...]:
+        """The pieces :meth:`step_time` sums, per operator (rows) and step (columns of :meth:`columns`): FLOPs,
+        bytes, compute time, memory time, launch/latency overhead, and the per-step engine overhead. ``fast``: a
+        matrix product (columns may differ from the einsum path in the last bit)."""
         n = self.n_ops
         if fast:
             prod = self.coef @ cols
@@ -186,12 +189,12 @@ class StepCostModel:
     # ----- public API --------------------------------------------------------------------------------------
     def step_time(self, batch: StepBatch, *, fast: bool = False) -> np.ndarray:
         """Seconds for each of the N steps in ``batch`` (shape (N,))."""
-        _, _, compute, memory, overhead, engine = self._evaluate(self.columns(batch), fast)
+        _, _, compute, memory, overhead, engine = self.evaluate(self.columns(batch), fast)
         return (np.maximum(compute, memory) + overhead).sum(axis=0) + engine
 
     def breakdown(self, batch: StepBatch) -> OpBreakdown:
         """Per-operator FLOPs, bytes, times and binding ceiling for each step in ``batch``."""
-        flops, nbytes, compute, memory, overhead, engine = self._evaluate(self.columns(batch), fast=False)
+        flops, nbytes, compute, memory, overhead, engine = self.evaluate(self.columns(batch), fast=False)
         return OpBreakdown(
             names=self.names,
             groups=self.groups,

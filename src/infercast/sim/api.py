@@ -18,7 +18,7 @@ from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica
 from infercast.sim.saturation import saturation
-from infercast.sim.scheduler import SCHEDULERS, scheduler_name
+from infercast.sim.scheduler import scheduler_name
 from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.state import RequestTable
 from infercast.sim.summary import LatencyStats, SimulationSummary
@@ -26,8 +26,6 @@ from infercast.sim.workload import LengthLike, PrefixSpec, Workload, WorkloadSpe
 from infercast.specs.deployment import Deployment, check_tp_on_hardware
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
-
-SIMULATE_SCHEDULERS = (*SCHEDULERS, "disagg")
 
 
 @dataclass

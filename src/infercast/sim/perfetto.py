@@ -268,15 +268,6 @@ def write_chrome_trace(
     return path
 
 
-def read_chrome_trace(path: str | Path) -> dict[str, Any]:
-    """Load a trace written by :func:`write_chrome_trace` (``.gz`` or plain)."""
-    path = Path(path)
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            return json.load(fh)
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 _REQUIRED = {
     "X": ("name", "ph", "ts", "dur", "pid", "tid"),
     "C": ("name", "ph", "ts", "pid", "args"),

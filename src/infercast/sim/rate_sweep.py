@@ -100,7 +100,7 @@ def rate_sweep(
     refine_steps = require_positive_int("refine_steps", refine_steps, minimum=0)
     for name in SWEEP_SETS:
         if name in options and options[name] not in (None, False):
-            raise InfercastError("the rate sweep sets the load itself; give the rates with rates=[...] (--rates)",
+            raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`",
                                  field=name)  # fmt: skip
     workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
     # validates the workload options once; rate=inf puts every request at t=0 (the offline capacity run)

@@ -72,7 +72,7 @@ class Replica:
         if mem.num_blocks <= 0:
             raise DoesNotFitError(
                 f"{dep.model.id} does not fit on {dep.tp}x {dep.hardware.id} at {dep.scheme.name}: no room for "
-                "a KV cache after weights and runtime memory; raise --tp or use a narrower --precision",
+                "a KV cache after weights and runtime memory; raise `tp` or use a narrower `precision`",
                 field="memory",
             )
         self.block_bytes = mem.block_bytes

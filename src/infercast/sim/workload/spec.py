@@ -57,11 +57,11 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         lengths_given = self.input_len is not None or self.output_len is not None
         if sum((self.workload is not None, self.trace is not None, lengths_given)) != 1:
-            raise InfercastError("give exactly one of: a workload, --trace FILE, or --input-len and --output-len",
+            raise InfercastError("give exactly one of: a `workload`, a `trace`, or `input_len` and `output_len`",
                                  field="workload")  # fmt: skip
         if lengths_given and (self.input_len is None or self.output_len is None):
             field = "output_len" if self.output_len is None else "input_len"
-            raise InfercastError("both --input-len and --output-len are needed", field=field)
+            raise InfercastError("both `input_len` and `output_len` are needed", field=field)
         if self.workload is not None and not isinstance(self.workload, Workload):
             raise InfercastError(f"must be a Workload, got {type(self.workload).__name__}", field="workload")
         if self.trace is not None and not isinstance(self.trace, str | Path):
@@ -76,18 +76,18 @@ class WorkloadSpec:
             self._set("concurrency", require_positive_int("concurrency", self.concurrency))
         loads = sum((self.rate is not None, self.concurrency is not None, self.offline))
         if loads > 1 or (loads == 0 and lengths_given):
-            raise InfercastError("choose exactly one of --rate R, --concurrency C, --offline", field="rate")
+            raise InfercastError("choose exactly one of `rate`, `concurrency`, `offline`", field="rate")
         self._set("burstiness", require_positive_number("burstiness", self.burstiness, allow_inf=True))
         if self.burstiness != 1.0 and self.rate is None:
-            raise InfercastError("shapes open-loop arrivals: it needs --rate", field="burstiness")
+            raise InfercastError("shapes open-loop arrivals: it needs `rate`", field="burstiness")
         if self.arrival is not None:
             kinds = [k for k in ARRIVAL_KINDS if k != "offline"]
             if isinstance(self.arrival, str) and self.arrival.lower() == "offline":
-                raise InfercastError("'offline' is not an arrival process of --rate: use --offline", field="arrival")
+                raise InfercastError("'offline' is not an arrival process of `rate`: use `offline`", field="arrival")
             if not isinstance(self.arrival, str) or self.arrival.lower() not in kinds:
                 raise unknown_choice("arrival", str(self.arrival), kinds)
             if self.rate is None:
-                raise InfercastError("is the arrival process of --rate: it needs --rate", field="arrival")
+                raise InfercastError("is the arrival process of `rate`: it needs `rate`", field="arrival")
             self._set("arrival", self.arrival.lower())
         self._set("seed", require_positive_int("seed", self.seed, minimum=0))
 

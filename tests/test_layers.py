@@ -1,0 +1,68 @@
+"""Each layer imports only layers below it (docs/architecture.md): specs <- cost <- analysis <- sim <- plan, with
+measure, engine and the CLI on top. Every import counts, lazy and type-only ones included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import infercast
+
+PACKAGE = Path(infercast.__file__).parent
+
+LAYERS: dict[str, int] = {
+    # foundation: no infercast imports beyond each other
+    "errors": 0, "display": 0, "units": 0, "files": 0, "limits": 0, "show": 0, "data": 0,
+    "specs": 1,
+    "cost": 2, "memory": 2,  # memory: bytes of weights, KV and activations, from specs (cost level)
+    "analysis": 3,
+    "sim": 4,
+    "plan": 5,
+    "measure": 6,
+    "engine": 7,  # a real engine on measure's PyTorch decoder, driven by sim's schedulers
+    "cli": 8, "tutorial_api": 8, "__init__": 8,
+}  # fmt: skip
+"""Layer of each top-level module or package of ``infercast`` (higher may import lower or equal)."""
+ENTRY_POINTS = ("__main__.py",)
+"""``python -m`` entry points are command lines: they may import the CLI."""
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if module.count(".") else "__init__"
+    assert top in LAYERS, f"infercast.{top} has no layer: add it to LAYERS (and docs/architecture.md)"
+    return LAYERS[top]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "infercast":  # `from infercast import sim` imports a layer; other names the facade
+                out += [(node.lineno, f"infercast.{a.name}") for a in node.names if a.name in LAYERS]
+            else:
+                out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return [(line, name) for line, name in out if name == "infercast" or name.startswith("infercast.")]
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        module = ".".join(rel.parts)
+        own = _layer(module.removesuffix(".__init__") if module != "infercast.__init__" else module)
+        if path.name in ENTRY_POINTS:
+            own = LAYERS["cli"]
+        for line, name in _imports(path):
+            if name == "infercast":
+                continue  # the lazy public facade
+            if _layer(name) > own:
+                upward.append(f"{rel}.py:{line} imports {name}")
+    assert not upward, upward
+
+
+def test_the_layer_map_covers_the_package():
+    tops = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert tops <= set(LAYERS), sorted(tops - set(LAYERS))
