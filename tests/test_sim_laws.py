@@ -4,6 +4,7 @@ stepping token by token."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from infercast.analysis.scenario import predict
@@ -319,6 +320,12 @@ def test_rate_sweep_finds_the_saturation_point():
     with pytest.raises(InfercastError) as info:
         rate_sweep(MODEL, GPU, rates=[2], rate=3, **kw)
     assert info.value.field == "rate"
+    # the same sweep from a typed config (whose own load and SLOs the sweep replaces / keeps)
+    from infercast.sim.api import simulation_config
+
+    config = simulation_config(MODEL, GPU, rate=1.0, goodput="ttft:1", **kw)
+    again = rate_sweep(config, rates=[2, 8], refine_steps=0)
+    pd.testing.assert_frame_equal(again.table, strict.table)
 
 
 def test_duration_runs_from_the_benchmark_start_to_the_last_completion():

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import heapq
 
+from infercast.sim.blocks import blocks_for
+
 
 class DecodeSet:
     """Running sequences of one replica (see module docstring)."""
@@ -91,7 +93,7 @@ class DecodeSet:
             bs = self.bs
             self.residue[(base - 1) % bs] += 1
             self.n_grow += 1
-            self.held += -(-(ctx - 1) // bs)
+            self.held += blocks_for(ctx - 1, bs)
         if self.window and ctx < self.window:
             self.below.add(i)
             self.n_below += 1
@@ -129,7 +131,7 @@ class DecodeSet:
         """Blocks sequence ``i`` (context offset ``base``) holds now: its KV covers context - 1 tokens."""
         if i in self.reserved:
             return self.reserved[i]
-        return -(-(base + self.D - 1) // self.bs)
+        return blocks_for(base + self.D - 1, self.bs)
 
     # ----- events ---------------------------------------------------------------------------------------------
     def steps_to_completion(self) -> int:
@@ -173,7 +175,7 @@ class DecodeSet:
             if reserved and i in reserved:
                 held = reserved.pop(i)
             else:
-                held = -(-(base + D - 1) // bs)
+                held = blocks_for(base + D - 1, bs)
                 residue[(base - 1) % bs] -= 1
                 self.n_grow -= 1
             self.n -= 1

@@ -11,16 +11,17 @@ a few hundred requests per run (the default is 1000).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
-from infercast.sim.api import SimulationResult, simulate
+from infercast.sim.api import SimulationResult, simulate, simulation_config
+from infercast.sim.config import SimulationConfig
 from infercast.sim.metrics import SLO
-from infercast.sim.workload import WORKLOAD_FIELDS, WorkloadSpec, retime
+from infercast.sim.workload import WORKLOAD_FIELDS, Workload, WorkloadSpec, retime
 
 DEFAULT_FRACTIONS = (0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 1.15, 1.3)
 """Rates tried without explicit ``rates``, as fractions of the offline throughput (the capacity estimate)."""
@@ -76,8 +77,8 @@ def _row(rate: float, res: SimulationResult) -> dict[str, Any]:
 
 
 def rate_sweep(
-    model: str,
-    gpu: str,
+    model: SimulationConfig | str,
+    gpu: str | None = None,
     *,
     rates: list[float] | None = None,
     goodput: list[str] | str | None = None,
@@ -89,34 +90,47 @@ def rate_sweep(
     ``saturated``: completions keep pace with arrivals, see :mod:`infercast.sim.saturation`) while SLO
     attainment >= ``attainment`` (without SLOs: keeping up).
 
-    ``options``: the workload keywords of :class:`~infercast.sim.workload.WorkloadSpec` (``input_len`` /
-    ``output_len``, ``trace`` or ``workload``, ``num_requests``, ``arrival``, ``burstiness``, ``prefix``,
-    ``seed``; not ``rate``, ``concurrency`` or ``offline``: the sweep sets the load) and any other
-    :func:`~infercast.sim.api.simulate` keyword, passed to every run. Every rate replays the same requests
-    (lengths, shared prefixes) with fresh arrivals at that rate.
+    ``model`` a :class:`SimulationConfig` (its load is replaced by each rate; its SLOs apply unless ``goodput``
+    is given), or a model with ``gpu`` and ``options``: the workload keywords of
+    :class:`~infercast.sim.workload.WorkloadSpec` (``input_len`` / ``output_len``, ``trace`` or ``workload``,
+    ``num_requests``, ``arrival``, ``burstiness``, ``prefix``, ``seed``; not ``rate``, ``concurrency`` or
+    ``offline``: the sweep sets the load) and any other :func:`~infercast.sim.api.simulate` keyword, passed to
+    every run. Every rate replays the same requests (lengths, shared prefixes) with fresh arrivals at that rate.
     """
-    slo = SLO.parse(goodput)
     attainment = require_fraction("attainment", attainment)
     refine_steps = require_positive_int("refine_steps", refine_steps, minimum=0)
-    for name in SWEEP_SETS:
-        if name in options and options[name] not in (None, False):
-            raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`",
-                                 field=name)  # fmt: skip
-    workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
-    # validates the workload options once; rate=inf puts every request at t=0 (the offline capacity run)
-    template = WorkloadSpec(**workload_options, rate=math.inf)
+    if isinstance(model, SimulationConfig):
+        if gpu is not None or options:
+            raise InfercastError("give a SimulationConfig alone, or a model and gpu with keywords", field="config")
+        # rate=inf puts every request at t=0 (the offline capacity run)
+        template = replace(model.workload, rate=math.inf, concurrency=None, offline=False)
+        slo = SLO.parse(goodput) if goodput is not None else model.observe.goodput
+    else:
+        for name in SWEEP_SETS:
+            if name in options and options[name] not in (None, False):
+                raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`",
+                                     field=name)  # fmt: skip
+        workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
+        template = WorkloadSpec(**workload_options, rate=math.inf)  # validates the workload options once
+        slo = SLO.parse(goodput)
     base = template.build()
     seed = template.seed
+    config = model if isinstance(model, SimulationConfig) else simulation_config(model, gpu, workload=base,
+                                                                                  seed=seed, **options)  # fmt: skip
     if rates is not None:
         rates = [require_positive_number("rates", r) for r in rates]
         if not rates:
             raise InfercastError("needs at least one rate", field="rates")
 
-    def run(rate: float) -> SimulationResult:
-        work = retime(base, rate=rate, arrival=template.arrival, burstiness=template.burstiness, seed=seed)
-        return simulate(model, gpu, workload=work, goodput=goodput, seed=seed, **options)
+    def simulate_at(work: Workload, slo: SLO | None) -> SimulationResult:
+        return simulate(replace(config, workload=WorkloadSpec(workload=work, seed=seed),
+                                observe=replace(config.observe, goodput=slo)))  # fmt: skip
 
-    offline = simulate(model, gpu, workload=base, seed=seed, **options)
+    def run(rate: float) -> SimulationResult:
+        return simulate_at(retime(base, rate=rate, arrival=template.arrival, burstiness=template.burstiness,
+                                  seed=seed), slo)  # fmt: skip
+
+    offline = simulate_at(base, None)
     capacity = offline.summary["request_throughput_req_s"]
     if rates is None:
         rates = [capacity * f for f in DEFAULT_FRACTIONS]
