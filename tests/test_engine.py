@@ -260,3 +260,52 @@ def test_speed_probe_scaling_multiplies_every_step_time() -> None:
     np.testing.assert_allclose(StepCostModel(deployment(config, HW), slow).step_time(batch),
                                1.7 * model.step_time(batch), rtol=1e-9)  # fmt: skip
     assert "speed probe" in slow.provenance["hbm_efficiency"]
+
+
+# ----- the OpenAI-compatible endpoint ----------------------------------------------------------------------------
+def test_openai_compatible_endpoint_streams_the_engines_greedy_tokens(model: TransformerModel) -> None:
+    import json
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from infercast.engine.server import EngineServer
+
+    server = EngineServer(_engine(model, "chunked"), port=0).start()
+    base = f"http://127.0.0.1:{server.port}/v1"
+
+    def post(body: dict) -> urllib.request.Request:
+        return urllib.request.Request(f"{base}/completions", json.dumps(body).encode(),
+                                      {"Content-Type": "application/json"})  # fmt: skip
+
+    try:
+        prompt = [5, 17, 42, 8, 9, 60, 61, 3] * 5
+        results: dict[str, object] = {}
+
+        def plain() -> None:
+            with urllib.request.urlopen(post({"prompt": prompt, "max_tokens": 6}), timeout=60) as r:
+                results["plain"] = json.loads(r.read())
+
+        thread = threading.Thread(target=plain)
+        thread.start()  # two requests in flight at once: batched by the engine
+        with urllib.request.urlopen(post({"prompt": prompt, "max_tokens": 6, "stream": True}), timeout=60) as r:
+            events = [line[6:] for line in r.read().decode().splitlines() if line.startswith("data: ")]
+        thread.join(60)
+        assert events[-1] == "[DONE]"
+        chunks = [json.loads(e)["choices"][0] for e in events[:-1]]
+        streamed = [int(c["text"]) for c in chunks if c["text"]]
+        assert len(streamed) == 6 and chunks[-1]["finish_reason"] == "length"
+        body = results["plain"]
+        assert body["usage"] == {"prompt_tokens": 40, "completion_tokens": 6, "total_tokens": 46}
+        assert [int(t) for t in body["choices"][0]["text"].split()] == streamed  # same prompt, same greedy tokens
+        with torch.inference_mode():
+            ref = model(torch.tensor([prompt + streamed]))[0]
+        assert ref[39:45].argmax(-1).tolist() == streamed
+        with urllib.request.urlopen(f"{base}/models", timeout=10) as r:
+            assert json.loads(r.read())["data"][0]["id"] == "tiny"
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            urllib.request.urlopen(post({"prompt": prompt, "max_tokens": 0}), timeout=10)
+        assert bad.value.code == 400 and "max_tokens" in bad.value.read().decode()
+        assert server.engine.pool.used == 0 and not server.engine.seqs
+    finally:
+        server.stop()

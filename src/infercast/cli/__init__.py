@@ -52,6 +52,7 @@ app.command("calibrate")(calibration_cmds.calibrate)
 app.command("validate")(calibration_cmds.validate)
 app.command("calibrate-cpu")(engine_cmds.calibrate_cpu)
 app.command("validate-sim")(engine_cmds.validate_sim)
+app.command("serve")(engine_cmds.serve)
 for _command in app.registered_commands:  # library messages quote API names (`tp`); commands show their flags
     _command.callback = with_flags(_command.callback, fields=False)
 

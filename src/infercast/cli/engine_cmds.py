@@ -150,3 +150,48 @@ def validate_sim(
                   "the (probe-scaled) step times (median)")  # fmt: skip
     if plot is not None:
         err_console.print(f"wrote {plot}")
+
+
+def serve(
+    model: ModelOpt = "qwen3-0.6b",
+    layers: LayersOpt = 2,
+    precision: PrecisionOpt = "bf16",
+    scheduler: Annotated[str, typer.Option(help="static | prefill-first | chunked")] = "chunked",
+    threads: ThreadsOpt = 1,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 8000,
+    num_blocks: Annotated[int, typer.Option(help="KV blocks of the engine's pool.")] = 256,
+    block_size: Annotated[int, typer.Option(help="Tokens per KV block.")] = 16,
+    max_num_seqs: Annotated[int, typer.Option(help="Scheduler sequence limit.")] = 16,
+    max_batched_tokens: Annotated[int, typer.Option(help="Tokens per step.")] = 256,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
+) -> None:
+    """Serve the engine over an OpenAI-compatible HTTP API (POST /v1/completions, streaming; GET /v1/models)."""
+    import torch
+
+    from infercast.engine.server import EngineServer
+    from infercast.engine.validate import build_model, make_engine
+
+    threads = require_positive_int("threads", threads)
+    if not 0 <= port <= 65535:
+        raise InfercastError(f"must be between 0 and 65535, got {port}", field="port")
+    config = _config(model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens,
+                     no_prefix_caching)  # fmt: skip
+    torch.set_num_threads(threads)
+    try:
+        server = EngineServer(make_engine(build_model(config), config), host=host, port=port,
+                              model_name=config.model_cut.id)  # fmt: skip
+    except OSError as exc:
+        raise InfercastError(f"cannot listen on {host}:{port} ({exc.strerror})", field="port") from None
+    server.start()
+    where = f"http://{host}:{server.port}/v1"
+    err_console.print(f"serving {config.model_cut.id} ({config.scheduler}) on {where}; Ctrl-C stops")
+    try:
+        while not server.stopped.is_set():
+            server.stopped.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    if server.error is not None:
+        raise InfercastError(f"the engine stopped: {server.error}", field="engine")

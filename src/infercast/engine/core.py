@@ -114,6 +114,7 @@ class Engine:
         self.steps: list[StepLog] = []
         self.gaps: list[float] = []
         self.on_finish: Callable[[Sequence, float], None] | None = None
+        self.on_token: Callable[[Sequence, int, float], None] | None = None  # (sequence, token, time): streaming
         self._joins = 0
 
     # ----- what schedulers read (infercast.sim.scheduler.ReplicaView) ---------------------------------------
@@ -249,6 +250,8 @@ class Engine:
                 seq.logits.append(logits[base + r].detach().clone())
             self.gaps.append(end - seq.last_token)
             seq.generated.append(new[base + r])
+            if self.on_token is not None:
+                self.on_token(seq, new[base + r], end)
             seq.last_token = end
             if len(seq.generated) >= seq.output_len:
                 self.running.remove(seq)
@@ -272,6 +275,8 @@ class Engine:
         else:
             seq.first_token = t
         seq.generated.append(token)
+        if self.on_token is not None:  # after a recompute preemption this is the next new token too
+            self.on_token(seq, token, t)
         seq.last_token = t
         if len(seq.generated) >= seq.output_len:
             self._finish(seq, t)
