@@ -71,7 +71,7 @@ def test_slo_check_percentiles_goodput_and_saturation():
     assert not goodput.passes and goodput.attainment == pytest.approx(0.6, abs=0.01)
     assert SLOSet.parse("ttft:600ms", attainment=0.5).check(arrival, first, finish, output, False).passes
     sat = SLOSet.parse("ttft:p50:600ms").check(arrival, first, finish, output, saturated=True)
-    assert not sat.passes and sat.binding == "saturation"
+    assert not sat.passes and sat.binding == "saturated"
     # an unfinished request is infinitely late
     finish2 = finish.copy()
     finish2[-2:] = np.nan

@@ -118,13 +118,7 @@ def _num(v: object, fmt: str) -> str:
 def render(result: PlanResult, top: int) -> None:
     """Ranked table, the chosen deployment with its fleet check, and its launch command."""
     s, st = result.settings, result.stats
-    t = Table(
-        title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}", box=box.SIMPLE_HEAD, pad_edge=False,
-        caption=f"{st['candidates']} candidates: {st['pruned']} pruned analytically, {st['bounded']} cut by the cost "
-        f"bound, {st['searched']} searched ({st['passing']} pass), {st['simulations']} simulations, "
-        f"{st['seconds_total']:.1f} s. req/s: the most one unit serves within the SLO; fleet: units x GPUs for "
-        "the target rate; $/Mtok: unit $/h over its output tokens/s; SLO columns in ms at that rate.",
-    )
+    t = Table(title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}", box=box.SIMPLE_HEAD, pad_edge=False)
     terms = [t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "")
              for t_ in s["slo"]["terms"]]  # fmt: skip
     t.add_column("candidate", no_wrap=True, min_width=12)
@@ -144,7 +138,12 @@ def render(result: PlanResult, top: int) -> None:
             style=STATUS_STYLE[r["status"]],
         )  # fmt: skip
     console.print(t)
-    console.print("* on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)")
+    console.print(f"{st['candidates']} candidates: {st['pruned']} pruned analytically, {st['bounded']} cut by the cost "
+                  f"bound, {st['searched']} searched ({st['passing']} pass), {st['simulations']} simulations, "
+                  f"{st['seconds_total']:.1f} s", highlight=False)  # fmt: skip
+    console.print("req/s: the most one unit serves within the SLO; fleet: units x GPUs for the target rate; $/Mtok: "
+                  "unit $/h over its output tokens/s; SLO columns: ms at that rate; * on a Pareto front "
+                  "(tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)", style="dim", highlight=False)  # fmt: skip
     for r in result.table.head(top).to_dict(orient="records"):
         if r["status"] != "pass":
             console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
@@ -167,7 +166,8 @@ def render(result: PlanResult, top: int) -> None:
         console.print(f"fleet check: {f['replicas']} unit(s) at {f['rate_req_s']:g} req/s {verdict} the SLO in "
                       f"simulation ({measured}; {f['slo_attainment']:.1%} of requests within every limit)")  # fmt: skip
     for line in result.launch:
-        console.print(line, style="dim" if line.startswith("#") else "bold", markup=False, highlight=False)
+        console.print(line, style="dim" if line.startswith("#") else "bold", markup=False, highlight=False,
+                      soft_wrap=True)  # one line, to copy and paste  # fmt: skip
     d = result.daily
     if d is not None:
         hourly = d.intervals.groupby(d.intervals["start_h"].astype(int))["units_needed"].max()

@@ -11,6 +11,9 @@ from infercast.analysis.roofline_plot import image_format
 from infercast.errors import InfercastError
 from infercast.plan.result import PlanResult
 
+MAX_LABELS = 6
+"""Front points labelled per panel (evenly spaced along the front; the rest stay unlabelled to keep it legible)."""
+
 
 def save_pareto(result: PlanResult, path: str | Path) -> Path:
     """Write the two-panel Pareto plot of ``result`` to ``path`` (.png or .svg)."""
@@ -42,7 +45,8 @@ def save_pareto(result: PlanResult, path: str | Path) -> Path:
         front = ok[ok[front_col]].sort_values(xcol)
         ax.plot(front[xcol].astype(float), front[ycol].astype(float), "-o", color="tab:blue", ms=5, lw=1.5,
                 label="Pareto front")  # fmt: skip
-        for r in front.itertuples(index=False):
+        shown = front.iloc[np.unique(np.linspace(0, len(front) - 1, min(len(front), MAX_LABELS)).round().astype(int))]
+        for r in shown.itertuples(index=False):
             ax.annotate(r.label, (float(getattr(r, xcol)), float(getattr(r, ycol))), fontsize=6.5,
                         xytext=(4, 4), textcoords="offset points", color="tab:blue")  # fmt: skip
         if chosen is not None:

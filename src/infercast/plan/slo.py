@@ -50,7 +50,7 @@ class SLOCheck:
     attainment: float
     saturated: bool
     binding: str
-    """The term with the least headroom (measured / limit highest); 'saturation' when the run cannot keep up."""
+    """The term with the least headroom (measured / limit highest); 'saturated' when the run cannot keep up."""
     headroom: float
     """Largest measured / limit over the terms (<= 1 passes)."""
 
@@ -127,7 +127,7 @@ class SLOSet:
         worst = ratios[binding]
         passes = not saturated and worst <= 1.0
         if saturated:
-            binding = "saturation"
+            binding = "saturated"
         return SLOCheck(passes, measured, attained, saturated, binding, worst)
 
     def to_dict(self) -> dict[str, Any]:
