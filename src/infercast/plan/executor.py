@@ -27,12 +27,12 @@ EXECUTORS = ("local", "serial", "ray")
 
 
 def search_family(model: ModelSpec, traffic: Traffic, slo: SLOSet,
-                  task: tuple[Sequence[Candidate], Cutoff | None]) -> list[RateSearch]:  # fmt: skip
-    """Search each member in order (one task); each one's max rate / capacity warm-starts the next. With a
-    cutoff, a member whose offline throughput x slack cannot beat it is not searched (``bounded`` says why)."""
-    family, cutoff = task
+                  task: tuple[Sequence[Candidate], Cutoff | None, float | None]) -> list[RateSearch]:  # fmt: skip
+    """Search each member in order (one task); the first warm-starts from ``hint`` (max rate / offline
+    throughput seen in earlier rounds), each later one from the member before it. With a cutoff, a member
+    whose offline throughput x slack cannot beat it is not searched (``bounded`` says why)."""
+    family, cutoff, hint = task
     out: list[RateSearch] = []
-    hint: float | None = None
     for c in family:
         try:
             cap = offline_capacity(model, c, traffic)
@@ -41,7 +41,8 @@ def search_family(model: ModelSpec, traffic: Traffic, slo: SLOSet,
                     f"cost bound: cannot beat the best unit even at {cutoff.slack:g} x its offline throughput "
                     f"({cap * cutoff.slack:.3g} req/s)")))  # fmt: skip
                 continue
-            res = search_rate(model, c, traffic, slo, hint=hint, capacity=cap)
+            hopeless = None if cutoff is None else (lambda r, c=c: cutoff.beaten(c.gpu, c.gpus, r))
+            res = search_rate(model, c, traffic, slo, hint=hint, capacity=cap, hopeless=hopeless)
         except InfercastError as exc:  # a configuration the simulator refuses fails, saying why
             res = RateSearch(c, 0.0, None, None, "error", error=exc.message)
         out.append(res)

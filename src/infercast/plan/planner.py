@@ -98,9 +98,10 @@ def _phase(progress: Progress | None, name: str):
 
 def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survivors: list[Candidate],
             price: dict[str, float], rate: float | None, exhaustive: bool,
-            progress: Progress | None) -> tuple[dict[Candidate, RateSearch], dict[Candidate, str]]:  # fmt: skip
+            progress: Progress | None) -> tuple[dict[Candidate, RateSearch], dict[Candidate, str], int]:  # fmt: skip
     """Branch and bound over families, cheapest roofline bound first, in rounds of a few families per worker.
 
+    Each family's first member warm-starts from the median max rate / offline throughput of earlier rounds.
     Before a round, members whose roofline bound (:func:`~infercast.plan.prune.rate_bound`) cannot beat the
     best unit verified so far are cut; inside a task, members whose offline throughput x :data:`BOUND_SLACK`
     cannot are. The best only changes between rounds, so the outcome does not depend on the executor or on
@@ -115,6 +116,7 @@ def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survi
     searches: dict[Candidate, RateSearch] = {}
     bounded: dict[Candidate, str] = {}
     best: tuple[float, float] | None = None
+    sims = 0
     per_round = ROUND_FAMILIES * ex.workers
     total = len(survivors)
     while families:
@@ -134,10 +136,13 @@ def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survi
         cutoff = None
         if best is not None and not exhaustive:
             cutoff = Cutoff(best, rate, price, traffic.mean_output, BOUND_SLACK)
-        found = ex.map(search_family, [(fam, cutoff) for fam in batch], spec, traffic, slos,
+        ratios = [r.hint for r in searches.values() if r.hint]
+        hint = float(np.median(ratios)) if ratios else None  # from earlier rounds only: deterministic
+        found = ex.map(search_family, [(fam, cutoff, hint) for fam in batch], spec, traffic, slos,
                        weights=[len(f) for f in batch])  # fmt: skip
         for fam_res in found:
             for r in fam_res:
+                sims += len(r.probes) + (r.capacity_req_s > 0)  # + its offline run
                 if r.bounded:
                     bounded[r.candidate] = r.bounded
                     continue
@@ -148,7 +153,7 @@ def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survi
                     best = k if best is None or k < best else best
         if progress:
             progress("search", len(searches) + len(bounded), total)
-    return searches, bounded
+    return searches, bounded, sims
 
 
 def _lowest(search: RateSearch) -> float:
@@ -309,7 +314,7 @@ def plan(
     survivors = [c for c in candidates if c not in pruned]
     t1 = time.perf_counter()
     with Executor(executor, workers, ray_address) as ex:
-        searches, bounded = _search(ex, spec, traffic, slos, survivors, price, rate, exhaustive, progress)
+        searches, bounded, sims = _search(ex, spec, traffic, slos, survivors, price, rate, exhaustive, progress)
     t3 = time.perf_counter()
 
     rows = []
@@ -338,7 +343,7 @@ def plan(
                 per_unit = min(per_unit, rate / replicas)  # the fleet needed more units: use what it verified
             day = autoscale(profile, per_unit, chosen["unit_usd_per_hour"], scale_up_delay_s)
     t4 = time.perf_counter()
-    sims = int(table["probes"].sum()) + sum(r.startswith("cost bound") for r in bounded.values())  # capacity runs
+    sims += len(fleet["tried"]) if fleet else 0  # + the (last) fleet check
     stats = {
         "candidates": len(candidates), "pruned": len(pruned), "bounded": len(bounded), "searched": len(searches),
         "passing": int((table["status"] == "pass").sum()), "simulations": sims,

@@ -11,6 +11,7 @@ rate it actually served; a unit that fails at a small fraction of its capacity i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,9 +149,12 @@ def offline_capacity(model: str | ModelSpec, c: Candidate, traffic: Traffic,
 
 
 def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet, *, hint: float | None = None,
-                capacity: float | None = None, rel_tol: float = REL_TOL) -> RateSearch:  # fmt: skip
+                capacity: float | None = None, rel_tol: float = REL_TOL,
+                hopeless: Callable[[float], bool] | None = None) -> RateSearch:  # fmt: skip
     """Bisection for the highest rate at which ``c`` passes ``slo`` (see the module docstring); ``capacity``:
-    its :func:`offline_capacity` when already known."""
+    its :func:`offline_capacity` when already known. ``hopeless(rate)``: True when a unit serving less than
+    ``rate`` cannot matter (branch and bound); while nothing has passed, a failing probe at such a rate ends
+    the search (``bounded``)."""
     base = unit_config(model, c, traffic)
     if capacity is None:
         capacity = offline_capacity(model, c, traffic, base)
@@ -174,6 +178,10 @@ def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLO
         if hi < math.inf and lo > 0 and hi / lo <= 1 + rel_tol:
             break
         if lo == 0:  # nothing passed yet: step down, below what a saturated probe actually served
+            if hopeless is not None and hopeless(rate):
+                search.bounded = (f"cost bound: fails at {rate:.3g} req/s, and even that rate cannot beat the best "
+                                  "unit")  # fmt: skip
+                break
             if rate <= floor:
                 break
             nxt = rate / step
