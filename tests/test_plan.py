@@ -256,7 +256,9 @@ def test_cli_plan_json_table_and_plot(capsys, tmp_path):
     [(["--slo", "ttft:p99:soon"], "slo"), (["--slo", "ttft:p99:1s", "--price", "h100"], "price"),
      (["--slo", "ttft:p99:1s", "--disagg", "2"], "ratios"), (["--slo", "ttft:p99:1s", "--rate", "-1"], "rate"),
      (["--slo", "ttft:p99:1s", "--out", "x.txt"], "out"),
-     (["--slo", "ttft:p99:1s", "--attainment", "2"], "attainment")],
+     (["--slo", "ttft:p99:1s", "--attainment", "2"], "attainment"),
+     (["--slo", "ttft:p99:1s", "--engines", "vllx"], "engine"),
+     (["--slo", "ttft:p99:1s", "--kv-precisions", "fp5"], "kv_precision")],
 )  # fmt: skip
 def test_cli_plan_bad_input_is_one_line_exit_2(capsys, args, field):
     code, _, err = run(capsys, "plan", "--model", MODEL, "--gpus", "h100-sxm", "--tps", "1", "--input-len", "64",

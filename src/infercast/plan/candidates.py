@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from infercast.errors import InfercastError, require_positive_int
+from infercast.specs.engine import get_engine
+from infercast.specs.precision import get_kv_format
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,11 @@ class CandidateSpace:
         )
         if not space.gpus:
             raise InfercastError("needs at least one GPU", field="gpus")
+        for engine in space.engines:  # refused now, not pruned silently later
+            get_engine(engine)
+        for kv in space.kv_precisions:
+            if kv is not None:
+                get_kv_format(kv)
         if not space.aggregated and not space.ratios:
             raise InfercastError("with aggregated serving off, give prefill:decode ratios (--disagg 1:1,1:2)",
                                  field="ratios")  # fmt: skip
