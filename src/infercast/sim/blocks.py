@@ -55,10 +55,11 @@ class BlockLedger:
         tb, kv = self.table, self.kv
         shared = hits * kv.blocks_per_unit
         need = max(blocks_for(tokens, self.block_size) - shared, 0)
-        state = self._state_need(i)
+        state = self.state_blocks if self.state_blocks and i not in self.state_holders else 0
         if need + state > kv.free + kv.evictable - idle:
             return False
-        kv.pin(tb.hashes_of(i), hits, tb.target[i])
+        if tb.hashes is not None:
+            kv.pin(tb.hashes[i], hits, tb.target[i])
         kv.allocate(need + state)
         if state:
             self.state_holders.add(i)

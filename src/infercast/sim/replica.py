@@ -153,8 +153,11 @@ class Replica:
         tb, blocks = self.table, self.blocks
         if tb.swapped[i]:
             return None  # swapped-out sequences come back whole, through _swap_in
-        hits, idle = blocks.lookup_prefix(i) if tb.computed[i] == 0 else (0, 0)
-        cached = hits * blocks.kv.unit_tokens
+        if tb.hashes is not None and tb.computed[i] == 0:
+            hits, idle = blocks.lookup_prefix(i)
+            cached = hits * blocks.kv.unit_tokens
+        else:
+            hits = idle = cached = 0
         left = tb.target[i] - cached
         if limit is not None and left > limit:
             return None
