@@ -183,14 +183,18 @@ def test_chips_without_bf16_default_to_fp16_everywhere():
     assert err.value.field == "precision" and "fp16" in err.value.allowed
 
 
-def test_tp_beyond_one_node_is_refused_everywhere():
-    with pytest.raises(InfercastError, match="8 GPUs of one h100-sxm node") as err:
-        infercast.predict("llama-3.1-70b", "h100-sxm", tp=16, input_len=128, output_len=16)
+def test_tp_beyond_one_node_needs_a_scale_out_network():
+    """Multi-node TP predicts on GPUs whose spec has a scale-out network (H100: ConnectX-7 per GPU) in whole
+    nodes; PCIe cards without one (L40S) and partial nodes are refused, everywhere, naming the field."""
+    p = infercast.predict("llama-3.1-70b", "h100-sxm", tp=16, input_len=128, output_len=16)
+    assert p.tp == 16 and p.gpus == 16
+    with pytest.raises(InfercastError, match="no scale_out network") as err:
+        infercast.predict("llama-3.1-70b", "l40s", tp=16, input_len=128, output_len=16)
     assert err.value.field == "tp"
     with pytest.raises(InfercastError) as err:
-        infercast.memory_budget("llama-3.1-70b", "h100-sxm", tp=16)
+        infercast.memory_budget("llama-3.1-70b", "l40s", tp=16)
     assert err.value.field == "tp"
-    df = infercast.sweep(models="llama-3.1-70b", gpus="h100-sxm", tps=[8, 16], precisions="fp8")
+    df = infercast.sweep(models="llama-3.1-70b", gpus="l40s", tps=[8, 16], precisions="fp8")
     assert set(df["tp"]) == {8}
     (skip,) = df.attrs["skipped"]
     assert skip["tp"] == 16 and skip["field"] == "tp" and "max_gpus_per_node" in skip["reason"]

@@ -184,28 +184,43 @@ class MemoryBudget:
 _weights_cache: SpecCache[dict[str, float]] = SpecCache(4096)
 
 
-def weight_bytes_per_gpu(model: ModelSpec, scheme: PrecisionScheme, tp: int = 1, ep: int = 1) -> dict[str, float]:
-    """Weight bytes one rank stores, by tensor class (quantization scales included); cached per model."""
-    return dict(_weights_cache.get((model,), (scheme.name, tp, ep), lambda: _weight_bytes(model, scheme, tp, ep)))
+def weight_bytes_per_gpu(
+    model: ModelSpec, scheme: PrecisionScheme, tp: int = 1, ep: int = 1, attention_dp: int = 1, pp: int = 1
+) -> dict[str, float]:
+    """Weight bytes one rank stores, by tensor class (quantization scales included); cached per model.
+
+    With ``pp`` stages a GPU holds its stage's share of the layers (the most loaded stage: ceil(L/pp) layers)
+    and the larger of the embedding and the LM head (first and last stage)."""
+    key = (scheme.name, tp, ep, attention_dp, pp)
+    return dict(_weights_cache.get((model,), key, lambda: _weight_bytes(model, scheme, tp, ep, attention_dp, pp)))
 
 
-def _weight_bytes(model: ModelSpec, scheme: PrecisionScheme, tp: int, ep: int) -> dict[str, float]:
+def _weight_bytes(
+    model: ModelSpec, scheme: PrecisionScheme, tp: int, ep: int, attention_dp: int = 1, pp: int = 1
+) -> dict[str, float]:
     fmt = {
         "dense": scheme.weight_format.bytes_per_element,
         "expert": scheme.expert_weight_format.bytes_per_element,
         "embedding": scheme.embedding_format.bytes_per_element,
     }
     out: dict[str, float] = {}
-    for lin in rank_linears(model, tp, ep):
+    stage = -(-model.num_layers // pp) / model.num_layers  # share of the layers on the most loaded stage
+    for lin in rank_linears(model, tp, ep, attention_dp):
         if lin.name == "lm_head" and model.tie_word_embeddings:
             continue
-        out[lin.group] = out.get(lin.group, 0.0) + lin.elements * fmt[lin.weight_class]
+        share = 1.0 if lin.group in ("embedding", "lm_head") else stage
+        out[lin.group] = out.get(lin.group, 0.0) + lin.elements * fmt[lin.weight_class] * share
+    if pp > 1 and "lm_head" in out:  # first stage: embedding, last stage: LM head; the fuller one counts
+        smaller = min(("embedding", "lm_head"), key=lambda g: out.get(g, 0.0))
+        out.pop(smaller, None)
     # Norm weights (and qk-norms, sinks) are never quantized: they stay in the 16/32-bit activation dtype.
-    out["norms"] = norm_elements(model) * scheme.activation_format.bytes_per_element
+    out["norms"] = norm_elements(model) * scheme.activation_format.bytes_per_element * stage
     return out
 
 
-def activation_bytes(model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act_bytes: float) -> float:
+def activation_bytes(
+    model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act_bytes: float, attention_dp: int = 1
+) -> float:
     """Peak activation workspace at the engine's batched-token budget (prior estimate).
 
     The largest live tensors in a step of T tokens: the FFN up-projection output and its activation
@@ -218,7 +233,7 @@ def activation_bytes(model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act
     tokens = engine.max_num_batched_tokens
     width = model.intermediate_size / tp if model.num_dense_ffn_layers else 0.0
     if model.moe:
-        width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size / (tp // ep))
+        width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size / (tp * attention_dp // ep))
     # gate_up output (2 x width gated, 1 x plain) plus the activated product (1 x width) live together
     ffn_buffers = ((2 if model.gated_ffn else 1) + 1) * width
     # prior: residual, normed input, attention output, o_proj output, FFN output and the all-reduce /
@@ -239,6 +254,8 @@ def memory_budget(
     precision: str | None = None,
     kv_precision: str | None = None,
     engine: str | EngineSpec = "vllm",
+    pp: int = 1,
+    attention_dp: int = 1,
     context: int | None = None,
     concurrency: int | None = None,
     gpu_memory_utilization: float | None = None,
@@ -254,7 +271,8 @@ def memory_budget(
         if gpu is None:
             raise InfercastError("is required", field="gpu")
         dep = Deployment.resolve(
-            model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine
+            model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, pp=pp,
+            attention_dp=attention_dp,
         )
     model, hw, eng, scheme, kv_fmt, tp, ep = (
         dep.model, dep.hardware, dep.engine, dep.scheme, dep.kv_format, dep.tp, dep.ep,
@@ -274,9 +292,10 @@ def memory_budget(
     )
     block = eng.block_size if block_size is None else require_positive_int("block_size", block_size)
 
-    breakdown = weight_bytes_per_gpu(model, scheme, tp, ep)
+    pp, dp = dep.pp, dep.attention_dp
+    breakdown = weight_bytes_per_gpu(model, scheme, tp, ep, dp, pp)
     weights = sum(breakdown.values())
-    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element)
+    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp)
     runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
     capacity = hw.memory.capacity_bytes
     reserved = weights + act + runtime
@@ -284,9 +303,12 @@ def memory_budget(
         pool = fraction * capacity - reserved
     else:
         pool = fraction * (capacity - reserved)
-    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp)
+    # per GPU per token of the replica's sequences: a stage holds 1/pp of the layers, and an attention-DP rank
+    # the KV of 1/attention_dp of the sequences (balanced), so the pool's blocks count replica-wide tokens
+    layout = pp * dp
+    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp) / layout
     block_bytes = kv_tok * block
-    state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp)
+    state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp) / layout
     state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
     num_blocks = int(pool // block_bytes) if pool > 0 else 0
     pool_rounded = num_blocks * block_bytes  # >= 0: a negative "pool" is reported as unreserved_bytes
@@ -306,6 +328,13 @@ def memory_budget(
         notes.append(
             f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
             f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
+        )
+    if pp > 1:
+        notes.append(f"{pp} pipeline stages: each GPU holds {-(-model.num_layers // pp)} of {model.num_layers} layers")
+    if dp > 1:
+        notes.append(
+            f"attention data parallel x{dp}: attention and dense weights replicated per group, experts split "
+            f"{ep} ways; KV per GPU counted per token of the whole replica (sequences spread over {dp} groups)"
         )
     if not model.mla and tp > model.num_kv_heads:
         notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")

@@ -67,7 +67,10 @@ def render_ops(p: PhaseReport) -> Table:
 
 
 def render_prediction(pred: Prediction, ops: bool = False) -> Group:
-    head = Table(title=f"{pred.model} on {pred.tp}x {pred.gpu} · {pred.precision} (kv {pred.kv_precision}) · "
+    layout = (f" (tp {pred.tp} x attention-dp {pred.attention_dp} x pp {pred.pp}, ep {pred.ep})"
+              if pred.pp > 1 or pred.attention_dp > 1 else "")  # fmt: skip
+    head = Table(title=f"{pred.model} on {pred.gpus or pred.tp}x {pred.gpu}{layout} · {pred.precision} "
+                       f"(kv {pred.kv_precision}) · "
                  f"{pred.engine} · in {pred.input_len} / out {pred.output_len} · batch {pred.batch}",
                  show_header=False)  # fmt: skip
     head.add_column("metric")

@@ -47,6 +47,10 @@ class Prediction:
     memory: MemoryBudget
     advice: list[str] = field(default_factory=list)
     provenance: dict[str, str] = field(default_factory=dict)
+    pp: int = 1
+    attention_dp: int = 1
+    gpus: int = 0
+    """GPUs of the replica (tp x attention_dp x pp)."""
 
     def to_dict(self, ops: bool = False) -> dict[str, object]:
         """Plain dict (JSON-ready); ``ops=True`` adds per-operator tables to each phase."""
@@ -56,6 +60,9 @@ class Prediction:
             "gpu": self.gpu,
             "tp": self.tp,
             "ep": self.ep,
+            "pp": self.pp,
+            "attention_dp": self.attention_dp,
+            "gpus": self.gpus or self.tp,
             "precision": self.precision,
             "kv_precision": self.kv_precision,
             "engine": self.engine,
@@ -113,19 +120,23 @@ def as_deployment(
     precision: str | None = None,
     kv_precision: str | None = None,
     engine: str | EngineSpec = "vllm",
+    pp: int = 1,
+    attention_dp: int = 1,
 ) -> Deployment:
     """The deployment an analysis entry point was given: a :class:`Deployment` as is (its parts may not be given
     again), or one resolved from a model, a GPU and the parallelism/format/engine keywords."""
     if isinstance(model, Deployment):
         parts = {"gpu": gpu is None, "tp": tp == 1, "ep": ep == 1, "precision": precision is None,
-                 "kv_precision": kv_precision is None, "engine": engine == "vllm"}  # fmt: skip
+                 "kv_precision": kv_precision is None, "engine": engine == "vllm", "pp": pp == 1,
+                 "attention_dp": attention_dp == 1}  # fmt: skip
         for name, unset in parts.items():
             if not unset:
                 raise InfercastError("is part of the Deployment given; set it there", field=name)
         return model
     if gpu is None:
         raise InfercastError("needs a gpu (or a Deployment)", field="gpu")
-    return Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+    return Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
+                              pp=pp, attention_dp=attention_dp)  # fmt: skip
 
 
 def predict(
@@ -143,6 +154,8 @@ def predict(
     chunk_size: int | None = None,
     profile: CostProfile | None = None,
     strict: bool = True,
+    pp: int = 1,
+    attention_dp: int = 1,
 ) -> Prediction:
     """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
 
@@ -154,7 +167,8 @@ def predict(
     ``model`` may be a :class:`Deployment` (then without ``gpu``, ``tp``, ``ep``, ``precision``,
     ``kv_precision``, ``engine``).
     """
-    dep = as_deployment(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+    dep = as_deployment(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
+                        pp=pp, attention_dp=attention_dp)  # fmt: skip
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
     batch = require_positive_int("batch", batch)
@@ -198,6 +212,9 @@ def predict(
         prefill=pre_report,
         decode=dec_report,
         memory=mem,
+        pp=dep.pp,
+        attention_dp=dep.attention_dp,
+        gpus=dep.gpus,
         advice=advice(pre_report, dec_report, cm, batch),
         provenance=prov,
     )

@@ -23,7 +23,16 @@ def predict(
     output_len: Annotated[int, typer.Option(help="Output tokens.")] = 256,
     batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp).")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages (each tp x attention-dp GPUs; may span nodes).")] = 1,
+    attention_dp: Annotated[
+        int,
+        typer.Option(
+            "--attention-dp",
+            help="Attention data parallelism (MoE, DeepSeek-style wide EP): attention replicated this many times, "
+            "experts split --ep ways over all tp x attention-dp GPUs.",
+        ),
+    ] = 1,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[
         str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
@@ -38,7 +47,7 @@ def predict(
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
     result = run_predict(
         model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, precision=precision,
-        kv_precision=kv_precision, engine=engine, chunk_size=chunk_size,
+        kv_precision=kv_precision, engine=engine, chunk_size=chunk_size, pp=pp, attention_dp=attention_dp,
     )  # fmt: skip
     if json_out:
         emit_json(result.to_dict(ops=ops))

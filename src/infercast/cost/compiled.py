@@ -50,6 +50,8 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
     names = [*list(FEATURES), "frac"]
     p = model.profile
     lines = [f"def step_time(*, {', '.join(FEATURES)}):"]
+    if model.pp > 1:  # pipeline micro-batches: 1/pp of the step's work crosses every stage (see StepCostModel)
+        lines.append(f"    ({', '.join(FEATURES[1:])},) = ({', '.join(f'{f} / {model.pp}' for f in FEATURES[1:])},)")
     if model.table.moe_k_over_e:
         lines.append(f"    frac = -_expm1(tokens * {float(model.log1m_k_over_e)!r}) if tokens > 0 else 0.0")
     lines.append(
@@ -97,7 +99,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         extra += "".join(f" + {float(sec)!r} * decode_tokens" for j, sec in model.per_decode if j == i)
         lines.append(f"        total += (c if c > m else m){extra}")
     so, ss = float(p.step_overhead_s), float(p.seq_overhead_s)
-    lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss!r} * seqs")
+    lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss * model.pp!r} * seqs")
     lines.append("    return total")
     exec("\n".join(lines), namespace)
     fn = namespace["step_time"]

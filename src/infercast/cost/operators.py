@@ -36,8 +36,8 @@ class OpRow:
     kernels: float = 0.0
     hops: float = 0.0  # collective latency steps: sum of (N - 1) over the collectives in this op
     active: int = F["tokens"]  # feature that must be > 0 for the op to run at all
-    bandwidth: str = "hbm"  # hbm | attn_decode | link
-    collective: str | None = None  # all_reduce | all_gather | alltoall: priced by a measured curve where one exists
+    bandwidth: str = "hbm"  # hbm | attn_decode | link (scale-up) | network (scale-out between nodes)
+    collective: str | None = None  # all_reduce | all_gather | alltoall | p2p (a measured curve prices it, if any)
     ranks: int = 1  # GPUs taking part in each collective
     calls: float = 0.0  # collectives of this op per step
     message: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
@@ -70,7 +70,7 @@ def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: 
     op = OpRow(name, "communication", "comm", None, bandwidth="link", active=feature, collective=kind,
                ranks=ranks, calls=calls, kernels=calls)  # fmt: skip
     op.message[feature] = bytes_per_unit
-    share = _ring_factor(ranks) if kind == "all_reduce" else (ranks - 1) / ranks
+    share = _ring_factor(ranks) if kind == "all_reduce" else 1.0 if kind == "p2p" else (ranks - 1) / ranks
     op.bytes[feature] = calls * share * bytes_per_unit
     op.hops = calls * (ranks - 1)
     return op
@@ -79,6 +79,8 @@ def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: 
 def build_op_table(dep: Deployment) -> OpTable:
     """The per-rank operator list of one step for ``dep``."""
     m, tp, ep = dep.model, dep.tp, dep.ep
+    dp = dep.attention_dp
+    expert_tp = tp * dp // ep  # GPUs sharing one expert
     act = dep.scheme.activation_format.bytes_per_element
     kvb = dep.kv_format.bytes_per_element
     wbytes = {
@@ -100,7 +102,7 @@ def build_op_table(dep: Deployment) -> OpTable:
     weight_total = 0.0
 
     # --- GEMMs (and the embedding gather) from the shared per-rank layer list ---
-    for lin in rank_linears(m, tp, ep):
+    for lin in rank_linears(m, tp, ep, dp):
         wb = wbytes[lin.weight_class]
         if lin.name == "embedding":
             op = OpRow("embedding", "embedding", "elementwise", None, kernels=1)
@@ -197,13 +199,13 @@ def build_op_table(dep: Deployment) -> OpTable:
         ops.append(a)
     if m.moe:
         moe, Lm = m.moe, m.num_moe_layers
-        width = moe.expert_intermediate_size / (tp // ep)
+        width = moe.expert_intermediate_size / expert_tp
         a = OpRow("moe_activation", "moe", "elementwise", None, kernels=Lm)
         # activation of the routed rows (read gate/up, write the product), then the weighted sum of the
-        # k expert outputs back into one row per token
-        a.bytes[F["tokens"]] = Lm * (k_over_ep * (up_mats * width + h) + h) * act
+        # k expert outputs back into one row per token (of this attention-DP rank's tokens)
+        a.bytes[F["tokens"]] = Lm * (k_over_ep * (up_mats * width + h) + h / dp) * act
         if moe.num_shared_experts:
-            a.bytes[F["tokens"]] += Lm * up_mats * (moe.num_shared_experts * moe.shared_size / tp) * act
+            a.bytes[F["tokens"]] += Lm * up_mats * (moe.num_shared_experts * moe.shared_size / tp) * act / dp
         a.flops[F["tokens"]] = Lm * k_over_ep * 4 * width  # 4 per element, as the dense activation
         ops.append(a)
 
@@ -222,14 +224,39 @@ def build_op_table(dep: Deployment) -> OpTable:
         if m.moe and ep > 1:
             count -= m.num_moe_layers  # the MoE output is combined by the all-to-all (and an expert-TP reduce)
         ops.append(_collective("tp_allreduce", "all_reduce", tp, count, h * act, F["tokens"]))
-        if m.moe and ep > 1 and tp // ep > 1:
-            ops.append(_collective("expert_allreduce", "all_reduce", tp // ep, m.num_moe_layers, h * act, F["tokens"]))
         # logits of the sampled tokens gathered from the vocab shards (the buffer is the gathered result)
         ops.append(_collective("logits_gather", "all_gather", tp, 1, m.vocab_size * act, F["sampled"]))
+    if m.moe and ep > 1 and expert_tp > 1:
+        ops.append(_collective("expert_allreduce", "all_reduce", expert_tp, m.num_moe_layers, h * act, F["tokens"]))
     if m.moe and ep > 1:
         # dispatch tokens to the ranks owning their experts and combine the results back: two all-to-alls per
         # MoE layer, each rank's buffer holding its tokens' k expert copies
         msg = m.moe.experts_per_token * h * act
         ops.append(_collective("ep_all_to_all", "alltoall", ep, 2 * m.num_moe_layers, msg, F["tokens"]))
+    if dp > 1:
+        _per_attention_dp_rank(ops, dp)
+    if dep.pp > 1:
+        # activations handed from stage to stage (pp - 1 sends per micro-batch), over the scale-out network
+        # when the replica spans nodes
+        send = _collective("pp_send", "p2p", 2, dep.pp - 1, h * act, F["tokens"])
+        if dep.gpus > dep.hardware.max_gpus_per_node:
+            send.bandwidth = "network"
+        ops.append(send)
 
     return OpTable(rows=ops, weight_bytes=weight_total, moe_k_over_e=k_over_e)
+
+
+EXPERT_ROWS = ("experts_gate_up", "experts_down", "moe_activation")
+"""Operators whose work follows the tokens routed to a rank's experts (from every attention-DP rank)."""
+
+
+def _per_attention_dp_rank(ops: list[OpRow], dp: int) -> None:
+    """Attention DP: a rank runs attention, dense layers, norms, sampling and its collectives for 1/dp of the
+    step's tokens and sequences (balanced), while its experts see tokens from every rank: scale the token-driven
+    coefficients of every operator but the expert ones (whose own formulas already count per rank)."""
+    token_cols = [i for i in range(NUM_FEATURES) if i != F["one"]]
+    for op in ops:
+        if op.name in EXPERT_ROWS:
+            continue
+        for arr in (op.flops, op.bytes, op.rows, op.message):
+            arr[token_cols] /= dp

@@ -22,6 +22,7 @@ import numpy as np
 
 from infercast.cost.batch import F, StepBatch
 from infercast.cost.cache import SpecCache, spec_key
+from infercast.cost.collectives import collective_curve
 from infercast.cost.curves import Curve
 from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpRow, OpTable, build_op_table
 from infercast.cost.profile import CostProfile, load_profile, profile_generation
@@ -74,6 +75,7 @@ class StepCostModel:
 
     def __init__(self, dep: Deployment, profile: CostProfile | None = None):
         self.dep = dep
+        self.pp = dep.pp
         hw = dep.hardware
         self.profile = profile or load_profile(hw.id, hw.architecture, dep.engine.id)
         self.table: OpTable = _op_table(dep)
@@ -117,10 +119,12 @@ class StepCostModel:
             if r.bandwidth == "link":
                 # Deployment.resolve refuses tp > 1 when this is 0
                 inv_bw[i] = 1.0 / (hw.collective_bandwidth_bytes_s * p.link_efficiency)
-                curve = p.collective_curve(r.collective, r.ranks) if r.collective else None
+                curve = collective_curve(p, hw, r.collective, r.ranks) if r.collective else None
                 if curve is not None:  # measured latency vs message size replaces the ring's bytes/BW + hops·alpha
                     inv_bw[i] = 0.0
                     self.curves.append((i, r.message, r.calls, curve))
+            elif r.bandwidth == "network":  # between nodes: the scale-out NIC of each GPU
+                inv_bw[i] = 1.0 / (hw.scale_out.bandwidth_bytes_s * p.link_efficiency)
             elif r.bandwidth == "attn_decode":
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
             else:
@@ -132,7 +136,8 @@ class StepCostModel:
         hops = np.array([r.hops for r in rows])
         hops[[i for i, *_ in self.curves]] = 0.0
         fixed = np.array([r.kernels * _kernel_latency(r, p) for r in rows])
-        self.latency = (hops * p.allreduce_latency_s + fixed)[:, None]
+        alpha = np.array([hw.scale_out.latency_s if r.bandwidth == "network" else p.allreduce_latency_s for r in rows])
+        self.latency = (hops * alpha + fixed)[:, None]
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
         self.per_decode = [(i, r.kernels * p.attn_decode_seq_s) for i, r in enumerate(rows)
                            if r.bandwidth == "attn_decode" and p.attn_decode_seq_s]  # fmt: skip
@@ -151,6 +156,10 @@ class StepCostModel:
         x = batch.x
         cols = np.empty((NUM_COLUMNS, x.shape[1]))
         cols[: x.shape[0]] = x
+        if self.pp > 1:
+            # pipeline: the step's work runs as pp micro-batches of 1/pp of it, each crossing every stage
+            x = x / self.pp
+            cols[1 : x.shape[0]] = x[1:]
         if self.table.moe_k_over_e:
             # expected fraction of a rank's experts that at least one of T tokens routes to: 1 - (1 - k/E)^T
             cols[EXPERT_FRAC] = -np.expm1(x[F["tokens"]] * self.log1m_k_over_e)
@@ -183,7 +192,8 @@ class StepCostModel:
         overhead = on * (self.kernels * per_kernel + self.latency)
         for i, seconds in self.per_decode:
             overhead[i] = overhead[i] + on[i] * seconds * cols[F["decode_tokens"]]
-        engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]])
+        # (per-sequence CPU work is per sequence of the whole step, whatever the micro-batching)
+        engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * self.pp * cols[F["seqs"]])
         return flops, nbytes, compute, memory, overhead, engine
 
     # ----- public API --------------------------------------------------------------------------------------

@@ -25,6 +25,26 @@ class Deployment:
     engine: EngineSpec
     compute_key: str
     """Hardware peak key the GEMMs run at (e.g. 'bf16' for W4A16 on Hopper)."""
+    pp: int = 1
+    """Pipeline stages: each holds 1/pp of the layers on its own tp x attention_dp GPUs."""
+    attention_dp: int = 1
+    """Attention data parallelism (DeepSeek-style wide EP): attention and dense layers replicated this many times,
+    each copy ``tp``-way and serving 1/attention_dp of the sequences; experts split ``ep``-way over all
+    ``tp * attention_dp`` GPUs of a stage."""
+
+    @property
+    def gpus_per_stage(self) -> int:
+        return self.tp * self.attention_dp
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole replica (all stages)."""
+        return self.gpus_per_stage * self.pp
+
+    @property
+    def nodes(self) -> int:
+        """Scale-up domains (nodes, or NVL72 racks) the replica spans."""
+        return -(-self.gpus // self.hardware.max_gpus_per_node)
 
     @classmethod
     def resolve(
@@ -37,6 +57,8 @@ class Deployment:
         precision: str | None = None,
         kv_precision: str | None = None,
         engine: str | EngineSpec = "vllm",
+        pp: int = 1,
+        attention_dp: int = 1,
     ) -> Deployment:
         """Look up and validate every part; raises InfercastError naming the bad field."""
         model_spec = get_model(model)
@@ -44,12 +66,30 @@ class Deployment:
         eng = get_engine(engine)
         tp = require_positive_int("tp", tp)
         ep = require_positive_int("ep", ep)
-        model_spec.check_parallelism(tp, ep)
+        pp = require_positive_int("pp", pp)
+        dp = require_positive_int("attention_dp", attention_dp)
+        if dp == 1:
+            if ep > tp and model_spec.moe:
+                raise InfercastError(
+                    f"ep={ep} needs {ep} GPUs per stage but tp x attention_dp = {tp}: give --tp {ep}, or "
+                    f"--attention-dp {ep // tp if ep % tp == 0 else ep} for wide EP with attention data parallelism",
+                    field="ep",
+                )
+            model_spec.check_parallelism(tp, ep)
+        else:
+            check_attention_dp(model_spec, tp, ep, dp)
+        if pp > model_spec.num_layers:
+            raise InfercastError(
+                f"pp={pp} exceeds the {model_spec.num_layers} layers of {model_spec.id}; allowed: 1-"
+                f"{model_spec.num_layers}",
+                field="pp",
+            )
         check_tp_on_hardware(hw, tp)
+        check_layout_on_hardware(hw, tp * dp, pp)
         scheme = get_scheme(precision) if precision else _default_scheme(model_spec, hw)
         key = scheme.compute_key(hw)
         kv = get_kv_format(kv_precision or _kv_default(scheme, hw))
-        return cls(model_spec, hw, scheme, kv, tp, ep, eng, key)
+        return cls(model_spec, hw, scheme, kv, tp, ep, eng, key, pp, dp)
 
     @property
     def attention_key(self) -> str:
@@ -58,8 +98,9 @@ class Deployment:
 
     @property
     def label(self) -> str:
-        par = f"tp{self.tp}" + (f"-ep{self.ep}" if self.ep > 1 else "")
-        return f"{self.model.id} on {self.tp}x {self.hardware.id} {self.scheme.name}/kv-{self.kv_format.name} {par}"
+        par = f"tp{self.tp}" + (f"-dp{self.attention_dp}" if self.attention_dp > 1 else "")
+        par += (f"-ep{self.ep}" if self.ep > 1 else "") + (f"-pp{self.pp}" if self.pp > 1 else "")
+        return f"{self.model.id} on {self.gpus}x {self.hardware.id} {self.scheme.name}/kv-{self.kv_format.name} {par}"
 
 
 def default_precision(model: ModelSpec, hw: HardwareSpec) -> str:
@@ -77,19 +118,64 @@ def _default_scheme(model: ModelSpec, hw: HardwareSpec) -> PrecisionScheme:
 
 
 def check_tp_on_hardware(hw: HardwareSpec, tp: int) -> None:
-    """Raise a ``tp`` error when ``tp`` GPUs of ``hw`` cannot form one tensor-parallel group: more GPUs than
-    one node's scale-up fabric joins (multi-node TP is not modelled), or no link to run collectives over."""
-    if tp > hw.max_gpus_per_node:
-        raise InfercastError(
-            f"tp={tp} exceeds the {hw.max_gpus_per_node} GPUs of one {hw.id} node (max_gpus_per_node); "
-            "multi-node TP is not modelled",
-            field="tp",
-        )
+    """Raise a ``tp`` error when ``tp`` GPUs of ``hw`` cannot form one tensor-parallel group: no link to run
+    collectives over, or more GPUs than one scale-up domain without a scale-out network (or not whole nodes)."""
     if tp > 1 and hw.collective_bandwidth_bytes_s <= 0:
         raise InfercastError(
             f"{hw.id} has no link for tensor-parallel collectives (interconnect and host_link bandwidth are 0); "
             "use tp=1 or give a link bandwidth in its spec",
             field="tp",
+        )
+    node = hw.max_gpus_per_node
+    if tp > node:
+        if hw.scale_out is None:
+            raise InfercastError(
+                f"tp={tp} exceeds the {node} GPUs of one {hw.id} node (max_gpus_per_node) and {hw.id} has no "
+                f"scale_out network in its spec; allowed: 1-{node}",
+                field="tp",
+            )
+        if tp % node:
+            raise InfercastError(
+                f"tp={tp} across nodes must be a multiple of the {node} GPUs per {hw.id} node (max_gpus_per_node)",
+                field="tp",
+            )
+
+
+def check_layout_on_hardware(hw: HardwareSpec, gpus_per_stage: int, pp: int) -> None:
+    """A stage larger than one node, or stages on several nodes, needs the scale-out network."""
+    node = hw.max_gpus_per_node
+    if gpus_per_stage * pp > node and hw.scale_out is None:
+        raise InfercastError(
+            f"{gpus_per_stage * pp} GPUs (tp x attention_dp x pp) exceed the {node} GPUs of one {hw.id} node and "
+            f"{hw.id} has no scale_out network in its spec; allowed: at most {node} GPUs",
+            field="pp" if pp > 1 else "attention_dp",
+        )
+    if gpus_per_stage > node and gpus_per_stage % node:
+        raise InfercastError(
+            f"tp x attention_dp = {gpus_per_stage} across nodes must be a multiple of the {node} GPUs per node",
+            field="attention_dp",
+        )
+
+
+def check_attention_dp(model: ModelSpec, tp: int, ep: int, dp: int) -> None:
+    """Attention DP splits attention ``tp``-way inside each of ``dp`` groups and the experts over all of them."""
+    if not model.moe:
+        raise InfercastError(
+            f"{model.id} is dense: attention data parallelism pairs with expert parallelism (MoE models); "
+            "use replicas for a dense model",
+            field="attention_dp",
+        )
+    model.check_parallelism(tp, 1)
+    world = tp * dp
+    if world % ep:
+        raise InfercastError(f"ep={ep} must divide tp x attention_dp = {world}", field="ep")
+    if model.moe.num_experts % ep:
+        raise InfercastError(f"ep={ep} does not divide the {model.moe.num_experts} experts of {model.id}", field="ep")
+    if model.moe.expert_intermediate_size % (world // ep):
+        raise InfercastError(
+            f"expert FFN width {model.moe.expert_intermediate_size} is not divisible by "
+            f"tp x attention_dp / ep = {world // ep}",
+            field="ep",
         )
 
 

@@ -45,8 +45,12 @@ class Linear:
         return self.k * self.n * self.experts * self.layers
 
 
-def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1) -> list[Linear]:
-    """Every weight matrix one rank of a ``tp``-way (``ep``-way for experts) replica holds."""
+def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1, attention_dp: int = 1) -> list[Linear]:
+    """Every weight matrix one rank of a ``tp``-way (``ep``-way for experts) replica holds.
+
+    With attention data parallelism the attention and dense layers are replicated ``attention_dp`` times (each
+    copy ``tp``-way) while the experts are split over all ``tp * attention_dp`` GPUs: ``ep``-way, each expert
+    ``tp * attention_dp / ep``-way."""
     h, nq = model.hidden_size, model.num_attention_heads
     L = model.num_attention_layers  # layers with softmax attention (all but the linear-attention ones)
     mats_up = 2 if model.gated_ffn else 1
@@ -108,7 +112,7 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1) -> list[Linear]:
     if model.moe:
         moe, moe_layers = model.moe, model.num_moe_layers
         out.append(Linear("router", "moe", h, moe.num_experts, moe_layers, "dense", "tokens", replicated=True))
-        width = moe.expert_intermediate_size / (tp // ep)
+        width = moe.expert_intermediate_size / (tp * attention_dp // ep)
         local = moe.num_experts // ep
         out.append(
             Linear("experts_gate_up", "moe", h, mats_up * width, moe_layers, "expert", "expert_tokens", experts=local)

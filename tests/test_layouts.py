@@ -1,0 +1,125 @@
+"""Multi-node and multi-dimensional layouts: TP across nodes, attention data parallelism with wide EP,
+pipeline parallelism at the cost level; memory per GPU follows the layout; bad layouts are one-line errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import infercast
+from infercast.cost.batch import FEATURES, StepBatch
+from infercast.cost.collectives import collective_curve
+from infercast.cost.compiled import compile_scalar
+from infercast.cost.profile import load_profile
+from infercast.cost.step import StepCostModel
+from infercast.errors import InfercastError
+from infercast.memory import memory_budget
+from infercast.specs.catalog import get_hardware
+from infercast.specs.deployment import Deployment
+
+KW = dict(input_len=2048, output_len=128, batch=16)
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200"])
+def test_issue_layouts_predict(gpu):
+    """--tp 16, --ep 64 with attention DP, --pp 2 on H200 and B200 predict (the issue's done-when)."""
+    for kw in (dict(model="llama-3.1-70b", tp=16), dict(model="llama-3.1-70b", tp=8, pp=2),
+               dict(model="deepseek-v3", ep=64, attention_dp=64, precision="fp8"),
+               dict(model="deepseek-v3", tp=8, ep=8, pp=2, precision="fp8")):  # fmt: skip
+        kw = dict(kw)
+        p = infercast.predict(kw.pop("model"), gpu, **kw, **KW)
+        assert np.isfinite(p.tpot_s) and p.tpot_s > 0 and p.ttft_s > 0 and p.memory.fits
+        assert p.gpus == p.tp * p.attention_dp * p.pp
+
+
+def test_hierarchical_allreduce_adds_the_network_part():
+    hw = get_hardware("h100-sxm")
+    profile = load_profile("h100-sxm", "hopper", "vllm")
+    eight, sixteen = collective_curve(profile, hw, "all_reduce", 8), collective_curve(profile, hw, "all_reduce", 16)
+    x = np.array([1e4, 1e6, 1e8])
+    extra = sixteen(x) - eight(x)
+    # 2 nodes x 8 GPUs: 2 latencies of the ConnectX-7 network plus 2(n-1)/n of x/8 at 50 GB/s x link efficiency
+    bw = hw.scale_out.bandwidth_bytes_s * profile.link_efficiency
+    assert extra == pytest.approx(2 * hw.scale_out.latency_s + (x / 8) / bw, rel=1e-6)
+    assert "inter-node" in sixteen.source and "ConnectX-7" in sixteen.source
+
+
+def test_tp16_across_nodes_costs_more_allreduce_than_tp8():
+    def allreduce(tp):
+        m = StepCostModel(Deployment.resolve("llama-3.1-70b", "h200", tp=tp))
+        b = m.breakdown(StepBatch.uniform(decode_seqs=32, context=2048))
+        return b.time_s[b.names.index("tp_allreduce"), 0]
+
+    assert allreduce(16) > 2 * allreduce(8)
+
+
+def test_pipeline_latency_crosses_every_stage_and_throughput_is_not_multiplied():
+    """pp=2 on 2x the GPUs: a request's decode step still runs every layer (about the same time as one
+    replica of half the GPUs, plus the stage hand-off); weights and KV per GPU halve."""
+    one = infercast.predict("llama-3.1-70b", "h200", tp=8, **KW)
+    two = infercast.predict("llama-3.1-70b", "h200", tp=8, pp=2, **KW)
+    assert two.tpot_s == pytest.approx(one.tpot_s, rel=0.35)
+    assert two.memory.weights_bytes == pytest.approx(one.memory.weights_bytes / 2, rel=0.05)
+    assert two.memory.kv_bytes_per_token == pytest.approx(one.memory.kv_bytes_per_token / 2)
+    ops = StepCostModel(Deployment.resolve("llama-3.1-70b", "h200", tp=8, pp=2)).names
+    assert "pp_send" in ops
+
+
+def test_attention_dp_splits_attention_work_not_expert_work():
+    base = StepCostModel(Deployment.resolve("deepseek-v3", "h200", tp=8, ep=8, precision="fp8"))
+    wide = StepCostModel(Deployment.resolve("deepseek-v3", "h200", tp=1, ep=8, attention_dp=8, precision="fp8"))
+    b = StepBatch.uniform(decode_seqs=64, context=4096)
+    fb, fw = base.breakdown(b), wide.breakdown(b)
+    # decode attention: each DP rank reads the latent KV of 1/8 of the sequences, with all heads on one GPU
+    i, j = fb.names.index("attention_decode"), fw.names.index("attention_decode")
+    assert fw.bytes[j, 0] == pytest.approx(fb.bytes[i, 0] / 8, rel=0.2)
+    # routed experts: the same tokens reach a rank's experts either way
+    i, j = fb.names.index("experts_down"), fw.names.index("experts_down")
+    assert fw.flops[j, 0] == pytest.approx(fb.flops[i, 0])
+    assert "tp_allreduce" not in fw.names and "ep_all_to_all" in fw.names
+
+
+def test_layout_memory_per_gpu():
+    dense = memory_budget("deepseek-v3", "h200", tp=8, ep=8, precision="fp8")
+    wide = memory_budget("deepseek-v3", "h200", ep=64, attention_dp=64, precision="fp8")
+    assert wide.weights_bytes < dense.weights_bytes / 2  # experts spread over 64 GPUs
+    assert wide.max_concurrency(4096) > dense.max_concurrency(4096)
+
+
+@pytest.mark.parametrize("kw", [dict(tp=8, pp=2), dict(tp=16), dict(tp=1, ep=16, attention_dp=16)])
+def test_compiled_step_equals_vector_step_for_layouts(kw):
+    model = "deepseek-v3" if "attention_dp" in kw else "llama-3.1-70b"
+    m = StepCostModel(Deployment.resolve(model, "b200", precision="fp8", **kw))
+    f = compile_scalar(m)
+    for batch in (StepBatch.uniform(decode_seqs=24, context=3000), StepBatch.from_items([(512, 0)], [100, 900])):
+        want = float(m.step_time(batch)[0])
+        assert f(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        (dict(model="llama-3.1-70b", gpu="l40s", tp=16), "tp"),
+        (dict(model="llama-3.1-70b", gpu="h200", tp=8, pp=0), "pp"),
+        (dict(model="llama-3.1-70b", gpu="h200", pp=81), "pp"),
+        (dict(model="llama-3.1-70b", gpu="h200", attention_dp=2), "attention_dp"),
+        (dict(model="deepseek-v3", gpu="h200", ep=64), "ep"),
+        (dict(model="deepseek-v3", gpu="h200", ep=48, attention_dp=64), "ep"),
+        (dict(model="llama-3.1-70b", gpu="l40s", tp=8, pp=2), "pp"),
+    ],
+)
+def test_bad_layouts_name_the_field(kw, field):
+    kw = dict(kw)
+    with pytest.raises(InfercastError) as err:
+        Deployment.resolve(kw.pop("model"), kw.pop("gpu"), **kw)
+    assert err.value.field == field and "\n" not in str(err.value)
+
+
+def test_cli_layout_options(capsys):
+    from tests.cli_helpers import run, run_json
+
+    out = run_json(capsys, "predict", "--model", "deepseek-v3", "--gpu", "b200", "--ep", "64", "--attention-dp", "64",
+                   "--precision", "fp8", "--input-len", "1024", "--output-len", "64")  # fmt: skip
+    assert out["gpus"] == 64 and out["attention_dp"] == 64 and out["ep"] == 64
+    code, _out, err = run(capsys, "predict", "--model", "llama-3.1-70b", "--gpu", "h200", "--pp", "0")
+    assert code == 2 and err.startswith("error: pp:")
