@@ -30,6 +30,22 @@ MAX_NESTING = 64
 """Deepest JSON/YAML nesting accepted; HF configs nest 3-4 levels, hardware YAML 2."""
 
 
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file()`` that answers False for names the OS refuses (too long, NUL bytes) instead of raising."""
+    try:
+        return Path(path).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: str | Path) -> bool:
+    """``Path.is_dir()`` that answers False for names the OS refuses instead of raising."""
+    try:
+        return Path(path).expanduser().is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def check_input_file(path: str | Path, field: str) -> Path:
     """``path`` as a readable regular file, or a one-line error saying what it is instead."""
     p = Path(path).expanduser()
@@ -37,8 +53,8 @@ def check_input_file(path: str | Path, field: str) -> Path:
         st = p.stat()  # follows symlinks: a loop raises OSError (ELOOP)
     except FileNotFoundError:
         raise InfercastError(f"no such file: {p}", field=field) from None
-    except OSError as exc:
-        raise InfercastError(f"cannot open {p}: {exc.strerror or exc}", field=field) from None
+    except (OSError, ValueError) as exc:
+        raise InfercastError(f"cannot open {p}: {getattr(exc, 'strerror', None) or exc}", field=field) from None
     if p.is_dir():
         raise InfercastError(f"{p} is a folder, expected a file", field=field)
     if not p.is_file():
@@ -127,6 +143,7 @@ def check_output_file(
     """Refuse, before any work, an output path that cannot be written: wrong extension, a folder in its
     place, a parent that is not a folder or not writable, or a missing parent (unless ``create_parents``:
     then its nearest existing ancestor must be a writable folder; the writer creates the rest)."""
+    _require_name(path, field)
     p = Path(path).expanduser()
     name = p.name.lower()
     if suffixes is not None and not name.endswith(tuple(s.lower() for s in suffixes)):
@@ -144,6 +161,7 @@ def check_output_file(
 def check_output_dir(path: str | Path, field: str) -> Path:
     """Refuse an output folder that exists as a file, or whose nearest existing ancestor is not a writable
     folder (a missing folder is created by the writer, after the run)."""
+    _require_name(path, field)
     p = Path(path).expanduser()
     if p.exists() and not p.is_dir():
         raise InfercastError(f"{p} exists and is not a folder", field=field)
@@ -152,6 +170,12 @@ def check_output_dir(path: str | Path, field: str) -> Path:
         folder = folder.parent
     _check_writable_dir(folder, field, repr(str(folder)))
     return p
+
+
+def _require_name(path: str | Path, field: str) -> None:
+    """An output path must be given: '' would silently mean the current folder."""
+    if not str(path).strip() or str(path).strip() == ".":
+        raise InfercastError(f"needs a path, got {str(path)!r}", field=field)
 
 
 def _check_writable_dir(folder: Path, field: str, what: str) -> None:
@@ -164,6 +188,21 @@ def _check_writable_dir(folder: Path, field: str, what: str) -> None:
         raise InfercastError(f"{what} {kind}", field=field)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InfercastError(f"{what} is not writable", field=field)
+    try:  # the real test (root passes os.access everywhere; /proc and read-only mounts refuse new files)
+        with tempfile.TemporaryFile(dir=folder, prefix=".infercast-tmp-probe-"):
+            pass
+    except OSError as exc:
+        raise InfercastError(f"{what} is not writable ({exc.strerror or exc})", field=field) from None
+
+
+def make_dir(path: str | Path, field: str) -> Path:
+    """Create an output folder (and its parents); failures are one-line errors naming ``field``."""
+    p = Path(path).expanduser()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfercastError(f"cannot create folder {p}: {exc.strerror or exc}", field=field) from None
+    return p
 
 
 @contextmanager

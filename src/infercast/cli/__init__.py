@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
             _report(" ".join(exc.format_message().split()), None, None, as_json, exc.exit_code or 2)
         except (SystemExit, KeyboardInterrupt):
             raise
+        except OSError as exc:  # the OS refused a file operation (name too long, permissions, disk full)
+            name = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+            _report(f"{exc.strerror or exc}{name}"[:400], None, None, as_json, 2)
         except Exception as exc:
             import os
 

@@ -13,7 +13,7 @@ from infercast.cli.common import JSON_HELP, console, emit_json, parse_float_list
 from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
-from infercast.files import check_output_dir, check_output_file
+from infercast.files import check_output_dir, check_output_file, make_dir
 from infercast.sim.api import run as run_simulation
 from infercast.sim.api import simulation_config
 from infercast.sim.config import DisaggConfig, KVLink
@@ -151,7 +151,7 @@ def simulate(
         if plot_dir:
             from infercast.sim.plots import plot_rate_sweep
 
-            plot_dir.mkdir(parents=True, exist_ok=True)
+            make_dir(plot_dir, "plot_dir")
             plot_rate_sweep(sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo,
                             slo_capacity=sweep.slo_capacity_req_s)  # fmt: skip
         if json_out:
@@ -175,7 +175,7 @@ def simulate(
     if plot_dir:
         from infercast.sim.plots import plot_latency_cdfs, plot_timeline
 
-        plot_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(plot_dir, "plot_dir")
         plot_latency_cdfs(result, plot_dir / "latency_cdfs.png")
         plot_timeline(result, plot_dir / "timeline.png")
     if json_format == "vllm":

@@ -29,7 +29,7 @@ from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
 from infercast.sim.speculative import SpeculativeConfig, Speculator
 from infercast.sim.state import RequestTable
-from infercast.sim.watchdog import Watchdog
+from infercast.sim.watchdog import STALL_LIMIT, SimulationStalled
 from infercast.specs.deployment import Deployment
 
 GAP_CHECK_EVERY_STEPS = 4096
@@ -184,10 +184,20 @@ class Replica:
         visible, swapped = self.table.visible, self.table.swapped
         batch, blocks = self.decoding, self.blocks
         pending, waiting, prefilling, inbox = self.pending, self.waiting, self.prefilling, self.inbox
-        watchdog = Watchdog(f"replica {self.rid}")
+        rec, last_t, last_steps, stall = self.rec, -1.0, -1, 0
         while True:
-            watchdog.tick((self.t, len(pending), len(waiting), len(prefilling), len(inbox), batch.n,
-                           self.rec.step_count))  # fmt: skip
+            # watchdog (inline: this loop is hot): every iteration advances the clock or runs a step, apart from
+            # a bounded number of same-instant admissions and preemptions
+            if self.t != last_t or rec.step_count != last_steps:
+                last_t, last_steps, stall = self.t, rec.step_count, 0
+            else:
+                stall += 1
+                if stall >= STALL_LIMIT:
+                    raise SimulationStalled(
+                        f"replica {self.rid} made no progress in {stall:,} iterations at t={self.t:.6g} s "
+                        f"({len(waiting)} waiting, {len(prefilling)} prefilling, {batch.n} decoding, {len(inbox)} in "
+                        "its inbox)"
+                    )
             while pending and visible[pending[0]] <= self.t:
                 waiting.append(pending.popleft())
             if inbox:

@@ -71,12 +71,20 @@ def get_model(ref: str | ModelSpec) -> ModelSpec:
     if key in catalog:
         return catalog[key]
     path = Path(ref).expanduser()
-    looks_like_path = ref.endswith(".json") or "/" in ref or path.exists()
+    looks_like_path = ref.endswith(".json") or "/" in ref or _exists(path)
     if looks_like_path:
         from infercast.specs.hf_config import load_hf_config
 
         return load_hf_config(path)
     raise unknown_choice("model", ref, catalog)
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for names the OS refuses (too long, NUL bytes) instead of raising."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def get_hardware(ref: str | HardwareSpec) -> HardwareSpec:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from infercast.errors import InfercastError
-from infercast.files import load_json
+from infercast.files import is_dir, load_json
 from infercast.specs.model import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec, SparseAttentionSpec
 
 SUPPORTED_TYPES = (
@@ -52,7 +52,7 @@ _MAX_CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positi
 def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelSpec:
     """Read ``config.json`` (or a folder holding one) into a ModelSpec, with one-line errors on bad input."""
     path = Path(path).expanduser()
-    if path.is_dir():
+    if is_dir(path):
         path = path / "config.json"
     raw = load_json(path, "model")  # one-line errors: missing, folder, non-UTF-8, NaN/Infinity, too deep
     if not isinstance(raw, dict):

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError, require_positive_int, unknown_choice
+from infercast.files import is_file
 from infercast.sim.workload.core import RngLike, _int_array, _numeric_column, _read_csv, _rng
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal", "empirical")
@@ -177,7 +178,7 @@ _EMPIRICAL_CACHE: dict[tuple[str, str | None, float], np.ndarray] = {}
 
 def _empirical_column(path: str, column: str | None) -> np.ndarray:
     p = Path(path).expanduser()
-    if not p.is_file():
+    if not is_file(p):
         raise InfercastError(f"file not found: {p}", field="distribution")
     key = (str(p.resolve()), column, p.stat().st_mtime)
     if key in _EMPIRICAL_CACHE:

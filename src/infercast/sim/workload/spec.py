@@ -12,6 +12,7 @@ from infercast.errors import (
     require_positive_number,
     unknown_choice,
 )
+from infercast.files import is_file
 from infercast.limits import BYTES_PER_REQUEST, require_count
 from infercast.sim.workload.arrivals import ARRIVAL_KINDS
 from infercast.sim.workload.core import Workload
@@ -142,7 +143,7 @@ def _load_trace(trace: str | Path) -> Workload:
     text = str(trace)
     path = Path(text).expanduser()
     try:
-        if path.is_file():
+        if is_file(path):
             return load_trace(path)
         key = builtin_key(text)
         if key is not None:
