@@ -462,3 +462,11 @@ def test_json_format_vllm(capsys):
         assert key in doc, key
     assert doc["completed"] == 20 and doc["request_goodput"] is not None
     one_line_error(capsys, *SIM, "--json-format", "xml", field="json_format")
+
+
+def test_empty_output_path_is_refused(tmp_path, capsys, monkeypatch):
+    """'' would mean the current folder: plots were written into the working directory."""
+    monkeypatch.chdir(tmp_path)
+    one_line_error(capsys, *SIM, "--num-requests", "2", "--plot-dir", "", field="plot_dir", needle="needs a path")
+    one_line_error(capsys, "sweep", "--out", "", field="out")
+    assert list(tmp_path.iterdir()) == []
