@@ -81,6 +81,8 @@ def run_case(case: Case, folder: Path, seconds: float = CASE_SECONDS) -> Outcome
     def alarm(signum, frame):  # pragma: no cover - only on hangs
         raise CaseTimeout()
 
+    cwd = os.getcwd()
+    os.chdir(folder)  # anything written relative to the working folder stays in the scratch folder
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     code: int | str
@@ -98,6 +100,7 @@ def run_case(case: Case, folder: Path, seconds: float = CASE_SECONDS) -> Outcome
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        os.chdir(cwd)
     return classify(case, args, code, out.getvalue(), err.getvalue(), folder)
 
 
