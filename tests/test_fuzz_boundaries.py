@@ -21,7 +21,7 @@ from tests.fuzz_harness import ALL_STRATEGIES, Case, run_case
 LONG = os.environ.get("INFERCAST_FUZZ") == "long"
 EXAMPLES = {"cli_predict": 40, "cli_memory": 40, "cli_sweep": 30, "cli_simulate": 35, "config_json": 40,
             "hardware_yaml": 30, "traces": 35, "output_paths": 20}  # fmt: skip
-"""Cases per boundary in CI (270 in all, about a minute); the long profile runs ten times as many."""
+"""Cases per boundary in CI (270 in all, ~20 s on an idle 2-core machine); the long profile runs ten times as many."""
 
 
 def _check(case: Case) -> None:
