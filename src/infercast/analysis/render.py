@@ -75,8 +75,9 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
                  show_header=False)  # fmt: skip
     head.add_column("metric")
     head.add_column("value", justify="right")
-    head.add_row("TTFT", fmt_time(pred.ttft_s))
-    head.add_row("TPOT = ITL (mean decode step of the batch)", fmt_time(pred.tpot_s))
+    band = pred.confidence.text if pred.confidence else (lambda metric: "")
+    head.add_row("TTFT", fmt_time(pred.ttft_s) + band("ttft"))
+    head.add_row("TPOT = ITL (mean decode step of the batch)", fmt_time(pred.tpot_s) + band("tpot"))
     head.add_row("TPOT of one request alone (batch 1)", fmt_time(pred.single_stream_tpot_s))
     head.add_row("end-to-end", fmt_time(pred.e2e_s))
     head.add_row("output throughput", f"{pred.output_throughput_tok_s:,.0f} tok/s")
@@ -104,6 +105,8 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     parts: list = [head, phases, shares]
     if ops:
         parts += [render_ops(pred.prefill), render_ops(pred.decode)]
+    if pred.confidence and pred.confidence.warnings:
+        parts += [Text(f"warning: {w}", style="yellow") for w in pred.confidence.warnings]
     if pred.advice:
         parts.append(Text("What would help:", style="bold"))
         parts += [Text(f"  • {tip}") for tip in pred.advice]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from infercast.analysis.error_bands import Confidence, confidence
 from infercast.analysis.phases import prefill_sums, static_batch_phases
 from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.cost.profile import CostProfile
@@ -51,6 +52,8 @@ class Prediction:
     attention_dp: int = 1
     gpus: int = 0
     """GPUs of the replica (tp x attention_dp x pp)."""
+    confidence: Confidence | None = None
+    """Expected error of TTFT and TPOT in this regime (cross-validated) and out-of-calibration warnings."""
 
     def to_dict(self, ops: bool = False) -> dict[str, object]:
         """Plain dict (JSON-ready); ``ops=True`` adds per-operator tables to each phase."""
@@ -92,6 +95,7 @@ class Prediction:
                 "per_gpu": True,
             },
             "advice": self.advice,
+            **(self.confidence.to_dict() if self.confidence else {}),
             "provenance": self.provenance,
         }
 
@@ -217,4 +221,6 @@ def predict(
         gpus=dep.gpus,
         advice=advice(pre_report, dec_report, cm, batch),
         provenance=prov,
+        confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, concurrency=batch,
+                              moe=dep.model.is_moe, mla=dep.model.mla is not None),
     )

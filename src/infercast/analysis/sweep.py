@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from infercast.analysis.error_bands import band_columns
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel, cost_model
@@ -108,6 +109,9 @@ def sweep(
 ) -> pd.DataFrame:
     """Evaluate every combination; one DataFrame row per configuration (times in seconds, static batches).
 
+    ``ttft_error`` / ``tpot_error``: the expected relative error of that row's regime (cross-validated error
+    bands, :mod:`infercast.analysis.error_bands`; NaN where none is committed).
+
     ``precisions`` / ``kv_precisions`` None (or a None entry) means each model's default on each GPU (see
     :meth:`Deployment.resolve`). Groups that cannot run are listed in ``attrs["skipped"]`` with the reason and
     the field it concerns; when none can, the first reason is raised with its field.
@@ -192,6 +196,7 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
             "within_context": ctx <= m.max_context,
             "fits": mem.weights_fit & (blocks <= mem.num_blocks),
             "cost_per_mtok_usd": cost_per_mtok(dep.hardware.price_per_hour_usd, dep.tp, out_tput),
+            **band_columns(dep.hardware.id, dep.engine.id, dep.tp, bat),
         },
         copy=False,
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -87,16 +87,34 @@ def _scoped(values: dict[str, float], gpu: str, engine: str) -> dict[str, float]
     return out
 
 
+BASES = ("prior", "kernels")
+"""What a fit starts from: 'prior' (every parameter at its prior), or 'kernels' (the installed GPU kernel
+parameters, engine parameters at their priors: the engine-under-load fit of scripts/fit_engines.py)."""
+
+
+def base_profile(gpu: str, engine: str, base: str = "prior") -> CostProfile:
+    """The profile a fit starts from (see :data:`BASES`)."""
+    hw = get_hardware(gpu)
+    prior = load_profile(hw.id, hw.architecture, engine, fitted=False)
+    if base == "prior":
+        return prior
+    if base != "kernels":
+        raise InfercastError(f"unknown fit base {base!r}; allowed: {', '.join(BASES)}", field="base")
+    installed = load_profile(hw.id, hw.architecture, engine, fitted=True)
+    prov = dict(installed.provenance) | {k: prior.provenance[k] for k in ENGINE_PARAMS}
+    return replace(installed, provenance=prov, **{k: getattr(prior, k) for k in ENGINE_PARAMS})
+
+
 def build_profiles(
-    pairs: Sequence[tuple[str, str]], values: dict[str, float], provenance: str
+    pairs: Sequence[tuple[str, str]], values: dict[str, float], provenance: str, base: str = "prior"
 ) -> dict[str, CostProfile]:
-    """Prior profiles with ``values`` applied, one per (gpu, engine) pair, keyed 'gpu/engine'."""
+    """Profiles with ``values`` applied on top of ``base`` (:data:`BASES`), one per (gpu, engine) pair, keyed
+    'gpu/engine'."""
     out = {}
     for gpu, eng in pairs:
-        hw = get_hardware(gpu)
-        base = load_profile(hw.id, hw.architecture, eng, fitted=False)
+        base_ = base_profile(gpu, eng, base)
         own = _scoped(values, gpu, eng)
-        out[f"{gpu}/{eng}"] = base.with_values(own, provenance) if own else base
+        out[f"{gpu}/{eng}"] = base_.with_values(own, provenance) if own else base_
     return out
 
 
@@ -151,6 +169,8 @@ class FitResult:
     converged: bool = True
     message: str = ""
     """The least-squares solver's own account of how it stopped."""
+    base: str = "prior"
+    """What the parameters not fitted were taken from (:data:`BASES`)."""
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -196,7 +216,7 @@ class FitResult:
 
     def profiles(self) -> dict[str, CostProfile]:
         """Fitted profiles for every (gpu, engine) in the data, keyed 'gpu/engine'."""
-        return build_profiles(self.pairs, self.values, f"fitted: {self.source}")
+        return build_profiles(self.pairs, self.values, f"fitted: {self.source}", self.base)
 
     def _fit_summary(self, records: list[int] | None = None) -> dict[str, object]:
         idx = range(len(self.records)) if records is None else records
@@ -254,8 +274,13 @@ def fit(
     prior_weight: float = PRIOR_WEIGHT,
     parameters: Sequence[str] | None = None,
     source: str = "",
+    base: str = "prior",
+    max_evaluations: int = MAX_EVALUATIONS,
 ) -> FitResult:
-    """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given; CPU rows left out)."""
+    """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given; CPU rows left out).
+
+    ``parameters`` restricts the fit to those names; the others keep their ``base`` values (:data:`BASES`).
+    """
     chosen = [r for r in records if gpus is None or r.gpu in gpus]
     usable = [r for r in chosen if r.gpu.strip().lower() != CPU_LABEL]
     skipped = [r for r in chosen if r.gpu.strip().lower() == CPU_LABEL]
@@ -279,7 +304,7 @@ def fit(
     measured = np.array([r.value_si for r in usable])
 
     def predictions(values: dict[str, float]) -> np.ndarray:
-        profiles = build_profiles(pairs, values, "calibration trial")
+        profiles = build_profiles(pairs, values, "calibration trial", base)
         return np.array([predict_located(r, profiles) for r in usable])
 
     def log_errors(values: dict[str, float]) -> np.ndarray:
@@ -292,17 +317,17 @@ def fit(
     u0 = np.log([clipped(n, priors[n]) for n in names])
     at_priors = predictions(priors)
     _check_predictions(usable, at_priors)
-    base = np.log(at_priors / measured)
+    start_err = np.log(at_priors / measured)
     sens = {}
     for j, name in enumerate(names):  # effect of an e-fold change, by finite difference in log space
         probe = dict(priors)
         step = 0.1 if math.exp(u0[j] + 0.1) <= BOUNDS[_base(name)][1] else -0.1
         probe[name] = math.exp(u0[j] + step)
-        sens[name] = float(np.max(np.abs(log_errors(probe) - base)) / abs(step))
+        sens[name] = float(np.max(np.abs(log_errors(probe) - start_err)) / abs(step))
     free = [n for n in names if sens[n] > SENSITIVITY]
     fixed = {n: priors[n] for n in names if n not in free}
     if not free:
-        return FitResult({}, {}, sens, usable, base, base, source, skipped)
+        return FitResult({}, {}, sens, usable, start_err, start_err, source, skipped, base=base)
     idx = [names.index(n) for n in free]
     lower = np.log([BOUNDS[_base(n)][0] for n in free])
     upper = np.log([BOUNDS[_base(n)][1] for n in free])
@@ -312,7 +337,7 @@ def fit(
         values = fixed | {n: math.exp(x) for n, x in zip(free, u, strict=True)}
         return np.concatenate([log_errors(values), prior_weight * (u - start)])
 
-    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=MAX_EVALUATIONS)
+    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=max_evaluations)
     if result.status < 0:  # improper input: nothing was fitted
         raise InfercastError(f"the least-squares fit failed: {result.message}", field="data")
     fitted = {n: math.exp(x) for n, x in zip(free, result.x, strict=True)}
@@ -320,8 +345,8 @@ def fit(
     if not np.isfinite(after).all():
         raise InfercastError("the fitted parameters give non-finite predictions; nothing was fitted", field="data")
     return FitResult(
-        fitted, {n: priors[n] for n in free}, sens, usable, base, after, source, skipped,
-        converged=bool(result.success), message=str(result.message),
+        fitted, {n: priors[n] for n in free}, sens, usable, start_err, after, source, skipped,
+        converged=bool(result.success), message=str(result.message), base=base,
     )  # fmt: skip
 
 

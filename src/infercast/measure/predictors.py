@@ -19,6 +19,7 @@ from infercast.cost.kernels import copy_time, gemm_time
 from infercast.cost.profile import SAME_RATE, CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
+from infercast.measure.closed_loop import simulate_closed_loop
 from infercast.measure.records import SERVING_KINDS, Record
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
@@ -116,6 +117,9 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         return float(bd.time_s[model.names.index(target), 0])
     if rec.kind in SERVING_KINDS:
         return _serving(rec, profile)
+    if rec.kind in ("closed_loop_ttft", "closed_loop_tpot"):
+        res = simulate_closed_loop(deployment_of(rec), profile, rec.batch, rec.input_len, rec.output_len)
+        return res.ttft_mean_s if rec.kind == "closed_loop_ttft" else res.tpot_mean_s
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
     window = dep.model.attention_window
@@ -148,6 +152,8 @@ def metric_of(rec: Record) -> str:
         return "ttft (batch 1)" if rec.batch == 1 else "ttft (batch > 1)"
     if rec.kind == "static_throughput":
         return "static-batch throughput"
+    if rec.kind.startswith("closed_loop_"):
+        return f"closed-loop {rec.kind.removeprefix('closed_loop_')} (mean)"
     return rec.kind
 
 

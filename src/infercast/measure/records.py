@@ -26,6 +26,10 @@ serving_ttft           mean TTFT of ``batch`` requests to a serving engine      
 serving_tpot           median TPOT ((E2E - TTFT)/(n - 1), vLLM's definition)   s
                        of ``batch`` requests to a serving engine
 serving_throughput     output tokens/s of those requests over the benchmark     tok/s
+closed_loop_ttft       mean TTFT of a closed loop of ``batch`` clients (10 x    s
+                       ``batch`` requests, lengths uniform in [r L, L], r =
+                       ``min_len_ratio``, 0.8 when not given)
+closed_loop_tpot       mean TPOT of the same closed-loop benchmark              s
 =====================  ======================================================  ===========
 
 Serving kinds include queueing and scheduling, so they are predicted by the simulator. Their load: the
@@ -34,6 +38,9 @@ sending its next request when the last one finished, as ``vllm bench serve --max
 concurrent strategy do) or ``request_rate`` > 0 (open loop at that rate: ``arrival`` poisson (default),
 gamma with ``burstiness``, or constant). Prompt and output lengths are the run's means. Benchmark result files
 of ``vllm bench serve``, GuideLLM and AIPerf become such rows through :mod:`infercast.measure.bench_results`.
+Closed-loop kinds describe a published sweep point run as ``vllm bench serve --max-concurrency C --num-prompts
+10*C --random-range-ratio 0.8`` (``batch`` = C; ``input_len``/``output_len`` = L, the top of the length range)
+with means over all requests, ramp-up included (:mod:`infercast.measure.closed_loop`).
 
 ``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
 that row use the same truncated model (:func:`infercast.specs.truncate.truncated`).
@@ -66,6 +73,8 @@ KINDS = (
     "serving_ttft",
     "serving_tpot",
     "serving_throughput",
+    "closed_loop_ttft",
+    "closed_loop_tpot",
 )
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "tok/s": 1.0}
 TIME_UNITS = ("s", "ms", "us")
@@ -95,6 +104,8 @@ RULES: dict[str, KindRule] = {
     "serving_ttft": KindRule(_REQUEST | {"output_len": 1}),
     "serving_tpot": KindRule(_REQUEST | {"output_len": 2}),
     "serving_throughput": KindRule(_REQUEST | {"output_len": 1}, units=("tok/s",)),
+    "closed_loop_ttft": KindRule(_REQUEST | {"output_len": 1}),
+    "closed_loop_tpot": KindRule(_REQUEST | {"output_len": 2}),
 }
 """Per kind: the fields a row needs (see the module docstring for what each kind describes)."""
 OP_RULES: dict[str, dict[str, int]] = {"attention_prefill": {"input_len": 1}, "attention_decode": {"context": 1}}

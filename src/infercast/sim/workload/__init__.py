@@ -24,7 +24,14 @@ read-only views into a shared buffer; copy before mutating.
 
 from infercast.sim.workload.arrivals import ARRIVAL_KINDS, arrivals
 from infercast.sim.workload.core import DEFAULT_HASH_BLOCK_SIZE, RngLike, Workload, from_frame
-from infercast.sim.workload.lengths import DISTRIBUTIONS, LengthLike, LengthSpec, lengths
+from infercast.sim.workload.lengths import (
+    BENCHMARK_RANGE_RATIO,
+    DISTRIBUTIONS,
+    LengthLike,
+    LengthSpec,
+    length_range,
+    lengths,
+)
 from infercast.sim.workload.prefixes import multi_turn, with_system_prompts
 from infercast.sim.workload.spec import WORKLOAD_FIELDS, WorkloadSpec
 from infercast.sim.workload.synthetic import PrefixSpec, retime, synthetic
@@ -40,6 +47,7 @@ from infercast.sim.workload.traces import (
 
 __all__ = [
     "ARRIVAL_KINDS",
+    "BENCHMARK_RANGE_RATIO",
     "BUILTIN_TRACES",
     "DEFAULT_HASH_BLOCK_SIZE",
     "DISTRIBUTIONS",
@@ -55,6 +63,7 @@ __all__ = [
     "arrivals",
     "builtin_trace",
     "from_frame",
+    "length_range",
     "lengths",
     "load_mooncake_jsonl",
     "load_trace",

@@ -202,3 +202,17 @@ def _empirical_column(path: str, column: str | None) -> np.ndarray:
     arr = values.astype(np.int64)
     _EMPIRICAL_CACHE[key] = arr
     return arr
+
+
+BENCHMARK_RANGE_RATIO = 0.8
+"""Lengths of published closed-loop sweeps: uniform in [0.8 L, L] (``--random-range-ratio 0.8`` of the
+benchmark clients aiconfigurator's silicon samples were measured with; /work/shared/reference/README.md)."""
+
+
+def length_range(top: int, ratio: float = BENCHMARK_RANGE_RATIO) -> LengthSpec:
+    """Integers uniform in [ceil(ratio * top), top]: a benchmark client's ``--random-range-ratio`` lengths."""
+    top = require_positive_int("length", top)
+    if not 0 < ratio <= 1:
+        raise InfercastError(f"must be in (0, 1], got {ratio!r}", field="range_ratio")
+    low = max(1, math.ceil(ratio * top - 1e-9))
+    return LengthSpec("uniform", (float(low), float(top)))

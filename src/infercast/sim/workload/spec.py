@@ -21,7 +21,11 @@ from infercast.sim.workload.synthetic import PrefixSpec, _apply_prefix, _streams
 from infercast.sim.workload.traces import BUILTIN_TRACES, TRACE_SUFFIXES, builtin_key, builtin_trace, load_trace
 
 DEFAULT_NUM_REQUESTS = 1000
-"""Synthetic workloads without ``num_requests``: as ``vllm bench serve --num-prompts`` (default 1000)."""
+"""Synthetic open-loop / offline workloads without ``num_requests``: ``vllm bench serve --num-prompts`` (1000)."""
+PROMPTS_PER_CLIENT = 10
+"""Synthetic closed-loop workloads without ``num_requests`` send 10 x ``concurrency`` requests, as published
+closed-loop sweeps run ``vllm bench serve --max-concurrency C --num-prompts 10*C`` (aiconfigurator's
+silicon samples, InferenceMAX): fewer requests over-weight the first burst of C simultaneous prefills."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ class WorkloadSpec:
     * Source, exactly one: ``workload`` (a :class:`Workload`), ``trace`` (a CSV / Mooncake JSONL file, or a
       built-in name: ``azure_conv``, ``azure_code``), or ``input_len`` and ``output_len`` (lengths or
       distributions, :class:`~infercast.sim.workload.LengthSpec`).
-    * ``num_requests``: synthetic, how many (default 1000); trace or workload, the first N (not more than it has).
+    * ``num_requests``: synthetic, how many (default 10 x ``concurrency`` for a closed loop, else 1000); trace or workload, the first N (not more than it has).
     * Load, at most one: ``rate`` (open loop; ``arrival`` kind and ``burstiness`` as in ``vllm bench serve``),
       ``concurrency`` (closed loop of N clients) or ``offline`` (everything at t=0). Synthetic workloads need
       one; for a trace or a workload it replaces the recorded arrivals (lengths and block hashes are kept).
@@ -103,6 +107,11 @@ class WorkloadSpec:
     def has_load(self) -> bool:
         return self.rate is not None or self.concurrency is not None or self.offline
 
+    @property
+    def default_num_requests(self) -> int:
+        """Synthetic requests sent when ``num_requests`` is not given (see :data:`PROMPTS_PER_CLIENT`)."""
+        return PROMPTS_PER_CLIENT * self.concurrency if self.concurrency is not None else DEFAULT_NUM_REQUESTS
+
     def build(self) -> Workload:
         """The workload: the source, cut to ``num_requests``, retimed to the load, with the prefixes added."""
         if self.input_len is not None:
@@ -112,7 +121,7 @@ class WorkloadSpec:
                 kind = self.arrival or ("gamma" if self.burstiness != 1.0 else "poisson")
             else:
                 kind = "poisson"  # closed loop: no arrival process
-            n = self.num_requests if self.num_requests is not None else DEFAULT_NUM_REQUESTS
+            n = self.num_requests if self.num_requests is not None else self.default_num_requests
             return synthetic(n, self.input_len, self.output_len, arrival=kind, rate=self.rate,
                              burstiness=self.burstiness, concurrency=self.concurrency, seed=self.seed,
                              prefix=self.prefix)  # fmt: skip

@@ -1,0 +1,152 @@
+"""Expected error of a prediction, by regime, from the cross-validated accuracy report.
+
+``benchmarks/accuracy.py --write-bands`` writes ``infercast/data/error_bands.yaml``: for each metric (TTFT,
+TPOT) and regime, the median and 90th-percentile absolute error of leave-one-group-out predictions (each
+point predicted by profiles fitted without its engine, its TP or its model). A prediction looks up its
+regime, the most specific row with enough points winning:
+
+- ``gpu``: ``fitted`` (the GPU has a fitted kernel profile) or ``prior`` (priors only: the band is the
+  priors-only error measured on the calibration data, and a warning says so);
+- ``engine``: vllm, sglang, trtllm (or any);
+- ``load``: ``light`` (<= 16 concurrent requests), ``medium`` (<= 64), ``heavy`` (more);
+- ``tp``: 1-2 or 4-8.
+
+Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a parallelism never
+measured (tp > 8, expert parallelism, pipeline), a model family never measured (MoE, MLA), or a load near
+saturation (KV cache or sequence limit holding requests back, or an open-loop run that cannot keep up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+
+from infercast.cost.profile import _gpu_profile_file
+
+BANDS_FILE = "error_bands.yaml"
+MIN_POINTS = 8
+"""A regime row needs this many cross-validated points to be used (else a coarser row answers)."""
+LOAD_LEVELS = ((16, "light"), (64, "medium"))
+"""Concurrent requests up to 16: light; up to 64: medium; more: heavy."""
+DIMENSIONS = ("gpu", "engine", "load", "tp")
+"""Regime dimensions, most to least important (the lookup drops them from the end when data are thin)."""
+
+
+def load_level(concurrency: int) -> str:
+    for top, name in LOAD_LEVELS:
+        if concurrency <= top:
+            return name
+    return "heavy"
+
+
+def tp_group(tp: int) -> str:
+    return "1-2" if tp <= 2 else "4-8" if tp <= 8 else ">8"
+
+
+@cache
+def bands_table() -> dict[str, Any]:
+    """The committed bands file (empty when it was never written)."""
+    ref = resources.files("infercast.data").joinpath(BANDS_FILE)
+    return yaml.safe_load(ref.read_text()) if ref.is_file() else {}
+
+
+@cache
+def calibration_scope() -> dict[str, Any]:
+    """What the bands were measured on: GPUs, engines, tensor-parallel sizes, models."""
+    return bands_table().get("calibrated", {})
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """Expected relative error of one predicted metric in its regime."""
+
+    metric: str
+    typical: float
+    """Median absolute relative error of cross-validated predictions in this regime."""
+    p90: float
+    points: int
+    regime: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"typical_pct": round(100 * self.typical, 1), "p90_pct": round(100 * self.p90, 1),
+                "points": self.points, "regime": self.regime}  # fmt: skip
+
+    def text(self) -> str:
+        return f"± {100 * self.typical:.0f} %"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """Bands for every metric of a prediction and the warnings about its regime."""
+
+    bands: dict[str, ErrorBand]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error_bands": {k: b.to_dict() for k, b in self.bands.items()}, "warnings": self.warnings}
+
+    def text(self, metric: str) -> str:
+        band = self.bands.get(metric)
+        return f" {band.text()}" if band else ""
+
+
+def _lookup(metric: str, regime: dict[str, str]) -> ErrorBand | None:
+    rows = bands_table().get("bands", [])
+    for depth in range(len(DIMENSIONS), -1, -1):
+        want = {d: regime[d] for d in DIMENSIONS[:depth]}
+        for row in rows:
+            if row["metric"] != metric or row["points"] < MIN_POINTS:
+                continue
+            if all(row.get(d, "*") == v for d, v in want.items()) and all(
+                row.get(d, "*") == "*" for d in DIMENSIONS[depth:]
+            ):
+                return ErrorBand(metric, row["typical"], row["p90"], row["points"], {**want})
+    return None
+
+
+def confidence(
+    gpu: str, engine: str, *, tp: int = 1, ep: int = 1, concurrency: int = 1, moe: bool = False,
+    mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
+) -> Confidence:  # fmt: skip
+    """Error bands and out-of-calibration warnings for a prediction (see the module docstring)."""
+    fitted = _gpu_profile_file(gpu) is not None
+    regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
+              "tp": tp_group(tp)}  # fmt: skip
+    bands = {m: b for m in metrics if (b := _lookup(m, regime)) is not None}
+    scope = calibration_scope()
+    warnings = []
+    if not fitted:
+        warnings.append(f"{gpu} has no fitted kernel profile: priors only, error band of prior-only predictions")
+    if engine not in scope.get("engines", [engine]):
+        warnings.append(f"engine {engine} was never measured under load: its overheads are priors")
+    if tp not in scope.get("tp", [tp]) or ep > 1:
+        seen = ", ".join(map(str, scope.get("tp", [])))
+        warnings.append(f"tp {tp}" + (f" / ep {ep}" if ep > 1 else "") + f" is outside the calibrated parallelism (tp {seen})")
+    if moe or mla:
+        warnings.append("MoE / MLA models were not in the calibration data (dense GQA models only)")
+    if saturated:
+        warnings.append("near saturation: requests queue for KV cache or sequence slots; latency there is least certain")
+    if not bands:
+        warnings.append("no error bands committed (run python benchmarks/accuracy.py --write-bands)")
+    return Confidence(bands, warnings)
+
+
+def band_columns(gpu: str, engine: str, tp: int, batch: np.ndarray) -> dict[str, np.ndarray]:
+    """Typical relative error of TTFT and TPOT for a sweep group, per row by its load level (vectorised: one
+    lookup per level, then a select on the batch sizes); NaN where no band was committed."""
+    out = {}
+    for metric in ("ttft", "tpot"):
+        per_level = []
+        for level in ("light", "medium", "heavy"):
+            c = confidence(gpu, engine, tp=tp, concurrency={"light": 1, "medium": 32, "heavy": 128}[level],
+                           metrics=(metric,))  # fmt: skip
+            band = c.bands.get(metric)
+            per_level.append(band.typical if band else np.nan)
+        levels = [batch <= LOAD_LEVELS[0][0], batch <= LOAD_LEVELS[1][0]]
+        out[f"{metric}_error"] = np.select(levels, per_level[:2], per_level[2])
+    return out
