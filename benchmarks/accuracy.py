@@ -1,51 +1,128 @@
 """Accuracy report: infercast's predictions against every measured point in data/measurements/.
 
-Usage:  python benchmarks/accuracy.py [--folds 5] [--markdown] [--points]
+Usage:  python benchmarks/accuracy.py [--markdown] [--points] [--write]
 
-Three columns of error per metric:
+Columns of error per metric (median / p90 of |predicted / measured - 1|):
 - priors:    architecture/engine priors only (no calibration),
-- fitted:    the profiles installed in src/infercast/cost/profiles/ (fitted on these same points),
-- held-out:  k-fold cross-validation: each point predicted by a profile fitted without it.
-The held-out column is the honest estimate of error on new configurations.
+- fitted:    the installed profiles (src/infercast/cost/profiles/, fitted on these same points),
+- held-out:  leave-one-group-out cross-validation: every point predicted by profiles fitted without its
+             group, for each grouping in turn: one engine, one tensor-parallel size, one model left out
+             (the reported error of a point is the mean of its three held-out errors' magnitudes).
+The held-out column is the honest estimate of error on configurations not calibrated on.
+
+Two fits are cross-validated, as scripts/fit_profiles.py and scripts/fit_engines.py run them:
+- kernel-level and static-batch records (data/measurements/published/): infercast.measure.calibrate.fit;
+- closed-loop serving records (data/measurements/closed_loop/): the per-engine load fit
+  (infercast.measure.engine_fit) on top of the installed GPU kernel profile. Those kernel parameters come
+  from kernel-level data, never from closed-loop points, so they are not refitted per fold. An engine left
+  out has no data of its own: its load parameters fall back to their priors.
+
+--write regenerates benchmarks/accuracy.md (the table the README quotes), benchmarks/accuracy.csv (every
+point) and src/infercast/data/error_bands.yaml (error bands by regime, shown with every prediction), and
+benchmarks/accuracy_gate.json (the subset the CI test tests/test_accuracy_gate.py recomputes).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from infercast.analysis.error_bands import BANDS_FILE, load_level, tp_group  # noqa: E402
 from infercast.measure.calibrate import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
+from infercast.measure.engine_fit import LOAD_KINDS, LOAD_PARAMS, fit_engines, fitted_values  # noqa: E402
+from infercast.measure.predictors import profile_for  # noqa: E402
 from infercast.measure.records import Record, load_records  # noqa: E402
-from infercast.measure.validate import Comparison, compare, summarize  # noqa: E402
+from infercast.measure.validate import Comparison, compare  # noqa: E402
+
+GROUPINGS: dict[str, Callable[[Record], str]] = {
+    "engine": lambda r: r.engine.split("-")[0],  # vllm-0.6 and vllm are one engine family
+    "tp": lambda r: str(r.tp),
+    "model": lambda r: r.model,
+}
+"""Leave-one-group-out: each point is predicted once per grouping, by a fit without its group."""
+GATE = {"max_concurrency": 16, "max_output_len": 256}
+"""The CI gate's subset of closed-loop points (cheap to simulate): concurrency <= 16, output <= 256 tokens."""
+OUT_MD = ROOT / "benchmarks" / "accuracy.md"
+OUT_CSV = ROOT / "benchmarks" / "accuracy.csv"
+OUT_GATE = ROOT / "benchmarks" / "accuracy_gate.json"
+OUT_BANDS = ROOT / "src" / "infercast" / "data" / BANDS_FILE
 
 
-def prior_profiles(records: list[Record]) -> dict:
-    return build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior")
+def pairs(records: Sequence[Record]) -> list[tuple[str, str]]:
+    return sorted({(r.gpu, r.engine) for r in records})
 
 
-def held_out(records: list[Record], folds: int) -> list[Comparison]:
-    """k-fold cross-validation; folds interleave points so each fold mixes models, GPUs and lengths."""
-    preds: list[Comparison | None] = [None] * len(records)
-    for f in range(folds):
-        test = set(range(f, len(records), folds))
-        train = [r for i, r in enumerate(records) if i not in test]
-        result = fit(train, prior_weight=PRIOR_WEIGHT)
-        profiles = prior_profiles(records) | (
-            (
-                result.values
-                and build_profiles(sorted({(r.gpu, r.engine) for r in records}), result.values, "cross-validation")
-            )
-            or {}
-        )
-        for i in test:
-            preds[i] = compare([records[i]], profiles)[0]
-    return [p for p in preds if p is not None]
+def is_load(r: Record) -> bool:
+    return r.kind in LOAD_KINDS
+
+
+def metric_name(r: Record) -> str:
+    """Short metric names of the table: the closed-loop kinds become 'ttft' / 'tpot' (the issue's targets)."""
+    if is_load(r):
+        return "closed-loop " + r.kind.removeprefix("closed_loop_")
+    return Comparison(r, 1.0, 1.0).metric
+
+
+def predict_fold(train: list[Record], test: list[Record], everything: list[Record]) -> list[float]:
+    """Predictions of ``test`` by profiles fitted on ``train`` (both fits; see the module docstring)."""
+    out: list[float] = []
+    fast_train = [r for r in train if not is_load(r)]
+    fast_test = [r for r in test if not is_load(r)]
+    load_test = [r for r in test if is_load(r)]
+    preds: dict[int, float] = {}
+    if fast_test:
+        values = fit(fast_train, prior_weight=PRIOR_WEIGHT).values if fast_train else {}
+        profiles = build_profiles(pairs(everything), values, "cross-validation")
+        for r, c in zip(fast_test, compare(fast_test, profiles), strict=True):
+            preds[id(r)] = c.predicted
+    if load_test:
+        engine_values = fitted_values(fit_engines([r for r in train if is_load(r)]))
+        profiles = build_profiles(pairs(load_test), engine_values, "cross-validation", base="kernels")
+        for r, c in zip(load_test, compare(load_test, profiles), strict=True):
+            preds[id(r)] = c.predicted
+    for r in test:
+        out.append(preds[id(r)])
+    return out
+
+
+def held_out(records: list[Record], log: Callable[[str], None]) -> dict[str, np.ndarray]:
+    """Signed held-out error of every record, per grouping (arrays aligned with ``records``)."""
+    errors = {}
+    for name, key in GROUPINGS.items():
+        err = np.full(len(records), np.nan)
+        for group in sorted({key(r) for r in records}):
+            test_idx = [i for i, r in enumerate(records) if key(r) == group]
+            train = [r for r in records if key(r) != group]
+            t0 = time.perf_counter()
+            preds = predict_fold(train, [records[i] for i in test_idx], records)
+            for i, p in zip(test_idx, preds, strict=True):
+                err[i] = p / records[i].value_si - 1
+            log(f"  leave {name} {group} out: {len(test_idx)} points, {time.perf_counter() - t0:.0f} s")
+        errors[name] = err
+    return errors
+
+
+def summary(records: list[Record], err: np.ndarray) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(metric_name(r), []).append(i)
+    for metric, idx in sorted(groups.items()):
+        e = np.abs(err[idx])
+        out[metric] = {"points": len(idx), "median": float(np.median(e)), "p90": float(np.percentile(e, 90)),
+                       "signed_median": float(np.median(err[idx]))}  # fmt: skip
+    return out
 
 
 def table(columns: dict[str, dict[str, dict[str, float]]], markdown: bool) -> str:
@@ -53,45 +130,133 @@ def table(columns: dict[str, dict[str, dict[str, float]]], markdown: bool) -> st
     head = ["metric", "points"] + [f"{name} median / p90" for name in columns]
     lines = []
     if markdown:
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "---|" * len(head))
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     else:
-        lines.append("  ".join(f"{h:>26s}" if i else f"{h:<26s}" for i, h in enumerate(head)))
+        lines.append("  ".join(f"{h:>24s}" if i else f"{h:<34s}" for i, h in enumerate(head)))
     for metric in metrics:
         cells = [metric, str(next(iter(columns.values()))[metric]["points"])]
-        for summary in columns.values():
-            s = summary.get(metric)
-            cells.append(f"{100 * s['median_ape']:.1f}% / {100 * s['p90_ape']:.1f}%" if s else "-")
+        for s in columns.values():
+            cells.append(f"{100 * s[metric]['median']:.1f}% / {100 * s[metric]['p90']:.1f}%")
         if markdown:
             lines.append("| " + " | ".join(cells) + " |")
         else:
-            lines.append("  ".join(f"{c:>26s}" if i else f"{c:<26s}" for i, c in enumerate(cells)))
+            lines.append("  ".join(f"{c:>24s}" if i else f"{c:<34s}" for i, c in enumerate(cells)))
     return "\n".join(lines)
+
+
+def regime_rows(records: list[Record], err: np.ndarray, prior_err: np.ndarray) -> list[dict[str, object]]:
+    """Error-band rows: per metric, for fitted GPUs by engine x load x tp (and every coarser level), and for
+    prior-only GPUs from the priors-only kernel predictions (engine load parameters still fitted)."""
+    rows = []
+    load = [i for i, r in enumerate(records) if is_load(r)]
+    for metric in ("ttft", "tpot"):
+        idx = [i for i in load if records[i].kind.endswith(metric)]
+        for gpu_kind, e in (("fitted", err), ("prior", prior_err)):
+            dims = [("engine", lambda r: r.engine), ("load", lambda r: load_level(r.batch)),
+                    ("tp", lambda r: tp_group(r.tp))]  # fmt: skip
+            for depth in range(len(dims) + 1):
+                keys: dict[tuple, list[int]] = {}
+                for i in idx:
+                    keys.setdefault(tuple(f(records[i]) for _, f in dims[:depth]), []).append(i)
+                for key, members in sorted(keys.items()):
+                    a = np.abs(e[members])
+                    row: dict[str, object] = {"metric": metric, "gpu": gpu_kind}
+                    row.update({d: k for (d, _), k in zip(dims[:depth], key, strict=True)})
+                    row.update({"typical": round(float(np.median(a)), 4), "p90": round(float(np.percentile(a, 90)), 4),
+                                "points": len(members)})  # fmt: skip
+                    rows.append(row)
+    return rows
+
+
+def gate_subset(records: list[Record]) -> list[Record]:
+    """What tests/test_accuracy_gate.py recomputes: every published record and the cheap closed-loop ones."""
+    return [r for r in records if not is_load(r)
+            or (r.batch <= GATE["max_concurrency"] and r.output_len <= GATE["max_output_len"])]  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "measurements")
-    parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--points", action="store_true", help="also print every point")
+    parser.add_argument("--write", action="store_true", help="regenerate the committed table, bands and gate")
     args = parser.parse_args()
+    log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     records = [r for r in load_records([args.data]) if r.gpu != CPU_LABEL]  # CPU rows only test the harness
-    priors = compare(records, prior_profiles(records))
+    t0 = time.perf_counter()
+    priors = compare(records, build_profiles(pairs(records), {}, "prior"))
     fitted = compare(records)
-    cv = held_out(records, args.folds)
+    log(f"priors and fitted: {time.perf_counter() - t0:.0f} s")
+    measured = np.array([r.value_si for r in records])
+    err_prior = np.array([c.predicted for c in priors]) / measured - 1
+    err_fit = np.array([c.predicted for c in fitted]) / measured - 1
+    per_group = held_out(records, log)
+    # a point's held-out error: the mean magnitude over the groupings, signed by their mean
+    stack = np.vstack(list(per_group.values()))
+    err_cv = np.sign(stack.mean(axis=0)) * np.abs(stack).mean(axis=0)
+    # prior-only GPU: kernel priors, engine load parameters as installed (they are shared by all GPUs)
+    load = [r for r in records if is_load(r)]
+    engine_values = {f"{eng}:{k}": getattr(profile_for(r, None), k) for r in load for eng in [r.engine]
+                     for k in LOAD_PARAMS}  # fmt: skip
+    prior_load = compare(load, build_profiles(pairs(load), engine_values, "prior kernels"))
+    err_prior_load = err_cv.copy()
+    load_idx = [i for i, r in enumerate(records) if is_load(r)]
+    for i, c in zip(load_idx, prior_load, strict=True):
+        err_prior_load[i] = c.predicted / measured[i] - 1
+    columns = {"priors": summary(records, err_prior), "fitted": summary(records, err_fit)}
+    columns |= {f"held-out ({name})": summary(records, e) for name, e in per_group.items()}
+    columns["held-out (mean)"] = summary(records, err_cv)
+    text = table(columns, args.markdown)
     print(f"{len(records)} measured points from {args.data.relative_to(ROOT)}\n")
-    print(table({"priors": summarize(priors), "fitted": summarize(fitted), "held-out": summarize(cv)}, args.markdown))
+    print(text)
     if args.points:
-        print()
-        by_key = {id(c.record): c for c in cv}
-        for p, f in zip(priors, fitted, strict=True):
-            r = p.record
-            h = by_key.get(id(r))
-            print(f"{p.metric:24s} {r.model:12s} {r.gpu:10s} {r.engine:11s} tp{r.tp} b{r.batch:<5d} "
-                  f"in {r.input_len:<5d} out {r.output_len:<5d} {r.op:14s} measured {p.measured:10.4g}  "
-                  f"prior {100 * p.error:+6.1f}%  fitted {100 * f.error:+6.1f}%  "
-                  f"held-out {100 * h.error if h else np.nan:+6.1f}%")  # fmt: skip
+        for i, r in enumerate(records):
+            print(f"{metric_name(r):28s} {r.model:12s} {r.engine:8s} tp{r.tp} c{r.batch:<4d} in {r.input_len:<5d} "
+                  f"out {r.output_len:<5d} measured {r.value_si:10.4g}  prior {100 * err_prior[i]:+6.1f}%  "
+                  f"fitted {100 * err_fit[i]:+6.1f}%  held-out {100 * err_cv[i]:+6.1f}%")  # fmt: skip
+    if args.write:
+        write_outputs(records, text if args.markdown else table(columns, True), err_prior, err_fit, per_group,
+                      err_cv, err_prior_load)  # fmt: skip
+
+
+def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_prior_load) -> None:
+    head = ("Generated by `python benchmarks/accuracy.py --write` (leave-one-group-out cross-validation; "
+            "see its docstring). Do not edit by hand.\n\n")  # fmt: skip
+    OUT_MD.write_text("# Accuracy\n\n" + head + markdown + "\n")
+    with OUT_CSV.open("w", newline="") as handle:
+        w = csv.writer(handle)
+        w.writerow(["metric", "kind", "model", "gpu", "engine", "precision", "tp", "batch", "input_len",
+                    "output_len", "measured", "error_priors", "error_fitted",
+                    *[f"error_heldout_{g}" for g in per_group], "error_heldout_mean", "source"])  # fmt: skip
+        for i, r in enumerate(records):
+            w.writerow([metric_name(r), r.kind, r.model, r.gpu, r.engine, r.precision, r.tp, r.batch, r.input_len,
+                        r.output_len, f"{r.value_si:.6g}", f"{err_prior[i]:.4f}", f"{err_fit[i]:.4f}",
+                        *[f"{e[i]:.4f}" for e in per_group.values()], f"{err_cv[i]:.4f}", r.source])  # fmt: skip
+    load = [r for r in records if is_load(r)]
+    bands = {
+        "generated_by": "python benchmarks/accuracy.py --write",
+        "method": "median (typical) and p90 of |error| of leave-one-group-out predictions (engine, tp, model "
+        "left out in turn) of closed-loop serving points; 'prior' rows: the same points predicted with kernel "
+        "priors (a GPU without a fitted profile)",
+        "calibrated": {
+            "gpus": sorted({r.gpu for r in load}),
+            "engines": sorted({r.engine for r in load}),
+            "tp": sorted({r.tp for r in load}),
+            "models": sorted({r.model for r in load}),
+        },
+        "bands": regime_rows(records, err_cv, err_prior_load),
+    }
+    OUT_BANDS.write_text("# Error bands by regime; written by benchmarks/accuracy.py --write. Do not edit.\n"
+                         + yaml.safe_dump(bands, sort_keys=False))  # fmt: skip
+    subset = gate_subset(records)
+    chosen = {id(r) for r in subset}
+    idx = [i for i, r in enumerate(records) if id(r) in chosen]
+    gate = {"subset": GATE, "points": len(idx), "metrics": {}}
+    for metric, s in summary([records[i] for i in idx], err_fit[idx]).items():
+        gate["metrics"][metric] = {"points": s["points"], "median": round(s["median"], 4)}
+    OUT_GATE.write_text(json.dumps(gate, indent=1) + "\n")
+    print(f"\nwrote {OUT_MD.relative_to(ROOT)}, {OUT_CSV.relative_to(ROOT)}, {OUT_BANDS.relative_to(ROOT)}, "
+          f"{OUT_GATE.relative_to(ROOT)}")  # fmt: skip
 
 
 if __name__ == "__main__":

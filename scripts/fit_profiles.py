@@ -1,9 +1,11 @@
-"""Fit the cost profiles from all measurements in data/measurements/ (one joint fit) and install them.
+"""Fit the cost profiles from all measurements in data/measurements/ and install them.
 
 Usage:  python scripts/fit_profiles.py [--out DIR]
 Writes: src/infercast/cost/profiles/<gpu>.yaml (kernel parameters) for every GPU with measurements, and
         src/infercast/cost/profiles/engines.yaml (engine parameters shared by all GPUs); with --out, the same
         files into DIR instead (to compare with the installed ones without replacing them).
+Two stages: one joint fit of every kernel-level and static-batch point; then, with those kernel profiles
+installed, each serving engine's load parameters on its closed-loop points (infercast.measure.engine_fit).
 Rows measured on the CPU (gpu 'cpu') are left out: they test the harness, not a GPU.
 """
 
@@ -13,10 +15,15 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from infercast.cost.profile import load_profile, set_profile_override  # noqa: E402
 from infercast.measure.calibrate import PROFILE_DIR, fit, write_engine_profile, write_gpu_profile  # noqa: E402
+from infercast.measure.engine_fit import LOAD_KINDS, fit_engines, write_engine_load  # noqa: E402
+from infercast.measure.engine_fit import load_records as closed_loop  # noqa: E402
 from infercast.measure.records import load_records, measurement_files  # noqa: E402
 
 
@@ -25,8 +32,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the profiles here instead of installing them")
     args = parser.parse_args()
     files = measurement_files([ROOT / "data" / "measurements"])
-    records = load_records(files)
-    source = ", ".join(str(f.relative_to(ROOT)) for f in files)
+    everything = load_records(files)
+    load = closed_loop(everything)
+    records = [r for r in everything if r.kind not in LOAD_KINDS]
+    source = ", ".join(str(f.relative_to(ROOT)) for f in files if "closed_loop" not in f.parts)
+    load_source = ", ".join(str(f.relative_to(ROOT)) for f in files if "closed_loop" in f.parts)
     folder = args.out or PROFILE_DIR
     if args.out is None:
         for old in PROFILE_DIR.glob("*.yaml"):
@@ -46,6 +56,16 @@ def main() -> None:
         print(f"warning: few points: {line} (the weak pull to the priors decides the rest)")
     if not result.converged:
         print(f"warning: the least-squares fit did not converge: {result.message}")
+    if load:
+        if args.out is not None:  # the load fit starts from the kernel profiles just written
+            for gpu in result.gpus:
+                set_profile_override(gpu, yaml.safe_load((folder / f"{gpu}.yaml").read_text()))
+        load_profile.cache_clear()
+        results = fit_engines(load, source=load_source)
+        write_engine_load(results, load, path, load_source)
+        for engine, res in results.items():
+            values = ", ".join(f"{k.split(':')[1]} {v:.3g}" for k, v in res.values.items())
+            print(f"{engine} under load: {len(res.records)} closed-loop points, {values}")
 
 
 def _show(path: Path) -> str:

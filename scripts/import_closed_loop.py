@@ -10,6 +10,13 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   trtllm: their current major versions, named in the fitted profiles' provenance);
 - fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache: the engines' kv-cache dtype 'auto' follows
   the checkpoint, which quantises weights and activations only.
+- Lengths: uniform in [0.8 L, L] (min_len_ratio 0.8, the reference README's description), except the SGLang
+  rows, read as fixed lengths (min_len_ratio 1). Their own signature says so: mean TTFT does not depend on
+  the output length (TP 2, 1k prompts, 16 clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens)
+  and equals the prefill time of all C prompts at near-peak compute (TTFT x tp / (C x L) = 56-120 us per
+  token, against 12 us for the vLLM rows), i.e. the clients stayed synchronised in waves, which only equal
+  lengths sustain: ranged lengths spread the completions within one output length. The file does not name
+  the clients, so this is an interpretation; benchmarks/accuracy.py --points shows its effect.
 """
 
 from __future__ import annotations
@@ -25,21 +32,26 @@ from infercast.measure.records import Record, write_records  # noqa: E402
 
 DEFAULT = ROOT.parent.parent / "shared" / "reference" / "closed_loop_h100.csv"
 OUT = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
+FIXED_LENGTH_ENGINES = {"sglang"}
+"""Rows read as fixed-length runs (see the module docstring)."""
 MODELS = {"Qwen/Qwen3-32B": "qwen3-32b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b"}
 GPUS = {"h100-sxm": "h100-sxm"}
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
 NOTES = (
-    "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, lengths uniform in [0.8 L, L], "
-    "mean over all requests incl. ramp-up; KV cache 16-bit"
+    "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
+    "ramp-up; KV cache 16-bit"
 )
 
 
 def convert(row: dict[str, str]) -> list[Record]:
+    fixed = row["engine"] in FIXED_LENGTH_ENGINES
     common = dict(
         model=MODELS[row["model"]], gpu=GPUS[row["gpu"]], engine=row["engine"], precision=row["precision"],
         kv_precision="bf16", tp=int(row["tp"]), batch=int(row["concurrency"]), input_len=int(row["input_len"]),
         output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row["id"]),
-        notes=NOTES.format(engine=row["engine"], version=row["engine_version"], c=row["concurrency"]),
+        min_len_ratio=1.0 if fixed else 0.8,
+        notes=NOTES.format(engine=row["engine"], version=row["engine_version"], c=row["concurrency"],
+                           lengths="fixed lengths (read from the data)" if fixed else "lengths uniform in [0.8 L, L]"),
     )  # fmt: skip
     return [
         Record(kind="closed_loop_ttft", value=float(row["ttft_ms_mean"]), **common),

@@ -1,6 +1,6 @@
 """Expected error of a prediction, by regime, from the cross-validated accuracy report.
 
-``benchmarks/accuracy.py --write-bands`` writes ``infercast/data/error_bands.yaml``: for each metric (TTFT,
+``benchmarks/accuracy.py --write`` writes ``infercast/data/error_bands.yaml``: for each metric (TTFT,
 TPOT) and regime, the median and 90th-percentile absolute error of leave-one-group-out predictions (each
 point predicted by profiles fitted without its engine, its TP or its model). A prediction looks up its
 regime, the most specific row with enough points winning:
@@ -126,13 +126,14 @@ def confidence(
         warnings.append(f"engine {engine} was never measured under load: its overheads are priors")
     if tp not in scope.get("tp", [tp]) or ep > 1:
         seen = ", ".join(map(str, scope.get("tp", [])))
-        warnings.append(f"tp {tp}" + (f" / ep {ep}" if ep > 1 else "") + f" is outside the calibrated parallelism (tp {seen})")
+        layout = f"tp {tp}" + (f" / ep {ep}" if ep > 1 else "")
+        warnings.append(f"{layout} is outside the calibrated parallelism (tp {seen})")
     if moe or mla:
         warnings.append("MoE / MLA models were not in the calibration data (dense GQA models only)")
     if saturated:
-        warnings.append("near saturation: requests queue for KV cache or sequence slots; latency there is least certain")
+        warnings.append("near saturation: requests queue for KV cache or sequence slots (latency least certain)")
     if not bands:
-        warnings.append("no error bands committed (run python benchmarks/accuracy.py --write-bands)")
+        warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
 
 

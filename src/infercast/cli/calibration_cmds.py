@@ -13,6 +13,7 @@ from infercast.cli.common import JSON_HELP, console, emit_json, err_console
 from infercast.errors import InfercastError
 from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_records
 from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
+from infercast.measure.engine_fit import LOAD_KINDS
 from infercast.measure.records import Record, load_records, measurement_files
 from infercast.measure.validate import compare, summarize
 
@@ -153,7 +154,9 @@ def calibrate(
     if project_data and PROJECT_DATA.is_dir():
         mine = {f.resolve() for f in new_files}
         extra = [f for f in measurement_files([PROJECT_DATA]) if f.resolve() not in mine]
-        records += _without_cpu(load_records(extra), "calibrate") if extra else []
+        # closed-loop serving points are fitted by scripts/fit_profiles.py's engine stage, not here (minutes)
+        project = [r for r in load_records(extra) if r.kind not in LOAD_KINDS] if extra else []
+        records += _without_cpu(project, "calibrate") if project else []
         files += extra
     elif project_data:
         err_console.print(f"[yellow]note[/] {PROJECT_DATA} not found: fitting the given data only")

@@ -2,8 +2,11 @@
 
 A closed-loop point (``vllm bench serve --max-concurrency C --num-prompts 10*C --random-range-ratio 0.8``,
 or aiconfigurator's own client) has C clients, each sending its next request when the previous one
-finishes; prompt and output lengths are uniform in [0.8 L, L]; the reported TTFT and TPOT are means over
-all 10 x C requests, the ramp-up (C prefills arriving together) included.
+finishes; prompt and output lengths are uniform in [r L, L] (r = 0.8 usually; r = 1: fixed lengths); the
+reported TTFT and TPOT are means over all 10 x C requests, the ramp-up (C prefills arriving together)
+included. With fixed lengths the clients stay synchronised in waves (C requests finish in the same step and
+the next C arrive together), so TTFT is about the prefill time of the whole wave; ranged lengths spread the
+completions and TTFT drops towards one prefill.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infercast.cost.profile import CostProfile
-from infercast.sim.workload import length_range
+from infercast.sim.scheduler import engine_scheduler
+from infercast.sim.workload import BENCHMARK_RANGE_RATIO, length_range
 from infercast.sim.workload.spec import PROMPTS_PER_CLIENT
 from infercast.specs.deployment import Deployment
 
@@ -32,14 +36,14 @@ class ClosedLoopResult:
 
 def simulate_closed_loop(
     dep: Deployment, profile: CostProfile, concurrency: int, input_len: int, output_len: int,
-    *, num_requests: int | None = None, seed: int = SEED,
+    *, range_ratio: float = BENCHMARK_RANGE_RATIO, num_requests: int | None = None, seed: int = SEED,
 ) -> ClosedLoopResult:  # fmt: skip
     """Simulate one closed-loop benchmark point (cached per deployment, profile values and shape: the TTFT
     and TPOT records of one point share a run, and repeated fits re-use unchanged points)."""
     from infercast.sim.api import simulate
 
     key = (dep.label, dep.engine.id, tuple(sorted(profile.flat().items())), concurrency, input_len, output_len,
-           num_requests, seed)  # fmt: skip
+           range_ratio, num_requests, seed)  # fmt: skip
     if key in _CACHE:
         return _CACHE[key]
     if len(_CACHE) > CACHE_SIZE:
@@ -47,8 +51,9 @@ def simulate_closed_loop(
 
     res = simulate(
         dep.model, dep.hardware, tp=dep.tp, ep=dep.ep, precision=dep.scheme.name, kv_precision=dep.kv_format.name,
-        engine=dep.engine.id, scheduler="sarathi" if dep.engine.chunked_prefill else "vllm",
-        input_len=length_range(input_len), output_len=length_range(max(output_len, 2)), concurrency=concurrency,
+        engine=dep.engine.id, scheduler=engine_scheduler(dep.engine),
+        input_len=length_range(input_len, range_ratio), output_len=length_range(max(output_len, 2), range_ratio),
+        concurrency=concurrency,
         num_requests=num_requests or PROMPTS_PER_CLIENT * concurrency, seed=seed, profile=profile,
     )  # fmt: skip
     queued = res["queue_s"]["mean"] > 1e-3 or res["preemptions"] > 0

@@ -12,12 +12,19 @@ The per-sequence overhead stays at its prior: over these points it cannot be tol
 one (both grow with the batch at the loads measured), and two identifiable parameters beat three that trade.
 
 Each engine's fit is separate (its points inform only its own parameters), which keeps every fit small
-(2 parameters) and the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable.
+(2 parameters) and the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable. A fit
+uses at most :data:`FIT_CONFIGS` benchmark points per engine, spread evenly over its configurations
+(tensor parallelism, concurrency, lengths, model): every residual evaluation simulates each of them, and
+two parameters need far fewer than the few hundred points an engine may have.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import yaml
 
 from infercast.measure.calibrate import FitResult, fit
 from infercast.measure.records import Record
@@ -36,12 +43,27 @@ def load_records(records: Sequence[Record]) -> list[Record]:
     return [r for r in records if r.kind in LOAD_KINDS]
 
 
+FIT_CONFIGS = 40
+"""Benchmark points (a TTFT and a TPOT record each) per engine fit, at most."""
+
+
+def spread(records: Sequence[Record], limit: int = FIT_CONFIGS) -> list[Record]:
+    """At most ``limit`` benchmark points (both their records), evenly spaced in (tp, concurrency, lengths,
+    model) order: a deterministic subset covering every regime the engine was measured in."""
+    key = lambda r: (r.tp, r.batch, r.input_len, r.output_len, r.model, r.precision)  # noqa: E731
+    points = sorted({key(r) for r in records})
+    if len(points) > limit:
+        points = [points[round(i * (len(points) - 1) / (limit - 1))] for i in range(limit)]
+    keep = set(points)
+    return [r for r in records if key(r) in keep]
+
+
 def fit_engines(records: Sequence[Record], *, source: str = "") -> dict[str, FitResult]:
     """One fit per engine of its :data:`LOAD_PARAMS` on its closed-loop records (kernels as installed)."""
     chosen = load_records(records)
     out = {}
     for engine in sorted({r.engine for r in chosen}):
-        mine = [r for r in chosen if r.engine == engine]
+        mine = spread([r for r in chosen if r.engine == engine])
         out[engine] = fit(mine, parameters=[f"{engine}:{p}" for p in LOAD_PARAMS], base="kernels",
                           source=source, max_evaluations=MAX_EVALUATIONS)  # fmt: skip
     return out
@@ -50,3 +72,42 @@ def fit_engines(records: Sequence[Record], *, source: str = "") -> dict[str, Fit
 def fitted_values(results: dict[str, FitResult]) -> dict[str, float]:
     """All engines' fitted values in one dict ('engine:param' -> value)."""
     return {k: v for res in results.values() for k, v in res.values.items()}
+
+
+def engine_versions(records: Sequence[Record]) -> dict[str, list[str]]:
+    """Engine versions named in the records' notes ('<engine> <version>; ...', as the importer writes them)."""
+    out: dict[str, set[str]] = {}
+    for r in load_records(records):
+        head = r.notes.split(";", 1)[0].split()
+        if len(head) == 2 and head[0] == r.engine:
+            out.setdefault(r.engine, set()).add(head[1])
+    return {e: sorted(v) for e, v in sorted(out.items())}
+
+
+def write_engine_load(results: dict[str, FitResult], records: Sequence[Record], path: Path, source: str) -> None:
+    """Merge the fitted load parameters into ``engines.yaml`` (other engines' values kept), with the engine
+    versions and points each was fitted on."""
+    data = yaml.safe_load(path.read_text()) if path.is_file() else {}
+    data = data or {}
+    engines = data.setdefault("engines", {})
+    versions = engine_versions(records)
+    summary = {}
+    for engine, res in results.items():
+        engines.setdefault(engine, {}).update({k.split(":", 1)[1]: float(f"{v:.5g}") for k, v in res.values.items()})
+        before, after = np.abs(np.exp(res.before) - 1), np.abs(np.exp(res.after) - 1)
+        summary[engine] = {
+            "versions": versions.get(engine, []),
+            "points": len(res.records),
+            "median_abs_error_before": float(f"{np.median(before):.4g}"),
+            "median_abs_error_after": float(f"{np.median(after):.4g}"),
+            "priors": {k: float(f"{v:.5g}") for k, v in res.priors.items()},
+        }
+    sources = [s for s in [*str(data.get("fitted_from", "")).split(", "), source] if s]
+    data["fitted_from"] = ", ".join(dict.fromkeys(sources))
+    data["load_fit"] = {"source": source, "parameters": list(LOAD_PARAMS), "engines": summary}
+    header = (
+        "# Fitted cost-model parameters (engines, shared by all GPUs); written by scripts/fit_profiles.py: kernel-\n"
+        "# level and static-batch points (infercast.measure.calibrate), then each serving engine's load parameters\n"
+        "# on closed-loop benchmarks (infercast.measure.engine_fit, 'load_fit'). Do not edit by hand.\n"
+    )
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False))

@@ -21,6 +21,7 @@ from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.measure.closed_loop import simulate_closed_loop
 from infercast.measure.records import SERVING_KINDS, Record
+from infercast.sim.workload import BENCHMARK_RANGE_RATIO
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.truncate import truncated
@@ -118,7 +119,8 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
     if rec.kind in SERVING_KINDS:
         return _serving(rec, profile)
     if rec.kind in ("closed_loop_ttft", "closed_loop_tpot"):
-        res = simulate_closed_loop(deployment_of(rec), profile, rec.batch, rec.input_len, rec.output_len)
+        res = simulate_closed_loop(deployment_of(rec), profile, rec.batch, rec.input_len, rec.output_len,
+                                   range_ratio=rec.min_len_ratio or BENCHMARK_RANGE_RATIO)  # fmt: skip
         return res.ttft_mean_s if rec.kind == "closed_loop_ttft" else res.tpot_mean_s
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)

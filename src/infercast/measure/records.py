@@ -144,6 +144,9 @@ class Record:
     n: int = 0
     k: int = 0
     bytes: float = 0.0
+    min_len_ratio: float = 0.0
+    """Closed-loop kinds: prompt and output lengths were uniform in [min_len_ratio x L, L] (1: fixed lengths;
+    0 / empty: 0.8, the range public closed-loop sweeps use)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -221,6 +224,8 @@ def check_record(rec: Record) -> None:
         require_positive_int(name, getattr(rec, name), minimum=minimum)
     for name, minimum in _MINIMUM.items():
         require_positive_int(name, getattr(rec, name), minimum=minimum)
+    if not 0 <= rec.min_len_ratio <= 1:
+        raise InfercastError(f"must be between 0 and 1, got {rec.min_len_ratio}", field="min_len_ratio")
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
     if rec.kind in SERVING_KINDS:

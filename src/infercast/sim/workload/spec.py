@@ -35,7 +35,8 @@ class WorkloadSpec:
     * Source, exactly one: ``workload`` (a :class:`Workload`), ``trace`` (a CSV / Mooncake JSONL file, or a
       built-in name: ``azure_conv``, ``azure_code``), or ``input_len`` and ``output_len`` (lengths or
       distributions, :class:`~infercast.sim.workload.LengthSpec`).
-    * ``num_requests``: synthetic, how many (default 10 x ``concurrency`` for a closed loop, else 1000); trace or workload, the first N (not more than it has).
+    * ``num_requests``: synthetic, how many (default 10 x ``concurrency`` for a closed loop, else 1000); trace or
+      workload, the first N (not more than it has).
     * Load, at most one: ``rate`` (open loop; ``arrival`` kind and ``burstiness`` as in ``vllm bench serve``),
       ``concurrency`` (closed loop of N clients) or ``offline`` (everything at t=0). Synthetic workloads need
       one; for a trace or a workload it replaces the recorded arrivals (lengths and block hashes are kept).
