@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -74,42 +75,55 @@ def metric_name(r: Record) -> str:
     return Comparison(r, 1.0, 1.0).metric
 
 
-def predict_fold(train: list[Record], test: list[Record], everything: list[Record]) -> list[float]:
-    """Predictions of ``test`` by profiles fitted on ``train`` (both fits; see the module docstring)."""
-    out: list[float] = []
-    fast_train = [r for r in train if not is_load(r)]
+def _fold(args: tuple[str, str]) -> tuple[str, str, list[int], list[float], float]:
+    """One fold (grouping, group left out), run in a worker process: indices of its test points and their
+    held-out predictions (both fits; see the module docstring)."""
+    name, group = args
+    records = RECORDS
+    key = GROUPINGS[name]
+    t0 = time.perf_counter()
+    test_idx = [i for i, r in enumerate(records) if key(r) == group]
+    train = [r for r in records if key(r) != group]
+    test = [records[i] for i in test_idx]
+    preds: dict[int, float] = {}
     fast_test = [r for r in test if not is_load(r)]
     load_test = [r for r in test if is_load(r)]
-    preds: dict[int, float] = {}
     if fast_test:
+        fast_train = [r for r in train if not is_load(r)]
         values = fit(fast_train, prior_weight=PRIOR_WEIGHT).values if fast_train else {}
-        profiles = build_profiles(pairs(everything), values, "cross-validation")
+        profiles = build_profiles(pairs(records), values, "cross-validation")
         for r, c in zip(fast_test, compare(fast_test, profiles), strict=True):
             preds[id(r)] = c.predicted
     if load_test:
-        engine_values = fitted_values(fit_engines([r for r in train if is_load(r)]))
-        profiles = build_profiles(pairs(load_test), engine_values, "cross-validation", base="kernels")
+        values = {}
+        for engine in sorted({r.engine for r in load_test}):
+            mine = [r for r in train if is_load(r) and r.engine == engine]
+            if mine:  # an engine left out keeps its prior load parameters
+                values |= fitted_values(fit_engines(mine))
+        profiles = build_profiles(pairs(load_test), values, "cross-validation", base="kernels")
         for r, c in zip(load_test, compare(load_test, profiles), strict=True):
             preds[id(r)] = c.predicted
-    for r in test:
-        out.append(preds[id(r)])
-    return out
+    return name, group, test_idx, [preds[id(records[i])] for i in test_idx], time.perf_counter() - t0
 
 
-def held_out(records: list[Record], log: Callable[[str], None]) -> dict[str, np.ndarray]:
+RECORDS: list[Record] = []
+"""The records of this run (module global: worker processes inherit it when forked)."""
+
+
+def held_out(records: list[Record], log: Callable[[str], None], workers: int) -> dict[str, np.ndarray]:
     """Signed held-out error of every record, per grouping (arrays aligned with ``records``)."""
-    errors = {}
-    for name, key in GROUPINGS.items():
-        err = np.full(len(records), np.nan)
-        for group in sorted({key(r) for r in records}):
-            test_idx = [i for i, r in enumerate(records) if key(r) == group]
-            train = [r for r in records if key(r) != group]
-            t0 = time.perf_counter()
-            preds = predict_fold(train, [records[i] for i in test_idx], records)
-            for i, p in zip(test_idx, preds, strict=True):
-                err[i] = p / records[i].value_si - 1
-            log(f"  leave {name} {group} out: {len(test_idx)} points, {time.perf_counter() - t0:.0f} s")
-        errors[name] = err
+    RECORDS[:] = records
+    folds = [(name, group) for name, key in GROUPINGS.items() for group in sorted({key(r) for r in records})]
+    errors = {name: np.full(len(records), np.nan) for name in GROUPINGS}
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = list(pool.imap_unordered(_fold, folds))
+    else:
+        results = [_fold(f) for f in folds]
+    for name, group, idx, preds, seconds in sorted(results, key=lambda x: (x[0], x[1])):
+        for i, p in zip(idx, preds, strict=True):
+            errors[name][i] = p / records[i].value_si - 1
+        log(f"  leave {name} {group} out: {len(idx)} points, {seconds:.0f} s")
     return errors
 
 
@@ -180,6 +194,7 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--points", action="store_true", help="also print every point")
     parser.add_argument("--write", action="store_true", help="regenerate the committed table, bands and gate")
+    parser.add_argument("--workers", type=int, default=4, help="processes for the cross-validation folds")
     args = parser.parse_args()
     log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     records = [r for r in load_records([args.data]) if r.gpu != CPU_LABEL]  # CPU rows only test the harness
@@ -190,7 +205,7 @@ def main() -> None:
     measured = np.array([r.value_si for r in records])
     err_prior = np.array([c.predicted for c in priors]) / measured - 1
     err_fit = np.array([c.predicted for c in fitted]) / measured - 1
-    per_group = held_out(records, log)
+    per_group = held_out(records, log, args.workers)
     # a point's held-out error: the mean magnitude over the groupings, signed by their mean
     stack = np.vstack(list(per_group.values()))
     err_cv = np.sign(stack.mean(axis=0)) * np.abs(stack).mean(axis=0)

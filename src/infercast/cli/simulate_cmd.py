@@ -59,7 +59,10 @@ def simulate(
             "Mooncake JSONL, or azure_conv / azure_code."
         ),
     ] = None,
-    num_requests: Annotated[int | None, typer.Option(help="Requests to simulate (default 1000; trace: all).")] = None,
+    num_requests: Annotated[
+        int | None,
+        typer.Option(help="Requests to simulate (default 10 x --concurrency in a closed loop, else 1000; trace: all)."),
+    ] = None,
     rate: Annotated[float | None, typer.Option(help="Request rate (req/s), open loop.")] = None,
     burstiness: Annotated[float, typer.Option(help="Gamma shape of inter-arrivals (1 = Poisson), as vLLM.")] = 1.0,
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: N clients, each sends on completion.")] = None,

@@ -1,6 +1,6 @@
 """Fit the engine-under-load parameters of the serving engines on closed-loop benchmarks.
 
-The GPU's kernel parameters stay as installed (fitted on kernel-level data); per engine, three CPU-side
+The GPU's kernel parameters stay as installed (fitted on kernel-level data); per engine, two CPU-side
 parameters are fitted on that engine's closed-loop points (mean TTFT and mean TPOT):
 
 - ``request_overhead_s``: API server, tokenisation and client time added to every TTFT (and to every
@@ -32,8 +32,8 @@ from infercast.measure.records import Record
 LOAD_PARAMS = ("request_overhead_s", "step_overhead_s")
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
-MAX_EVALUATIONS = 12
-"""Residual evaluations per engine fit (each simulates all of that engine's points, seconds each): four
+MAX_EVALUATIONS = 8
+"""Residual evaluations per engine fit (each simulates the fit's points, seconds each): two or three
 Gauss-Newton iterations of two parameters, enough for a near-linear problem (the overheads add to TTFT and
 TPOT almost linearly)."""
 
@@ -43,7 +43,7 @@ def load_records(records: Sequence[Record]) -> list[Record]:
     return [r for r in records if r.kind in LOAD_KINDS]
 
 
-FIT_CONFIGS = 40
+FIT_CONFIGS = 16
 """Benchmark points (a TTFT and a TPOT record each) per engine fit, at most."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from infercast.analysis.error_bands import Confidence, confidence
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.sim.cluster import Coordinator, Router
@@ -41,9 +42,12 @@ class SimulationResult:
     config: dict[str, Any]
     replicas: list[Replica] = field(default_factory=list, repr=False)
     settings: SimulationConfig | None = field(default=None, repr=False)
+    confidence: Confidence | None = None
+    """Expected error of the mean TTFT / TPOT in this regime, and warnings (:mod:`infercast.analysis.error_bands`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary.to_dict(), "config": self.config}
+        extra = self.confidence.to_dict() if self.confidence else {}
+        return {**self.summary.to_dict(), **extra, "config": self.config}
 
     def requests(self) -> pd.DataFrame:
         """One row per request: arrival, lengths, TTFT, TPOT, E2E, queueing (:meth:`RequestTable.queue_delay`),
@@ -200,7 +204,13 @@ def run(config: SimulationConfig) -> SimulationResult:
         "block_size": reps[0].bs, "workload": work.name,
     }  # fmt: skip
     summary = summarize(table, recorder, reps, config.observe.goodput, work)
-    return SimulationResult(summary, table, recorder, description, reps, config)
+    # load level: the closed loop's clients, else the mean number of running sequences; near saturation when
+    # requests waited for KV blocks or slots (preemptions, queueing) or an open-loop run fell behind
+    load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
+    queued = summary["preemptions"] > 0 or summary["saturated"] or summary["queue_s"]["mean"] > 0.1
+    conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, concurrency=load,
+                      moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued))  # fmt: skip
+    return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 
 def with_tp(dep: Deployment, tp: int | None) -> Deployment:

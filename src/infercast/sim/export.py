@@ -98,10 +98,12 @@ def summary_table(result: SimulationResult) -> Table:
         ("e2e_s", "End-to-end Latency", "E2EL"),
         ("queue_s", "Queueing (engine waiting queue, before first schedule)", "queue"),
     )
+    conf = getattr(result, "confidence", None)
     for key, heading, short in sections:
         stats = s.get(key) or {}
         t.add_row(f"[bold]{heading}[/]", "")
-        t.add_row(f"Mean {short} (ms)", _ms(stats.get("mean")))
+        band = conf.text(key.removesuffix("_s")) if conf else ""
+        t.add_row(f"Mean {short} (ms)", _ms(stats.get("mean")) + band)
         t.add_row(f"Median {short} (ms)", _ms(stats.get("p50")))
         t.add_row(f"P99 {short} (ms)", _ms(stats.get("p99")), end_section=True)
 
@@ -112,6 +114,10 @@ def summary_table(result: SimulationResult) -> Table:
         t.add_row("Mean decode batch (sequences per decode step)", _num(s["mean_decode_batch"], ".1f"))
     if "busy_fraction" in s:
         t.add_row("Busy fraction", _num(100 * s["busy_fraction"], ".1f") + " %")
+    if conf and conf.warnings:
+        t.add_section()
+        for warning in conf.warnings:
+            t.add_row("[yellow]warning[/]", f"[yellow]{warning}[/]")
     if s.get("saturated"):
         reason = s.get("saturation_reason", "the queue grows through the run: the offered load exceeds capacity")
         t.add_section()

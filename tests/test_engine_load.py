@@ -1,0 +1,135 @@
+"""Engine behaviour under load: the benchmark-faithful closed-loop client, closed-loop records, the per-engine
+load fit's pieces, and error bands on predictions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from infercast.analysis.error_bands import ErrorBand, _lookup, bands_table, confidence, load_level
+from infercast.errors import InfercastError
+from infercast.measure.calibrate import base_profile
+from infercast.measure.closed_loop import simulate_closed_loop
+from infercast.measure.engine_fit import LOAD_PARAMS, engine_versions, spread
+from infercast.measure.records import Record, check_record
+from infercast.sim.workload import WorkloadSpec, length_range
+from infercast.specs.engine import get_engine
+from infercast.specs.deployment import Deployment
+
+
+def test_closed_loop_sends_ten_requests_per_client_by_default():
+    closed = WorkloadSpec(input_len=100, output_len=10, concurrency=12).build()
+    assert len(closed) == 120 and closed.closed_loop == 12
+    assert len(WorkloadSpec(input_len=100, output_len=10, rate=5.0).build()) == 1000
+    assert len(WorkloadSpec(input_len=100, output_len=10, concurrency=12, num_requests=7).build()) == 7
+
+
+def test_length_range_is_the_benchmark_clients_range():
+    spec = length_range(1024)
+    assert spec.kind == "uniform" and spec.params == (820.0, 1024.0)  # ceil(0.8 * 1024) = 820
+    assert length_range(128, 1.0).params == (128.0, 128.0)
+    work = WorkloadSpec(input_len=length_range(1000), output_len=length_range(200), concurrency=4).build()
+    assert work.prompt_len.min() >= 800 and work.prompt_len.max() <= 1000
+    assert 850 < work.prompt_len.mean() < 950  # uniform: mean 0.9 L
+    with pytest.raises(InfercastError, match="range_ratio"):
+        length_range(100, 0.0)
+
+
+def test_engine_presets_carry_their_documented_limits():
+    vllm, sglang, trtllm = (get_engine(e) for e in ("vllm", "sglang", "trtllm"))
+    assert (vllm.max_num_seqs, vllm.max_num_batched_tokens, vllm.chunked_prefill) == (1024, 8192, True)
+    assert sglang.chunked_prefill is False  # enable_mixed_chunk off: prefill batches run without decodes
+    assert trtllm.max_num_seqs == 2048 and trtllm.max_num_batched_tokens == 8192
+    for eng in (vllm, sglang, trtllm):
+        assert {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill"} <= set(eng.sources)
+
+
+def _closed(kind: str = "closed_loop_ttft", **kw) -> Record:
+    base = dict(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", batch=16, input_len=1024, output_len=128,
+                value=100.0, unit="ms")  # fmt: skip
+    return Record(kind=kind, **(base | kw))
+
+
+def test_closed_loop_records_are_validated():
+    check_record(_closed())
+    check_record(_closed("closed_loop_tpot", min_len_ratio=1.0))
+    with pytest.raises(InfercastError, match="output_len"):
+        check_record(_closed("closed_loop_tpot", output_len=1))
+    with pytest.raises(InfercastError, match="min_len_ratio"):
+        check_record(_closed(min_len_ratio=1.5))
+
+
+def test_fixed_lengths_keep_closed_loop_clients_in_waves():
+    """Equal lengths: all C requests finish in one step and the next C arrive together, so each waits for the
+    whole wave's prefill; lengths in [0.8 L, L] spread the completions and TTFT falls towards one prefill."""
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="vllm")
+    prof = base_profile("h100-sxm", "vllm")
+    ranged = simulate_closed_loop(dep, prof, 32, 2048, 128)
+    fixed = simulate_closed_loop(dep, prof, 32, 2048, 128, range_ratio=1.0)
+    assert fixed.ttft_mean_s > 1.5 * ranged.ttft_mean_s
+    assert math.isclose(fixed.tpot_mean_s, ranged.tpot_mean_s, rel_tol=0.35)
+    assert simulate_closed_loop(dep, prof, 32, 2048, 128) is ranged  # cached per profile values and shape
+
+
+def test_load_fit_starts_from_installed_kernels_and_engine_priors():
+    fitted = base_profile("h100-sxm", "vllm", "kernels")
+    prior = base_profile("h100-sxm", "vllm", "prior")
+    for name in LOAD_PARAMS:
+        assert getattr(fitted, name) == getattr(prior, name)
+    with pytest.raises(InfercastError, match="base"):
+        base_profile("h100-sxm", "vllm", "other")
+
+
+def test_spread_keeps_whole_points_across_regimes():
+    recs = [_closed(k, tp=tp, batch=c) for tp in (1, 2, 4, 8) for c in (8, 16, 32, 64, 128)
+            for k in ("closed_loop_ttft", "closed_loop_tpot")]  # fmt: skip
+    chosen = spread(recs, limit=6)
+    points = {(r.tp, r.batch) for r in chosen}
+    assert len(points) == 6 and len(chosen) == 12  # both records of each point
+    assert {tp for tp, _ in points} == {1, 2, 4, 8}
+    assert spread(recs, limit=6) == chosen
+
+
+def test_engine_versions_come_from_the_notes():
+    recs = [_closed(notes="vllm 0.12.0; closed loop"), _closed(engine="sglang", notes="sglang 0.5.1.post1; x")]
+    assert engine_versions(recs) == {"sglang": ["0.5.1.post1"], "vllm": ["0.12.0"]}
+
+
+# ----- error bands -------------------------------------------------------------------------------------------
+def test_load_levels():
+    assert [load_level(c) for c in (1, 16, 17, 64, 65)] == ["light", "light", "medium", "medium", "heavy"]
+
+
+def test_bands_pick_the_most_specific_row_with_enough_points(monkeypatch):
+    rows = [
+        {"metric": "tpot", "gpu": "fitted", "typical": 0.10, "p90": 0.3, "points": 100},
+        {"metric": "tpot", "gpu": "fitted", "engine": "vllm", "typical": 0.05, "p90": 0.2, "points": 40},
+        {"metric": "tpot", "gpu": "fitted", "engine": "vllm", "load": "heavy", "typical": 0.02, "p90": 0.1,
+         "points": 3},  # too few points: not used
+    ]  # fmt: skip
+    monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: {"bands": rows})
+    regime = {"gpu": "fitted", "engine": "vllm", "load": "heavy", "tp": "1-2"}
+    assert _lookup("tpot", regime) == ErrorBand("tpot", 0.05, 0.2, 40, {"gpu": "fitted", "engine": "vllm"})
+    assert _lookup("tpot", regime | {"engine": "trtllm"}).typical == 0.10
+    assert _lookup("ttft", regime) is None
+
+
+def test_out_of_calibration_scenarios_are_flagged():
+    conf = confidence("mi300x", "vllm", tp=16, ep=8, concurrency=8, moe=True, saturated=True)
+    text = " ".join(conf.warnings)
+    assert "mi300x has no fitted kernel profile" in text
+    assert "tp 16 / ep 8" in text and "MoE" in text and "saturation" in text
+
+
+@pytest.mark.skipif(not bands_table(), reason="no committed error bands")
+def test_predictions_carry_error_bands():
+    from infercast.analysis.scenario import predict
+    from infercast.analysis.sweep import sweep
+
+    pred = predict("llama-3.1-8b", "h100-sxm", input_len=1024, output_len=128, batch=8).to_dict()
+    assert {"ttft", "tpot"} <= set(pred["error_bands"])
+    assert 0 < pred["error_bands"]["tpot"]["typical_pct"] <= pred["error_bands"]["tpot"]["p90_pct"]
+    df = sweep(batches=[1, 32, 256])
+    assert np.isfinite(df["tpot_error"]).all() and (df["tpot_error"] > 0).all()
