@@ -5,11 +5,14 @@ parameters are fitted on that engine's closed-loop points (mean TTFT and mean TP
 
 - ``request_overhead_s``: API server, tokenisation and client time added to every TTFT (and to every
   closed-loop round trip);
-- ``step_overhead_s``: CPU time per engine step not hidden behind the GPU (scheduling, sampling, input
-  preparation; engines with async scheduling / overlap hide most of it).
+- ``seq_overhead_s``: CPU time per sequence in each engine step not hidden behind the GPU (scheduling and
+  output processing of every running request; engines with async scheduling / overlap hide most of it).
 
-The per-sequence overhead stays at its prior: over these points it cannot be told apart from the per-step
-one (both grow with the batch at the loads measured), and two identifiable parameters beat three that trade.
+The per-step overhead stays at its prior: fitted instead of the per-sequence one, it fits these points
+about as well (closed-loop TPOT within 1-3 points) but moves to 2-4x its prior (~1.9 ms for vLLM and
+TensorRT-LLM), which would make a batch-1 decode of an 8B model overhead-bound, against published
+single-stream measurements; a per-sequence cost leaves batch 1 alone and grows with the load these points
+measure. Two identifiable parameters beat three that trade.
 
 Each engine's fit is separate (its points inform only its own parameters), which keeps every fit small
 (2 parameters) and the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable. A fit
@@ -29,7 +32,7 @@ import yaml
 from infercast.measure.calibrate import FitResult, fit
 from infercast.measure.records import Record
 
-LOAD_PARAMS = ("request_overhead_s", "step_overhead_s")
+LOAD_PARAMS = ("request_overhead_s", "seq_overhead_s")
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
 MAX_EVALUATIONS = 8
