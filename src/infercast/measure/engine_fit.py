@@ -1,24 +1,20 @@
 """Fit the engine-under-load parameters of the serving engines on closed-loop benchmarks.
 
-The GPU's kernel parameters stay as installed (fitted on kernel-level data); per engine, two CPU-side
-parameters are fitted on that engine's closed-loop points (mean TTFT and mean TPOT):
+The GPU's kernel parameters stay as installed (fitted on kernel-level data); per engine, one CPU-side
+parameter is fitted on that engine's closed-loop points (mean TTFT and mean TPOT): ``request_overhead_s``,
+the API server, tokenisation and client time added to every TTFT (and to every closed-loop round trip).
 
-- ``request_overhead_s``: API server, tokenisation and client time added to every TTFT (and to every
-  closed-loop round trip);
-- ``seq_overhead_s``: CPU time per sequence in each engine step not hidden behind the GPU (scheduling and
-  output processing of every running request; engines with async scheduling / overlap hide most of it).
+The per-step and per-sequence overheads stay at their priors (cost/profiles/defaults.yaml: CPU time not
+hidden by async scheduling / overlap, smaller for SGLang's overlap scheduler and TensorRT-LLM's C++ runtime).
+Fitted on these points they do not stay physical: a per-step overhead moves to ~1.9 ms for vLLM and
+TensorRT-LLM (a batch-1 decode of an 8B model would be overhead-bound, against published single-stream
+measurements), a per-sequence one to 35 us for vLLM (18 ms of CPU per step at 512 sequences); both absorb
+what the simulator misses elsewhere (closed-loop TTFT) while improving TPOT by 1-2 points only.
 
-The per-step overhead stays at its prior: fitted instead of the per-sequence one, it fits these points
-about as well (closed-loop TPOT within 1-3 points) but moves to 2-4x its prior (~1.9 ms for vLLM and
-TensorRT-LLM), which would make a batch-1 decode of an 8B model overhead-bound, against published
-single-stream measurements; a per-sequence cost leaves batch 1 alone and grows with the load these points
-measure. Two identifiable parameters beat three that trade.
-
-Each engine's fit is separate (its points inform only its own parameters), which keeps every fit small
-(2 parameters) and the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable. A fit
+Each engine's fit is separate (its points inform only its own parameters), which keeps every fit small and the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable. A fit
 uses at most :data:`FIT_CONFIGS` benchmark points per engine, spread evenly over its configurations
 (tensor parallelism, concurrency, lengths, model): every residual evaluation simulates each of them, and
-two parameters need far fewer than the few hundred points an engine may have.
+one parameter needs far fewer than the few hundred points an engine may have.
 """
 
 from __future__ import annotations
@@ -32,13 +28,12 @@ import yaml
 from infercast.measure.calibrate import FitResult, fit
 from infercast.measure.records import Record
 
-LOAD_PARAMS = ("request_overhead_s", "seq_overhead_s")
+LOAD_PARAMS = ("request_overhead_s",)
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
 MAX_EVALUATIONS = 8
-"""Residual evaluations per engine fit (each simulates the fit's points, seconds each): two or three
-Gauss-Newton iterations of two parameters, enough for a near-linear problem (the overheads add to TTFT and
-TPOT almost linearly)."""
+"""Residual evaluations per engine fit (each simulates the fit's points, seconds each): enough for one
+parameter that adds to TTFT almost linearly."""
 
 
 def load_records(records: Sequence[Record]) -> list[Record]:
