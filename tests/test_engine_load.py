@@ -39,7 +39,7 @@ def test_length_range_is_the_benchmark_clients_range():
 
 def test_engine_presets_carry_their_documented_limits():
     vllm, sglang, trtllm = (get_engine(e) for e in ("vllm", "sglang", "trtllm"))
-    assert (vllm.max_num_seqs, vllm.max_num_batched_tokens, vllm.chunked_prefill) == (1024, 8192, True)
+    assert (vllm.max_num_batched_tokens, vllm.chunked_prefill) == (8192, True)
     assert sglang.chunked_prefill is False  # enable_mixed_chunk off: prefill batches run without decodes
     assert trtllm.max_num_seqs == 2048 and trtllm.max_num_batched_tokens == 8192
     for eng in (vllm, sglang, trtllm):
