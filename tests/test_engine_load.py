@@ -15,8 +15,8 @@ from infercast.measure.closed_loop import simulate_closed_loop
 from infercast.measure.engine_fit import LOAD_PARAMS, engine_versions, spread
 from infercast.measure.records import Record, check_record
 from infercast.sim.workload import WorkloadSpec, length_range
-from infercast.specs.engine import get_engine
 from infercast.specs.deployment import Deployment
+from infercast.specs.engine import get_engine
 
 
 def test_closed_loop_sends_ten_requests_per_client_by_default():

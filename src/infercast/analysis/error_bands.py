@@ -13,7 +13,7 @@ regime, the most specific row with enough points winning:
 
 Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a parallelism never
 measured (tp > 8, expert parallelism, pipeline), a model family never measured (MoE, MLA), or a load near
-saturation (KV cache or sequence limit holding requests back, or an open-loop run that cannot keep up).
+saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up).
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def _lookup(metric: str, regime: dict[str, str]) -> ErrorBand | None:
 
 
 def confidence(
-    gpu: str, engine: str, *, tp: int = 1, ep: int = 1, concurrency: int = 1, moe: bool = False,
-    mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
+    gpu: str, engine: str, *, tp: int = 1, ep: int = 1, pp: int = 1, attention_dp: int = 1, concurrency: int = 1,
+    moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
 ) -> Confidence:  # fmt: skip
     """Error bands and out-of-calibration warnings for a prediction (see the module docstring)."""
     fitted = _gpu_profile_file(gpu) is not None
@@ -124,14 +124,15 @@ def confidence(
         warnings.append(f"{gpu} has no fitted kernel profile: priors only, error band of prior-only predictions")
     if engine not in scope.get("engines", [engine]):
         warnings.append(f"engine {engine} was never measured under load: its overheads are priors")
-    if tp not in scope.get("tp", [tp]) or ep > 1:
+    if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:
         seen = ", ".join(map(str, scope.get("tp", [])))
-        layout = f"tp {tp}" + (f" / ep {ep}" if ep > 1 else "")
+        extra = {"ep": ep, "pp": pp, "attention-dp": attention_dp}
+        layout = " / ".join([f"tp {tp}", *(f"{k} {v}" for k, v in extra.items() if v > 1)])
         warnings.append(f"{layout} is outside the calibrated parallelism (tp {seen})")
     if moe or mla:
         warnings.append("MoE / MLA models were not in the calibration data (dense GQA models only)")
     if saturated:
-        warnings.append("near saturation: requests queue for KV cache or sequence slots (latency least certain)")
+        warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)

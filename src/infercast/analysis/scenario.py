@@ -221,6 +221,7 @@ def predict(
         gpus=dep.gpus,
         advice=advice(pre_report, dec_report, cm, batch),
         provenance=prov,
-        confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, concurrency=batch,
-                              moe=dep.model.is_moe, mla=dep.model.mla is not None),
+        confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
+                              attention_dp=dep.attention_dp, concurrency=batch, moe=dep.model.is_moe,
+                              mla=dep.model.mla is not None),
     )

@@ -11,7 +11,8 @@ TensorRT-LLM (a batch-1 decode of an 8B model would be overhead-bound, against p
 measurements), a per-sequence one to 35 us for vLLM (18 ms of CPU per step at 512 sequences); both absorb
 what the simulator misses elsewhere (closed-loop TTFT) while improving TPOT by 1-2 points only.
 
-Each engine's fit is separate (its points inform only its own parameters), which keeps every fit small and the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable. A fit
+Each engine's fit is separate (its points inform only its own parameters), which keeps every fit small and
+the leave-one-group-out cross-validation of benchmarks/accuracy.py affordable. A fit
 uses at most :data:`FIT_CONFIGS` benchmark points per engine, spread evenly over its configurations
 (tensor parallelism, concurrency, lengths, model): every residual evaluation simulates each of them, and
 one parameter needs far fewer than the few hundred points an engine may have.

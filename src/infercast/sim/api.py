@@ -205,9 +205,9 @@ def run(config: SimulationConfig) -> SimulationResult:
     }  # fmt: skip
     summary = summarize(table, recorder, reps, config.observe.goodput, work)
     # load level: the closed loop's clients, else the mean number of running sequences; near saturation when
-    # requests waited for KV blocks or slots (preemptions, queueing) or an open-loop run fell behind
+    # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
     load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
-    queued = summary["preemptions"] > 0 or summary["saturated"] or summary["queue_s"]["mean"] > 0.1
+    queued = summary["preemptions"] > 0 or summary["saturated"]
     conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, concurrency=load,
                       moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued))  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
