@@ -349,3 +349,14 @@ def test_table_as_parquet_and_plot_as_svg(small_plan, tmp_path):
     assert svg.lstrip().startswith("<?xml") and "chosen" in svg
     with pytest.raises(InfercastError, match=r"\.png or \.svg"):
         save_pareto(small_plan, tmp_path / "pareto.gif")
+
+
+def test_rows_carry_the_simulators_error_band(small_plan, capsys):
+    band = small_plan.chosen["error_band"]
+    res = infercast.simulate(MODEL, small_plan.chosen["gpu"], tp=int(small_plan.chosen["tp"]),
+                             rate=small_plan.chosen["max_rate_req_s"], seed=0, **TRAFFIC)  # fmt: skip
+    assert band == res.confidence.to_dict() and set(band["error_bands"]) == {"ttft", "tpot"}
+    from infercast.cli.plan_cmd import render
+
+    render(small_plan, 3)
+    assert "expected prediction error here: TTFT ±" in capsys.readouterr().out
