@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from infercast.cost.profile import _gpu_profile_file
+from infercast.cost.profile import has_fitted_profile
 
 BANDS_FILE = "error_bands.yaml"
 MIN_POINTS = 8
@@ -95,8 +95,25 @@ class Confidence:
         return f" {band.text()}" if band else ""
 
 
+_memo: dict[tuple[str, tuple[str, ...]], ErrorBand | None] = {}
+_memo_table: list[Any] = [None]
+"""Band lookups of the current bands table (predict calls this per prediction); reset when the table object changes."""
+
+
 def _lookup(metric: str, regime: dict[str, str]) -> ErrorBand | None:
-    rows = bands_table().get("bands", [])
+    table = bands_table()
+    if table is not _memo_table[0]:
+        _memo.clear()
+        _memo_table[0] = table
+    key = (metric, tuple(regime[d] for d in DIMENSIONS))
+    if key not in _memo:
+        _memo[key] = _find_band(table, metric, regime)
+    return _memo[key]
+
+
+def _find_band(table: dict[str, Any], metric: str, regime: dict[str, str]) -> ErrorBand | None:
+    """The most specific row of ``table`` matching a regime, with enough points."""
+    rows = table.get("bands", [])
     for depth in range(len(DIMENSIONS), -1, -1):
         want = {d: regime[d] for d in DIMENSIONS[:depth]}
         for row in rows:
@@ -114,7 +131,7 @@ def confidence(
     moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
 ) -> Confidence:  # fmt: skip
     """Error bands and out-of-calibration warnings for a prediction (see the module docstring)."""
-    fitted = _gpu_profile_file(gpu) is not None
+    fitted = has_fitted_profile(gpu)
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
     bands = {m: b for m in metrics if (b := _lookup(m, regime)) is not None}

@@ -173,6 +173,7 @@ def set_profile_override(hardware_id: str, data: dict[str, Any] | None) -> None:
         _overrides[hardware_id] = data
     _generation[0] += 1
     load_profile.cache_clear()
+    has_fitted_profile.cache_clear()
 
 
 def load_profile_file(path: str | Path) -> dict[str, Any]:
@@ -316,6 +317,12 @@ def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> 
     if curves:
         profile = replace(profile, collectives=curves, provenance=prov)
     return profile
+
+
+@cache
+def has_fitted_profile(hardware_id: str) -> bool:
+    """Whether a GPU has a fitted profile (installed file or in-process override); read once per process."""
+    return hardware_id in _overrides or _gpu_profile_file(hardware_id) is not None
 
 
 def _gpu_profile_file(hardware_id: str) -> dict[str, Any] | None:
