@@ -107,3 +107,14 @@ def test_errors_are_one_line_exit_2(capsys, args, needle):
 def test_usage_errors_exit_2(capsys):
     code, _, err = run(capsys, "predict", "--tp", "abc")
     assert code == 2 and "Traceback" not in err
+
+
+def test_predict_shows_what_ttft_is_made_of(capsys):
+    """The human report splits TTFT into prefill and the engine's per-request overhead, and the parts add up."""
+    data = run_json(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert data["request_overhead_s"] > 0
+    assert data["ttft_s"] == pytest.approx(data["prefill"]["time_s"] + data["request_overhead_s"])
+    code, out, _ = run(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if "prefill + per-request overhead" in ln)
+    assert f"{1e3 * data['request_overhead_s']:.2f} ms" in line

@@ -77,6 +77,10 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     head.add_column("value", justify="right")
     band = pred.confidence.text if pred.confidence else (lambda metric: "")
     head.add_row("TTFT", fmt_time(pred.ttft_s) + band("ttft"))
+    serving = pred.ttft_s - pred.prefill.time_s
+    if serving > 0:  # the engine's per-request serving overhead (fitted per engine; provenance says on what)
+        head.add_row("  = prefill + per-request overhead",
+                     f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")  # fmt: skip
     head.add_row("TPOT = ITL (mean decode step of the batch)", fmt_time(pred.tpot_s) + band("tpot"))
     head.add_row("TPOT of one request alone (batch 1)", fmt_time(pred.single_stream_tpot_s))
     head.add_row("end-to-end", fmt_time(pred.e2e_s))
