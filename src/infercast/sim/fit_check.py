@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from infercast.errors import DoesNotFitError
+from infercast.sim.blocks import blocks_for
 
 if TYPE_CHECKING:
     from infercast.sim.replica import Replica
@@ -30,7 +31,7 @@ def refuse_unservable(table: RequestTable, replicas: Sequence[Replica], *, decod
     tokens = np.asarray(table.prompt, dtype=np.int64)
     if decode:  # (speculative steps draft no further than the output's end: no extra lookahead blocks)
         tokens = tokens + np.asarray(table.output, dtype=np.int64)
-    need = -(-tokens // rep.bs) + rep.blocks.state_blocks
+    need = blocks_for(tokens, rep.bs) + rep.blocks.state_blocks  # elementwise on the array
     bad = need > rep.kv.num_blocks
     if not bad.any():
         return
