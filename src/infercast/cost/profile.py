@@ -99,9 +99,10 @@ class CostProfile:
             return lerp_curves(table[lo], table[hi], (ranks - lo) / (hi - lo), f"{table[lo].source}; "
                                f"interpolated between {lo} and {hi} GPUs")  # fmt: skip
         ref = sizes[-1] if below else sizes[0]
-        # outside the measured sizes: the ring's 2(N-1)/N bytes per byte reduced sets the ratio
+        # outside the measured sizes: scaled by the ring's bytes per GPU, (N-1)/N of the message (x2 for an
+        # all-reduce, which cancels in the ratio)
         factor = ((ranks - 1) / ranks) / ((ref - 1) / ref)
-        return table[ref].scaled(factor, f"{table[ref].source}; scaled from {ref} to {ranks} GPUs by 2(N-1)/N")
+        return table[ref].scaled(factor, f"{table[ref].source}; scaled from {ref} to {ranks} GPUs by (N-1)/N")
 
     def gemm_params(self, key: str) -> tuple[float, float]:
         """(eff_max, m_half) for GEMMs computing in ``key``."""
