@@ -123,3 +123,40 @@ def test_cli_layout_options(capsys):
     assert out["gpus"] == 64 and out["attention_dp"] == 64 and out["ep"] == 64
     code, _out, err = run(capsys, "predict", "--model", "llama-3.1-70b", "--gpu", "h200", "--pp", "0")
     assert code == 2 and err.startswith("error: pp:")
+
+
+def test_simulate_takes_pipeline_and_attention_dp_layouts():
+    """The simulator runs the layouts predict takes: pp stages hold more KV (weights per GPU halve), and the run
+    reports its layout and the out-of-calibration warning."""
+    from infercast.sim.api import simulate
+
+    kw = dict(input_len=1024, output_len=64, concurrency=8, num_requests=24)
+    one = simulate("llama-3.1-70b", "h200", tp=4, **kw)
+    two = simulate("llama-3.1-70b", "h200", tp=4, pp=2, **kw)
+    assert two.config["pp"] == 2 and two.config["gpus_per_replica"] == 8
+    assert two.config["kv_blocks_per_replica"] > 1.5 * one.config["kv_blocks_per_replica"]
+    assert two.summary.completed == 24 and two["tpot_s"]["mean"] > 0
+    assert any("pp 2" in w for w in two.confidence.warnings)
+    wide = simulate("deepseek-v3", "h200", tp=1, ep=16, attention_dp=16, precision="fp8", **kw)
+    assert wide.config["attention_dp"] == 16 and wide.config["gpus_per_replica"] == 16
+    assert wide.summary.completed == 24
+
+
+def test_simulate_refuses_layouts_it_cannot_run():
+    from infercast.sim.api import simulate
+
+    with pytest.raises(InfercastError) as err:
+        simulate("llama-3.1-70b", "h200", tp=4, pp=2, scheduler="disagg", input_len=512, output_len=16,
+                 num_requests=4, rate=1.0)  # fmt: skip
+    assert err.value.field == "pp" and "\n" not in str(err.value)
+
+
+def test_cli_simulate_layout_options(capsys):
+    from tests.cli_helpers import run, run_json
+
+    out = run_json(capsys, "simulate", "--model", "llama-3.1-70b", "--gpu", "h200", "--tp", "4", "--pp", "2",
+                   "--input-len", "512", "--output-len", "16", "--num-requests", "8", "--rate", "2")  # fmt: skip
+    assert out["config"]["pp"] == 2 and out["config"]["gpus_per_replica"] == 8
+    code, _out, err = run(capsys, "simulate", "--model", "llama-3.1-70b", "--gpu", "h200", "--pp", "0",
+                          "--input-len", "512", "--output-len", "16", "--rate", "2")  # fmt: skip
+    assert code == 2 and err.startswith("error: --pp:")

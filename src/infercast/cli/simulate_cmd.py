@@ -42,7 +42,12 @@ def simulate(
     model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
     gpu: Annotated[str, typer.Option(help="Accelerator id or hardware YAML file.")] = "h100-sxm",
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE).")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages per replica (each tp x attention-dp GPUs).")] = 1,
+    attention_dp: Annotated[
+        int,
+        typer.Option("--attention-dp", help="Attention data parallelism per stage (MoE wide EP; see predict)."),
+    ] = 1,
     precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
     kv_precision: Annotated[str | None, typer.Option(help="KV-cache format.")] = None,
     engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal.")] = "vllm",
@@ -136,7 +141,8 @@ def simulate(
     if not rate_sweep:
         _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
     common = dict(
-        tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, scheduler=scheduler,
+        tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, precision=precision, kv_precision=kv_precision, engine=engine,
+        scheduler=scheduler,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching, preemption=preemption,
         replicas=replicas, router=router, disagg=disagg, speculative=speculative, step_mode=step_mode,

@@ -102,6 +102,8 @@ def simulation_config(
     *,
     tp: int = 1,
     ep: int = 1,
+    pp: int = 1,
+    attention_dp: int = 1,
     precision: str | None = None,
     kv_precision: str | None = None,
     engine: str = "vllm",
@@ -142,6 +144,9 @@ def simulation_config(
     ``scheduler``: static | prefill-first (continuous batching, whole prompts first) | chunked (chunked
     prefill) | disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill);
     None: the engine preset's (chunked where the engine enables chunked prefill, else prefill-first).
+    ``pp`` / ``attention_dp``: a replica spans ``pp`` pipeline stages of ``tp x attention_dp`` GPUs (see
+    :meth:`Deployment.resolve`); its steps cost what the cost layer charges such a layout (micro-batches crossing
+    every stage). Disaggregated pools take TP only.
     ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
     spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
@@ -155,7 +160,13 @@ def simulation_config(
         if not isinstance(disagg, DisaggConfig):
             raise InfercastError(f"must be a DisaggConfig, got {type(disagg).__name__}", field="disagg")
         sched = "chunked"
-    dep = Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
+    dep = Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
+                             pp=pp, attention_dp=attention_dp)  # fmt: skip
+    if disagg is not None and (dep.pp > 1 or dep.attention_dp > 1):
+        raise InfercastError(
+            "disaggregated pools are sized by tensor parallelism only; drop pp / attention_dp or the disagg scheduler",
+            field="pp" if dep.pp > 1 else "attention_dp",
+        )
     engine_config = EngineConfig(sched, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
                                  prefix_caching, preemption, speculative)  # fmt: skip
     return SimulationConfig(dep, spec, engine_config, ClusterConfig(replicas, router, disagg),
@@ -197,7 +208,8 @@ def run(config: SimulationConfig) -> SimulationResult:
     table.freeze()
     dep0 = reps[0].deployment
     description = {
-        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": dep.tp, "ep": dep.ep, "precision": dep0.scheme.name,
+        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": dep.tp, "ep": dep.ep, "pp": dep.pp,
+        "attention_dp": dep.attention_dp, "gpus_per_replica": dep.gpus, "precision": dep0.scheme.name,
         "engine": dep.engine.id, "scheduler": config.scheduler, "replicas": len(reps), **pools,
         "router": cluster.router, "max_num_seqs": reps[0].max_seqs,
         "max_num_batched_tokens": reps[0].max_batched_tokens, "kv_blocks_per_replica": reps[0].kv.num_blocks,
@@ -208,7 +220,8 @@ def run(config: SimulationConfig) -> SimulationResult:
     # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
     load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
     queued = summary["preemptions"] > 0 or summary["saturated"]
-    conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, concurrency=load,
+    conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
+                      concurrency=load,
                       moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued))  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 

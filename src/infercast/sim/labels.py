@@ -10,11 +10,13 @@ __all__ = ["deployment_label", "run_label", "slo_text"]
 
 
 def deployment_label(config: dict[str, Any], *, pools: bool = True) -> str:
-    """``model on gpu`` with ``tpN`` when TP > 1 and, with ``pools``, ``× N replicas`` (or the prefill and
-    decode pools of a disaggregated run), from a :class:`~infercast.sim.api.SimulationResult`'s ``config``."""
+    """``model on gpu`` with ``tpN`` / ``epN`` / ``attention-dpN`` / ``ppN`` where above 1 and, with ``pools``,
+    ``× N replicas`` (or the prefill and decode pools of a disaggregated run), from a
+    :class:`~infercast.sim.api.SimulationResult`'s ``config``."""
     label = f"{config.get('model', '?')} on {config.get('gpu', '?')}"
-    if config.get("tp", 1) != 1:
-        label += f" tp{config['tp']}"
+    for key, short in (("tp", "tp"), ("ep", "ep"), ("attention_dp", "attention-dp"), ("pp", "pp")):
+        if config.get(key, 1) != 1:
+            label += f" {short}{config[key]}"
     if not pools:
         return label
     if "prefill_instances" in config:
