@@ -160,3 +160,19 @@ def test_cli_simulate_layout_options(capsys):
     code, _out, err = run(capsys, "simulate", "--model", "llama-3.1-70b", "--gpu", "h200", "--pp", "0",
                           "--input-len", "512", "--output-len", "16", "--rate", "2")  # fmt: skip
     assert code == 2 and err.startswith("error: --pp:")
+
+
+def test_sweep_rows_equal_predict_for_layouts_and_pay_for_every_gpu():
+    df = infercast.sweep(models="deepseek-v3", gpus="h200", precisions="fp8", tps=[1, 8], eps=8, pps=[1, 2],
+                         attention_dps=[1, 8], batches=[1, 32], input_lens=[1024], output_lens=[64])  # fmt: skip
+    assert set(zip(df.tp, df.attention_dp, df.pp, strict=True)) == {
+        (tp, dp, pp) for tp in (1, 8) for dp in (1, 8) for pp in (1, 2) if tp * dp >= 8
+    }
+    assert {s["field"] for s in df.attrs["skipped"]} == {"ep"}  # ep 8 on tp 1 x attention-dp 1
+    assert (df.gpus == df.tp * df.attention_dp * df.pp).all()
+    row = df[(df.tp == 1) & (df.pp == 2) & (df.batch == 32)].iloc[0]
+    p = infercast.predict("deepseek-v3", "h200", tp=1, ep=8, pp=2, attention_dp=8, precision="fp8", batch=32,
+                          input_len=1024, output_len=64)  # fmt: skip
+    assert row.ttft_s == pytest.approx(p.ttft_s, rel=1e-9) and row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)
+    price = get_hardware("h200").price_per_hour_usd
+    assert row.cost_per_mtok_usd == pytest.approx(16 * price / 3600 / row.output_throughput_tok_s * 1e6)

@@ -159,7 +159,7 @@ def compare(
                     "decode_bw_util": dec.achieved_bandwidth_tb_s_per_gpu * 1e12 / bw,
                     "peak_tflops": peak / 1e12,
                     "hbm_tb_s": bw / 1e12,
-                    "cost_per_mtok_usd": cost_per_mtok(hw.price_per_hour_usd, p.tp, p.output_throughput_tok_s),
+                    "cost_per_mtok_usd": cost_per_mtok(hw.price_per_hour_usd, p.gpus, p.output_throughput_tok_s),
                     "note": "" if fits else does_not_fit(mem),
                 }
             )

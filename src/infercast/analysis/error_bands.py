@@ -21,12 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
 from infercast.cost.profile import has_fitted_profile
+
+if TYPE_CHECKING:
+    from infercast.specs.deployment import Deployment
 
 BANDS_FILE = "error_bands.yaml"
 MIN_POINTS = 8
@@ -155,14 +158,15 @@ def confidence(
     return Confidence(bands, warnings)
 
 
-def band_columns(gpu: str, engine: str, tp: int, batch: np.ndarray) -> dict[str, np.ndarray]:
-    """Typical relative error of TTFT and TPOT for a sweep group, per row by its load level (vectorised: one
-    lookup per level, then a select on the batch sizes); NaN where no band was committed."""
+def band_columns(dep: Deployment, batch: np.ndarray) -> dict[str, np.ndarray]:
+    """Typical relative error of TTFT and TPOT for a sweep group (one deployment), per row by its load level
+    (vectorised: one lookup per level, then a select on the batch sizes); NaN where no band was committed."""
     out = {}
     for metric in ("ttft", "tpot"):
         per_level = []
         for level in ("light", "medium", "heavy"):
-            c = confidence(gpu, engine, tp=tp, concurrency={"light": 1, "medium": 32, "heavy": 128}[level],
+            c = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
+                           attention_dp=dep.attention_dp, concurrency={"light": 1, "medium": 32, "heavy": 128}[level],
                            metrics=(metric,))  # fmt: skip
             band = c.bands.get(metric)
             per_level.append(band.typical if band else np.nan)

@@ -129,7 +129,7 @@ _MIN_CUT = 1.5
 
 def _linear_weight_bytes(dep: Deployment, scheme: PrecisionScheme) -> float:
     """Weight bytes of the linear layers on one rank (the part a quantization scheme narrows)."""
-    parts = weight_bytes_per_gpu(dep.model, scheme, dep.tp, dep.ep)
+    parts = weight_bytes_per_gpu(dep.model, scheme, dep.tp, dep.ep, dep.attention_dp, dep.pp)
     return sum(v for k, v in parts.items() if k not in ("embedding", "lm_head", "norms"))
 
 

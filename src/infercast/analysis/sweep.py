@@ -36,12 +36,12 @@ def _as_list(value: object) -> list:
     return list(value)
 
 
-def cost_per_mtok(price_per_gpu_hour: float, tp: int, out_tok_s: float | np.ndarray) -> float | np.ndarray:
-    """Dollars per million output tokens of a replica of ``tp`` GPUs at ``price_per_gpu_hour`` each.
+def cost_per_mtok(price_per_gpu_hour: float, gpus: int, out_tok_s: float | np.ndarray) -> float | np.ndarray:
+    """Dollars per million output tokens of a replica of ``gpus`` GPUs at ``price_per_gpu_hour`` each.
 
     A price of 0 (owned hardware, or none given) costs 0. Works on floats and arrays (sweep, compare, select).
     """
-    return tp * price_per_gpu_hour / 3600.0 / out_tok_s * 1e6
+    return gpus * price_per_gpu_hour / 3600.0 / out_tok_s * 1e6
 
 
 def _numeric_grid(name: str, value: object) -> np.ndarray:
@@ -106,12 +106,16 @@ def sweep(
     eps: int | Sequence[int] = 1,
     engines: str | Sequence[str] = "vllm",
     kv_precisions: str | Sequence[str | None] | None = None,
+    pps: int | Sequence[int] = 1,
+    attention_dps: int | Sequence[int] = 1,
 ) -> pd.DataFrame:
     """Evaluate every combination; one DataFrame row per configuration (times in seconds, static batches).
 
     ``ttft_error`` / ``tpot_error``: the expected relative error of that row's regime (cross-validated error
     bands, :mod:`infercast.analysis.error_bands`; NaN where none is committed).
 
+    ``pps`` / ``attention_dps``: pipeline stages and attention data parallelism of each replica (layouts as
+    :meth:`Deployment.resolve` takes them); ``gpus`` is the replica's GPU count, which ``cost_per_mtok_usd`` pays.
     ``precisions`` / ``kv_precisions`` None (or a None entry) means each model's default on each GPU (see
     :meth:`Deployment.resolve`). Groups that cannot run are listed in ``attrs["skipped"]`` with the reason and
     the field it concerns; when none can, the first reason is raised with its field.
@@ -119,18 +123,19 @@ def sweep(
     num = [_numeric_grid(n, v) for n, v in zip(("batches", "input_lens", "output_lens"),
                                                  (batches, input_lens, output_lens), strict=True)]  # fmt: skip
     frames, skipped, first_error = [], [], None
-    choices = [_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines)]
+    choices = [_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines, pps, attention_dps)]
     rows = int(np.prod([len(c) for c in choices], dtype=float) * np.prod([g.size for g in num], dtype=float))
     check_rows("batches", rows, BYTES_PER_SWEEP_ROW, "sweep rows")
     groups = itertools.product(*choices)
-    for model_id, gpu, prec, kvp, tp, ep, engine in groups:
+    for model_id, gpu, prec, kvp, tp, ep, engine, pp, dp in groups:
         try:
-            dep = Deployment.resolve(model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine)
+            dep = Deployment.resolve(model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine,
+                                     pp=pp, attention_dp=dp)  # fmt: skip
         except InfercastError as exc:
             first_error = first_error or exc
             skipped.append({"model": _name(model_id), "gpu": _name(gpu), "precision": prec, "kv_precision": kvp,
-                            "tp": tp, "ep": ep, "engine": _name(engine), "field": exc.field,
-                            "reason": str(exc)})  # fmt: skip
+                            "tp": tp, "ep": ep, "pp": pp, "attention_dp": dp, "engine": _name(engine),
+                            "field": exc.field, "reason": str(exc)})  # fmt: skip
             continue
         frames.append(_evaluate_group(dep, *num))
     if not frames:
@@ -182,6 +187,9 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
             "kv_precision": const(dep.kv_format.name),
             "tp": np.full(n, dep.tp, dtype=np.int16),
             "ep": np.full(n, dep.ep, dtype=np.int16),
+            "pp": np.full(n, dep.pp, dtype=np.int16),
+            "attention_dp": np.full(n, dep.attention_dp, dtype=np.int16),
+            "gpus": np.full(n, dep.gpus, dtype=np.int32),
             "engine": const(dep.engine.id),
             "batch": bat.astype(np.int64),
             "input_len": inp.astype(np.int64),
@@ -195,8 +203,8 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
             "kv_cache_bytes": blocks * mem.block_bytes,
             "within_context": ctx <= m.max_context,
             "fits": mem.weights_fit & (blocks <= mem.num_blocks),
-            "cost_per_mtok_usd": cost_per_mtok(dep.hardware.price_per_hour_usd, dep.tp, out_tput),
-            **band_columns(dep.hardware.id, dep.engine.id, dep.tp, bat),
+            "cost_per_mtok_usd": cost_per_mtok(dep.hardware.price_per_hour_usd, dep.gpus, out_tput),
+            **band_columns(dep, bat),
         },
         copy=False,
     )

@@ -57,7 +57,11 @@ def sweep(
     input_lens: Annotated[str, typer.Option(help="Prompt lengths.")] = "512,2048,8192",
     output_lens: Annotated[str, typer.Option(help="Output lengths.")] = "128,512",
     tps: Annotated[str, typer.Option(help="Tensor-parallel sizes.")] = "1",
-    eps: Annotated[str, typer.Option(help="Expert-parallel sizes (MoE; each must divide the tp).")] = "1",
+    eps: Annotated[str, typer.Option(help="Expert-parallel sizes (MoE; each must divide tp x attention-dp).")] = "1",
+    pps: Annotated[str, typer.Option(help="Pipeline-stage counts.")] = "1",
+    attention_dps: Annotated[
+        str, typer.Option("--attention-dps", help="Attention data-parallel sizes (MoE wide EP).")
+    ] = "1",
     engines: Annotated[str, typer.Option(help="Engine profiles.")] = "vllm",
     out: Annotated[Path | None, typer.Option(help="Write all rows to FILE.csv, .parquet or .json.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -70,7 +74,8 @@ def sweep(
         kv_precisions=_names(kv_precisions) if kv_precisions else None,
         batches=parse_int_list("batches", batches), input_lens=parse_int_list("input_lens", input_lens),
         output_lens=parse_int_list("output_lens", output_lens), tps=parse_int_list("tps", tps),
-        eps=parse_int_list("eps", eps), engines=_names(engines),
+        eps=parse_int_list("eps", eps), engines=_names(engines), pps=parse_int_list("pps", pps),
+        attention_dps=parse_int_list("attention_dps", attention_dps),
     )  # fmt: skip
     if out is not None:
         write_rows(df, out)
