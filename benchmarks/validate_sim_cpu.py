@@ -2,8 +2,10 @@
 
 Usage:  python benchmarks/validate_sim_cpu.py [--threads 1] [--duration 20] [--calibration FILE] [--out DIR]
 
-1. Calibrate (unless --calibration): measured GEMM/copy peaks -> a ``cpu`` hardware spec; the engine's step
-   swept over decode batches, prefill chunks and mixed steps -> a fitted cost profile.
+1. Calibrate (unless --calibration): measured GEMM/copy peaks -> a ``cpu`` hardware spec; the engine serving
+   calibration workloads (the validation's request distributions, other seeds; closed loops of 2 and 6
+   clients and an offline burst, both schedulers, two interleaved rounds) -> its logged steps -> a fitted cost
+   profile, scored on the round held out (engine/cpu_steps.py).
 2. For each scheduler, the simulator's offline throughput (all requests at once) sets the capacity; the
    loads are Poisson arrivals at 0.3x (light), 0.85x (near saturation) and 1.3x (overloaded) of it.
 3. Each load runs on the engine in real time and in the simulator; the script prints measured vs simulated
@@ -11,7 +13,7 @@ Usage:  python benchmarks/validate_sim_cpu.py [--threads 1] [--duration 20] [--c
    ``DIR/validate_sim_cpu.json`` and ``.csv`` with the load average seen, and plots the CDFs.
 
 Timings on a shared machine describe a slower, noisier machine: the load average before and after every
-run is recorded next to its numbers. Whole run: about 3-4 minutes on an idle 2-core machine.
+run is recorded next to its numbers. Whole run: about 5-6 minutes on an idle 2-core machine.
 """
 
 from __future__ import annotations
@@ -69,8 +71,14 @@ def main() -> None:
     else:
         hardware, profile, peaks, fit = calibrate(model, base, threads=args.threads, repeats=3)
         path = save_calibration(out / "cpu_calibration.yaml", peaks, profile, fit)
-        print(f"calibration: {path}  (fit mean |error| {fit['mean_abs_rel_error']:.1%}, "
-              f"max {fit['max_abs_rel_error']:.1%}, load average {fit['loadavg']})")  # fmt: skip
+        held, grid = fit["held_out"], fit["grid_fit"]["on_engine_steps"]
+        print(f"calibration: {path}  ({fit['points']} served steps, load average {fit['loadavg']}); on rounds held "
+              f"out: per step mean |error| {held['mean_abs_rel_error']:.1%} (max {held['max_abs_rel_error']:.1%}), "
+              f"summed time {held['total_rel_error']:+.1%} (decode {held['decode_total_rel_error']:+.1%}, prefill "
+              f"{held['prefill_total_rel_error']:+.1%}, mixed {held['mixed_total_rel_error']:+.1%}); a fit to the "
+              f"synthetic grid instead: grid error mean {fit['grid_fit']['mean_abs_rel_error']:.1%} (max "
+              f"{fit['grid_fit']['max_abs_rel_error']:.1%}), on the served steps summed time "
+              f"{grid['total_rel_error']:+.1%}, per step mean {grid['mean_abs_rel_error']:.1%}")  # fmt: skip
     results: dict[str, Validation] = {}
     rows = []
     for scheduler in SCHEDULERS:
@@ -81,7 +89,8 @@ def main() -> None:
         for load, frac in LOADS.items():
             rate = frac * capacity
             n = max(16, round(rate * args.duration))
-            v = validate_sim(model, config, hardware, profile, workload(rate, n, args.seed), threads=args.threads)
+            v = validate_sim(model, config, hardware, profile, workload(rate, n, args.seed), threads=args.threads,
+                             probe_reference=fit.get("probe_reference_s"))  # fmt: skip
             label = f"{scheduler}/{load}"
             results[label] = v
             for row in v.rows:

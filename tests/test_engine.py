@@ -229,7 +229,7 @@ def test_calibrate_cpu_then_validate_sim_commands(tiny_config, tmp_path, capsys,
     monkeypatch.setattr(cpu, "measure_peaks", partial(cpu.measure_peaks, n=128, copy_mib=4))  # small, fast
     cal = tmp_path / "cpu.yaml"
     out = run_json(capsys, "calibrate-cpu", "--model", str(tiny_config), "--precision", "fp32", "--repeats", "1",
-                   "--out", str(cal))  # fmt: skip
+                   "--rounds", "1", "--out", str(cal))  # fmt: skip
     assert cal.is_file() and out["profile"]["hbm_efficiency"] > 0 and out["fit_mean_abs_rel_error"] >= 0
     plot = tmp_path / "cdf.png"
     res = run_json(capsys, "validate-sim", "--model", str(tiny_config), "--precision", "fp32", "--calibration",

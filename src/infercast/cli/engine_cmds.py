@@ -43,17 +43,23 @@ def calibrate_cpu(
     precision: PrecisionOpt = "bf16",
     threads: ThreadsOpt = 1,
     repeats: Annotated[int, typer.Option(help="Timed repeats per step shape (median kept).")] = 3,
+    rounds: Annotated[
+        int, typer.Option(help="Rounds of calibration workloads served by the engine (>= 2: one is held out).")
+    ] = 2,
     out: Annotated[Path, typer.Option(help="Where to write the calibration YAML.")] = Path(CALIBRATION_DEFAULT),
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Measure this CPU's GEMM and copy peaks, time the engine's step over a sweep, fit a cost profile."""
+    """Measure this CPU's GEMM and copy peaks, serve calibration workloads on the engine, fit a cost profile to
+    its steps (scored on a round held out)."""
     from infercast.engine.cpu import calibrate, save_calibration
     from infercast.engine.validate import build_model
 
     threads = require_positive_int("threads", threads)
     repeats = require_positive_int("repeats", repeats)
+    rounds = require_positive_int("rounds", rounds)
     config = _config(model, layers, precision, "chunked", 256, 16, 16, 256, False)
-    _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats)
+    _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats,
+                                        rounds=rounds)  # fmt: skip
     path = save_calibration(out, peaks, profile, fit)
     summary = {"file": str(path), "peaks": peaks, "profile": profile.flat(),
                "fit_mean_abs_rel_error": fit["mean_abs_rel_error"],
@@ -64,8 +70,11 @@ def calibrate_cpu(
     console.print(f"[bold]cpu[/]: {peaks['fp32'] / 1e9:.1f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.1f} GFLOP/s bf16, "
                   f"{peaks['bandwidth_bytes_s'] / 1e9:.1f} GB/s copy ({threads} threads, load average "
                   f"{peaks['loadavg']})")  # fmt: skip
-    console.print(f"step fit over {fit['points']} shapes: mean |error| {fit['mean_abs_rel_error']:.1%}, "
-                  f"max {fit['max_abs_rel_error']:.1%}; wrote {path}")  # fmt: skip
+    held = fit.get("held_out") or {}
+    console.print(f"step fit over {fit['points']} served steps: mean |error| {fit['mean_abs_rel_error']:.1%}, "
+                  f"max {fit['max_abs_rel_error']:.1%}, summed time {fit['total_rel_error']:+.1%}; on rounds held "
+                  f"out: mean {held.get('mean_abs_rel_error', float('nan')):.1%}, summed time "
+                  f"{held.get('total_rel_error', float('nan')):+.1%}; wrote {path}")  # fmt: skip
 
 
 def validate_sim(
@@ -128,7 +137,7 @@ def validate_sim(
     prefix = (num_prefixes, prefix_tokens) if prefix_tokens else None
     work = WorkloadSpec(trace=trace, num_requests=num_requests, seed=seed, prefix=prefix, **lengths, **load).build()
     result = run_validation(build_model(config, seed=seed), config, hardware, profile, work, threads=threads,
-                            probe=not no_probe)  # fmt: skip
+                            probe=not no_probe, probe_reference=fit.get("probe_reference_s"))  # fmt: skip
     if plot is not None:
         plot_cdfs({config.scheduler: result}, plot)
     if json_out:

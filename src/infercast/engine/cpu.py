@@ -3,10 +3,14 @@ this engine, so the simulator can predict the engine on this machine.
 
 * :func:`measure_peaks` — best-of-N large GEMMs (fp32, bf16) and a large copy: the machine's dense peak
   FLOP/s and memory bandwidth as this process sees them (the *measured* peaks play the datasheet's role).
-* :func:`step_sweep` — the engine's own step (:class:`~infercast.engine.paged.PagedRunner`) timed over a grid
-  of decode batches, prefill chunks and mixed steps.
 * :func:`fit_profile` — least squares on log step time over the cost model's efficiency and overhead
-  parameters (:mod:`infercast.cost.step`): the same functional form the simulator uses for GPUs.
+  parameters (:mod:`infercast.cost.step`): the same functional form the simulator uses for GPUs, so the
+  simulator prices a CPU step through the same code path as a GPU step.
+* :func:`calibrate` — fits that form to the engine's own served steps
+  (:mod:`infercast.engine.cpu_steps`), scores it on a round held out, and records the synthetic grid
+  (:func:`step_sweep`, decode batches, prefill chunks, mixed steps) and a fit to it for comparison.
+* :func:`speed_factor` — a few fixed steps (:data:`PROBE_POINTS`) timed at calibration and again before a
+  validation run: how much slower or faster the machine is now.
 
 Everything records where and when it was measured, and the load average at the time (the machine may be
 shared: timings taken under load describe a slower machine).
@@ -28,6 +32,7 @@ import torch
 import yaml
 
 from infercast.cost.batch import FEATURES, StepBatch
+from infercast.cost.batch import F as F_INDEX
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import StepCostModel
 from infercast.engine.paged import PagedKV, PagedRunner, SeqChunk
@@ -139,7 +144,10 @@ def cpu_hardware(peaks: dict[str, Any]) -> HardwareSpec:
 
 
 def base_profile() -> CostProfile:
-    """Starting values of the fit (and the fixed parameters): eager kernels, no links, in-process requests."""
+    """Starting values of the fit, not measurements: every parameter a CPU step's time depends on is refitted
+    (:data:`FIT_PARAMS`; the GEMM pair for the model's compute format). The rest are zero by construction
+    here (no CUDA graphs, no links, requests in-process, per-kernel fixed times folded into the fitted
+    overheads) or unused (the GEMM pair of the other format)."""
     keys = ("fp32", "bf16", "fp16")
     return CostProfile(
         hardware="cpu",
@@ -242,27 +250,49 @@ def step_sweep(
 
 
 PROBE_POINTS = [([], [128] * 4), ([], [512] * 16), ([(128, 0)], []), ([(128, 128)], [300] * 8)]
-"""A few shapes of the sweep, re-timed just before a validation run (:func:`speed_factor`)."""
+"""A few shapes of the sweep, timed at calibration and again just before a validation run (:func:`speed_factor`)."""
+PROBE_REPEATS = 5
+
+
+def probe_times(
+    model: TransformerModel, config: EngineConfig, *, threads: int, repeats: int = PROBE_REPEATS
+) -> list[float]:
+    """Median seconds of each :data:`PROBE_POINTS` step (repeats interleaved)."""
+    return step_sweep(model, config, repeats=repeats, threads=threads, points=PROBE_POINTS).seconds.tolist()
 
 
 def speed_factor(
-    model: TransformerModel, config: EngineConfig, hardware: HardwareSpec, profile: CostProfile, *, threads: int
+    model: TransformerModel,
+    config: EngineConfig,
+    hardware: HardwareSpec,
+    profile: CostProfile,
+    *,
+    threads: int,
+    reference: list[float] | None = None,
 ) -> float:
-    """How much slower (> 1) or faster the machine is now than the profile says: median over
-    :data:`PROBE_POINTS` of measured / predicted step time (fixed synthetic steps, a few seconds). On a
-    machine shared with other jobs its speed drifts between calibration and a run; on an idle one this is ~1."""
-    probe = step_sweep(model, config, repeats=3, threads=threads, points=PROBE_POINTS)
-    predicted = StepCostModel(deployment(config, hardware), profile).step_time(StepBatch(probe.features))
-    return float(np.median(probe.seconds / predicted))
+    """How much slower (> 1) or faster the machine is now than at calibration: median over
+    :data:`PROBE_POINTS` of the step times now over ``reference`` (the same steps timed at calibration; fixed
+    synthetic steps, a few seconds). Without a reference (calibrations written before it was recorded), over
+    the profile's predictions of them. On a machine shared with other jobs its speed drifts between
+    calibration and a run; on an idle one this is ~1.
+
+    The reference is the probe's own timing, not the profile's prediction, because the profile is fitted to
+    served steps (scheduling, padded decode attention) that these synthetic steps leave out."""
+    now = np.array(probe_times(model, config, threads=threads))
+    if reference is not None and len(reference) == len(now):
+        return float(np.median(now / np.array(reference)))
+    batch = StepBatch(np.array([StepBatch.from_items(p, d, prefill_samples=len(p)).x[:, 0] for p, d in PROBE_POINTS]).T)
+    predicted = StepCostModel(deployment(config, hardware), profile).step_time(batch)
+    return float(np.median(now / predicted))
 
 
-def scaled_profile(profile: CostProfile, factor: float) -> CostProfile:
+def scaled_profile(profile: CostProfile, factor: float, why: str = "speed probe before the run") -> CostProfile:
     """``profile`` with every step time multiplied by ``factor`` (efficiencies / factor, overheads x factor)."""
     flat = profile.flat()
     values = {k: v / factor for k, v in flat.items() if "eff" in k}
     values.update({k: flat[k] * factor for k in ("kernel_overhead_eager_s", "step_overhead_s", "seq_overhead_s")})
     return profile.with_values(values, f"{profile.provenance.get('hbm_efficiency', 'fit')}; times x {factor:.3f} "
-                                       "(speed probe before the run)")  # fmt: skip
+                                       f"({why})")  # fmt: skip
 
 
 def sweep_from_steps(steps: list[Any], info: dict[str, Any] | None = None) -> Sweep:
@@ -272,8 +302,15 @@ def sweep_from_steps(steps: list[Any], info: dict[str, Any] | None = None) -> Sw
     return Sweep(features, np.array([s.end - s.start for s in steps]), [], dict(info or {}))
 
 
-def fit_profile(sweep: Sweep, config: EngineConfig, hardware: HardwareSpec) -> tuple[CostProfile, dict[str, float]]:
-    """Least-squares fit (log time) of :data:`FIT_PARAMS`; returns the profile and the fit's error stats."""
+def fit_profile(
+    sweep: Sweep, config: EngineConfig, hardware: HardwareSpec, *, balance: bool = False, match_total: bool = False
+) -> tuple[CostProfile, dict[str, float]]:
+    """Least-squares fit (log time) of :data:`FIT_PARAMS`; returns the profile and the fit's error stats.
+
+    ``balance``: weight decode-only, prefill-only and mixed steps so that each kind counts as much in all as
+    the others (engine runs log ten decode steps per prefill step; the prefill and mixed ones set TTFT).
+    ``match_total``: then scale every step time by one factor so the fitted steps' summed time is the measured
+    one (the fit on log time matches typical steps; noisy served steps have a longer mean than typical)."""
     from scipy.optimize import least_squares
 
     dep = deployment(config, hardware)
@@ -286,19 +323,40 @@ def fit_profile(sweep: Sweep, config: EngineConfig, hardware: HardwareSpec) -> t
     hi = np.log([1.0 if "eff" in n else 4096.0 if "m_half" in n else 0.5 for n in names])
     batch = StepBatch(sweep.features)
     target = np.log(sweep.seconds)
+    weight = np.sqrt(_kind_weights(sweep.features)) if balance else np.ones_like(target)
 
     def predict(logp: np.ndarray) -> np.ndarray:
         prof = base.with_values(dict(zip(names, np.exp(logp).tolist(), strict=True)), "fit")
         return StepCostModel(dep, prof).step_time(batch, fast=True)
 
-    res = least_squares(lambda p: np.log(predict(p)) - target, np.clip(x0, lo, hi), bounds=(lo, hi))
+    res = least_squares(lambda p: weight * (np.log(predict(p)) - target), np.clip(x0, lo, hi), bounds=(lo, hi))
     values = dict(zip(names, np.exp(res.x).tolist(), strict=True))
     src = f"fitted to {len(sweep.seconds)} engine step times, {sweep.info.get('date')}, " \
           f"load average {sweep.info.get('loadavg')}"  # fmt: skip
     profile = base.with_values(values, src)
-    rel = predict(res.x) / sweep.seconds - 1.0
-    stats = {"mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel)))}
+    predicted = predict(res.x)
+    scale = 1.0
+    if match_total:
+        # log-time residuals centre on the typical step; single-step noise is skewed (a step now and then is
+        # held up), so the typical step is shorter than the mean one. TTFT and TPOT add step times up: scale
+        # the profile so the summed time of the fitted steps is the measured one.
+        scale = float(sweep.seconds.sum() / predicted.sum())
+        profile = scaled_profile(profile, scale, "summed time matched")
+        predicted = predicted * scale
+    rel = predicted / sweep.seconds - 1.0
+    stats = {"mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
+             "total_scale": scale}  # fmt: skip
     return profile, stats
+
+
+def _kind_weights(features: np.ndarray) -> np.ndarray:
+    """Per step: 1 / (steps of its kind: decode-only, prefill-only, mixed), scaled to mean 1."""
+    pre = features[F_INDEX["prefill_tokens"]] > 0
+    dec = features[F_INDEX["decode_tokens"]] > 0
+    kind = np.where(pre & dec, 2, np.where(pre, 1, 0))
+    counts = np.bincount(kind, minlength=3).astype(float)
+    w = 1.0 / counts[kind]
+    return w * (w.size / w.sum())
 
 
 # ----- files -------------------------------------------------------------------------------------------------
@@ -333,15 +391,37 @@ def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[
 
 
 def calibrate(
-    model: TransformerModel, config: EngineConfig, *, threads: int = 2, repeats: int = 5
+    model: TransformerModel, config: EngineConfig, *, threads: int = 2, repeats: int = 5, rounds: int = 2
 ) -> tuple[HardwareSpec, CostProfile, dict[str, Any], dict[str, Any]]:
-    """Peaks, then the engine step sweep, then the fit: ``(cpu spec, profile, peaks, fit record)``."""
+    """Peaks; the probe's reference times; the engine's own steps on calibration workloads
+    (:mod:`infercast.engine.cpu_steps`, ``rounds`` rounds); the fit to them, with its error on rounds held out;
+    and, for comparison, the synthetic grid (:func:`step_sweep`) and how far a fit to it is from the served
+    steps. Returns ``(cpu spec, profile, peaks, fit record)``."""
+    from infercast.engine.cpu_steps import engine_steps, errors, held_out
+
     peaks = measure_peaks(threads, repeats)
     hardware = cpu_hardware(peaks)
-    sweep = step_sweep(model, config, repeats=repeats, threads=threads)
-    profile, stats = fit_profile(sweep, config, hardware)
-    fit = {**sweep.info, **stats, "model": config.model_cut.id, "layers": config.num_layers,
-           "precision": config.precision, "points": len(sweep.seconds),
-           "sweep": [{"step": label, "seconds": float(s)} for label, s in zip(sweep.labels, sweep.seconds,
-                                                                              strict=True)]}  # fmt: skip
+    dep = deployment(config, hardware)
+    reference = probe_times(model, config, threads=threads)
+    data = engine_steps(model, config, rounds=rounds, threads=threads)
+    grid = step_sweep(model, config, repeats=repeats, threads=threads)
+    sweep = data.sweep
+    sweep.info.update({**provenance(), "threads": threads, "rounds": rounds})
+
+    def fit(s: Sweep) -> CostProfile:
+        return fit_profile(s, config, hardware, balance=True, match_total=True)[0]
+
+    def predict(profile: CostProfile, s: Sweep) -> np.ndarray:
+        return StepCostModel(dep, profile).step_time(StepBatch(s.features))
+
+    profile, _ = fit_profile(sweep, config, hardware, balance=True, match_total=True)
+    grid_profile, grid_stats = fit_profile(grid, config, hardware)
+    fit = {**sweep.info, **errors(predict(profile, sweep), sweep), "model": config.model_cut.id,
+           "layers": config.num_layers, "precision": config.precision, "points": len(sweep.seconds),
+           "held_out": held_out(data, fit, predict) if rounds > 1 else {},
+           "grid_fit": {"points": len(grid.seconds), **grid_stats,
+                        "on_engine_steps": errors(predict(grid_profile, sweep), sweep)},
+           "probe_reference_s": reference, "runs": data.runs,
+           "grid": [{"step": label, "seconds": float(s)} for label, s in zip(grid.labels, grid.seconds,
+                                                                             strict=True)]}  # fmt: skip
     return hardware, profile, peaks, fit

@@ -92,19 +92,22 @@ def validate_sim(
     threads: int = 2,
     warmup_requests: int = 4,
     probe: bool = True,
+    probe_reference: list[float] | None = None,
 ) -> Validation:
     """Run ``work`` on the engine in real time and in the simulator; compare (see module docstring).
 
     A few requests of the workload's shape run first, unmeasured, so one-time costs (allocator growth,
     kernel selection for new shapes) do not land on the measured requests. With ``probe``, a few fixed
     synthetic steps are re-timed first and the profile's step times scaled by how much slower or faster the
-    machine is now than at calibration (:func:`~infercast.engine.cpu.speed_factor`; ~1 on an idle machine).
+    machine is now than at calibration (:func:`~infercast.engine.cpu.speed_factor` against
+    ``probe_reference``, the same steps timed at calibration; ~1 on an idle machine).
     """
     torch.set_num_threads(threads)
     if warmup_requests:
         warm = work.head(min(warmup_requests, len(work)))
         replay(make_engine(model, config), _all_at_once(warm), WallClock())
-    factor = speed_factor(model, config, hardware, profile, threads=threads) if probe else 1.0
+    factor = (speed_factor(model, config, hardware, profile, threads=threads, reference=probe_reference)
+              if probe else 1.0)  # fmt: skip
     if probe:
         profile = scaled_profile(profile, factor)
     load_before = os.getloadavg()
@@ -123,7 +126,7 @@ def validate_sim(
             "step_time_ratio_mean": float(np.mean(ratio))}  # fmt: skip
     out = Validation(compare(run.summary, sim.summary), run, sim, info)
     if len(run_steps) >= 2 * len(FIT_PARAMS):
-        own, _ = fit_profile(steps, config, hardware)
+        own, _ = fit_profile(steps, config, hardware, balance=True, match_total=True)
         out.replayed_rows = compare(run.summary, simulate_engine(config, hardware, own, work).summary)
     return out
 
