@@ -341,7 +341,7 @@ def test_compare_select_crossover_roofline_take_ep_and_kv_precision():
     sel = select(MOE, ["h100-sxm"], ttft_s=10.0, tpot_s=1.0, tps=[1, 2, 4], ep=2, kv_precision="fp8",
                  all_configs=True, input_len=2048, output_len=256)  # fmt: skip
     by_tp = sel.set_index("tp")
-    assert "ep=2 must divide tp=1" in by_tp.loc[1, "reason"] and not by_tp.loc[1, "passes"]
+    assert "ep=2 needs 2 GPUs per stage" in by_tp.loc[1, "reason"] and not by_tp.loc[1, "passes"]
     assert by_tp.loc[2, "passes"] and by_tp.loc[4, "passes"]
     assert set(sel["kv_precision"]) == {"fp8"} and set(sel["ep"]) == {2}
     tp2 = predict(MOE, "h100-sxm", tp=2, ep=2, kv_precision="fp8", input_len=2048, output_len=256)

@@ -360,3 +360,42 @@ def test_rows_carry_the_simulators_error_band(small_plan, capsys):
 
     render(small_plan, 3)
     assert "expected prediction error here: TTFT ±" in capsys.readouterr().out
+
+
+def test_pipeline_and_attention_dp_layouts_are_planned():
+    """--pps / --attention-dps add aggregated layouts: a 70B model that one H100 cannot hold in bf16 is pruned at
+    tp 1 but searched at tp 1 x pp 2; units pay for every GPU of the layout, rows rebuild their candidates."""
+    res = plan("llama-3.1-70b", "h100-sxm", slo="ttft:p99:2s tpot:p90:200ms", rate=1, tps=[1], pps=[1, 2],
+               precisions="bf16", executor="serial", exhaustive=True, verify=False, input_len=256, output_len=32,
+               num_requests=40)  # fmt: skip
+    rows = {r["label"]: r for r in res.table.to_dict(orient="records")}
+    assert set(rows) == {"h100-sxm bf16 tp1", "h100-sxm bf16 tp1 pp2"}
+    assert rows["h100-sxm bf16 tp1"]["status"] == "pruned" and "memory" in rows["h100-sxm bf16 tp1"]["reason"]
+    two = rows["h100-sxm bf16 tp1 pp2"]
+    assert two["status"] == "pass" and two["gpus_per_unit"] == 2 and two["pp"] == 2
+    assert candidate_of(two).label == two["label"]
+    space = CandidateSpace.build("h200", precisions="fp8", tps=[1, 8], eps=[8], attention_dps=[1, 8], pps=[1, 2],
+                                 ratios="1:1")  # fmt: skip
+    cands = space.enumerate()
+    assert {(c.tp, c.attention_dp, c.pp) for c in cands if not c.disaggregated} == {
+        (tp, dp, pp) for tp in (1, 8) for dp in (1, 8) for pp in (1, 2)
+    }
+    assert all(c.pp == 1 and c.attention_dp == 1 for c in cands if c.disaggregated)
+    wide = Candidate("h200", "fp8", 1, ep=8, attention_dp=8, pp=2)
+    assert wide.gpus == 16 and wide.label == "h200 fp8 tp1 adp8 ep8 pp2"
+    model = get_model("deepseek-v3")
+    bad = prune_reason(model, resolve(model, Candidate("h200", "fp8", 1, ep=8)), Traffic(input_len=100, output_len=10,
+                       num_requests=10), SLOSet.parse("ttft:p99:1s"))  # fmt: skip
+    assert bad is not None and "ep" in bad
+
+
+def test_launch_commands_carry_the_layout():
+    model = get_model("deepseek-v3")
+    c = Candidate("h200", "fp8", 1, ep=8, attention_dp=8, pp=2)
+    vllm = launch_commands(model, c, 1)[-1]
+    assert "--data-parallel-size 8" in vllm and "--pipeline-parallel-size 2" in vllm
+    assert "--enable-expert-parallel" in vllm
+    sg = launch_commands(model, Candidate("h200", "fp8", 1, ep=8, attention_dp=8, engine="sglang"), 1)[-1]
+    assert "--dp-size 8 --enable-dp-attention" in sg and "--ep-size 8" in sg
+    trt = launch_commands(model, Candidate("h200", "fp8", 8, ep=8, pp=2, engine="trtllm"), 1)[-1]
+    assert "--pp_size 2" in trt

@@ -41,6 +41,11 @@ def plan(
     precisions: Annotated[str | None, typer.Option(help="Schemes to try, e.g. bf16,fp8 (default: native).")] = None,
     tps: Annotated[str, typer.Option(help="Tensor-parallel sizes to try, e.g. 1,2,4,8.")] = "1,2,4,8",
     ep: Annotated[str | None, typer.Option(help="Expert-parallel ways to try (MoE).")] = None,
+    pps: Annotated[str | None, typer.Option(help="Pipeline-stage counts to try (aggregated), e.g. 1,2.")] = None,
+    attention_dps: Annotated[
+        str | None,
+        typer.Option("--attention-dps", help="Attention data-parallel sizes to try (MoE wide EP), e.g. 1,8."),
+    ] = None,
     kv_precisions: Annotated[str | None, typer.Option(help="KV-cache formats to try, e.g. bf16,fp8.")] = None,
     engines: Annotated[str, typer.Option(help="Engines to try: vllm, sglang, trtllm.")] = "vllm",
     max_num_seqs: Annotated[str | None, typer.Option(help="Max running requests to try, e.g. 128,256,512.")] = None,
@@ -75,7 +80,9 @@ def plan(
         eps=parse_int_list("ep", ep), kv_precisions=parse_names("kv_precisions", kv_precisions),
         engines=parse_names("engines", engines), max_num_seqs=parse_int_list("max_num_seqs", max_num_seqs),
         max_num_batched_tokens=parse_int_list("chunk", chunk), aggregated=not no_aggregated, disagg=disagg,
-        decode_tps=parse_int_list("decode_tps", decode_tps), prices=parse_prices(price), num_requests=num_requests,
+        decode_tps=parse_int_list("decode_tps", decode_tps), pps=parse_int_list("pps", pps),
+        attention_dps=parse_int_list("attention_dps", attention_dps), prices=parse_prices(price),
+        num_requests=num_requests,
         seed=seed, executor=executor, workers=workers, ray_address=ray_address, exhaustive=exhaustive, daily=daily,
         scale_up_delay_s=scale_up_delay,
     )  # fmt: skip

@@ -1,8 +1,9 @@
 """The configurations a plan considers: one serving unit each (a replica, or a prefill:decode group).
 
-A :class:`Candidate` is what one deploys and then replicates: GPU, number format, TP/EP, KV format, engine
-and its knobs (max running requests, chunk budget), and either one aggregated replica or a disaggregated
-group of ``prefill`` instances (TP ``tp``) feeding ``decode`` instances (TP ``decode_tp``).
+A :class:`Candidate` is what one deploys and then replicates: GPU, number format, TP/EP (and, for an
+aggregated replica, pipeline stages and attention data parallelism), KV format, engine and its knobs (max
+running requests, chunk budget), and either one aggregated replica or a disaggregated group of ``prefill``
+instances (TP ``tp``) feeding ``decode`` instances (TP ``decode_tp``).
 :class:`CandidateSpace` is the grid; :meth:`CandidateSpace.enumerate` its cartesian product.
 """
 
@@ -34,6 +35,10 @@ class Candidate:
     """Prefill instances of a disaggregated group (0: aggregated)."""
     decode: int = 0
     decode_tp: int | None = None
+    pp: int = 1
+    """Pipeline stages of an aggregated replica (each ``tp x attention_dp`` GPUs)."""
+    attention_dp: int = 1
+    """Attention data parallelism of an aggregated replica (MoE wide EP: ``ep`` spans ``tp x attention_dp``)."""
 
     @property
     def disaggregated(self) -> bool:
@@ -48,7 +53,7 @@ class Candidate:
         """GPUs in one unit."""
         if self.disaggregated:
             return self.prefill * self.tp + self.decode * (self.decode_tp or self.tp)
-        return self.tp
+        return self.tp * self.attention_dp * self.pp
 
     @property
     def label(self) -> str:
@@ -60,8 +65,12 @@ class Candidate:
             parts.append(f"P{self.prefill}xtp{self.tp}:D{self.decode}xtp{self.decode_tp or self.tp}")
         else:
             parts.append(f"tp{self.tp}")
+        if self.attention_dp > 1:
+            parts.append(f"adp{self.attention_dp}")
         if self.ep > 1:
             parts.append(f"ep{self.ep}")
+        if self.pp > 1:
+            parts.append(f"pp{self.pp}")
         if self.engine != "vllm":
             parts.append(self.engine)
         if self.max_num_seqs is not None:
@@ -121,7 +130,8 @@ def parse_ratios(values: str | Sequence[str | tuple[int, int]] | None) -> list[t
 @dataclass(frozen=True)
 class CandidateSpace:
     """The grid of candidates. ``None`` knobs mean the engine's default; ``ratios`` (prefill:decode
-    instance counts) add disaggregated groups for every prefill TP in ``tps`` x decode TP in ``decode_tps``."""
+    instance counts) add disaggregated groups for every prefill TP in ``tps`` x decode TP in ``decode_tps``;
+    ``pps`` / ``attention_dps`` apply to aggregated replicas (disaggregated pools are sized by TP only)."""
 
     gpus: tuple[str, ...]
     precisions: tuple[str | None, ...] = (None,)
@@ -134,6 +144,8 @@ class CandidateSpace:
     aggregated: bool = True
     ratios: tuple[tuple[int, int], ...] = ()
     decode_tps: tuple[int, ...] | None = None
+    pps: tuple[int, ...] = (1,)
+    attention_dps: tuple[int, ...] = (1,)
     extra: tuple[Candidate, ...] = field(default=())
 
     @classmethod
@@ -151,6 +163,8 @@ class CandidateSpace:
         aggregated: bool = True,
         ratios: str | Sequence[str | tuple[int, int]] | None = None,
         decode_tps: int | Sequence[int] | None = None,
+        pps: int | Sequence[int] | None = None,
+        attention_dps: int | Sequence[int] | None = None,
     ) -> CandidateSpace:
         """Validated grid from names, comma-separated strings or sequences."""
         space = cls(
@@ -165,6 +179,8 @@ class CandidateSpace:
             aggregated=bool(aggregated),
             ratios=tuple(parse_ratios(ratios)),
             decode_tps=tuple(_ints("decode_tps", decode_tps, ())) if decode_tps is not None else None,
+            pps=tuple(_ints("pps", pps, (1,))),
+            attention_dps=tuple(_ints("attention_dps", attention_dps, (1,))),
         )
         if not space.gpus:
             raise InfercastError("needs at least one GPU", field="gpus")
@@ -184,8 +200,10 @@ class CandidateSpace:
         base = itertools.product(self.gpus, self.precisions, self.kv_precisions, self.engines, self.eps)
         for gpu, prec, kv, engine, ep in base:
             if self.aggregated:
-                for tp, seqs, chunk in itertools.product(self.tps, self.max_num_seqs, self.max_num_batched_tokens):
-                    out.append(Candidate(gpu, prec, tp, ep, kv, engine, seqs, chunk))
+                layouts = itertools.product(self.tps, self.attention_dps, self.pps, self.max_num_seqs,
+                                            self.max_num_batched_tokens)  # fmt: skip
+                for tp, dp, pp, seqs, chunk in layouts:
+                    out.append(Candidate(gpu, prec, tp, ep, kv, engine, seqs, chunk, pp=pp, attention_dp=dp))
             for (p, d), tp, dtp in itertools.product(self.ratios, self.tps, self.decode_tps or self.tps):
                 out.append(Candidate(gpu, prec, tp, ep, kv, engine, None, None, p, d, dtp))
         out.extend(self.extra)

@@ -1,4 +1,5 @@
-"""Ready-to-run launch commands for a chosen unit: vLLM, SGLang or TensorRT-LLM flags for TP/EP, max running
+"""Ready-to-run launch commands for a chosen unit: vLLM, SGLang or TensorRT-LLM flags for TP/EP/PP and attention
+data parallelism, max running
 requests, chunk budget, memory fraction and number formats (flag names from each engine's server docs:
 ``vllm serve --help``, ``python -m sglang.launch_server --help``, ``trtllm-serve --help``)."""
 
@@ -44,17 +45,24 @@ def engine_command(model: ModelSpec, c: Candidate, tp: int, role: str | None = N
                 "--max-running-requests", str(seqs), "--chunked-prefill-size", str(chunk),
                 "--mem-fraction-static", f"{eng.kv_fraction:g}"]  # fmt: skip
         args += ["--ep-size", str(c.ep)] if c.ep > 1 else []
+        args += ["--dp-size", str(c.attention_dp), "--enable-dp-attention"] if c.attention_dp > 1 else []
+        args += ["--pp-size", str(c.pp)] if c.pp > 1 else []
         args += ["--quantization", "fp8"] if quant else []
         args += ["--kv-cache-dtype", "fp8_e4m3"] if kv_fp8 else []
     elif c.engine == "trtllm":
         args = ["trtllm-serve", repo, "--tp_size", str(tp), "--max_batch_size", str(seqs), "--max_num_tokens",
                 str(chunk), "--kv_cache_free_gpu_memory_fraction", f"{eng.kv_fraction:g}"]  # fmt: skip
         args += ["--ep_size", str(c.ep)] if c.ep > 1 else []
+        args += ["--pp_size", str(c.pp)] if c.pp > 1 else []
+        # attention DP has no trtllm-serve flag: it is `enable_attention_dp: true` in the --extra_llm_api_options YAML
+        args += ["--extra_llm_api_options", "attention_dp.yaml"] if c.attention_dp > 1 else []
     else:
         args = ["vllm serve", repo, "--tensor-parallel-size", str(tp), "--max-num-seqs", str(seqs),
                 "--max-num-batched-tokens", str(chunk), "--gpu-memory-utilization", f"{eng.kv_fraction:g}",
                 "--enable-chunked-prefill"]  # fmt: skip
         args += ["--enable-expert-parallel"] if c.ep > 1 else []
+        args += ["--data-parallel-size", str(c.attention_dp)] if c.attention_dp > 1 else []
+        args += ["--pipeline-parallel-size", str(c.pp)] if c.pp > 1 else []
         args += ["--quantization", "fp8"] if quant else []
         args += ["--kv-cache-dtype", "fp8"] if kv_fp8 else []
     return " ".join(args + _role_flags(c.engine, role))

@@ -47,7 +47,7 @@ FLEET_EXTRA_UNITS = 3
 
 
 def _family_key(c: Candidate) -> tuple:
-    return (c.gpu, c.precision, c.kv_precision, c.engine, c.ep, c.mode, c.tp, c.decode_tp)
+    return (c.gpu, c.precision, c.kv_precision, c.engine, c.ep, c.mode, c.tp, c.decode_tp, c.pp, c.attention_dp)
 
 
 def _row(c: Candidate, status: str, search: RateSearch | None, reason: str, price: float,
@@ -57,7 +57,8 @@ def _row(c: Candidate, status: str, search: RateSearch | None, reason: str, pric
         "kv_precision": c.kv_precision or "", "mode": c.mode, "tp": c.tp,
         "decode_tp": (c.decode_tp or c.tp) if c.disaggregated else None,
         "prefill_instances": c.prefill if c.disaggregated else None,
-        "decode_instances": c.decode if c.disaggregated else None, "ep": c.ep, "engine": c.engine,
+        "decode_instances": c.decode if c.disaggregated else None, "ep": c.ep, "pp": c.pp,
+        "attention_dp": c.attention_dp, "engine": c.engine,
         "max_num_seqs": c.max_num_seqs, "max_num_batched_tokens": c.max_num_batched_tokens,
         "gpus_per_unit": c.gpus, "usd_per_gpu_hour": price, "unit_usd_per_hour": c.gpus * price,
         "capacity_req_s": None, "max_rate_req_s": None, "replicas": None, "total_gpus": None,
@@ -256,6 +257,8 @@ def plan(
     aggregated: bool = True,
     disagg: str | Sequence[str | tuple[int, int]] | None = None,
     decode_tps: int | Sequence[int] | None = None,
+    pps: int | Sequence[int] | None = None,
+    attention_dps: int | Sequence[int] | None = None,
     prices: Mapping[str, float] | None = None,
     num_requests: int | None = None,
     arrival: str | None = None,
@@ -270,8 +273,9 @@ def plan(
     scale_up_delay_s: float = 300.0,
     progress: Progress | None = None,
 ) -> PlanResult:
-    """Search every GPU x precision x TP x engine knob (x prefill:decode ratio with ``disagg``, e.g. "1:1,1:2")
-    for the cheapest deployment serving ``rate`` req/s within ``slo`` (``"ttft:p99:200ms tpot:p90:50ms"``).
+    """Search every GPU x precision x TP (x attention-DP x PP with ``attention_dps`` / ``pps``) x engine knob
+    (x prefill:decode ratio with ``disagg``, e.g. "1:1,1:2") for the cheapest deployment serving ``rate`` req/s
+    within ``slo`` (``"ttft:p99:200ms tpot:p90:50ms"``).
 
     Requests: ``input_len``/``output_len`` (numbers or distributions) or a ``trace``; each probe replays
     ``num_requests`` of them. Without ``rate`` only the max rate per unit is searched (ranked by $/Mtok).
@@ -301,7 +305,8 @@ def plan(
     space = CandidateSpace.build(gpus, precisions=precisions, tps=tps, eps=eps, kv_precisions=kv_precisions,
                                  engines=engines, max_num_seqs=max_num_seqs,
                                  max_num_batched_tokens=max_num_batched_tokens, aggregated=aggregated,
-                                 ratios=disagg, decode_tps=decode_tps)  # fmt: skip
+                                 ratios=disagg, decode_tps=decode_tps, pps=pps,
+                                 attention_dps=attention_dps)  # fmt: skip
     price = gpu_prices(list(space.gpus), prices)
     candidates = [resolve(spec, c) for c in space.enumerate()]
     candidates = list(dict.fromkeys(candidates))
@@ -382,7 +387,8 @@ def candidate_of(row: Mapping[str, Any]) -> Candidate:
                   max_num_seqs=opt("max_num_seqs"), max_num_batched_tokens=opt("max_num_batched_tokens"),
                   prefill=(opt("prefill_instances") or 0) if dis else 0,
                   decode=(opt("decode_instances") or 0) if dis else 0,
-                  decode_tp=opt("decode_tp") if dis else None)  # fmt: skip
+                  decode_tp=opt("decode_tp") if dis else None, pp=opt("pp") or 1,
+                  attention_dp=opt("attention_dp") or 1)  # fmt: skip
     if c.label != row["label"]:
         raise InfercastError(f"row does not describe a candidate ({c.label!r} != {row['label']!r})", field="row")
     return c

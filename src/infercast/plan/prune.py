@@ -23,7 +23,7 @@ from infercast.plan.screen import screen_gpu
 from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
 from infercast.specs.catalog import get_hardware
-from infercast.specs.deployment import check_tp_on_hardware, default_precision
+from infercast.specs.deployment import Deployment, default_precision
 from infercast.specs.engine import get_engine
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import get_scheme
@@ -43,29 +43,32 @@ def resolve(model: ModelSpec, c: Candidate) -> Candidate:
 
 
 def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> str | None:
+    """Why a pool of ``c`` at ``tp`` (with ``c``'s pipeline / attention-DP layout when aggregated) cannot hold
+    one request of ``longest`` tokens; None when it can."""
     hw = get_hardware(c.gpu)
     note = unsupported_note(get_scheme(c.precision), hw)
     if note is not None:
         return note
     try:
-        check_tp_on_hardware(hw, tp)
-        model.check_parallelism(tp, c.ep)
-        mem = memory_budget(model, hw, tp=tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
-                            engine=c.engine, context=longest, concurrency=1)  # fmt: skip
+        dep = Deployment.resolve(model, hw, tp=tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
+                                 engine=c.engine, pp=c.pp, attention_dp=c.attention_dp)  # fmt: skip
+        mem = memory_budget(dep, context=longest, concurrency=1)
     except InfercastError as exc:
         return exc.message
     if not mem.fits:
-        return (f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at tp={tp} > "
+        layout = dep.label.rsplit(" ", 1)[-1]  # tp4, or tp1-dp8-ep8-pp2
+        return (f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at {layout} > "
                 f"{mem.capacity_bytes / 1e9:.1f} GB")  # fmt: skip
     return None
 
 
 @lru_cache(maxsize=4096)
 def _screen(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
-            input_len: int, output_len: int, ttft_s: float, tpot_s: float) -> dict:  # fmt: skip
+            input_len: int, output_len: int, ttft_s: float, tpot_s: float, pp: int = 1,
+            attention_dp: int = 1) -> dict:  # fmt: skip
     (row,) = screen_gpu(model, get_hardware(gpu), [get_scheme(precision)], [tp], ttft_s=ttft_s, tpot_s=tpot_s,
                         input_len=input_len, output_len=output_len, batch=1, ep=ep, kv_precision=kv,
-                        engine=engine)  # fmt: skip
+                        engine=engine, pp=pp, attention_dp=attention_dp)  # fmt: skip
     return row
 
 
@@ -88,7 +91,7 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
     ttft_lim, tpot_lim = _binding_limit(slo, "ttft"), _binding_limit(slo, "tpot")
     # disaggregated: the prefill pool sets TTFT, the decode pool TPOT
     pre = _screen(model, c.gpu, c.precision, c.tp, c.ep, c.kv_precision, c.engine, i, o, ttft_lim,
-                  math.inf if c.disaggregated else tpot_lim)  # fmt: skip
+                  math.inf if c.disaggregated else tpot_lim, c.pp, c.attention_dp)  # fmt: skip
     rows = [pre]
     if c.disaggregated:
         rows.append(_screen(model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, i, o,
@@ -105,13 +108,16 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
 
 @lru_cache(maxsize=4096)
 def _static_batch(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
-                  max_seqs: int | None, input_len: int, output_len: int) -> tuple[int, float, float]:  # fmt: skip
+                  max_seqs: int | None, input_len: int, output_len: int, pp: int = 1,
+                  attention_dp: int = 1) -> tuple[int, float, float]:  # fmt: skip
     """(B, TTFT, TPOT) of the largest static batch the unit holds, at pure roofline (engine 'ideal')."""
-    mem = memory_budget(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv, engine=engine)
+    mem = memory_budget(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv, engine=engine, pp=pp,
+                        attention_dp=attention_dp)  # fmt: skip
     seqs = max_seqs or get_engine(engine).max_num_seqs
     batch = max(1, min(seqs, mem.max_concurrency(input_len + output_len)))
-    p = predict(model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
-                precision=precision, kv_precision=kv, engine=ROOFLINE_ENGINE, strict=False)  # fmt: skip
+    p = predict(model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, pp=pp,
+                attention_dp=attention_dp, precision=precision, kv_precision=kv, engine=ROOFLINE_ENGINE,
+                strict=False)  # fmt: skip
     return batch, p.ttft_s, p.tpot_s
 
 
@@ -122,7 +128,8 @@ def rate_bound(model: ModelSpec, c: Candidate, traffic: Traffic) -> float:
     its prefill pool, P x B / prefill time, and its decode pool, D x B / decode time)."""
     i, o = max(round(traffic.mean_input), 1), max(round(traffic.mean_output), 2)
     key = (c.precision, c.ep, c.kv_precision, c.engine)
-    pre = _static_batch(model, c.gpu, key[0], c.tp, key[1], key[2], key[3], c.max_num_seqs, i, o)
+    pre = _static_batch(model, c.gpu, key[0], c.tp, key[1], key[2], key[3], c.max_num_seqs, i, o, c.pp,
+                        c.attention_dp)  # fmt: skip
     if not c.disaggregated:
         b, ttft, tpot = pre
         return b / (ttft + (o - 1) * tpot)

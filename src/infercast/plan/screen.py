@@ -12,7 +12,7 @@ from infercast.analysis.sweep import sweep
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
-from infercast.specs.deployment import check_tp_on_hardware
+from infercast.specs.deployment import Deployment
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import PrecisionScheme
@@ -32,12 +32,16 @@ def screen_gpu(
     ep: int,
     kv_precision: str | None,
     engine: str,
+    pp: int = 1,
+    attention_dp: int = 1,
 ) -> list[dict[str, object]]:
     """Every (precision, TP) of one GPU with its verdict against ``TTFT <= ttft_s`` and ``TPOT <= tpot_s`` for
-    a static batch of ``batch`` requests (no queueing), and the reasons it fails (if it does)."""
+    a static batch of ``batch`` requests (no queueing), and the reasons it fails (if it does); ``pp`` /
+    ``attention_dp``: the layout of each replica."""
     rows: list[dict[str, object]] = []
     runnable: list[str] = []
-    base = {"gpu": hw.id, "ep": ep, "kv_precision": kv_precision, "passes": False}
+    base = {"gpu": hw.id, "ep": ep, "pp": pp, "attention_dp": attention_dp, "kv_precision": kv_precision,
+            "passes": False}  # fmt: skip
     for scheme in schemes:
         note = unsupported_note(scheme, hw)
         if note is None:
@@ -47,8 +51,7 @@ def screen_gpu(
     valid_tps: list[int] = []
     for t in tps:
         try:
-            check_tp_on_hardware(hw, t)
-            spec.check_parallelism(t, ep)
+            Deployment.resolve(spec, hw, tp=t, ep=ep, pp=pp, attention_dp=attention_dp)
         except InfercastError as exc:
             rows.extend(base | {"precision": p, "tp": t, "reason": exc.message} for p in runnable)
         else:
@@ -58,14 +61,14 @@ def screen_gpu(
     df = sweep(
         models=[spec], gpus=[hw], precisions=runnable, batches=batch,  # type: ignore[list-item]
         input_lens=input_len, output_lens=output_len, tps=valid_tps, eps=ep, engines=engine,
-        kv_precisions=kv_precision,
+        kv_precisions=kv_precision, pps=pp, attention_dps=attention_dp,
     )  # fmt: skip
     for r in df.itertuples(index=False):
         reasons: list[str] = []
         if not r.fits:
             mem = memory_budget(
                 spec, hw, tp=int(r.tp), ep=ep, precision=str(r.precision), kv_precision=kv_precision,
-                engine=engine, context=input_len + output_len, concurrency=batch,
+                engine=engine, context=input_len + output_len, concurrency=batch, pp=pp, attention_dp=attention_dp,
             )  # fmt: skip
             reasons.append(does_not_fit(mem))
         if r.ttft_s > ttft_s:
@@ -78,6 +81,8 @@ def screen_gpu(
                 "precision": str(r.precision),
                 "tp": int(r.tp),
                 "ep": ep,
+                "pp": pp,
+                "attention_dp": attention_dp,
                 "kv_precision": str(r.kv_precision),
                 "passes": not reasons,
                 "ttft_s": float(r.ttft_s),

@@ -80,7 +80,7 @@ class RateSearch:
 def unit_config(model: str | ModelSpec, c: Candidate, traffic: Traffic) -> SimulationConfig:
     """The simulation of one unit of ``c`` on the probe requests; probes vary it with :func:`dataclasses.replace`."""
     dep = Deployment.resolve(model, c.gpu, tp=c.tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
-                             engine=c.engine)  # fmt: skip
+                             engine=c.engine, pp=c.pp, attention_dp=c.attention_dp)  # fmt: skip
     engine = EngineConfig(max_num_seqs=c.max_num_seqs, max_num_batched_tokens=c.max_num_batched_tokens)
     cluster = ClusterConfig()
     if c.disaggregated:
