@@ -161,3 +161,43 @@ def test_calibrate_from_bad_sources_is_one_line(tmp_path, capsys):
                         (["--from", f"aiconfigurator:{AIC}", "--gpu", "t4"], "gpu")):  # fmt: skip
         code, _out, err = run(capsys, "calibrate", *args, "--out", str(tmp_path))
         assert code == 2 and err.strip().count("\n") == 0 and err.startswith(f"error: {field}:"), err
+
+
+# ----- fused MoE -----------------------------------------------------------------------------------------
+MOE_TRUE = (0.55, 120.0, 0.8, 1.2e-5, 2.5)  # eff_max, m_half, hbm efficiency, s per GEMM kernel, pair passes
+
+
+def _synthetic_moe_rows() -> pd.DataFrame:
+    rows = []
+    for h, inter, k, e in ((2048, 768, 8, 128), (7168, 2048, 8, 256), (4096, 14336, 2, 8)):
+        for tp, ep in ((1, 1), (2, 1), (8, 1), (1, 8), (1, 4)):
+            for t in (1, 4, 16, 64, 256, 1024, 4096, 16384):
+                rows.append({"num_tokens": t, "hidden_size": h, "inter_size": inter, "topk": k, "num_experts": e,
+                             "moe_tp_size": tp, "moe_ep_size": ep})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_moe_fit_recovers_known_parameters_from_synthetic_rows():
+    from infercast.measure.aiconfigurator_fit import fit_moe, moe_layer_time, moe_shapes
+
+    frame = _synthetic_moe_rows()
+    peak, bw = 989e12, 3.35e12
+    shapes = moe_shapes(frame, 2.0, 67e12, bw, 0.85, 4e-6)
+    latency = moe_layer_time(shapes, peak, bw, MOE_TRUE)
+    r = fit_moe(shapes, latency, peak, bw)
+    got = (r["eff_max"], r["m_half"], r["hbm"], r["t0"], r["passes"])
+    assert r["points"] == len(frame) and r["rms_log_residual"] < 1e-6
+    assert got == pytest.approx(MOE_TRUE, rel=1e-3)
+
+
+def test_importer_fits_the_fused_moe_table_with_provenance():
+    data = build_kernel_profile(locate(AIC), "h100-sxm")
+    k, fits = data["kernels"], data["fit"]
+    for name in ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes"):
+        assert set(k[name]) == {"bf16", "fp8"}
+        assert "moe/vllm/0.24.0/moe_perf.parquet" in data["provenance"][f"{name}.bf16"]
+    assert fits["moe.bf16"]["points"] == 351 and fits["moe.bf16"]["distribution"] == "balanced"
+    # fp8: 128x128 block-scaled rows of vLLM's Triton fused MoE, not the FlashInfer CUTLASS rows of the table
+    assert fits["moe.fp8"]["dtype"] == "fp8_block" and fits["moe.fp8"]["kernel"].startswith("vllm_fp8moe_triton")
+    assert fits["moe.fp8"]["points"] == 135 and fits["moe.fp8"]["ep_sizes"] == [1]
+    assert 0.3 < k["moe_hbm_efficiency"]["bf16"] <= 1 and fits["moe.bf16"]["rms_log_residual"] < 0.3

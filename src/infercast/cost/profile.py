@@ -36,6 +36,12 @@ KERNEL_LATENCY_PARAMS = ("gemm_latency_s", "attn_prefill_latency_s", "attn_decod
 """Fixed time of one kernel of a kind beyond its roofline time (ramp-up, tail wave, split-KV combine),
 measured from kernel tables (``profiles/kernels/<gpu>.yaml``); 0 where no table was imported. Not part of the
 end-to-end fit (``KERNEL_PARAMS``), which runs on top of them."""
+MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
+"""Routed-expert (fused MoE) kernel parameters per compute key, measured from fused-MoE kernel tables
+(``profiles/kernels/<gpu>.yaml``; see :func:`CostProfile.moe_params`). A key without them: the routed experts
+run as dense GEMMs (``gemm_*``, ``hbm_efficiency``, ``gemm_latency_s``). Not part of the end-to-end fit."""
+MOE_SAME_KERNEL = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16")}
+"""Compute keys served by one fused-MoE kernel fit (16-bit experts: bf16 and fp16 run the same kernels)."""
 ENGINE_PARAMS = (
     "kernel_overhead_graph_s",
     "kernel_overhead_eager_s",
@@ -78,6 +84,17 @@ class CostProfile:
     attn_decode_latency_s: float = 0.0
     attn_decode_seq_s: float = 0.0
     """Decode attention time per sequence per layer (per-request scheduling inside the kernel)."""
+    moe_eff_max: dict[str, float] = field(default_factory=dict)
+    """Routed experts' grouped GEMMs: fraction of the peak at many rows per expert (per compute key)."""
+    moe_m_half: dict[str, float] = field(default_factory=dict)
+    """Rows per expert (T·k/E, at least ``gemm_m_floor``) at which the grouped GEMM reaches half of moe_eff_max."""
+    moe_hbm_efficiency: dict[str, float] = field(default_factory=dict)
+    """Fraction of HBM bandwidth the fused-MoE kernels stream expert weights and routed activations at."""
+    moe_latency_s: dict[str, float] = field(default_factory=dict)
+    """Fixed time per routed-expert GEMM kernel (two per MoE layer)."""
+    moe_pair_passes: dict[str, float] = field(default_factory=dict)
+    """Passes over every routed token-expert pair's activations (T·k·(hidden + expert width) 16-bit elements per
+    layer, at moe_hbm_efficiency): sorting, gathers, intermediate buffers and the weighted sum."""
     provenance: dict[str, str] = field(default_factory=dict)
     collectives: dict[str, dict[int, Curve]] = field(default_factory=dict)
     """Measured latency curves (seconds vs message bytes) per collective ('all_reduce', 'all_gather',
@@ -110,13 +127,26 @@ class CostProfile:
             raise InfercastError(f"no GEMM efficiency for {key} on {self.hardware}", field="precision")
         return self.gemm_eff_max[key], self.gemm_m_half[key]
 
+    def moe_params(self, key: str) -> tuple[float, float, float, float, float] | None:
+        """(eff_max, m_half, hbm_efficiency, latency_s, pair_passes) of the fused-MoE kernels computing in
+        ``key``, or None where no fused-MoE table was fitted (the experts then run as dense GEMMs)."""
+        if not all(key in getattr(self, name) for name in MOE_PARAMS):
+            return None
+        return tuple(getattr(self, name)[key] for name in MOE_PARAMS)  # type: ignore[return-value]
+
     def with_values(self, values: dict[str, float], provenance: str) -> CostProfile:
         """Copy with parameters replaced; keys are names or 'gemm_eff_max.bf16' style paths."""
         flat: dict[str, Any] = {}
         eff, half = dict(self.gemm_eff_max), dict(self.gemm_m_half)
+        moe = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
         prov = dict(self.provenance)
         for key, value in values.items():
-            if key.startswith(("gemm_eff_max.", "gemm_m_half.")):
+            if key.split(".", 1)[0] in moe and "." in key:
+                group, fmt = key.split(".", 1)
+                for alias in MOE_SAME_KERNEL.get(fmt, (fmt,)):
+                    moe[group][alias] = float(value)
+                    prov[f"{group}.{alias}"] = provenance
+            elif key.startswith(("gemm_eff_max.", "gemm_m_half.")):
                 group, fmt = key.split(".", 1)
                 target = eff if group == "gemm_eff_max" else half
                 # bf16 and fp16 run on the same tensor cores at the same rate: one parameter serves both
@@ -128,7 +158,7 @@ class CostProfile:
             else:
                 raise InfercastError(f"unknown cost parameter {key!r}", field="profile")
             prov[key] = provenance
-        return replace(self, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **flat)
+        return replace(self, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **moe, **flat)
 
     def flat(self) -> dict[str, float]:
         """Every numeric parameter as 'name' or 'gemm_eff_max.key' -> value."""

@@ -5,6 +5,13 @@ The functional forms are the step model's (:mod:`infercast.cost.step`), with a m
 * GEMM (M x K) @ (K x N):  ``max(2MNK / (peak · eff_max · M/(M + m_half)),  bytes / (HBM · hbm_eff)) + t_gemm``
 * decode attention:        ``KV bytes / (HBM · attn_decode_eff) + t_attn_decode + sequences · t_seq``
 * prefill attention:       ``causal FLOPs / (peak · attn_prefill_eff) + t_attn_prefill``
+* routed MoE experts (one fused-MoE layer on one rank, :func:`moe_layer_time`): the two grouped GEMMs as
+  GEMMs of ``M = T·k/E`` rows per expert with their own ``moe_eff_max``, ``moe_m_half``, ``moe_hbm_efficiency``
+  (weights of the touched experts, ``E/ep · (1 − (1 − k/E)^T)``) and ``moe_latency_s`` per GEMM kernel, plus
+  ``moe_pair_passes`` passes over the activations of every routed token-expert pair, ``T·k·(h + w)`` 16-bit
+  elements at the MoE streaming rate (gather, intermediate buffers, activation and weighted sum run over all
+  pairs the rank's kernels see, local or not), plus what the step model charges the same layer elsewhere
+  (the activation kernel, the three routing kernels), fixed from the dense fits
 
 Each is fitted by least squares on log time over every row of the newest table of one engine (vLLM's where
 present: its GEMMs are cuBLAS through torch, as SGLang's), and reports points and RMS log residual.
@@ -12,12 +19,13 @@ present: its GEMMs are cuBLAS through torch, as SGLang's), and reports points an
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from infercast.measure.aiconfigurator import Source, latest, read_table, relative
+from infercast.measure.aiconfigurator import Source, latest, read_table, relative, version_key
 from infercast.specs.catalog import get_hardware
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -124,6 +132,105 @@ def fit_prefill_attention(frame: Any, peak: float) -> dict:
             "kernel": str(rows["kernel_source"].iloc[0])}  # fmt: skip
 
 
+MOE_SOURCES = {"bf16": ("bfloat16", ()), "fp8": ("fp8_block", ("vllm_fp8moe_triton",))}
+"""infercast compute key -> (moe_dtype in the table, kernel_source prefixes preferred). bf16: the table's most
+measured kernel (vLLM's default unquantized fused MoE: Triton on Hopper/Ampere/Ada, FlashInfer TRT-LLM on
+Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoints), vLLM's Triton fused MoE
+where measured (its default on Hopper/Ada; the FlashInfer CUTLASS rows are opt-in backends), else the most
+measured kernel (FlashInfer TRT-LLM on Blackwell). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
+MOE_DISTRIBUTION = "balanced"
+"""Rows fitted: tokens spread evenly over the experts (the step model does not model load imbalance)."""
+MOE_AUX_KERNELS = 3
+"""Routing kernels per MoE layer the step model charges on the router row (topk_softmax, moe_align_block_size,
+moe_sum; cost/operators.py), each at the dense fixed GEMM time: inside the measured fused-MoE time too."""
+MOE_START = [0.6, 32.0, 0.7, 5e-6, 1.0]
+MOE_LOWER = [0.02, 0.5, 0.05, 1e-8, 1e-4]
+MOE_UPPER = [1.0, 8192.0, 1.0, 2e-4, 100.0]
+
+
+@dataclass(frozen=True)
+class MoEShapes:
+    """Per-row quantities of a fused-MoE table (arrays): everything :func:`moe_layer_time` needs."""
+
+    tokens: np.ndarray
+    flops: np.ndarray  # both grouped GEMMs, per layer per rank
+    gate_up: tuple[np.ndarray, np.ndarray]  # (FLOPs, bytes) of the gate/up GEMM
+    down: tuple[np.ndarray, np.ndarray]
+    rows: np.ndarray  # GEMM rows per expert, floored at M_FLOOR
+    pairs: np.ndarray  # bytes of the routed pairs' activations, T·k·(h + w)·2
+    known: np.ndarray  # seconds the step model charges the layer outside the two expert GEMM rows
+
+
+def moe_shapes(
+    frame: Any, width: float, vector_peak: float, bandwidth: float, hbm: float, t_gemm: float, balanced: bool = True
+) -> MoEShapes:
+    """FLOPs and bytes of each table row as :func:`infercast.cost.operators.build_op_table` counts them for one
+    MoE layer on one rank (gated experts, 16-bit activations; ``width`` bytes per expert weight), and the time
+    the step model charges the same layer's activation row (``hbm``: dense streaming efficiency) and routing
+    kernels (``t_gemm`` each)."""
+    t, h, inter, k, e, tp, ep = (frame[c].to_numpy(float) for c in
+                                 ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+                                  "moe_ep_size"))  # fmt: skip
+    w = inter / tp
+    routed = t * k / ep  # rows of this rank's experts
+    # experts of this rank at least one token reaches: a "balanced" table spreads the T·k pairs evenly, touching
+    # min(E, T·k) experts (the step model, for real routing, takes the expectation under uniform random routing,
+    # E·(1 − (1 − k/E)^T); the two agree at T = 1 and from T ≈ E/k·4 on)
+    touched = np.minimum(e, t * k) / ep if balanced else (e / ep) * -np.expm1(t * np.log1p(-k / e))
+    act = 2.0
+    gate_up = (2 * routed * h * 2 * w, touched * h * 2 * w * width + routed * (h + 2 * w) * act)
+    down = (2 * routed * w * h, touched * w * h * width + routed * (w + h) * act)
+    act_bytes = t * (k / ep * (3 * w + h) + h) * act
+    act_flops = t * k / ep * 4 * w
+    known = np.maximum(act_flops / vector_peak, act_bytes / (bandwidth * hbm)) + MOE_AUX_KERNELS * t_gemm
+    pairs = t * k * (h + w) * act
+    return MoEShapes(t, gate_up[0] + down[0], gate_up, down, np.maximum(t * k / e, M_FLOOR), pairs, known)
+
+
+def moe_layer_time(s: MoEShapes, peak: float, bandwidth: float, params: Any) -> np.ndarray:
+    """Seconds of one fused-MoE layer on one rank: the step model's expert rows with the MoE parameters
+    ``(eff_max, m_half, hbm_eff, t_kernel, pair_passes)``, plus the known rest (:class:`MoEShapes`)."""
+    eff, half, hbm, t0, passes = params
+    slow = (s.rows + half) / (s.rows * peak * eff)
+    total = s.known + 2 * t0 + passes * s.pairs / (bandwidth * hbm)
+    for flops, nbytes in (s.gate_up, s.down):
+        total = total + np.maximum(flops * slow, nbytes / (bandwidth * hbm))
+    return total
+
+
+def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: float) -> dict:
+    """(eff_max, m_half, hbm_eff, t_kernel, pair_passes) of one MoE kernel by least squares on log time."""
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return np.log(moe_layer_time(shapes, peak, bandwidth, np.exp(x)) / latency_s)
+
+    params, rms = _fit(residual, MOE_START, MOE_LOWER, MOE_UPPER)
+    return {"eff_max": params[0], "m_half": params[1], "hbm": params[2], "t0": params[3], "passes": params[4],
+            "points": len(latency_s), "rms_log_residual": rms}  # fmt: skip
+
+
+def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...]) -> tuple[str, str, Any] | None:
+    """(table, kernel, rows): the balanced rows of ``dtype`` in the newest fused-MoE table of the first engine
+    (vLLM, SGLang, TensorRT-LLM) that has them, of the preferred kernel, else the most measured one."""
+    for engine in ENGINES:
+        folder = source.gpu(gpu_id) / "moe" / engine
+        if not folder.is_dir():
+            continue
+        versions = sorted((v for v in folder.iterdir() if (v / "moe_perf.parquet").is_file()),
+                          key=lambda v: version_key(v.name), reverse=True)  # fmt: skip
+        for version in versions:
+            path = version / "moe_perf.parquet"
+            frame = read_table(path)
+            rows = frame[(frame["moe_dtype"] == dtype) & (frame["distribution"] == MOE_DISTRIBUTION)]
+            rows = rows[rows["latency"] > 0]
+            if rows.empty:
+                continue
+            preferred = rows[rows["kernel_source"].str.startswith(prefixes)] if prefixes else rows.iloc[:0]
+            kernel = (preferred if not preferred.empty else rows)["kernel_source"].value_counts().index[0]
+            return relative(source, path), str(kernel), rows[rows["kernel_source"] == kernel]
+    return None
+
+
 def _g(x: float) -> float:
     return float(f"{x:.4g}")
 
@@ -156,6 +263,7 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
                 kernels["hbm_efficiency"] = _g(r["hbm"])
                 kernels["gemm_latency_s"] = _g(r["t0"])
                 prov["hbm_efficiency"] = prov["gemm_latency_s"] = note
+    _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
     attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
     if attn is not None:
         table, frame = attn
@@ -181,3 +289,38 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
             fits["attention.prefill"] = {"table": table, "kernel": r["kernel"], "points": r["points"],
                                          "rms_log_residual": round(r["rms_log_residual"], 4)}  # fmt: skip
     return kernels, prov, fits
+
+
+MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
+
+
+def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fits: dict) -> None:
+    """MoE parameters per compute key from the fused-MoE tables; the fixed terms use the dense fits just made
+    (``hbm_efficiency``, ``gemm_latency_s``; the architecture priors' where the GPU has no GEMM table)."""
+    from infercast.cost.profile import load_profile
+
+    hw = get_hardware(gpu_id)
+    bandwidth = hw.memory.bandwidth_bytes_s
+    prior = load_profile(gpu_id, hw.architecture, "vllm", fitted=False, measured=False)
+    hbm = kernels.get("hbm_efficiency", prior.hbm_efficiency)
+    t_gemm = kernels.get("gemm_latency_s", prior.gemm_latency_s)
+    vector_peak = hw.peak_flops.get("fp32", hw.peak_flops.get("bf16", 1e15) / 16.0)
+    for key, (dtype, prefixes) in MOE_SOURCES.items():
+        if key not in hw.peak_flops:
+            continue
+        found = moe_rows(source, gpu_id, dtype, prefixes)
+        if found is None:
+            prov[f"moe.{key}"] = f"no balanced {dtype} fused-MoE table: routed experts use the dense GEMM parameters"
+            continue
+        table, kernel, rows = found
+        shapes = moe_shapes(rows, 1.0 if key == "fp8" else 2.0, vector_peak, bandwidth, hbm, t_gemm)
+        r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
+        note = (f"{table} {dtype} ({kernel}, {MOE_DISTRIBUTION}), {r['points']} points, "
+                f"RMS log residual {r['rms_log_residual']:.3f}")  # fmt: skip
+        for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
+            kernels.setdefault(name, {})[key] = _g(r[value])
+            prov[f"{name}.{key}"] = note
+        fits[f"moe.{key}"] = {"table": table, "dtype": dtype, "kernel": kernel, "distribution": MOE_DISTRIBUTION,
+                              "points": r["points"], "rms_log_residual": round(r["rms_log_residual"], 4),
+                              "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
+                              "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique())}  # fmt: skip
