@@ -3,11 +3,16 @@ vectorised paths, and clear errors for bad scenarios."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import infercast
+from infercast.cost.batch import StepBatch
+from infercast.cost.step import StepCostModel, cost_model
 from infercast.errors import DoesNotFitError, InfercastError
+from infercast.specs.deployment import Deployment
 
 
 def test_two_phase_report_at_batch_one():
@@ -273,3 +278,41 @@ def test_sweep_takes_ep_and_kv_precision():
     p = infercast.predict("qwen3-30b-a3b", "h100-sxm", tp=2, ep=int(row.ep), kv_precision=str(row.kv_precision),
                           batch=int(row.batch), input_len=2048, output_len=256)  # fmt: skip
     assert row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)
+
+
+FAST_PATH_SCENARIOS = [
+    dict(model="llama-3.1-8b", gpu="h100-sxm", input_len=2048, output_len=256),  # bench_predict.py's call
+    dict(model="gemma-2-9b", gpu="h100-sxm", input_len=3000, output_len=3000, batch=4),  # past the sliding window
+    dict(model="mixtral-8x7b", gpu="h100-sxm", tp=2, ep=2, input_len=700, output_len=90, batch=16),  # MoE, curves
+    dict(model="llama-3.1-70b", gpu="h100-sxm", tp=16, input_len=128, output_len=2, batch=64),  # across nodes
+    dict(model="deepseek-v3", gpu="h200", tp=8, input_len=1000, output_len=1, engine="sglang"),  # MLA, no decode
+    dict(model="llama-3.1-8b", gpu="a100-80gb", input_len=8192, output_len=40, batch=2, chunk_size=512),
+]
+
+
+@pytest.mark.parametrize("kw", FAST_PATH_SCENARIOS, ids=lambda kw: f"{kw['model']}-{kw['gpu']}")
+def test_predict_from_cached_and_fresh_cost_models_is_identical_and_equals_stepping(kw):
+    """``predict`` reuses the cached cost model and what is derived from it (coefficient sums, provenance, the
+    operator table): a cost model built from scratch for a copy of the same profile gives the very same numbers,
+    and both equal the phases stepped one step at a time through ``StepCostModel.step_time``."""
+    spec = {k: v for k, v in kw.items() if k in ("tp", "ep", "engine")}
+    dep = Deployment.resolve(kw["model"], kw["gpu"], **spec)
+    cached = infercast.predict(**kw, strict=False)
+    again = infercast.predict(**kw, strict=False)  # every memo warm
+    fresh_profile = replace(cost_model(dep).profile)  # equal values, new identity: nothing cached for it
+    fresh = infercast.predict(**kw, strict=False, profile=fresh_profile)
+    assert cached.to_dict(ops=True) == again.to_dict(ops=True) == fresh.to_dict(ops=True)
+    assert cached.advice == fresh.advice and cached.memory == fresh.memory
+    # the closed forms against the definition: every step through step_time (einsum path)
+    model = StepCostModel(dep, fresh_profile)
+    inp, out, batch = kw["input_len"], kw["output_len"], kw.get("batch", 1)
+    window = dep.model.attention_window
+    chunk = kw.get("chunk_size")
+    if chunk is None:
+        prefill = model.step_time(StepBatch.uniform(prefill_seqs=batch, chunk=inp, window=window)).sum()
+        assert cached.prefill.time_s == pytest.approx(float(prefill), rel=1e-12)
+    contexts = inp + 1 + np.arange(out - 1)
+    for seqs, tpot in ((batch, cached.tpot_s), (1, cached.single_stream_tpot_s)):
+        steps = model.step_time(StepBatch.uniform(decode_seqs=seqs, context=contexts, window=window))
+        assert tpot == pytest.approx(float(steps.mean()) if out > 1 else 0.0, rel=1e-9)
+    assert cached.ttft_s == cached.prefill.time_s + model.profile.request_overhead_s

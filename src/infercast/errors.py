@@ -49,6 +49,8 @@ def unknown_choice(field: str, value: str, choices: Iterable[str]) -> InfercastE
 
 def require_positive_int(field: str, value: object, *, minimum: int = 1) -> int:
     """Validate a size/count argument: an integer >= ``minimum`` (bools and floats with fractions refused)."""
+    if type(value) is int and value >= minimum:  # the common case, answered before the general checks
+        return value
     if isinstance(value, bool):
         raise InfercastError(f"must be an integer >= {minimum}, got {value!r}", field=field)
     if isinstance(value, float):

@@ -107,11 +107,12 @@ def static_batch_phases(
     steps = max(output_len - 1, 0)
     n1 = min(max(window - input_len, 0), steps) if window else steps
     n2 = steps - n1
-    runs = [(1, i + 1, b, True), (1, i + 1, 1.0, True)]  # (kind, start context, sequences, inside window)
+    runs = [(i + 1, b, True), (i + 1, 1.0, True)]  # (start context, sequences, inside window)
     if window and n2:
         start2 = max(i, window) + 1
-        runs += [(1, start2, b, False), (1, start2, 1.0, False)]
-    x = np.zeros((NUM_FEATURES, 1 + 2 * len(runs)))
+        runs += [(start2, b, False), (start2, 1.0, False)]
+    nr = len(runs)
+    x = np.zeros((NUM_FEATURES, 1 + 2 * nr))
     x[F["one"]] = 1.0
     x[F["tokens"], 0] = x[F["prefill_tokens"], 0] = b * i
     x[F["sampled"], 0] = x[F["seqs"], 0] = x[F["prefill_seqs"], 0] = b
@@ -119,13 +120,18 @@ def static_batch_phases(
     x[F["prefill_kv"], 0] = b * i
     x[F["prefill_pairs_win"], 0] = b * float(window_pairs(i, 0, window)) if window else x[F["prefill_pairs"], 0]
     x[F["prefill_kv_win"], 0] = b * i  # a chunk touches all its own keys, whatever the window
-    nr = len(runs)
-    for r, (_, ctx, seqs, inside) in enumerate(runs):
-        for col, c in ((1 + r, ctx), (1 + nr + r, ctx + 1)):  # run starts, then their next steps
-            x[F["tokens"], col] = x[F["sampled"], col] = x[F["decode_tokens"], col] = x[F["seqs"], col] = seqs
-            x[F["decode_kv"], col] = seqs * c
-            w = min(c if inside else ctx, window) if window else c
-            x[F["decode_kv_win"], col] = seqs * w
+    # columns 1..nr: each run's first step; nr+1..2nr: its second (context one token longer)
+    seqs, kv, kv_win = [], [], []
+    for step in (0, 1):
+        for ctx, n, inside in runs:
+            c = ctx + step
+            seqs.append(n)
+            kv.append(n * c)
+            kv_win.append(n * (min(c if inside else ctx, window) if window else c))
+    for feature in _DECODE_COUNTS:
+        x[feature, 1:] = seqs
+    x[F["decode_kv"], 1:] = kv
+    x[F["decode_kv_win"], 1:] = kv_win
     ev = model.evaluate(model.columns(StepBatch(x)), fast=True)
     pre = sums_from(tuple(a[..., :1] for a in ev), None, 1.0)
     # every decode run at once: run r starts at column 1 + r and grows towards column 1 + nr + r
@@ -135,6 +141,10 @@ def static_batch_phases(
     if nr == 2:
         return pre, _column(runs_sums, 0), float(totals[1])
     return pre, _add_columns(runs_sums, 0, 2), float(totals[1] + totals[3])
+
+
+_DECODE_COUNTS = (F["tokens"], F["sampled"], F["decode_tokens"], F["seqs"])
+"""Features that count the decodes of a decode-only step (one token, one sample, one sequence each)."""
 
 
 def _column(s: RangeSums, c: int) -> RangeSums:

@@ -57,7 +57,8 @@ class PhaseReport:
         """Per-operator totals over the phase (built on first use)."""
         if not self._op_data:
             return []
-        names, groups, flops, nbytes, times, bounds, total = self._op_data
+        names, groups, flops, nbytes, times, roof, overhead, ceiling, total = self._op_data
+        bounds = np.where(roof >= overhead, ceiling, 3)  # launch/latency above the roofline: overhead-bound
         scale = 1.0 / total if total else 0.0
         return [
             OpRow(n, g, f, b, f / b if b else 0.0, t, t * scale, CEILINGS[c])
@@ -87,16 +88,14 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
     total = float(times.sum()) + engine
     # Each op's roofline time goes to the ceiling that binds it; launch/latency and engine time to "overhead".
     roof = np.maximum(compute, memory)
-    ceiling = np.where(model.is_comm, 2, np.where(compute >= memory, 0, 1))
-    by_ceiling = dict(zip(CEILINGS, np.bincount(ceiling, weights=roof, minlength=4).tolist(), strict=True))
-    by_ceiling["overhead"] = float(overhead.sum()) + engine
-    bound_idx = np.where(roof >= overhead, ceiling, 3)
-    group_idx = model.group_index
-    by_group_arr = np.bincount(group_idx, weights=times, minlength=len(model.group_names)).tolist()
+    ceiling = np.where(model.is_comm, 2, ~(compute >= memory))  # 0 compute, 1 memory, 2 interconnect
+    roof_by_ceiling = np.bincount(ceiling, weights=roof, minlength=3).tolist()
+    scale = 1.0 / total if total else 0.0
+    by_ceiling = (*roof_by_ceiling[:3], float(overhead.sum()) + engine)
+    share_c = {k: v * scale for k, v in zip(CEILINGS, by_ceiling, strict=True)}
+    by_group_arr = np.bincount(model.group_index, weights=times, minlength=len(model.group_names)).tolist()
     by_group = dict(zip(model.group_names, by_group_arr, strict=True))
     by_group["engine overhead"] = engine
-    scale = 1.0 / total if total else 0.0
-    share_c = {k: v * scale for k, v in by_ceiling.items()}
     share_g = {k: v * scale for k, v in sorted(by_group.items(), key=lambda kv: -kv[1])}
     flops_gpu, bytes_gpu = float(flops.sum()), float(nbytes.sum())
     return PhaseReport(
@@ -115,7 +114,7 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
         time_share_by_group=share_g,
         achieved_tflops_per_gpu=flops_gpu * scale / 1e12,
         achieved_bandwidth_tb_s_per_gpu=bytes_gpu * scale / 1e12,
-        _op_data=(model.names, model.groups, flops, nbytes, times, bound_idx, total),
+        _op_data=(model.names, model.groups, flops, nbytes, times, roof, overhead, ceiling, total),
     )
 
 

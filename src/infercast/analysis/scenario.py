@@ -193,8 +193,7 @@ def predict(
     tpot = dec_report.time_s / steps if steps else 0.0
     single = single_total / steps if steps else 0.0
     e2e = ttft + dec_report.time_s
-    prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats"}
-    prov.update({f"param.{k}": v for k, v in sorted(cm.profile.provenance.items())})
+    prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}
     return Prediction(
         model=dep.model.id,
         gpu=dep.hardware.id,

@@ -7,8 +7,10 @@ the entry lives. When full, the memo starts over (the values are cheap to rebuil
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable
 from dataclasses import fields
+from functools import cache
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -22,9 +24,9 @@ class SpecCache(Generic[V]):
         self._entries: dict[tuple, tuple[tuple[object, ...], V]] = {}
 
     def get(self, objects: tuple[object, ...], values: tuple[Hashable, ...], build: Callable[[], V]) -> V:
-        key = (*(id(o) for o in objects), *values)
+        key = (*map(id, objects), *values)
         hit = self._entries.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):
+        if hit is not None and len(hit[0]) == len(objects) and all(map(operator.is_, hit[0], objects)):
             return hit[1]
         if len(self._entries) >= self.limit:
             self._entries.clear()
@@ -44,10 +46,19 @@ def spec_key(spec: object) -> tuple[tuple[object, ...], tuple[Hashable, ...]]:
     every field takes part, so a field added later cannot be silently left out of a key."""
     objects: list[object] = []
     values: list[Hashable] = []
-    for f in fields(spec):  # type: ignore[arg-type]
-        value = getattr(spec, f.name)
-        if value is None or isinstance(value, str | int | float | bool):
-            values.append((f.name, value))
+    for name in _field_names(type(spec)):
+        value = getattr(spec, name)
+        if value is None or isinstance(value, _PLAIN):
+            values.append((name, value))
         else:
             objects.append(value)
     return tuple(objects), tuple(values)
+
+
+_PLAIN = (str, int, float, bool)
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names, in order (classes do not change their fields)."""
+    return tuple(f.name for f in fields(cls))

@@ -69,11 +69,12 @@ def _series_scalar(a0: float, da: float, p: int, q: int) -> float:
 
 def sum_max_linear(a0: np.ndarray, da: np.ndarray, b0: np.ndarray, db: np.ndarray, n: np.ndarray) -> np.ndarray:
     """sum_{j=0}^{n-1} max(a0 + j·da, b0 + j·db), elementwise over broadcast arrays."""
-    a0, da, b0, db, n = np.broadcast_arrays(a0, da, b0, db, np.asarray(n, dtype=float))
-    if a0.size <= 16:  # a few elements: the scalar formula beats NumPy's per-call overhead
-        flat = zip(a0.ravel().tolist(), da.ravel().tolist(), b0.ravel().tolist(), db.ravel().tolist(),
-                   n.ravel().tolist(), strict=True)  # fmt: skip
-        return np.array([sum_max_lines(a, x, b, y, int(k)) for a, x, b, y, k in flat]).reshape(a0.shape)
+    args = (a0, da, b0, db, np.asarray(n, dtype=float))
+    elements = np.broadcast(*args)
+    if elements.size <= 16:  # a few elements: the scalar formula beats NumPy's per-call overhead
+        sums = [sum_max_lines(float(a), float(x), float(b), float(y), int(k)) for a, x, b, y, k in elements]
+        return np.array(sums).reshape(elements.shape)
+    a0, da, b0, db, n = np.broadcast_arrays(*args)
     d0, dd = a0 - b0, da - db
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cross = np.where(dd != 0, -d0 / np.where(dd != 0, dd, 1.0), 0.0)
@@ -118,21 +119,28 @@ def sums_from(start: tuple[np.ndarray, ...], nxt: tuple[np.ndarray, ...] | None,
     f0, b0, c0, m0, o0, e0 = start
     if nxt is None and isinstance(n, float | int) and n == 1:  # a single step (prefill without chunking)
         return RangeSums(f0, b0, c0, m0, o0, np.maximum(c0, m0) + o0, e0, np.ones_like(e0))
-    nn = np.broadcast_to(np.asarray(n, dtype=float), e0.shape)
+    nn = np.asarray(n, dtype=float)
+    if nn.shape != e0.shape:
+        nn = np.broadcast_to(nn, e0.shape)
     time = nn * (np.maximum(c0, m0) + o0)
     if nxt is None:
         return RangeSums(nn * f0, nn * b0, nn * c0, nn * m0, nn * o0, time, nn * e0, nn)
-    f1, b1, c1, m1, _, _ = nxt
+    _, _, c1, m1, _, _ = nxt
+    # FLOPs, bytes, compute and memory times grow linearly: one stacked pass over the four
+    ops = len(c0)
+    first = np.concatenate(start[:4])
+    growth = np.concatenate(nxt[:4]) - first
+    dc, dm = growth[2 * ops : 3 * ops], growth[3 * ops :]
     varies = ((c1 != c0) | (m1 != m0)).any(axis=1)
     if varies.any():
-        time[varies] = sum_max_linear(c0[varies], c1[varies] - c0[varies], m0[varies], m1[varies] - m0[varies], nn)
-        time[varies] += nn * o0[varies]
+        time[varies] = sum_max_linear(c0[varies], dc[varies], m0[varies], dm[varies], nn) + nn * o0[varies]
     tri = nn * (nn - 1) / 2
+    totals = nn * first + tri * growth
     return RangeSums(
-        flops=nn * f0 + tri * (f1 - f0),
-        bytes=nn * b0 + tri * (b1 - b0),
-        compute_s=nn * c0 + tri * (c1 - c0),
-        memory_s=nn * m0 + tri * (m1 - m0),
+        flops=totals[:ops],
+        bytes=totals[ops : 2 * ops],
+        compute_s=totals[2 * ops : 3 * ops],
+        memory_s=totals[3 * ops :],
         overhead_s=nn * o0,
         time_s=time,
         engine_overhead_s=nn * e0,

@@ -224,13 +224,25 @@ class StepCostModel:
         """Weight bytes one step streams on one rank when every expert is touched."""
         return self.table.weight_bytes
 
-    def weight_bytes_streamed(self, tokens: float) -> float:
-        """Weight bytes a step of ``tokens`` tokens streams on one rank (MoE: only experts it touches)."""
+    @cached_property
+    def _gemm_weight_bytes(self) -> tuple[np.floating, np.floating]:
+        """GEMM weight bytes per step: those every step streams, and those of the routed experts (all touched)."""
         n = self.n_ops
         gemm = np.array([k == "gemm" for k in self.kinds])
         coef = self.coef[n : 2 * n][gemm]
+        return coef[:, F["one"]].sum(), coef[:, EXPERT_FRAC].sum()
+
+    def weight_bytes_streamed(self, tokens: float) -> float:
+        """Weight bytes a step of ``tokens`` tokens streams on one rank (MoE: only experts it touches)."""
+        dense, experts = self._gemm_weight_bytes
         frac = -np.expm1(tokens * self.log1m_k_over_e) if self.table.moe_k_over_e else 0.0
-        return float(coef[:, F["one"]].sum() + coef[:, EXPERT_FRAC].sum() * frac)
+        return float(dense + experts * frac)
+
+    @cached_property
+    def param_provenance(self) -> dict[str, str]:
+        """Where each profile parameter comes from, keyed ``param.<name>`` in name order (as reports list it).
+        Shared by every caller: copy before changing it."""
+        return {f"param.{k}": v for k, v in sorted(self.profile.provenance.items())}
 
 
 def _kernel_latency(row: OpRow, p: CostProfile) -> float:
