@@ -110,18 +110,25 @@ class MemoryBudget:
     @property
     def fits(self) -> bool:
         """Weights fit and the requested context x concurrency fits in the KV pool."""
-        if not self.weights_fit:
-            return False
-        if self.context is None:  # concurrency alone: each sequence needs at least one token's blocks
-            return self.blocks_per_sequence(1) * (self.concurrency or 1) <= self.num_blocks
-        return self.blocks_per_sequence(self.context) * (self.concurrency or 1) <= self.num_blocks
+        return self.weights_fit and self.required_blocks <= self.num_blocks
+
+    @property
+    def sequences(self) -> int:
+        """Sequences of the requested load: ``concurrency``, one when none was given."""
+        return 1 if self.concurrency is None else self.concurrency
+
+    @property
+    def required_blocks(self) -> int:
+        """KV blocks the requested load holds: :attr:`sequences` of ``context`` tokens each (of one token when no
+        context was given: every sequence holds at least its first block)."""
+        return self.blocks_per_sequence(1 if self.context is None else self.context) * self.sequences
 
     @property
     def shortfall_bytes(self) -> float:
         """Extra bytes per GPU the configuration needs to fit (0 when it fits)."""
         if self.fits:
             return 0.0
-        need = self.blocks_per_sequence(self.context or 1) * (self.concurrency or 1) * self.block_bytes
+        need = self.required_blocks * self.block_bytes
         if not self.weights_fit:
             need = max(need, self.block_bytes)
         return need - min(self.kv_pool_bytes, self.unreserved_bytes)
@@ -373,8 +380,7 @@ def memory_budget(
         state_blocks_per_sequence=state_blocks,
     )
     if context is not None:
-        object.__setattr__(budget, "kv_cache_bytes",
-                           budget.blocks_per_sequence(context) * (budget.concurrency or 1) * block_bytes)  # fmt: skip
+        object.__setattr__(budget, "kv_cache_bytes", budget.required_blocks * block_bytes)
     return budget
 
 
@@ -391,11 +397,11 @@ def require_fit(budget: MemoryBudget) -> None:
             f"but {budget.gpu_id} has {budget.capacity_bytes / gb:.1f} GB; raise `tp` or use a narrower `precision`",
             field="memory",
         )
-    need = budget.blocks_per_sequence(budget.context or 1) * (budget.concurrency or 1)
+    need, tokens = budget.required_blocks, 1 if budget.context is None else budget.context
     raise DoesNotFitError(
-        f"{budget.concurrency} x {budget.context} tokens need {need} KV blocks "
+        f"{budget.sequences} x {tokens} tokens need {need} KV blocks "
         f"({need * budget.block_bytes / gb:.1f} GB) but the pool holds {budget.num_blocks} "
-        f"({budget.kv_pool_bytes / gb:.1f} GB); at this context at most {budget.max_concurrency(budget.context or 1)} "
+        f"({budget.kv_pool_bytes / gb:.1f} GB); at this context at most {budget.max_concurrency(tokens)} "
         f"sequences fit",
         field="memory",
     )

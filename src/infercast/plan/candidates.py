@@ -190,7 +190,7 @@ class CandidateSpace:
             if kv is not None:
                 get_kv_format(kv)
         if not space.aggregated and not space.ratios:
-            raise InfercastError("with aggregated serving off, give prefill:decode ratios (--disagg 1:1,1:2)",
+            raise InfercastError("with aggregated serving off, give prefill:decode ratios (`disagg` 1:1,1:2)",
                                  field="ratios")  # fmt: skip
         return space
 

@@ -76,7 +76,7 @@ def load_profile(spec: str | Path, peak: float | None = None, interval_s: float 
             raise InfercastError(f"expected diurnal or diurnal:F (trough fraction), got {text!r}",
                                  field="daily") from None  # fmt: skip
         if peak is None:
-            raise InfercastError("a diurnal profile needs the peak rate (--rate)", field="rate")
+            raise InfercastError("a diurnal profile needs the peak rate (`rate`)", field="rate")
         return diurnal(peak, value)
     path = Path(text).expanduser()
     if not path.is_file():

@@ -86,5 +86,5 @@ class Traffic:
 
     def check_rate(self) -> float:
         if self.rate is None:
-            raise InfercastError("a target rate is needed for this (--rate)", field="rate")
+            raise InfercastError("a target rate is needed for this (`rate`)", field="rate")
         return self.rate

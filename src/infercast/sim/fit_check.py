@@ -40,7 +40,7 @@ def refuse_unservable(table: RequestTable, replicas: Sequence[Replica], *, decod
     raise DoesNotFitError(
         f"request {i} ({int(table.prompt[i])} prompt + {int(table.output[i])} output tokens) needs {int(need[i])} KV "
         f"blocks of {rep.bs} tokens but a {pool}replica holds {rep.kv.num_blocks} ({int(bad.sum())} of "
-        f"{table.n} requests cannot fit); shorten the requests, or add memory (--gpu-memory-utilization, --tp, "
-        "a narrower --kv-precision)",
+        f"{table.n} requests cannot fit); shorten the requests, or add memory (`gpu_memory_utilization`, `tp`, "
+        "a narrower `kv_precision`)",
         field="workload",
     )
