@@ -35,7 +35,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
                 r = max(<rows>, <gemm_m_floor>)               # GEMMs with an efficiency curve only
                 c = (<flops / peak>) * (r + <m_half>) / r     # or <flops / peak>, or 0.0
                 m = <bytes / bandwidth>                       # or a measured curve of the message size
-                total += max(c, m) + <kernels> * pk + <latency> [+ <s> * decode_tokens]
+                total += max(c, m) + <kernels> * pk + <latency> [+ <s> * decode_tokens] [+ <s> * tokens]
             if tokens > 0:
                 total += <step overhead> + <seq overhead> * seqs
             return total
@@ -97,6 +97,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         lines.append(f"        m = {memory}")
         extra = (f" + {kern!r} * pk" if kern else "") + (f" + {lat!r}" if lat else "")
         extra += "".join(f" + {float(sec)!r} * decode_tokens" for j, sec in model.per_decode if j == i)
+        extra += "".join(f" + {float(sec)!r} * tokens" for j, sec in model.per_token if j == i)
         lines.append(f"        total += (c if c > m else m){extra}")
     so, ss = float(p.step_overhead_s), float(p.seq_overhead_s)
     lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss * model.pp!r} * seqs")

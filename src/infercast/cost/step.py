@@ -11,6 +11,13 @@ bytes, per engine and group size) take ``calls · curve(message)`` in place of t
 
 with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step
 engine overhead ``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
+
+The routed experts (``experts_gate_up``, ``experts_down``) take the fused-MoE parameters where the GPU's kernel
+profile has them for the compute key (``CostProfile.moe_params``, fitted to the fused-MoE tables by
+:mod:`infercast.measure.aiconfigurator_fit` with this form): ``moe_eff_max``/``moe_m_half`` at M = T·k/E rows per
+expert, ``moe_hbm_efficiency`` on their bytes, ``moe_latency_s`` per kernel, and ``moe_pair_passes · T·k·(h + w)
+· act / (HBM · moe_hbm_efficiency)`` per step on the gate/up row (T: the tokens the rank's experts see).
+Without them the experts are dense GEMMs.
 """
 
 from __future__ import annotations
@@ -99,10 +106,11 @@ class StepCostModel:
         inv_peak, eff_max, m_half, inv_bw = (np.zeros(n) for _ in range(4))
         self.curves: list[tuple[int, np.ndarray, float, Curve]] = []
         """Operators priced by a measured curve: (index, message-bytes coefficients, calls per step, curve)."""
+        moe = _moe_params(dep, p)
         for i, r in enumerate(rows):
             if r.kind == "gemm":
                 inv_peak[i] = 1.0 / hw.peak(r.compute_key)
-                eff_max[i], m_half[i] = p.gemm_params(r.compute_key)
+                eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(r.compute_key)
             elif r.kind == "attention":
                 inv_peak[i] = 1.0 / hw.peak(r.compute_key)
                 eff_max[i] = p.attn_prefill_efficiency
@@ -127,6 +135,8 @@ class StepCostModel:
                 inv_bw[i] = 1.0 / (hw.scale_out.bandwidth_bytes_s * p.link_efficiency)
             elif r.bandwidth == "attn_decode":
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
+            elif moe and r.name in MOE_GEMMS:
+                inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * moe[2])
             else:
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.hbm_efficiency)
         self.inv_peak_eff = (inv_peak / eff_max)[:, None]
@@ -135,13 +145,24 @@ class StepCostModel:
         self.kernels = np.array([r.kernels for r in rows])[:, None]
         hops = np.array([r.hops for r in rows])
         hops[[i for i, *_ in self.curves]] = 0.0
-        fixed = np.array([r.kernels * _kernel_latency(r, p) for r in rows])
+        fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
         alpha = np.array([hw.scale_out.latency_s if r.bandwidth == "network" else p.allreduce_latency_s for r in rows])
         self.latency = (hops * alpha + fixed)[:, None]
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
         self.per_decode = [(i, r.kernels * p.attn_decode_seq_s) for i, r in enumerate(rows)
                            if r.bandwidth == "attn_decode" and p.attn_decode_seq_s]  # fmt: skip
-        self.sources = [_op_source(r, p) for r in rows]
+        self.per_token: list[tuple[int, float]] = []
+        """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
+        experts' pair passes (fused-MoE tables), on the gate/up row."""
+        if moe and "experts_gate_up" in self.names:
+            mm = dep.model.moe
+            assert mm is not None
+            width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
+            act = dep.scheme.activation_format.bytes_per_element
+            pair_bytes = mm.experts_per_token * (dep.model.hidden_size + width) * act * dep.model.num_moe_layers
+            seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
+            self.per_token.append((self.names.index("experts_gate_up"), seconds))
+        self.sources = [_op_source(r, p, moe is not None) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
         self.active = np.array([r.active for r in rows])
@@ -192,6 +213,8 @@ class StepCostModel:
         overhead = on * (self.kernels * per_kernel + self.latency)
         for i, seconds in self.per_decode:
             overhead[i] = overhead[i] + on[i] * seconds * cols[F["decode_tokens"]]
+        for i, seconds in self.per_token:
+            overhead[i] = overhead[i] + on[i] * seconds * tokens
         # (per-sequence CPU work is per sequence of the whole step, whatever the micro-batching)
         engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * self.pp * cols[F["seqs"]])
         return flops, nbytes, compute, memory, overhead, engine
@@ -254,8 +277,31 @@ def _kernel_latency(row: OpRow, p: CostProfile) -> float:
     return 0.0
 
 
-def _op_source(row: OpRow, p: CostProfile) -> str:
+MOE_GEMMS = ("experts_gate_up", "experts_down")
+"""Operators of the routed experts' grouped GEMMs: fused-MoE parameters where measured."""
+
+
+def _moe_key(dep: Deployment) -> str | None:
+    """Compute key of the fused-MoE kernels the routed experts run, when a fitted MoE kernel covers the expert
+    format: 16-bit experts at a 16-bit rate, or fp8 experts at the fp8 rate (others run as dense GEMMs)."""
+    key, fmt = dep.compute_key, dep.scheme.expert_weight_format.name
+    if (key in ("bf16", "fp16") and fmt in ("bf16", "fp16")) or (key == "fp8" and fmt == "fp8"):
+        return key
+    return None
+
+
+def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, float, float] | None:
+    """The profile's fused-MoE parameters for this deployment's routed experts, or None (dense GEMMs)."""
+    key = _moe_key(dep) if dep.model.moe else None
+    return p.moe_params(key) if key else None
+
+
+def _op_source(row: OpRow, p: CostProfile, moe: bool = False) -> str:
     """Where the efficiency that sets an operator's time comes from (the profile's provenance)."""
+    if moe and row.name in MOE_GEMMS:
+        names = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
+        found = list(dict.fromkeys(p.provenance.get(f"{n}.{row.compute_key}", "") for n in names))
+        return "; ".join(f for f in found if f)
     keys = {
         "gemm": [f"gemm_eff_max.{row.compute_key}", f"gemm_m_half.{row.compute_key}", "gemm_latency_s"],
         "attention": ["attn_decode_efficiency", "attn_decode_latency_s", "attn_decode_seq_s"]
