@@ -299,6 +299,21 @@ def test_batch_inputs_are_validated():
         StepBatch.from_items(decode=[-3])
 
 
+def test_step_time_convenience_reuses_the_cached_cost_model(monkeypatch):
+    """``cost.step.step_time`` prices through ``cost_model``: one StepCostModel per deployment and profile, not
+    one per call, and the same seconds as that model."""
+    from infercast.cost import step
+
+    dep = _dep("mixtral-tp2-ep2")
+    batch = StepBatch.uniform(prefill_seqs=2, chunk=300, decode_seqs=np.arange(1, 9), context=1500)
+    expected = step.cost_model(dep).step_time(batch)
+    built = []
+    monkeypatch.setattr(step, "StepCostModel", lambda *a: built.append(a) or StepCostModel(*a))
+    for _ in range(3):
+        np.testing.assert_array_equal(step.step_time(batch, dep), expected)
+    assert built == []  # every call answered by the cached model
+
+
 # ----- profiles ------------------------------------------------------------------------------------------------
 def test_engine_graph_memory_matches_graph_replay():
     """An engine reserves CUDA-graph memory exactly when its cost profile replays steps as graphs."""

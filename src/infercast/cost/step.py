@@ -315,8 +315,8 @@ def _op_source(row: OpRow, p: CostProfile, moe: bool = False) -> str:
 
 
 def step_time(batch: StepBatch, deployment: Deployment, profile: CostProfile | None = None) -> np.ndarray:
-    """Convenience: seconds per step for ``batch`` on ``deployment`` (compiles the model each call)."""
-    return StepCostModel(deployment, profile).step_time(batch)
+    """Convenience: seconds per step for ``batch`` on ``deployment`` (through the cached :func:`cost_model`)."""
+    return cost_model(deployment, profile).step_time(batch)
 
 
 _models: SpecCache[StepCostModel] = SpecCache(512)
