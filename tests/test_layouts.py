@@ -176,3 +176,42 @@ def test_sweep_rows_equal_predict_for_layouts_and_pay_for_every_gpu():
     assert row.ttft_s == pytest.approx(p.ttft_s, rel=1e-9) and row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)
     price = get_hardware("h200").price_per_hour_usd
     assert row.cost_per_mtok_usd == pytest.approx(16 * price / 3600 / row.output_throughput_tok_s * 1e6)
+
+
+def test_pipeline_bubble_one_request_is_not_split_across_stages():
+    """A step forms min(pp, sequences) micro-batches: one request crosses every stage whole, so pp neither
+    speeds up its prefill nor its decode (stages idle: the bubble); at least pp sequences fill the pipeline."""
+    kw = dict(input_len=4096, output_len=64)
+    one = infercast.predict("llama-3.1-70b", "h200", tp=4, batch=1, **kw)
+    two = infercast.predict("llama-3.1-70b", "h200", tp=4, pp=2, batch=1, **kw)
+    assert two.prefill.time_s >= one.prefill.time_s and two.tpot_s >= one.tpot_s * 0.98
+    m = StepCostModel(Deployment.resolve("llama-3.1-70b", "h200", tp=4, pp=2))
+    single = StepBatch.from_items([(4096, 0)], [])
+    pair = StepBatch.from_items([(2048, 0), (2048, 0)], [])
+    # the same 4096 prompt tokens: as one sequence they cross the stages as one micro-batch, as two sequences
+    # they form two micro-batches that overlap in the pipeline (about half the latency)
+    assert float(m.step_time(single)[0]) > 1.6 * float(m.step_time(pair)[0])
+    f = compile_scalar(m)
+    for batch in (single, pair, StepBatch.uniform(decode_seqs=1, context=9000)):
+        want = float(m.step_time(batch)[0])
+        assert f(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(want, rel=1e-12)
+
+
+def test_simulated_single_request_with_pipeline_matches_predict():
+    from infercast.sim.api import simulate
+
+    p = infercast.predict("llama-3.1-70b", "h200", tp=4, pp=2, batch=1, input_len=1024, output_len=32)
+    res = simulate("llama-3.1-70b", "h200", tp=4, pp=2, input_len=1024, output_len=32, num_requests=1, rate=1.0)
+    assert res["ttft_s"]["mean"] == pytest.approx(p.ttft_s, rel=1e-6)
+    assert res["tpot_s"]["mean"] == pytest.approx(p.tpot_s, rel=1e-6)
+
+
+def test_wide_ep_charges_each_rank_only_its_own_routed_pairs():
+    """With attention DP the dispatch delivers a rank the pairs of its own experts: the fused-MoE pair passes
+    are 1/ep of those of expert parallelism over TP ranks (whose kernels pass over every routed pair)."""
+    tp_ep = StepCostModel(Deployment.resolve("deepseek-v3", "h200", tp=8, ep=8, precision="fp8"))
+    wide = StepCostModel(Deployment.resolve("deepseek-v3", "h200", tp=1, ep=8, attention_dp=8, precision="fp8"))
+    if not tp_ep.per_token:
+        pytest.skip("no fused-MoE fit for h200 fp8 in the installed kernel profile")
+    ((_, a),), ((_, b),) = tp_ep.per_token, wide.per_token
+    assert b == pytest.approx(a / 8)

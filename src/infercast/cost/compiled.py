@@ -50,8 +50,11 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
     names = [*list(FEATURES), "frac"]
     p = model.profile
     lines = [f"def step_time(*, {', '.join(FEATURES)}):"]
-    if model.pp > 1:  # pipeline micro-batches: 1/pp of the step's work crosses every stage (see StepCostModel)
-        lines.append(f"    ({', '.join(FEATURES[1:])},) = ({', '.join(f'{f} / {model.pp}' for f in FEATURES[1:])},)")
+    if model.pp > 1:  # pipeline: min(pp, seqs) micro-batches, each 1/m of the work (see StepCostModel.columns)
+        split = [f for f in FEATURES[1:] if f != "seqs"]
+        lines.append(f"    _m = seqs if seqs < {float(model.pp)!r} else {float(model.pp)!r}")
+        lines.append("    _m = _m if _m > 1.0 else 1.0")
+        lines.append(f"    ({', '.join(split)},) = ({', '.join(f'{f} / _m' for f in split)},)")
     if model.table.moe_k_over_e:
         lines.append(f"    frac = -_expm1(tokens * {float(model.log1m_k_over_e)!r}) if tokens > 0 else 0.0")
     lines.append(
@@ -100,7 +103,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         extra += "".join(f" + {float(sec)!r} * tokens" for j, sec in model.per_token if j == i)
         lines.append(f"        total += (c if c > m else m){extra}")
     so, ss = float(p.step_overhead_s), float(p.seq_overhead_s)
-    lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss * model.pp!r} * seqs")
+    lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss!r} * seqs")
     lines.append("    return total")
     exec("\n".join(lines), namespace)
     fn = namespace["step_time"]
@@ -129,13 +132,14 @@ class DecodeTable:
         fixed = ~varies
         self.constant = (np.maximum(c0[fixed], m0[fixed]) + o0[fixed]).sum(axis=0) + e0 + o0[varies].sum(axis=0)
         self.constant[0] = 0.0
-        # per varying op: intercepts by n, slopes (identical for every n)
+        # per varying op: intercepts and slopes by n (the slopes are the same for every n, except under pipeline
+        # parallelism with fewer sequences than stages, whose micro-batches each carry 1/n of the context)
         self.c0, self.m0 = c0[varies], m0[varies]
-        self.cs, self.ms = dcs[varies][:, -1:], dms[varies][:, -1:]
-        self.cw, self.mw = dcw[varies][:, -1:], dmw[varies][:, -1:]
-        # plain floats for the simulator's pure-Python paths
-        self.cs_f, self.ms_f = self.cs[:, 0].tolist(), self.ms[:, 0].tolist()
-        self.cw_f, self.mw_f = self.cw[:, 0].tolist(), self.mw[:, 0].tolist()
+        self.cs, self.ms = dcs[varies], dms[varies]
+        self.cw, self.mw = dcw[varies], dmw[varies]
+        # plain floats for the simulator's pure-Python paths: [op][n]
+        self.cs_f, self.ms_f = self.cs.tolist(), self.ms.tolist()
+        self.cw_f, self.mw_f = self.cw.tolist(), self.mw.tolist()
         self.num_varying = int(varies.sum())
         self.constant_f = self.constant.tolist()
         self.c0_f, self.m0_f = self.c0.tolist(), self.m0.tolist()
@@ -145,8 +149,8 @@ class DecodeTable:
         n = np.asarray(n, dtype=np.intp)
         total = self.constant[n]
         for i in range(self.c0.shape[0]):
-            comp = self.c0[i, n] + self.cs[i, 0] * s + self.cw[i, 0] * sw
-            mem = self.m0[i, n] + self.ms[i, 0] * s + self.mw[i, 0] * sw
+            comp = self.c0[i, n] + self.cs[i, n] * s + self.cw[i, n] * sw
+            mem = self.m0[i, n] + self.ms[i, n] * s + self.mw[i, n] * sw
             total = total + np.where(n > 0, np.maximum(comp, mem), 0.0)
         return total
 

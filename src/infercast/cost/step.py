@@ -160,6 +160,10 @@ class StepCostModel:
             width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
             act = dep.scheme.activation_format.bytes_per_element
             pair_bytes = mm.experts_per_token * (dep.model.hidden_size + width) * act * dep.model.num_moe_layers
+            if dep.attention_dp > 1:
+                # wide EP: the all-to-all dispatch (the ep_all_to_all rows) hands each rank only the pairs of its
+                # own experts, 1/ep of them, where the measured tables' expert-map path passes over every pair
+                pair_bytes /= dep.ep
             seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
             self.per_token.append((self.names.index("experts_gate_up"), seconds))
         self.sources = [_op_source(r, p, moe is not None) for r in rows]
@@ -178,9 +182,14 @@ class StepCostModel:
         cols = np.empty((NUM_COLUMNS, x.shape[1]))
         cols[: x.shape[0]] = x
         if self.pp > 1:
-            # pipeline: the step's work runs as pp micro-batches of 1/pp of it, each crossing every stage
-            x = x / self.pp
-            cols[1 : x.shape[0]] = x[1:]
+            # pipeline: the step's sequences form m = min(pp, sequences) micro-batches (a sequence is never split),
+            # each carrying 1/m of the work across every stage, so a step costs the whole model at 1/m of the
+            # work; with fewer sequences than stages, stages sit idle (the bubble). The sequence count stays the
+            # step's: per-sequence CPU work is per sequence, whatever the micro-batching.
+            m = np.clip(x[F["seqs"]], 1.0, self.pp)
+            cols[1 : x.shape[0]] = x[1:] / m
+            cols[F["seqs"]] = x[F["seqs"]]
+            x = cols[: x.shape[0]]
         if self.table.moe_k_over_e:
             # expected fraction of a rank's experts that at least one of T tokens routes to: 1 - (1 - k/E)^T
             cols[EXPERT_FRAC] = -np.expm1(x[F["tokens"]] * self.log1m_k_over_e)
@@ -215,8 +224,8 @@ class StepCostModel:
             overhead[i] = overhead[i] + on[i] * seconds * cols[F["decode_tokens"]]
         for i, seconds in self.per_token:
             overhead[i] = overhead[i] + on[i] * seconds * tokens
-        # (per-sequence CPU work is per sequence of the whole step, whatever the micro-batching)
-        engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * self.pp * cols[F["seqs"]])
+        # (per-sequence CPU work is per sequence of the whole step: ``columns`` keeps that count undivided)
+        engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]])
         return flops, nbytes, compute, memory, overhead, engine
 
     # ----- public API --------------------------------------------------------------------------------------

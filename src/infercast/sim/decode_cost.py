@@ -1,6 +1,7 @@
 """Decode-step times over spans of steps in closed form (pure Python floats: no NumPy per call).
 
-A decode-only step of n sequences costs ``K[n] + Σ_v max(c_v + s_c·S + w_c·Sw, m_v + s_m·S + w_m·Sw)`` where
+A decode-only step of n sequences costs ``K[n] + Σ_v max(c_v + s_c·S + w_c·Sw, m_v + s_m·S + w_m·Sw)`` (each
+coefficient by n) where
 S and Sw are the context sums (:class:`~infercast.cost.compiled.DecodeTable`, derived from the step cost
 model). Over a span without events S and Sw grow linearly, so each term is the max of two lines in the step
 index and the span's total time, or the number of steps before a deadline, follow in O(1).
@@ -46,8 +47,8 @@ class DecodeSpan:
         self.const = table.constant_f[n]
         cs, cw, ms, mw = table.cs_f, table.cw_f, table.ms_f, table.mw_f
         self.lines = [
-            (c0[n] + cs[v] * s + cw[v] * sw, cs[v] * ds + cw[v] * dsw, m0[n] + ms[v] * s + mw[v] * sw,
-             ms[v] * ds + mw[v] * dsw)
+            (c0[n] + cs[v][n] * s + cw[v][n] * sw, cs[v][n] * ds + cw[v][n] * dsw, m0[n] + ms[v][n] * s + mw[v][n] * sw,
+             ms[v][n] * ds + mw[v][n] * dsw)
             for v, (c0, m0) in enumerate(zip(table.c0_f, table.m0_f, strict=True))
         ]  # fmt: skip
 

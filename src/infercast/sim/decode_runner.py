@@ -21,13 +21,14 @@ if TYPE_CHECKING:
 
 
 def single_line(table: DecodeTable) -> tuple | None:
-    """With one context-dependent operator (the common case): its lines' intercepts by batch size and slopes
-    in Σ context, for :func:`decode_span`'s inline path (without a window Σ min(ctx, W) = Σ ctx, so the window
+    """With one context-dependent operator (the common case): its lines' intercepts and slopes in Σ context by
+    batch size, for :func:`decode_span`'s inline path (without a window Σ min(ctx, W) = Σ ctx, so the window
     slope folds into the context slope); None otherwise."""
     if table.num_varying != 1:
         return None
-    return (table.constant_f, table.c0_f[0], table.m0_f[0], table.cs_f[0] + table.cw_f[0],
-            table.ms_f[0] + table.mw_f[0])  # fmt: skip
+    cs = [a + b for a, b in zip(table.cs_f[0], table.cw_f[0], strict=True)]
+    ms = [a + b for a, b in zip(table.ms_f[0], table.mw_f[0], strict=True)]
+    return table.constant_f, table.c0_f[0], table.m0_f[0], cs, ms
 
 
 def decode_gaps(rep: Replica, end: float) -> None:
@@ -64,7 +65,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     single = one_line is not None
     simple_lines = single and not window
     if single:
-        const_f, c0_f, m0_f, cs, ms = one_line
+        const_f, c0_f, m0_f, cs_f, ms_f = one_line
     ramps = gaps.ramp_buffer(table.num_varying)
     while True:
         n = batch.n
@@ -83,7 +84,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps,
             # the span is one arithmetic series (the common case: no objects made, deadlines solved by
             # decode_cost.steps_to_reach); otherwise the general DecodeSpan below
-            const = const_f[n]
+            const, cs, ms = const_f[n], cs_f[n], ms_f[n]
             ca, dca = c0_f[n] + cs * s, cs * n
             ma, dma = m0_f[n] + ms * s, ms * n
             last = k - 1
