@@ -189,6 +189,19 @@ def test_tensor_parallel_collectives():
     assert "ep_all_to_all" in moe.names
 
 
+def test_ring_share_is_the_one_ring_factor():
+    """2(N-1)/N bytes per byte of buffer for an all-reduce, (N-1)/N for the others; the ring fallback curve sends
+    that share of each message (operators' link bytes are checked against it above)."""
+    from infercast.cost.collectives import _ring
+    from infercast.cost.ring import ring_share
+
+    assert ring_share("all_reduce", 8) == 2 * 7 / 8
+    assert ring_share("all_gather", 8) == ring_share("alltoall", 8) == 7 / 8
+    assert ring_share("all_reduce", 1) == 0.0
+    curve = _ring("all_reduce", 4, 1e9, 0.0)
+    assert curve.seconds[-1] == pytest.approx(ring_share("all_reduce", 4) * curve.sizes[-1] / 1e9, rel=1e-12)
+
+
 def test_elementwise_flop_counts():
     """RoPE: x·cos − y·sin (3 FLOPs) per rotated q/k element; RMSNorm with residual add: 5 per element."""
     model = _model("llama-8b")

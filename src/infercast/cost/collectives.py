@@ -18,6 +18,7 @@ import numpy as np
 
 from infercast.cost.curves import Curve
 from infercast.cost.profile import CostProfile
+from infercast.cost.ring import ring_share
 from infercast.specs.hardware import HardwareSpec
 
 GRID = tuple(float(2**i) for i in range(7, 34))
@@ -27,10 +28,7 @@ GRID = tuple(float(2**i) for i in range(7, 34))
 def _ring(kind: str, ranks: int, bandwidth: float, alpha: float) -> Curve:
     """The alpha-beta ring formula the step model uses without a measured curve, as a curve."""
     xs = np.asarray(GRID)
-    if kind == "all_reduce":
-        t = 2 * (ranks - 1) / ranks * xs / bandwidth + (ranks - 1) * alpha
-    else:
-        t = (ranks - 1) / ranks * xs / bandwidth + (ranks - 1) * alpha
+    t = ring_share(kind, ranks) * xs / bandwidth + (ranks - 1) * alpha
     return Curve(GRID, tuple(t.tolist()), f"ring formula over {ranks} GPUs")
 
 
@@ -46,9 +44,9 @@ def collective_curve(profile: CostProfile, hw: HardwareSpec, kind: str, ranks: i
     lat = net.latency_s
     xs = np.asarray(GRID)
     if kind == "all_reduce":
-        inter = 2 * (nodes - 1) * lat + 2 * (nodes - 1) / nodes * (xs / g) / bw
+        inter = 2 * (nodes - 1) * lat + ring_share(kind, nodes) * (xs / g) / bw
     elif kind == "all_gather":
-        inter = (nodes - 1) * lat + (nodes - 1) / nodes * (xs / g) / bw
+        inter = (nodes - 1) * lat + ring_share(kind, nodes) * (xs / g) / bw
     else:  # alltoall (and anything else: every byte bound for another node crosses the network once)
         inter = (nodes - 1) * lat + xs * (ranks - g) / ranks / bw
     label = f"inter-node over {net.name} ({nodes} nodes x {g} GPUs, alpha-beta)"

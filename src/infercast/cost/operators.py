@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infercast.cost.batch import NUM_FEATURES, F
+from infercast.cost.ring import ring_share
 from infercast.specs.deployment import Deployment
 from infercast.specs.precision import LOGIT_BYTES
 from infercast.specs.sharding import rank_linears
@@ -57,11 +58,6 @@ class OpTable:
         return [r.name for r in self.rows]
 
 
-def _ring_factor(n: int) -> float:
-    """Bytes each rank sends per byte reduced in a ring all-reduce: 2(N-1)/N."""
-    return 2 * (n - 1) / n
-
-
 def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: float, feature: int) -> OpRow:
     """``calls`` collectives over ``ranks`` GPUs, each on a buffer of ``bytes_per_unit`` per unit of ``feature``.
 
@@ -70,7 +66,7 @@ def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: 
     op = OpRow(name, "communication", "comm", None, bandwidth="link", active=feature, collective=kind,
                ranks=ranks, calls=calls, kernels=calls)  # fmt: skip
     op.message[feature] = bytes_per_unit
-    share = _ring_factor(ranks) if kind == "all_reduce" else 1.0 if kind == "p2p" else (ranks - 1) / ranks
+    share = 1.0 if kind == "p2p" else ring_share(kind, ranks)
     op.bytes[feature] = calls * share * bytes_per_unit
     op.hops = calls * (ranks - 1)
     return op

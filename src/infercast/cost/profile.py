@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from infercast.cost.curves import Curve, lerp_curves
+from infercast.cost.ring import ring_share
 from infercast.errors import InfercastError
 
 SAME_RATE = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "int8": ("fp8", "int8")}
@@ -118,7 +119,7 @@ class CostProfile:
         ref = sizes[-1] if below else sizes[0]
         # outside the measured sizes: scaled by the ring's bytes per GPU, (N-1)/N of the message (x2 for an
         # all-reduce, which cancels in the ratio)
-        factor = ((ranks - 1) / ranks) / ((ref - 1) / ref)
+        factor = ring_share(kind, ranks) / ring_share(kind, ref)
         return table[ref].scaled(factor, f"{table[ref].source}; scaled from {ref} to {ranks} GPUs by (N-1)/N")
 
     def gemm_params(self, key: str) -> tuple[float, float]:
