@@ -9,7 +9,6 @@ import pytest
 
 from infercast.cost.batch import StepBatch
 from infercast.cost.step import StepCostModel
-from infercast.engine import cpu
 from infercast.engine.cpu import Sweep, base_profile, cpu_hardware, fit_profile, scaled_profile, speed_factor
 from infercast.engine.cpu_steps import EngineSteps, errors, held_out, kinds
 from infercast.engine.simulate import EngineConfig, deployment, simulate_engine
@@ -75,11 +74,14 @@ def test_held_out_rounds_score_a_fit_on_the_other_rounds() -> None:
     assert errors(seconds * 1.1, Sweep(features, seconds))["max_abs_rel_error"] == pytest.approx(0.1)
 
 
-def test_speed_probe_compares_with_its_own_reference(monkeypatch) -> None:
-    reference = [0.02, 0.05, 0.04, 0.06]
-    monkeypatch.setattr(cpu, "probe_times", lambda *a, **k: [1.3 * t for t in reference])
-    factor = speed_factor(None, CONFIG, HW, base_profile(), threads=1, reference=reference)  # type: ignore[arg-type]
-    assert factor == pytest.approx(1.3)
+def test_speed_factor_is_summed_served_time_over_the_profiles() -> None:
+    features = _served_like_steps(40)
+    profile = base_profile().with_values(TRUTH, "truth")
+    seconds = _times(features, TRUTH)
+    seconds[::2] *= 1.5  # half the steps 50 % slower: the sum, not a median, sets the factor
+    expected = seconds.sum() / _times(features, TRUTH).sum()
+    assert speed_factor(Sweep(features, seconds), CONFIG, HW, profile) == pytest.approx(expected)
+    assert speed_factor(Sweep(features, 1.3 * _times(features, TRUTH)), CONFIG, HW, profile) == pytest.approx(1.3)
 
 
 def test_the_simulator_prices_steps_with_the_fitted_profile() -> None:

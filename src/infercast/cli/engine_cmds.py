@@ -102,7 +102,7 @@ def validate_sim(
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
     seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths, prompts).")] = 0,
     no_probe: Annotated[
-        bool, typer.Option("--no-probe", help="Do not rescale step times by a speed probe taken before the run.")
+        bool, typer.Option("--no-probe", help="Do not rescale step times by a speed probe (served steps) run first.")
     ] = False,
     plot: Annotated[Path | None, typer.Option(help="Write the latency CDFs (PNG) here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -137,7 +137,7 @@ def validate_sim(
     prefix = (num_prefixes, prefix_tokens) if prefix_tokens else None
     work = WorkloadSpec(trace=trace, num_requests=num_requests, seed=seed, prefix=prefix, **lengths, **load).build()
     result = run_validation(build_model(config, seed=seed), config, hardware, profile, work, threads=threads,
-                            probe=not no_probe, probe_reference=fit.get("probe_reference_s"))  # fmt: skip
+                            probe=not no_probe)  # fmt: skip
     if plot is not None:
         plot_cdfs({config.scheduler: result}, plot)
     if json_out:
@@ -155,8 +155,8 @@ def validate_sim(
     console.print(table)
     info = result.info
     console.print(f"load average {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}; speed probe "
-                  f"{info['speed_factor']:.2f}x the calibration; engine steps took {info['step_time_ratio_p50']:.2f}x "
-                  "the (probe-scaled) step times (median)")  # fmt: skip
+                  f"{info['speed_factor']:.2f}x the calibration; engine steps took {info['step_time_ratio_sum']:.2f}x "
+                  "the (probe-scaled) step times in sum")  # fmt: skip
     if plot is not None:
         err_console.print(f"wrote {plot}")
 

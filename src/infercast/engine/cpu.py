@@ -9,8 +9,8 @@ this engine, so the simulator can predict the engine on this machine.
 * :func:`calibrate` — fits that form to the engine's own served steps
   (:mod:`infercast.engine.cpu_steps`), scores it on a round held out, and records the synthetic grid
   (:func:`step_sweep`, decode batches, prefill chunks, mixed steps) and a fit to it for comparison.
-* :func:`speed_factor` — a few fixed steps (:data:`PROBE_POINTS`) timed at calibration and again before a
-  validation run: how much slower or faster the machine is now.
+* :func:`speed_factor` — served steps timed just before a validation run against the profile: how much
+  slower or faster the machine is now.
 
 Everything records where and when it was measured, and the load average at the time (the machine may be
 shared: timings taken under load describe a slower machine).
@@ -249,41 +249,16 @@ def step_sweep(
     return Sweep(np.array(cols).T, np.array([statistics.median(t) for t in times]), labels, info)
 
 
-PROBE_POINTS = [([], [128] * 4), ([], [512] * 16), ([(128, 0)], []), ([(128, 128)], [300] * 8)]
-"""A few shapes of the sweep, timed at calibration and again just before a validation run (:func:`speed_factor`)."""
-PROBE_REPEATS = 5
+def speed_factor(steps: Sweep, config: EngineConfig, hardware: HardwareSpec, profile: CostProfile) -> float:
+    """How much slower (> 1) or faster the machine is now than ``profile`` says: summed measured over summed
+    predicted time of ``steps``, served steps just timed (a few requests, seconds before a validation run).
 
-
-def probe_times(
-    model: TransformerModel, config: EngineConfig, *, threads: int, repeats: int = PROBE_REPEATS
-) -> list[float]:
-    """Median seconds of each :data:`PROBE_POINTS` step (repeats interleaved)."""
-    return step_sweep(model, config, repeats=repeats, threads=threads, points=PROBE_POINTS).seconds.tolist()
-
-
-def speed_factor(
-    model: TransformerModel,
-    config: EngineConfig,
-    hardware: HardwareSpec,
-    profile: CostProfile,
-    *,
-    threads: int,
-    reference: list[float] | None = None,
-) -> float:
-    """How much slower (> 1) or faster the machine is now than at calibration: median over
-    :data:`PROBE_POINTS` of the step times now over ``reference`` (the same steps timed at calibration; fixed
-    synthetic steps, a few seconds). Without a reference (calibrations written before it was recorded), over
-    the profile's predictions of them. On a machine shared with other jobs its speed drifts between
-    calibration and a run; on an idle one this is ~1.
-
-    The reference is the probe's own timing, not the profile's prediction, because the profile is fitted to
-    served steps (scheduling, padded decode attention) that these synthetic steps leave out."""
-    now = np.array(probe_times(model, config, threads=threads))
-    if reference is not None and len(reference) == len(now):
-        return float(np.median(now / np.array(reference)))
-    batch = StepBatch(np.array([StepBatch.from_items(p, d, prefill_samples=len(p)).x[:, 0] for p, d in PROBE_POINTS]).T)
-    predicted = StepCostModel(deployment(config, hardware), profile).step_time(batch)
-    return float(np.median(now / predicted))
+    Served steps, not a synthetic probe: the profile is fitted to served steps (scheduling, padded decode
+    attention), and a sum over ~100 of them is steadier than a few synthetic shapes (single steps vary by
+    about ±15 % here). A machine shared with other jobs changes speed between calibration and a run; on an idle
+    one this is ~1."""
+    predicted = StepCostModel(deployment(config, hardware), profile).step_time(StepBatch(steps.features))
+    return float(steps.seconds.sum() / predicted.sum())
 
 
 def scaled_profile(profile: CostProfile, factor: float, why: str = "speed probe before the run") -> CostProfile:
@@ -393,7 +368,7 @@ def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[
 def calibrate(
     model: TransformerModel, config: EngineConfig, *, threads: int = 2, repeats: int = 5, rounds: int = 2
 ) -> tuple[HardwareSpec, CostProfile, dict[str, Any], dict[str, Any]]:
-    """Peaks; the probe's reference times; the engine's own steps on calibration workloads
+    """Peaks; the engine's own steps on calibration workloads
     (:mod:`infercast.engine.cpu_steps`, ``rounds`` rounds); the fit to them, with its error on rounds held out;
     and, for comparison, the synthetic grid (:func:`step_sweep`) and how far a fit to it is from the served
     steps. Returns ``(cpu spec, profile, peaks, fit record)``."""
@@ -402,7 +377,6 @@ def calibrate(
     peaks = measure_peaks(threads, repeats)
     hardware = cpu_hardware(peaks)
     dep = deployment(config, hardware)
-    reference = probe_times(model, config, threads=threads)
     data = engine_steps(model, config, rounds=rounds, threads=threads)
     grid = step_sweep(model, config, repeats=repeats, threads=threads)
     sweep = data.sweep
@@ -421,7 +395,7 @@ def calibrate(
            "held_out": held_out(data, fit, predict) if rounds > 1 else {},
            "grid_fit": {"points": len(grid.seconds), **grid_stats,
                         "on_engine_steps": errors(predict(grid_profile, sweep), sweep)},
-           "probe_reference_s": reference, "runs": data.runs,
+           "runs": data.runs,
            "grid": [{"step": label, "seconds": float(s)} for label, s in zip(grid.labels, grid.seconds,
                                                                              strict=True)]}  # fmt: skip
     return hardware, profile, peaks, fit

@@ -92,23 +92,25 @@ def validate_sim(
     threads: int = 2,
     warmup_requests: int = 4,
     probe: bool = True,
-    probe_reference: list[float] | None = None,
+    probe_requests: int = 8,
 ) -> Validation:
     """Run ``work`` on the engine in real time and in the simulator; compare (see module docstring).
 
     A few requests of the workload's shape run first, unmeasured, so one-time costs (allocator growth,
-    kernel selection for new shapes) do not land on the measured requests. With ``probe``, a few fixed
-    synthetic steps are re-timed first and the profile's step times scaled by how much slower or faster the
-    machine is now than at calibration (:func:`~infercast.engine.cpu.speed_factor` against
-    ``probe_reference``, the same steps timed at calibration; ~1 on an idle machine).
+    kernel selection for new shapes) do not land on the measured requests. With ``probe``, the first
+    ``probe_requests`` requests are then served again, all at once, and the profile's step times scaled by
+    how much slower or faster those served steps ran than it says (:func:`~infercast.engine.cpu.speed_factor`;
+    ~1 on an idle machine).
     """
     torch.set_num_threads(threads)
     if warmup_requests:
         warm = work.head(min(warmup_requests, len(work)))
         replay(make_engine(model, config), _all_at_once(warm), WallClock())
-    factor = (speed_factor(model, config, hardware, profile, threads=threads, reference=probe_reference)
-              if probe else 1.0)  # fmt: skip
+    factor = 1.0
     if probe:
+        probe_engine = make_engine(model, config)
+        replay(probe_engine, _all_at_once(work.head(min(probe_requests, len(work)))), WallClock())
+        factor = speed_factor(sweep_from_steps(probe_engine.steps), config, hardware, profile)
         profile = scaled_profile(profile, factor)
     load_before = os.getloadavg()
     engine = make_engine(model, config)
@@ -123,7 +125,8 @@ def validate_sim(
             "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
             "engine_duration_s": run.summary["duration_s"], "sim_duration_s": sim.summary["duration_s"],
             "speed_factor": factor, "steps": len(run_steps), "step_time_ratio_p50": float(np.median(ratio)),
-            "step_time_ratio_mean": float(np.mean(ratio))}  # fmt: skip
+            "step_time_ratio_mean": float(np.mean(ratio)),
+            "step_time_ratio_sum": float(steps.seconds.sum() / (steps.seconds / ratio).sum())}  # fmt: skip
     out = Validation(compare(run.summary, sim.summary), run, sim, info)
     if len(run_steps) >= 2 * len(FIT_PARAMS):
         own, _ = fit_profile(steps, config, hardware, balance=True, match_total=True)
