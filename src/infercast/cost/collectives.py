@@ -10,6 +10,11 @@ scale-out network in which each GPU's own NIC carries its 1/g share (g GPUs per 
 * all-to-all:   (n-1)·lat + x · (N-g)/N / BW_net   (the share of each rank's buffer bound for other nodes)
 
 for n nodes, N ranks, a message (buffer) of x bytes per rank; BW_net and lat from the hardware's ``scale_out``.
+
+The two latencies are counted differently, each as its parameter is defined: ``lat`` (the network's
+``latency_s``) is per ring step, so an all-reduce's 2(n-1) steps pay 2(n-1)·lat; inside a domain without a
+measured curve (:func:`_ring`, and the step model's ``hops``) every collective of g GPUs pays (g-1)·alpha with
+alpha = ``allreduce_latency_s``, defined per all-reduce hop (two ring steps; ``profiles/defaults.yaml``).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class OpRow:
     bytes: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
     rows: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
     kernels: float = 0.0
-    hops: float = 0.0  # collective latency steps: sum of (N - 1) over the collectives in this op
+    hops: float = 0.0  # latency hops without a measured curve: (N - 1) per collective, each allreduce_latency_s
     active: int = F["tokens"]  # feature that must be > 0 for the op to run at all
     bandwidth: str = "hbm"  # hbm | attn_decode | link (scale-up) | network (scale-out between nodes)
     collective: str | None = None  # all_reduce | all_gather | alltoall | p2p (a measured curve prices it, if any)

@@ -67,6 +67,9 @@ class CostProfile:
     attn_decode_efficiency: float
     link_efficiency: float
     allreduce_latency_s: float
+    """alpha: latency of one hop of a collective over the scale-up links; a collective over N GPUs without a measured
+    curve takes (N - 1)·alpha, whatever its kind. Per all-reduce hop, not per ring step (a ring all-reduce is
+    2(N - 1) steps), unlike the scale-out network's ``latency_s``, which is per step (see profiles/defaults.yaml)."""
     kernel_overhead_graph_s: float
     kernel_overhead_eager_s: float
     step_overhead_s: float
