@@ -202,6 +202,30 @@ def test_ring_share_is_the_one_ring_factor():
     assert curve.seconds[-1] == pytest.approx(ring_share("all_reduce", 4) * curve.sizes[-1] / 1e9, rel=1e-12)
 
 
+def test_gemm_time_prices_the_step_models_gemm_roofline():
+    """``cost.kernels.gemm_time`` (calibration's GEMM records) and a GEMM row of the step model take the same
+    parameters and form: for every GEMM of a one-layer model, at GEMV to prefill sizes, the step model's
+    max(compute, memory) is gemm_time less its eager launch (it adds gemm_latency_s and its own launch cost)."""
+    from infercast.cost.kernels import gemm_time
+    from infercast.specs.catalog import get_model
+    from infercast.specs.sharding import rank_linears
+    from infercast.specs.truncate import truncated
+
+    dep = Deployment.resolve(truncated(get_model("llama-3.1-8b"), 1), "h100-sxm")
+    model = StepCostModel(dep)
+    p, hw = model.profile, dep.hardware
+    for m in (1, 7, 64, 512, 8192):
+        bd = model.breakdown(StepBatch.uniform(prefill_seqs=1, chunk=m))
+        for lin in rank_linears(dep.model, 1, 1):
+            if lin.name == "embedding":
+                continue
+            rows = 1 if lin.name == "lm_head" else m  # the LM head runs on the sampled row only
+            i = model.names.index(lin.name)
+            roof = max(bd.compute_s[i, 0], bd.memory_s[i, 0])
+            alone = gemm_time(p, hw, dep.compute_key, rows, lin.n, lin.k) - p.kernel_overhead_eager_s
+            assert alone == pytest.approx(roof, rel=1e-9), (lin.name, m)
+
+
 def test_elementwise_flop_counts():
     """RoPE: x·cos − y·sin (3 FLOPs) per rotated q/k element; RMSNorm with residual add: 5 per element."""
     model = _model("llama-8b")
