@@ -4,6 +4,7 @@ load fit's pieces, and error bands on predictions."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -71,6 +72,30 @@ def test_fixed_lengths_keep_closed_loop_clients_in_waves():
     assert fixed.ttft_mean_s > 1.5 * ranged.ttft_mean_s
     assert math.isclose(fixed.tpot_mean_s, ranged.tpot_mean_s, rel_tol=0.35)
     assert simulate_closed_loop(dep, prof, 32, 2048, 128) is ranged  # cached per profile values and shape
+
+
+def test_step_budget_staggers_a_wave_of_prompts():
+    """A wave of 8 fixed-length 1k prompts: a budget of 8192 tokens prefills them in one step (each first token
+    waits for all eight), a budget of 2048 two at a time (the first ones come out early): mean TTFT falls, and
+    a record's ``max_num_batched_tokens`` reaches the simulated engine."""
+    from infercast.measure.predictors import predict_record
+
+    dep = Deployment.resolve("qwen3-32b", "h100-sxm", tp=2, engine="vllm")
+    prof = base_profile("h100-sxm", "vllm")
+    whole = simulate_closed_loop(dep, prof, 8, 1024, 128, range_ratio=1.0, max_num_batched_tokens=8192)
+    staggered = simulate_closed_loop(dep, prof, 8, 1024, 128, range_ratio=1.0, max_num_batched_tokens=2048)
+    assert staggered.ttft_mean_s < 0.8 * whole.ttft_mean_s
+    rec = _closed(model="qwen3-32b", tp=2, batch=8, input_len=1024, output_len=128, min_len_ratio=1.0)
+    budgeted = predict_record(replace(rec, max_num_batched_tokens=2048))
+    assert budgeted != predict_record(replace(rec, max_num_batched_tokens=8192))
+    installed = simulate_closed_loop(dep, _installed(dep), 8, 1024, 128, range_ratio=1.0, max_num_batched_tokens=2048)
+    assert budgeted == pytest.approx(installed.ttft_mean_s)
+
+
+def _installed(dep: Deployment):
+    from infercast.measure.predictors import profile_for
+
+    return profile_for(_closed(model=dep.model.id, gpu=dep.hardware.id, engine=dep.engine.id), None)
 
 
 def test_load_fit_starts_from_installed_kernels_and_engine_priors():

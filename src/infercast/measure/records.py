@@ -28,7 +28,9 @@ serving_tpot           median TPOT ((E2E - TTFT)/(n - 1), vLLM's definition)   s
 serving_throughput     output tokens/s of those requests over the benchmark     tok/s
 closed_loop_ttft       mean TTFT of a closed loop of ``batch`` clients (10 x    s
                        ``batch`` requests, lengths uniform in [r L, L], r =
-                       ``min_len_ratio``, 0.8 when not given)
+                       ``min_len_ratio``, 0.8 when not given; the engine's
+                       step budget ``max_num_batched_tokens`` when not its
+                       preset's)
 closed_loop_tpot       mean TPOT of the same closed-loop benchmark              s
 =====================  ======================================================  ===========
 
@@ -147,6 +149,9 @@ class Record:
     min_len_ratio: float = 0.0
     """Closed-loop kinds: prompt and output lengths were uniform in [min_len_ratio x L, L] (1: fixed lengths;
     0 / empty: 0.8, the range public closed-loop sweeps use)."""
+    max_num_batched_tokens: int = 0
+    """Serving and closed-loop kinds: the engine's token budget per step in the run (0 / empty: the engine
+    preset's default)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"

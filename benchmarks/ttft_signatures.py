@@ -1,0 +1,90 @@
+"""What the closed-loop TTFT measurements say that the simulator does not reproduce (a diagnostic, no fit).
+
+Usage:  python benchmarks/ttft_signatures.py
+
+Reads data/measurements/closed_loop/h100-sxm.csv (mean TTFT / TPOT under closed-loop concurrency) and prints
+two signatures, with infercast's kernel-level prefill time for comparison:
+
+1. Prompt slope at the lowest concurrency. Per engine, model and TP: how much mean TTFT grows per prompt
+   token between the shortest and the longest prompt, divided by how much the kernel-level prefill time
+   (``predict`` at batch 1, without the per-request overhead) grows. A ratio near 1 means TTFT grows as the
+   GPU's prefill does (what the simulator assumes at light load); well above 1 means latency proportional to
+   the prefill that the simulator lacks. TPOT under the same load follows the kernel-level prefill cost
+   (benchmarks/accuracy.py), so that extra latency does not occupy the GPU.
+2. Output slope. Per engine, model, TP, prompt length and concurrency C: how much mean TTFT grows per output
+   token (between the shortest and the longest output), in units of the measured TPOT. A closed loop whose
+   engine holds only K < C requests at once makes each request wait (C/K - 1) x its decode time, so the slope
+   is C/K - 1; the implied K is printed (K = C means no such wait).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import infercast  # noqa: E402
+
+DATA = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
+
+
+def load() -> pd.DataFrame:
+    d = pd.read_csv(DATA, comment="#")
+    d = d[d.output_len < 1000]  # the sweep grid (the few 4000/1000 points come from another harness)
+    wide = d.pivot_table(index=["engine", "model", "precision", "tp", "input_len", "output_len", "batch"],
+                         columns="kind", values="value").reset_index()  # fmt: skip
+    return wide.rename(columns={"closed_loop_ttft": "ttft_ms", "closed_loop_tpot": "tpot_ms", "batch": "c"})
+
+
+def prefill_ms(model: str, precision: str, tp: int, engine: str, input_len: int) -> float:
+    p = infercast.predict(model, "h100-sxm", tp=tp, precision=precision, engine=engine, input_len=input_len,
+                          output_len=16)  # fmt: skip
+    return p.prefill.time_s * 1e3
+
+
+def prompt_slopes(d: pd.DataFrame) -> None:
+    print("1. TTFT growth per prompt token at the lowest concurrency / kernel-level prefill growth")
+    print(f"{'engine':8} {'model':14} {'tp':>3} {'C':>4} {'measured us/tok':>16} {'prefill us/tok':>15} {'ratio':>6}")
+    for (engine, model, prec, tp), g in d.groupby(["engine", "model", "precision", "tp"]):
+        g = g[g.c == g.c.min()]
+        lo, hi = g.input_len.min(), g.input_len.max()
+        if lo == hi:
+            continue
+        measured = (g[g.input_len == hi].ttft_ms.mean() - g[g.input_len == lo].ttft_ms.mean()) / (hi - lo)
+        kernel = (prefill_ms(model, prec, tp, engine, hi) - prefill_ms(model, prec, tp, engine, lo)) / (hi - lo)
+        print(f"{engine:8} {model:14} {tp:>3} {g.c.min():>4} {measured * 1e3:>16.1f} {kernel * 1e3:>15.1f} "
+              f"{measured / kernel:>6.2f}")  # fmt: skip
+
+
+def output_slopes(d: pd.DataFrame) -> None:
+    print("\n2. TTFT growth per output token / TPOT, and the implied concurrent capacity K = C / (1 + slope)")
+    rows = []
+    for (engine, model, tp, isl, c), g in d.groupby(["engine", "model", "tp", "input_len", "c"]):
+        lo, hi = g.output_len.min(), g.output_len.max()
+        if lo == hi:
+            continue
+        slope = (g[g.output_len == hi].ttft_ms.mean() - g[g.output_len == lo].ttft_ms.mean()) / (hi - lo)
+        ratio = slope / g.tpot_ms.mean()
+        rows.append((engine, model, tp, c, ratio, c / (1 + ratio)))
+    r = pd.DataFrame(rows, columns=["engine", "model", "tp", "C", "slope_over_tpot", "K"])
+    r["C_minus_K"] = r.C - r.K
+    summary = r[r.C <= 64].groupby(["engine", "model"]).agg(
+        points=("K", "size"), median_C_minus_K=("C_minus_K", "median"), p10=("C_minus_K", lambda x: np.quantile(x, 0.1)),
+        p90=("C_minus_K", lambda x: np.quantile(x, 0.9)))  # fmt: skip
+    print("concurrency <= 64 (C - K: clients effectively waiting for a slot):")
+    print(summary.round(2).to_string())
+
+
+def main() -> None:
+    d = load()
+    prompt_slopes(d)
+    output_slopes(d)
+
+
+if __name__ == "__main__":
+    main()
