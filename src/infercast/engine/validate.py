@@ -98,8 +98,9 @@ def validate_sim(
 
     A few requests of the workload's shape run first, unmeasured, so one-time costs (allocator growth,
     kernel selection for new shapes) do not land on the measured requests. With ``probe``, the first
-    ``probe_requests`` requests are then served again, all at once, and the profile's step times scaled by
-    how much slower or faster those served steps ran than it says (:func:`~infercast.engine.cpu.speed_factor`;
+    ``probe_requests`` requests are then served again, by two clients and then all at once (small and full
+    batches), and the profile's step times scaled by how much slower or faster those served steps ran than it
+    says (:func:`~infercast.engine.cpu.speed_factor`;
     ~1 on an idle machine).
     """
     torch.set_num_threads(threads)
@@ -108,9 +109,13 @@ def validate_sim(
         replay(make_engine(model, config), _all_at_once(warm), WallClock())
     factor = 1.0
     if probe:
-        probe_engine = make_engine(model, config)
-        replay(probe_engine, _all_at_once(work.head(min(probe_requests, len(work)))), WallClock())
-        factor = speed_factor(sweep_from_steps(probe_engine.steps), config, hardware, profile)
+        head = work.head(min(probe_requests, len(work)))
+        served = []
+        for load in ({"concurrency": 2}, {"offline": True}):  # small decode batches, then full ones and prefills
+            probe_engine = make_engine(model, config)
+            replay(probe_engine, _reloaded(head, **load), WallClock())
+            served.extend(probe_engine.steps)
+        factor = speed_factor(sweep_from_steps(served), config, hardware, profile)
         profile = scaled_profile(profile, factor)
     load_before = os.getloadavg()
     engine = make_engine(model, config)
@@ -135,9 +140,14 @@ def validate_sim(
 
 
 def _all_at_once(work: Workload) -> Workload:
+    return _reloaded(work, offline=True)
+
+
+def _reloaded(work: Workload, **load: Any) -> Workload:
+    """``work``'s requests under another load (``offline=True``, ``concurrency=N``)."""
     from infercast.sim.workload import WorkloadSpec
 
-    return WorkloadSpec(workload=work, offline=True).build()
+    return WorkloadSpec(workload=work, **load).build()
 
 
 def plot_cdfs(validations: dict[str, Validation], path: str | Path) -> Path:
