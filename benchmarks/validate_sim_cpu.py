@@ -13,7 +13,7 @@ Usage:  python benchmarks/validate_sim_cpu.py [--threads 1] [--duration 20] [--c
    ``DIR/validate_sim_cpu.json`` and ``.csv`` with the load average seen, and plots the CDFs.
 
 Timings on a shared machine describe a slower, noisier machine: the load average before and after every
-run is recorded next to its numbers. Whole run: about 5-6 minutes on an idle 2-core machine.
+run is recorded next to its numbers. Whole run: about 4.5 minutes on an idle 2-core machine.
 """
 
 from __future__ import annotations

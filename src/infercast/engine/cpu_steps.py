@@ -3,10 +3,10 @@
 Why not only a synthetic grid of shapes (:func:`infercast.engine.cpu.step_sweep`): a grid times the forward
 pass of idealised batches (equal decode contexts, contiguous block tables, no scheduler), while a served step
 also plans, books blocks, and pads decode attention to the batch's longest context. On this 2-core machine a
-profile fitted to the grid predicted the engine's own steps 15 % too fast (decode -16 %, mixed -19 %; README,
-"CPU calibration"). Here the engine serves closed-loop and offline workloads drawn like the validation's
-(different seeds), under every scheduler, and every step it logs (duration from before planning to after
-sampling, and the simulator's features) is a calibration point: the steps the simulator will be asked to price.
+profile fitted to the grid priced the engine's own steps 2-17 % too fast in sum (README, "Step-time model").
+Here the engine serves closed-loop and offline workloads drawn like the validation's (different seeds), under
+every scheduler, and every step it logs (duration from before planning to after sampling, and the simulator's
+features) is a calibration point: the steps the simulator will be asked to price.
 
 Runs are interleaved (round by round, load by load, scheduler by scheduler), so a drift of the machine's
 speed spreads over every kind of step instead of landing on one; :func:`held_out` fits one round and scores the
