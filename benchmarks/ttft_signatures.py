@@ -64,7 +64,7 @@ def prompt_slopes(d: pd.DataFrame) -> None:
 def output_slopes(d: pd.DataFrame) -> None:
     print("\n2. TTFT growth per output token / TPOT, and the implied concurrent capacity K = C / (1 + slope)")
     rows = []
-    for (engine, model, tp, isl, c), g in d.groupby(["engine", "model", "tp", "input_len", "c"]):
+    for (engine, model, tp, _isl, c), g in d.groupby(["engine", "model", "tp", "input_len", "c"]):
         lo, hi = g.output_len.min(), g.output_len.max()
         if lo == hi:
             continue
@@ -74,8 +74,9 @@ def output_slopes(d: pd.DataFrame) -> None:
     r = pd.DataFrame(rows, columns=["engine", "model", "tp", "C", "slope_over_tpot", "K"])
     r["C_minus_K"] = r.C - r.K
     summary = r[r.C <= 64].groupby(["engine", "model"]).agg(
-        points=("K", "size"), median_C_minus_K=("C_minus_K", "median"), p10=("C_minus_K", lambda x: np.quantile(x, 0.1)),
-        p90=("C_minus_K", lambda x: np.quantile(x, 0.9)))  # fmt: skip
+        points=("K", "size"), median_C_minus_K=("C_minus_K", "median"),
+        p10=("C_minus_K", lambda x: np.quantile(x, 0.1)), p90=("C_minus_K", lambda x: np.quantile(x, 0.9)),
+    )  # fmt: skip
     print("concurrency <= 64 (C - K: clients effectively waiting for a slot):")
     print(summary.round(2).to_string())
 
