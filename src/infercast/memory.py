@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from infercast.cost.cache import SpecCache
+from infercast.cost.cache import SpecCache, spec_key
 from infercast.errors import DoesNotFitError, InfercastError, require_fraction, require_positive_int
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
@@ -252,6 +252,81 @@ def activation_bytes(
     return tokens * per_token + logits
 
 
+
+@dataclass(frozen=True)
+class _Pool:
+    """The part of a budget that depends only on the deployment, the memory fraction and the block size (no
+    context or concurrency): computed once per such triple (:data:`_pools`)."""
+
+    breakdown: dict[str, float]
+    weights: float
+    act: float
+    runtime: float
+    capacity: float
+    reserved: float
+    pool: float
+    kv_tok: float
+    block_bytes: float
+    state_seq: float
+    state_blocks: int
+    num_blocks: int
+    pool_rounded: float
+    notes: tuple[str, ...]
+
+
+_pools: SpecCache[_Pool] = SpecCache(1024)
+
+
+def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
+    model, hw, eng, scheme, kv_fmt, tp, ep = (
+        dep.model, dep.hardware, dep.engine, dep.scheme, dep.kv_format, dep.tp, dep.ep,
+    )  # fmt: skip
+    pp, dp = dep.pp, dep.attention_dp
+    breakdown = weight_bytes_per_gpu(model, scheme, tp, ep, dp, pp)
+    weights = sum(breakdown.values())
+    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp)
+    runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
+    capacity = hw.memory.capacity_bytes
+    reserved = weights + act + runtime
+    if eng.kv_fraction_of == "total":
+        pool = fraction * capacity - reserved
+    else:
+        pool = fraction * (capacity - reserved)
+    # per GPU per token of the replica's sequences: a stage holds 1/pp of the layers, and an attention-DP rank
+    # the KV of 1/attention_dp of the sequences (balanced), so the pool's blocks count replica-wide tokens
+    layout = pp * dp
+    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp) / layout
+    block_bytes = kv_tok * block
+    state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp) / layout
+    state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
+    num_blocks = int(pool // block_bytes) if pool > 0 else 0
+    pool_rounded = num_blocks * block_bytes  # >= 0: a negative "pool" is reported as unreserved_bytes
+    notes = []
+    if model.mla and tp > 1:
+        notes.append("MLA latent KV is replicated on every TP rank (as in vLLM)")
+    if model.linear_attention:
+        notes.append(
+            f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
+            f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
+        )
+    if pp > 1:
+        notes.append(f"{pp} pipeline stages: each GPU holds {-(-model.num_layers // pp)} of {model.num_layers} layers")
+    if dp > 1:
+        notes.append(
+            f"attention data parallel x{dp}: attention and dense weights replicated per group, experts split "
+            f"{ep} ways; KV per GPU counted per token of the whole replica (sequences spread over {dp} groups)"
+        )
+    if not model.mla and tp > model.num_kv_heads:
+        notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")
+    if pool <= 0:
+        notes.append(
+            f"weights + activations + runtime need {reserved / 1e9:.1f} GB per GPU but "
+            f"{fraction:.0%} of {capacity / 1e9:.1f} GB leaves no KV pool; use more TP or a narrower precision"
+        )
+    return _Pool(breakdown, weights, act, runtime, capacity, reserved, pool, kv_tok, block_bytes, state_seq,
+                 state_blocks, num_blocks, pool_rounded, tuple(notes))
+
+
 def memory_budget(
     model: str | ModelSpec | Deployment,
     gpu: str | HardwareSpec | None = None,
@@ -299,26 +374,9 @@ def memory_budget(
     )
     block = eng.block_size if block_size is None else require_positive_int("block_size", block_size)
 
-    pp, dp = dep.pp, dep.attention_dp
-    breakdown = weight_bytes_per_gpu(model, scheme, tp, ep, dp, pp)
-    weights = sum(breakdown.values())
-    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp)
-    runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
-    capacity = hw.memory.capacity_bytes
-    reserved = weights + act + runtime
-    if eng.kv_fraction_of == "total":
-        pool = fraction * capacity - reserved
-    else:
-        pool = fraction * (capacity - reserved)
-    # per GPU per token of the replica's sequences: a stage holds 1/pp of the layers, and an attention-DP rank
-    # the KV of 1/attention_dp of the sequences (balanced), so the pool's blocks count replica-wide tokens
-    layout = pp * dp
-    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp) / layout
-    block_bytes = kv_tok * block
-    state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp) / layout
-    state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
-    num_blocks = int(pool // block_bytes) if pool > 0 else 0
-    pool_rounded = num_blocks * block_bytes  # >= 0: a negative "pool" is reported as unreserved_bytes
+    objects, values = spec_key(dep)
+    part = _pools.get(objects, (*values, fraction, block), lambda: _pool_part(dep, fraction, block))
+    pool, reserved, capacity = part.pool, part.reserved, part.capacity
     if pool <= 0 and gpu_memory_utilization is not None:
         need = reserved / capacity if eng.kv_fraction_of == "total" else None
         hint = f"; at least {need:.2f} is needed for any KV cache" if need is not None and need < 1 else ""
@@ -328,28 +386,6 @@ def memory_budget(
             field="gpu_memory_utilization",
         )
 
-    notes = []
-    if model.mla and tp > 1:
-        notes.append("MLA latent KV is replicated on every TP rank (as in vLLM)")
-    if model.linear_attention:
-        notes.append(
-            f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
-            f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
-        )
-    if pp > 1:
-        notes.append(f"{pp} pipeline stages: each GPU holds {-(-model.num_layers // pp)} of {model.num_layers} layers")
-    if dp > 1:
-        notes.append(
-            f"attention data parallel x{dp}: attention and dense weights replicated per group, experts split "
-            f"{ep} ways; KV per GPU counted per token of the whole replica (sequences spread over {dp} groups)"
-        )
-    if not model.mla and tp > model.num_kv_heads:
-        notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")
-    if pool <= 0:
-        notes.append(
-            f"weights + activations + runtime need {reserved / 1e9:.1f} GB per GPU but "
-            f"{fraction:.0%} of {capacity / 1e9:.1f} GB leaves no KV pool; use more TP or a narrower precision"
-        )
     budget = MemoryBudget(
         model_id=model.id,
         gpu_id=hw.id,
@@ -359,28 +395,28 @@ def memory_budget(
         kv_precision=kv_fmt.name,
         engine=eng.id,
         capacity_bytes=capacity,
-        weights_bytes=weights,
-        weights_breakdown=breakdown,
-        kv_bytes_per_token=kv_tok,
-        activation_bytes=act,
-        runtime_overhead_bytes=runtime,
-        kv_pool_bytes=pool_rounded,
+        weights_bytes=part.weights,
+        weights_breakdown=dict(part.breakdown),
+        kv_bytes_per_token=part.kv_tok,
+        activation_bytes=part.act,
+        runtime_overhead_bytes=part.runtime,
+        kv_pool_bytes=part.pool_rounded,
         block_size=block,
-        block_bytes=block_bytes,
-        num_blocks=num_blocks,
+        block_bytes=part.block_bytes,
+        num_blocks=part.num_blocks,
         context=context,
         concurrency=concurrency if concurrency is not None else (1 if context is not None else None),
-        notes=notes,
-        state_bytes_per_sequence=state_seq,
+        notes=list(part.notes),
+        state_bytes_per_sequence=part.state_seq,
         unreserved_bytes=pool,
         _sliding_window=model.sliding_window,
         _model_max_context=model.max_context,
         _num_layers=model.num_attention_layers,
         _num_sliding_layers=model.num_sliding_layers if model.sliding_window else 0,
-        state_blocks_per_sequence=state_blocks,
+        state_blocks_per_sequence=part.state_blocks,
     )
     if context is not None:
-        object.__setattr__(budget, "kv_cache_bytes", budget.required_blocks * block_bytes)
+        object.__setattr__(budget, "kv_cache_bytes", budget.required_blocks * part.block_bytes)
     return budget
 
 
