@@ -56,8 +56,7 @@ def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> 
     except InfercastError as exc:
         return exc.message
     if not mem.fits:
-        layout = dep.label.rsplit(" ", 1)[-1]  # tp4, or tp1-dp8-ep8-pp2
-        return (f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at {layout} > "
+        return (f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at {dep.layout} > "
                 f"{mem.capacity_bytes / 1e9:.1f} GB")  # fmt: skip
     return None
 

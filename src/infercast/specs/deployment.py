@@ -97,10 +97,15 @@ class Deployment:
         return "bf16" if "bf16" in self.hardware.peak_flops else "fp16"
 
     @property
-    def label(self) -> str:
+    def layout(self) -> str:
+        """``tp4``, or with the other dimensions above 1 ``tp1-dp8-ep8-pp2``."""
         par = f"tp{self.tp}" + (f"-dp{self.attention_dp}" if self.attention_dp > 1 else "")
-        par += (f"-ep{self.ep}" if self.ep > 1 else "") + (f"-pp{self.pp}" if self.pp > 1 else "")
-        return f"{self.model.id} on {self.gpus}x {self.hardware.id} {self.scheme.name}/kv-{self.kv_format.name} {par}"
+        return par + (f"-ep{self.ep}" if self.ep > 1 else "") + (f"-pp{self.pp}" if self.pp > 1 else "")
+
+    @property
+    def label(self) -> str:
+        return (f"{self.model.id} on {self.gpus}x {self.hardware.id} {self.scheme.name}/kv-{self.kv_format.name} "
+                f"{self.layout}")  # fmt: skip
 
 
 def default_precision(model: ModelSpec, hw: HardwareSpec) -> str:
