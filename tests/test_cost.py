@@ -185,8 +185,15 @@ def test_tensor_parallel_collectives():
     got = _op(model, StepBatch.from_items([(tokens, 0)]), "tp_allreduce", "bytes")
     count = 2 * spec.num_layers + 1
     assert got == pytest.approx(count * 2 * 3 / 4 * spec.hidden_size * 2 * tokens)  # ring: 2(N-1)/N per byte
+    # expert parallelism over the TP group: every rank holds every token, the TP all-reduce combines the experts'
+    # partial outputs and nothing is dispatched; with attention DP tokens are dispatched by two all-to-alls
     moe = _model("mixtral-tp2-ep2")
-    assert "ep_all_to_all" in moe.names
+    assert "ep_all_to_all" not in moe.names and "expert_allreduce" not in moe.names
+    mix = moe.dep.model
+    got = _op(moe, StepBatch.from_items([(tokens, 0)]), "tp_allreduce", "bytes")
+    assert got == pytest.approx((2 * mix.num_layers + 1) * 2 * 1 / 2 * mix.hidden_size * 2 * tokens)
+    wide = StepCostModel(Deployment.resolve("deepseek-v3", "h200", tp=1, ep=8, attention_dp=8, precision="fp8"))
+    assert "ep_all_to_all" in wide.names
 
 
 def test_ring_share_is_the_one_ring_factor():

@@ -215,16 +215,22 @@ def build_op_table(dep: Deployment) -> OpTable:
     ops.append(sampler)
 
     # --- communication ---
+    # Expert parallelism without attention DP spans the TP group, whose ranks all hold every token: each rank runs
+    # its experts on the tokens routed to them and the TP all-reduce after the layer combines the partial outputs
+    # (vLLM's --enable-expert-parallel at data-parallel size 1, SGLang --ep without DP attention, TensorRT-LLM's
+    # moe_ep_size without attention DP): nothing is dispatched. With attention DP the ranks hold different
+    # tokens, so they are dispatched to their experts' ranks and combined back by two all-to-alls (DeepEP).
+    dispatched = bool(m.moe) and ep > 1 and dp > 1
     if tp > 1:
         count = 2 * L + 1  # after attention and after the FFN in every layer, plus the vocab-parallel embedding
-        if m.moe and ep > 1:
+        if dispatched:
             count -= m.num_moe_layers  # the MoE output is combined by the all-to-all (and an expert-TP reduce)
         ops.append(_collective("tp_allreduce", "all_reduce", tp, count, h * act, F["tokens"]))
         # logits of the sampled tokens gathered from the vocab shards (the buffer is the gathered result)
         ops.append(_collective("logits_gather", "all_gather", tp, 1, m.vocab_size * act, F["sampled"]))
-    if m.moe and ep > 1 and expert_tp > 1:
+    if dispatched and expert_tp > 1:
         ops.append(_collective("expert_allreduce", "all_reduce", expert_tp, m.num_moe_layers, h * act, F["tokens"]))
-    if m.moe and ep > 1:
+    if dispatched:
         # dispatch tokens to the ranks owning their experts and combine the results back: two all-to-alls per
         # MoE layer, each rank's buffer holding its tokens' k expert copies
         msg = m.moe.experts_per_token * h * act
