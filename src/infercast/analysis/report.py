@@ -88,7 +88,7 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
     total = float(times.sum()) + engine
     # Each op's roofline time goes to the ceiling that binds it; launch/latency and engine time to "overhead".
     roof = np.maximum(compute, memory)
-    ceiling = np.where(model.is_comm, 2, ~(compute >= memory))  # 0 compute, 1 memory, 2 interconnect
+    ceiling = np.where(model.is_comm, 2, compute < memory)  # 0 compute, 1 memory, 2 interconnect
     roof_by_ceiling = np.bincount(ceiling, weights=roof, minlength=3).tolist()
     scale = 1.0 / total if total else 0.0
     by_ceiling = (*roof_by_ceiling[:3], float(overhead.sum()) + engine)
