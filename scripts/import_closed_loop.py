@@ -8,8 +8,13 @@ Each row of the source (mean TTFT and mean TPOT of one closed-loop benchmark poi
 the length range; see infercast.measure.closed_loop). Interpretation choices, stated in every row's notes:
 - the engine version goes into the notes; the record's engine is the profile it calibrates (vllm, sglang,
   trtllm: their current major versions, named in the fitted profiles' provenance);
-- fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache: the engines' kv-cache dtype 'auto' follows
-  the checkpoint, which quantises weights and activations only.
+- fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype 'auto'
+  follows the checkpoint, which quantises weights and activations only) and an 8-bit one on TensorRT-LLM. The
+  TensorRT-LLM rows cannot have run with a 16-bit cache: at TP 1, 64 clients, 4k prompts, the running requests
+  hold 64 x 4.2k tokens = 66 GiB of 16-bit KV, against the ~39 GiB KV pool beside 32 GiB of FP8 weights (0.9 of the
+  free memory), yet mean TTFT is 1.6 s (queueing for KV would add ~10 s: the 16-bit reading over-predicts
+  those nine TP 1-2 points 2-6x); an 8-bit cache (33 GiB) holds them, as ModelOpt FP8 checkpoints'
+  kv_cache_quant_algo FP8 sets. An interpretation, stated in every row.
 - Lengths: uniform in [0.8 L, L] (min_len_ratio 0.8, the reference README's description), except the SGLang
   rows, read as fixed lengths (min_len_ratio 1). Their own signature says so: mean TTFT does not depend on
   the output length (TP 2, 1k prompts, 16 clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens)
@@ -45,23 +50,27 @@ FIXED_LENGTH_ENGINES = {"sglang", "vllm"}
 """Rows read as fixed-length runs (see the module docstring)."""
 STEP_BUDGET = {"vllm": 2048}
 """Engines whose rows ran with a step budget other than the preset's (see the module docstring)."""
+FP8_KV_ENGINES = {"trtllm"}
+"""Engines whose fp8 rows ran with an 8-bit KV cache (see the module docstring)."""
 MODELS = {"Qwen/Qwen3-32B": "qwen3-32b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b"}
 GPUS = {"h100-sxm": "h100-sxm"}
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
 NOTES = (
     "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
-    "ramp-up; KV cache 16-bit{budget}"
+    "ramp-up; KV cache {kv}{budget}"
 )
 
 
 def convert(row: dict[str, str]) -> list[Record]:
     fixed = row["engine"] in FIXED_LENGTH_ENGINES
+    kv = "fp8" if row["precision"] == "fp8" and row["engine"] in FP8_KV_ENGINES else "bf16"
     common = dict(
         model=MODELS[row["model"]], gpu=GPUS[row["gpu"]], engine=row["engine"], precision=row["precision"],
-        kv_precision="bf16", tp=int(row["tp"]), batch=int(row["concurrency"]), input_len=int(row["input_len"]),
+        kv_precision=kv, tp=int(row["tp"]), batch=int(row["concurrency"]), input_len=int(row["input_len"]),
         output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row["id"]),
         min_len_ratio=1.0 if fixed else 0.8, max_num_batched_tokens=STEP_BUDGET.get(row["engine"], 0),
         notes=NOTES.format(engine=row["engine"], version=row["engine_version"], c=row["concurrency"],
+                           kv="8-bit (read from the data)" if kv == "fp8" else "16-bit",
                            lengths="fixed lengths (read from the data)" if fixed else "lengths uniform in [0.8 L, L]",
                            budget=(f"; {STEP_BUDGET[row['engine']]} tokens per step (read from the data)"
                                    if row["engine"] in STEP_BUDGET else "")),
