@@ -92,6 +92,34 @@ def test_step_budget_staggers_a_wave_of_prompts():
     assert budgeted == pytest.approx(installed.ttft_mean_s)
 
 
+def test_one_slot_fewer_than_clients_makes_one_client_wait():
+    """C clients on C - 1 sequence slots: one client always waits for a request to finish, so mean TTFT gains
+    about one request's decode time over C, and more with longer outputs; a record's ``max_num_seqs`` reaches
+    the simulated engine, and the CSV keeps it."""
+    from infercast.measure.predictors import predict_record
+
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="trtllm")
+    prof = base_profile("h100-sxm", "trtllm")
+    gain = {}
+    for out in (128, 512):
+        free = simulate_closed_loop(dep, prof, 8, 1024, out)
+        short = simulate_closed_loop(dep, prof, 8, 1024, out, max_num_seqs=7)
+        decode = out * 0.9 * short.tpot_mean_s  # mean output of [0.8 L, L]
+        gain[out] = short.ttft_mean_s - free.ttft_mean_s
+        assert 0.5 * decode / 8 < gain[out] < 2 * decode / 8
+    assert gain[512] > 2.5 * gain[128]
+    rec = _closed(engine="trtllm", batch=8, input_len=1024, output_len=512)
+    assert predict_record(replace(rec, max_num_seqs=7)) > predict_record(rec) + 0.5 * gain[512]
+
+
+def test_records_keep_the_sequence_limit(tmp_path):
+    from infercast.measure.records import read_records, write_records
+
+    path = tmp_path / "r.csv"
+    write_records(path, [_closed(max_num_seqs=7)], "test")
+    assert read_records(path)[0].max_num_seqs == 7
+
+
 def _installed(dep: Deployment):
     from infercast.measure.predictors import profile_for
 

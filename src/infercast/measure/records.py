@@ -29,8 +29,8 @@ serving_throughput     output tokens/s of those requests over the benchmark     
 closed_loop_ttft       mean TTFT of a closed loop of ``batch`` clients (10 x    s
                        ``batch`` requests, lengths uniform in [r L, L], r =
                        ``min_len_ratio``, 0.8 when not given; the engine's
-                       step budget ``max_num_batched_tokens`` when not its
-                       preset's)
+                       step budget ``max_num_batched_tokens`` and sequence
+                       limit ``max_num_seqs`` when not its preset's)
 closed_loop_tpot       mean TPOT of the same closed-loop benchmark              s
 =====================  ======================================================  ===========
 
@@ -152,6 +152,9 @@ class Record:
     max_num_batched_tokens: int = 0
     """Serving and closed-loop kinds: the engine's token budget per step in the run (0 / empty: the engine
     preset's default)."""
+    max_num_seqs: int = 0
+    """Serving and closed-loop kinds: the most sequences the engine ran at once (its max_num_seqs /
+    max_batch_size; 0 / empty: the engine preset's default)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
