@@ -209,6 +209,23 @@ def test_ring_share_is_the_one_ring_factor():
     assert curve.seconds[-1] == pytest.approx(ring_share("all_reduce", 4) * curve.sizes[-1] / 1e9, rel=1e-12)
 
 
+
+def test_ring_latency_counts_ring_steps():
+    """Without a measured curve an all-reduce of N GPUs pays (N-1)·alpha (alpha per all-reduce hop, two ring
+    steps), a gather or all-to-all (N-1)·alpha/2 (N-1 steps), a send alpha/2; the fallback curve agrees."""
+    from infercast.cost.collectives import _ring
+    from infercast.cost.ring import ring_steps
+
+    assert [ring_steps(k, 8) for k in ("all_reduce", "all_gather", "alltoall", "p2p")] == [14, 7, 7, 1]
+    model = StepCostModel(Deployment.resolve("llama-3.1-70b", "mi300x", tp=8))  # no measured collective curves
+    assert model.curves == []
+    alpha = model.profile.allreduce_latency_s
+    L = model.dep.model.num_layers
+    latency = dict(zip(model.names, model.latency[:, 0], strict=True))
+    assert latency["tp_allreduce"] == pytest.approx((2 * L + 1) * 7 * alpha, rel=1e-12)
+    assert latency["logits_gather"] == pytest.approx(7 * alpha / 2, rel=1e-12)
+    assert _ring("all_gather", 8, 1e9, alpha).seconds[0] == pytest.approx(7 * alpha / 2 + 7 / 8 * 128 / 1e9)
+
 def test_gemm_time_prices_the_step_models_gemm_roofline():
     """``cost.kernels.gemm_time`` (calibration's GEMM records) and a GEMM row of the step model take the same
     parameters and form: for every GEMM of a one-layer model, at GEMV to prefill sizes, the step model's

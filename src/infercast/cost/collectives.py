@@ -13,8 +13,9 @@ for n nodes, N ranks, a message (buffer) of x bytes per rank; BW_net and lat fro
 
 The two latencies are counted differently, each as its parameter is defined: ``lat`` (the network's
 ``latency_s``) is per ring step, so an all-reduce's 2(n-1) steps pay 2(n-1)·lat; inside a domain without a
-measured curve (:func:`_ring`, and the step model's ``hops``) every collective of g GPUs pays (g-1)·alpha with
-alpha = ``allreduce_latency_s``, defined per all-reduce hop (two ring steps; ``profiles/defaults.yaml``).
+measured curve (:func:`_ring`, and the step model's ``hops``) alpha = ``allreduce_latency_s`` is defined per
+all-reduce hop, two ring steps (``profiles/defaults.yaml``): an all-reduce of g GPUs pays (g-1)·alpha, an
+all-gather or all-to-all, whose ring has half the steps, (g-1)·alpha/2.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from infercast.cost.curves import Curve
 from infercast.cost.profile import CostProfile
-from infercast.cost.ring import ring_share
+from infercast.cost.ring import ring_share, ring_steps
 from infercast.specs.hardware import HardwareSpec
 
 GRID = tuple(float(2**i) for i in range(7, 34))
@@ -33,7 +34,7 @@ GRID = tuple(float(2**i) for i in range(7, 34))
 def _ring(kind: str, ranks: int, bandwidth: float, alpha: float) -> Curve:
     """The alpha-beta ring formula the step model uses without a measured curve, as a curve."""
     xs = np.asarray(GRID)
-    t = ring_share(kind, ranks) * xs / bandwidth + (ranks - 1) * alpha
+    t = ring_share(kind, ranks) * xs / bandwidth + ring_steps(kind, ranks) * (0.5 * alpha)
     return Curve(GRID, tuple(t.tolist()), f"ring formula over {ranks} GPUs")
 
 

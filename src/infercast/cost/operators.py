@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infercast.cost.batch import NUM_FEATURES, F
-from infercast.cost.ring import ring_share
+from infercast.cost.ring import ring_share, ring_steps
 from infercast.specs.deployment import Deployment
 from infercast.specs.precision import LOGIT_BYTES
 from infercast.specs.sharding import rank_linears
@@ -35,7 +35,7 @@ class OpRow:
     bytes: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
     rows: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
     kernels: float = 0.0
-    hops: float = 0.0  # latency hops without a measured curve: (N - 1) per collective, each allreduce_latency_s
+    hops: float = 0.0  # ring steps without a measured curve (cost/ring.py ring_steps), each paying a step latency
     active: int = F["tokens"]  # feature that must be > 0 for the op to run at all
     bandwidth: str = "hbm"  # hbm | attn_decode | link (scale-up) | network (scale-out between nodes)
     collective: str | None = None  # all_reduce | all_gather | alltoall | p2p (a measured curve prices it, if any)
@@ -62,13 +62,14 @@ def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: 
     """``calls`` collectives over ``ranks`` GPUs, each on a buffer of ``bytes_per_unit`` per unit of ``feature``.
 
     ``bytes`` holds what each rank sends over the links (the ring's 2(N-1)/N per byte reduced for an
-    all-reduce, (N-1)/N for a gather or all-to-all), ``hops`` the latency steps of the ring fallback."""
+    all-reduce, (N-1)/N for a gather or all-to-all), ``hops`` the ring steps of the fallback without a measured
+    curve (2(N-1) for an all-reduce, N-1 for a gather or all-to-all, 1 for a send)."""
     op = OpRow(name, "communication", "comm", None, bandwidth="link", active=feature, collective=kind,
                ranks=ranks, calls=calls, kernels=calls)  # fmt: skip
     op.message[feature] = bytes_per_unit
     share = 1.0 if kind == "p2p" else ring_share(kind, ranks)
     op.bytes[feature] = calls * share * bytes_per_unit
-    op.hops = calls * (ranks - 1)
+    op.hops = calls * ring_steps(kind, ranks)
     return op
 
 

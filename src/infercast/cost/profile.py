@@ -67,9 +67,10 @@ class CostProfile:
     attn_decode_efficiency: float
     link_efficiency: float
     allreduce_latency_s: float
-    """alpha: latency of one hop of a collective over the scale-up links; a collective over N GPUs without a measured
-    curve takes (N - 1)·alpha, whatever its kind. Per all-reduce hop, not per ring step (a ring all-reduce is
-    2(N - 1) steps), unlike the scale-out network's ``latency_s``, which is per step (see profiles/defaults.yaml)."""
+    """alpha: latency of one all-reduce hop over the scale-up links; an all-reduce over N GPUs without a measured
+    curve takes (N - 1)·alpha. Per all-reduce hop, i.e. two ring steps (a ring all-reduce is 2(N - 1) steps), so a
+    gather or all-to-all (N - 1 steps) takes (N - 1)·alpha/2; the scale-out network's ``latency_s`` is per step
+    (see profiles/defaults.yaml, cost/ring.py)."""
     kernel_overhead_graph_s: float
     kernel_overhead_eager_s: float
     step_overhead_s: float

@@ -146,7 +146,10 @@ class StepCostModel:
         hops = np.array([r.hops for r in rows])
         hops[[i for i, *_ in self.curves]] = 0.0
         fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
-        alpha = np.array([hw.scale_out.latency_s if r.bandwidth == "network" else p.allreduce_latency_s for r in rows])
+        # seconds per ring step: the network's latency_s is per step; alpha (allreduce_latency_s) per all-reduce
+        # hop, i.e. per two ring steps (profiles/defaults.yaml)
+        step_s = [hw.scale_out.latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
+        alpha = np.array(step_s)
         self.latency = (hops * alpha + fixed)[:, None]
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
         self.per_decode = [(i, r.kernels * p.attn_decode_seq_s) for i, r in enumerate(rows)
