@@ -143,3 +143,14 @@ def test_reference_refuses_what_it_does_not_model():
                                speculative=SpeculativeConfig(2, 0.5))  # fmt: skip
     with pytest.raises(InfercastError, match="speculative"):
         reference_simulate(config)
+
+
+def test_a_second_swapped_request_comes_back_after_one_decode_step():
+    """The replica brings back one swapped-out request per step; with two at the head of the queue, a decode span
+    must stop after its first step when the second fits then (it ran on to the next completion instead)."""
+    kw = dict(scheduler="chunked", num_requests=14, input_len="uniform:673,1677", output_len="uniform:70,594",
+              seed=2240, preemption="swap", rate=200.0, max_num_batched_tokens=256, gpu_memory_utilization=0.225)
+    config = simulation_config("llama-3.1-8b", "h100-sxm", **kw)
+    fast = run(config)
+    assert fast.summary.preemptions > 0
+    assert not _differences(fast, reference_simulate(config))

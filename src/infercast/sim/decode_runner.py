@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from infercast.sim.blocks import blocks_for
 from infercast.sim.decode_cost import DecodeSpan, steps_to_reach
 from infercast.sim.recorder import StepRecord
 
@@ -60,6 +61,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     window = rep.window
     gaps = rec.gaps
     pending, skip = rep.pending, rep.skip
+    waiting, swapped = rep.waiting, rep.table.swapped
+    swaps = rep.config.preemption == "swap"
     limited = t_limit < math.inf
     one_line = rep.one_line
     single = one_line is not None
@@ -79,6 +82,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
         else:  # steps to the next completion (DecodeSet.steps_to_completion, whose stale-entry skip is rare)
             top = batch.heap[0]
             k = top[0] - batch.D if batch.finish_at.get(top[1]) == top[0] else batch.steps_to_completion()
+            if swaps and k > 1 and waiting and swapped[waiting[0]] and _swaps_in_next_step(rep):
+                k = 1  # the replica's loop brings the head of the queue back before the second step
         line = None
         if simple_lines:
             # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps,
@@ -209,6 +214,17 @@ def speculative_step(rep: Replica) -> None:
         rep.rec.count(1, dt, n)
     rep.complete(end)
     rep.next_sample = rep.rec.sample(rep.rid, end, blocks.kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
+
+
+def _swaps_in_next_step(rep: Replica) -> bool:
+    """Whether the swapped-out request at the head of the queue fits back (``Replica._swap_in``) before the
+    next decode step but one: blocks only shrink inside a span (by the second step's growth), so that is the
+    last chance before the next completion."""
+    if rep.num_seqs >= rep.max_seqs:
+        return False
+    blocks, batch = rep.blocks, rep.decoding
+    room = blocks_for(int(rep.table.computed[rep.waiting[0]]) - 1, rep.bs) + 1 + blocks.state_blocks
+    return room <= blocks.kv.free + blocks.kv.evictable - (batch.growth_over(2) - batch.growth_over(1))
 
 
 def _steps_with_blocks(rep: Replica, k: int) -> int:
