@@ -158,10 +158,11 @@ def test_norm_weights_use_the_unquantized_dtype():
     data=st.data(),
 )
 def test_kv_blocks_are_exact_for_ints_and_arrays(ctx, block, window, layers, data):
-    """The layer-weighted block count is ceil((full·(L − Ls) + window_blocks·Ls) / L), computed exactly,
-    whether one context (memory budget) or an array of them (sweep) is asked."""
+    """The block count in layer groups of g = gcd(L − Ls, Ls) layers, full·(L − Ls)/g + window_blocks·Ls/g (whole
+    blocks of every layer, full, without windowed layers), computed exactly, whether one context (memory budget)
+    or an array of them (sweep) is asked."""
     from fractions import Fraction
-    from math import ceil
+    from math import ceil, gcd
 
     import numpy as np
 
@@ -169,7 +170,8 @@ def test_kv_blocks_are_exact_for_ints_and_arrays(ctx, block, window, layers, dat
 
     sliding = data.draw(st.integers(0, layers))
     full, win = ceil(Fraction(ctx, block)), ceil(Fraction(min(ctx, window), block))
-    expected = ceil(Fraction(full * (layers - sliding) + win * sliding, layers))
+    group = gcd(layers - sliding, sliding) if sliding else layers
+    expected = (full * (layers - sliding) + win * sliding) // group
     assert kv_blocks_per_sequence(ctx, block, window, layers, sliding) == expected
     arr = kv_blocks_per_sequence(np.array([ctx, ctx], dtype=float), block, window, layers, sliding)
     assert arr.tolist() == [expected, expected]

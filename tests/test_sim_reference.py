@@ -25,16 +25,23 @@ PER_REQUEST = ("arrival", "visible", "scheduled", "first_token", "last_token", "
 
 MODELS = [("llama-3.1-8b", 0.6), ("gpt-oss-20b", 0.15), ("qwen3-0.6b", 0.15), ("gemma-2-9b", 0.1)]
 """Dense (most cases), MoE with 128-token sliding windows, a small model, 4096-token windows."""
-PRESSURE = {"llama-3.1-8b": (0.225, 0.01), "qwen3-0.6b": (0.04, 0.012), "gemma-2-9b": (0.262, 0.03),
-            "gpt-oss-20b": (0.19, 0.006)}  # fmt: skip
-"""gpu_memory_utilization ranges leaving about 200-800 KV blocks on an H100 (base, width)."""
+WINDOWED_MODELS = [("gpt-oss-20b", 0.3), ("gemma-2-9b", 0.3), ("mistral-7b", 0.2), ("phi-3-mini", 0.2)]
+"""Sliding layers beside full ones (1 + 1 layer groups), and every layer windowed (mistral: 4,096; phi-3: 2,047)."""
+PRESSURE = {"llama-3.1-8b": (0.225, 0.01), "qwen3-0.6b": (0.04, 0.012), "gemma-2-9b": (0.258, 0.012),
+            "gpt-oss-20b": (0.1897, 0.0013), "mistral-7b": (0.201, 0.015), "phi-3-mini": (0.126, 0.044)}  # fmt: skip
+"""gpu_memory_utilization ranges leaving about 200-800 KV blocks of every layer on an H100 (base, width); 150-350
+for gpt-oss and gemma, whose window-capped sequences take fewer."""
+BLOCK_SIZES = {"phi-3-mini": [None, 11, 31]}
+"""Block sizes dividing phi-3's window - 1 (2,046): its last windowed block is taken at the window itself."""
+LONG_PROMPTS = ("gemma-2-9b", "mistral-7b")
+"""Models whose prompts reach past their 4,096-token window in half the unpressured cases."""
 
 
-def _case(rng: random.Random) -> dict:
+def _case(rng: random.Random, models: list[tuple[str, float]] = MODELS) -> dict:
     """One random configuration (small: tens of requests, so the reference's per-step cost stays low)."""
-    model = rng.choices([m for m, _ in MODELS], [w for _, w in MODELS])[0]
+    model = rng.choices([m for m, _ in models], [w for _, w in models])[0]
     scheduler = rng.choice(["chunked", "chunked", "prefill-first", "static", "disagg"])
-    long_prompts = model == "gemma-2-9b" and rng.random() < 0.5
+    long_prompts = model in LONG_PROMPTS and rng.random() < 0.5
     kw: dict = dict(
         model=model,
         scheduler=scheduler,
@@ -42,7 +49,7 @@ def _case(rng: random.Random) -> dict:
         input_len=f"uniform:{rng.randint(5, 200)},{rng.randint(300, 5000 if long_prompts else 2500)}",
         output_len=rng.choice([f"uniform:1,{rng.randint(2, 90)}", str(rng.randint(1, 60))]),
         seed=rng.randint(0, 10_000),
-        block_size=rng.choice([None, 8, 16, 32]),
+        block_size=rng.choice(BLOCK_SIZES.get(model, [None, 8, 16, 32])),
         prefix_caching=rng.random() < 0.85,
         preemption=rng.choice(["recompute", "swap"]),
     )
@@ -103,24 +110,33 @@ def _differences(fast, ref) -> list:
     return out
 
 
+def _compare(kw: dict) -> tuple[object, list] | None:
+    """Run case ``kw`` on both simulators: (fast result, differences), or None when both refuse it."""
+    kw = dict(kw)
+    model = kw.pop("model")
+    try:
+        config = simulation_config(model, "h100-sxm", **kw)
+        fast = run(config)
+    except InfercastError as exc:  # e.g. a request larger than the KV pool: the reference must refuse too
+        with pytest.raises(InfercastError):
+            reference_simulate(config)
+        assert exc.field is not None
+        return None
+    return fast, _differences(fast, reference_simulate(config))
+
+
 def test_fast_simulator_equals_the_reference_on_generated_cases():
     rng = random.Random(20261123)
     compared, refused, seen = 0, 0, {"preemptions": 0, "prefix hits": 0, "swap": 0, "disagg": 0, "window": 0}
     failures = []
     for n in range(NUM_CASES):
         kw = _case(rng)
-        model = kw.pop("model")
-        try:
-            config = simulation_config(model, "h100-sxm", **kw)
-            fast = run(config)
-        except InfercastError as exc:  # e.g. a request larger than the KV pool: the reference must refuse too
-            with pytest.raises(InfercastError):
-                reference_simulate(config)
+        model = kw["model"]
+        outcome = _compare(kw)
+        if outcome is None:
             refused += 1
-            assert exc.field is not None
             continue
-        ref = reference_simulate(config)
-        diff = _differences(fast, ref)
+        fast, diff = outcome
         if diff:
             failures.append((n, model, kw, diff[:4]))
         compared += 1
@@ -134,6 +150,54 @@ def test_fast_simulator_equals_the_reference_on_generated_cases():
     assert compared >= 200, (compared, refused)
     assert min(seen.values()) >= 10, seen  # the generator reaches every mechanism
     print(f"{compared} cases agree ({refused} refused by both); cases with {seen}")
+
+
+NUM_WINDOW_CASES = 100
+
+
+def test_fast_simulator_equals_the_reference_with_windowed_kv():
+    """Models with sliding layers, mostly without shared prefixes: their KV blocks are window-capped layer-group
+    blocks (sim/blocks.BlockRule against memory.kv_blocks_per_sequence in the reference); with a prefix cache in use
+    both count whole-context blocks. Plus Llama 4 Scout's chunked local layers (1 full + 3 windowed groups)."""
+    rng = random.Random(20261124)
+    cases = []
+    for _ in range(NUM_WINDOW_CASES):
+        kw = _case(rng, WINDOWED_MODELS)
+        if "prefix" in kw and rng.random() < 0.7:
+            del kw["prefix"]
+        if kw["scheduler"] in ("prefill-first", "static") and rng.random() < 0.5:
+            kw["scheduler"] = "chunked"  # the scheduler that runs out of blocks mid-decode most
+        if kw.get("gpu_memory_utilization", 0.5) != 0.5:  # memory pressure (0.5: gpt-oss-20b's default)
+            kw["output_len"] = f"uniform:{rng.randint(20, 100)},{rng.randint(200, 600)}"  # decodes outgrow the pool
+        cases.append(kw)
+    scout = dict(model="llama-4-scout", tp=4, scheduler="chunked", num_requests=16, input_len="uniform:2000,9000",
+                 output_len="uniform:20,200", offline=True, gpu_memory_utilization=0.664, seed=1)  # fmt: skip
+    cases += [scout, {**scout, "preemption": "swap", "block_size": 32}, {**scout, "scheduler": "static"}]
+    compared, failures = 0, []
+    seen = {"preemptions": 0, "swap": 0, "disagg": 0, "static": 0, "past the window": 0, "window at a boundary": 0,
+            "prefix cache": 0}  # fmt: skip
+    for n, kw in enumerate(cases):
+        outcome = _compare(kw)
+        if outcome is None:
+            continue
+        fast, diff = outcome
+        if diff:
+            failures.append((n, kw, diff[:4]))
+        compared += 1
+        rep, s = fast.replicas[0], fast.summary
+        seen["preemptions"] += s.preemptions > 0
+        seen["swap"] += s.preemptions > 0 and kw["preemption"] == "swap"
+        seen["disagg"] += kw["scheduler"] == "disagg"
+        seen["static"] += kw["scheduler"] == "static"
+        windowed = rep.blocks.rule.windowed
+        seen["prefix cache"] += not windowed
+        past = int((fast.table.prompt + fast.table.output).max()) > rep.blocks.rule.window
+        seen["past the window"] += windowed and past
+        seen["window at a boundary"] += windowed and rep.blocks.rule.growth_end > rep.blocks.rule.window
+    assert not failures, failures[:3]
+    assert compared >= 50, compared
+    assert min(seen.values()) >= 3, seen
+    print(f"{compared} windowed cases agree; cases with {seen}")
 
 
 def test_reference_refuses_what_it_does_not_model():

@@ -8,6 +8,7 @@ and subtract everything else; TensorRT-LLM takes a fraction of what is *free* af
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -22,6 +23,19 @@ from infercast.specs.precision import LOGIT_BYTES, PrecisionScheme
 from infercast.specs.sharding import norm_elements, rank_linears
 
 
+def kv_layer_groups(num_layers: int, num_sliding_layers: int) -> tuple[int, int]:
+    """(full, sliding): layer groups of each kind when ``num_layers`` attention layers, ``num_sliding_layers`` of
+    them windowed, are split into groups of gcd(full, sliding) layers, as vLLM's hybrid allocator pages them.
+
+    A KV block holds ``block_size`` tokens of one group; without sliding layers one group is every layer (1, 0),
+    so a block is the all-layer block of a uniform model."""
+    if not num_sliding_layers:
+        return 1, 0
+    full = num_layers - num_sliding_layers
+    group = math.gcd(full, num_sliding_layers)
+    return full // group, num_sliding_layers // group
+
+
 def kv_blocks_per_sequence(
     context: int | np.ndarray,
     block_size: int,
@@ -32,20 +46,20 @@ def kv_blocks_per_sequence(
 ) -> int | np.ndarray:
     """KV blocks one sequence of ``context`` tokens occupies in the engine's pool.
 
-    Full-attention layers hold every token and sliding-window layers only the last ``sliding_window``; a
-    block spans all (attention) layers, so the count is the layer-weighted mean of the two, rounded up to a
-    whole block. ``state_blocks``: blocks a sequence's fixed linear-attention state takes (vLLM's hybrid
-    allocator gives that state pages of the attention page size). Exact for a Python int and for a NumPy
-    array of whole numbers alike, so the memory budget (one context) and ``sweep`` (every configuration at
-    once) get the same counts from this one function.
+    Full-attention layers hold every token and sliding-window layers only the last ``sliding_window``. With
+    sliding layers a block spans one layer group (:func:`kv_layer_groups`), so a sequence holds
+    full_groups x ceil(context / block) + sliding_groups x ceil(min(context, window) / block) blocks: exact, as
+    the engine's per-group block tables count them (the simulator's ledger counts the same). ``state_blocks``:
+    blocks a sequence's fixed linear-attention state takes (vLLM's hybrid allocator gives that state pages of
+    the attention page size). Exact for a Python int and for a NumPy array of whole numbers alike, so the
+    memory budget (one context) and ``sweep`` (every configuration at once) get the same counts.
     """
     full = _ceil_div(context, block_size)
     if not sliding_window or not num_sliding_layers:
         return full + state_blocks
     capped = np.minimum(context, sliding_window) if isinstance(context, np.ndarray) else min(context, sliding_window)
-    window = _ceil_div(capped, block_size)
-    full_layers = num_layers - num_sliding_layers
-    return _ceil_div(full * full_layers + window * num_sliding_layers, num_layers) + state_blocks
+    full_groups, sliding_groups = kv_layer_groups(num_layers, num_sliding_layers)
+    return full * full_groups + _ceil_div(capped, block_size) * sliding_groups + state_blocks
 
 
 def _ceil_div(a: int | np.ndarray, b: int) -> int | np.ndarray:
@@ -80,7 +94,10 @@ class MemoryBudget:
     """KV cache pool after the engine's reservation policy, rounded down to whole blocks (>= 0)."""
     block_size: int
     block_bytes: float
+    """Bytes of one KV block: ``block_size`` tokens of every attention layer, or of one layer group on models with
+    sliding-window layers (:func:`kv_layer_groups`)."""
     num_blocks: int
+    """KV blocks (of :attr:`block_bytes`) the pool holds."""
     context: int | None = None
     concurrency: int | None = None
     kv_cache_bytes: float = 0.0
@@ -132,6 +149,16 @@ class MemoryBudget:
         if not self.weights_fit:
             need = max(need, self.block_bytes)
         return need - min(self.kv_pool_bytes, self.unreserved_bytes)
+
+    @property
+    def layer_groups(self) -> tuple[int, int]:
+        """(full, sliding) layer groups a KV block is one of (:func:`kv_layer_groups`; (1, 0) without windows)."""
+        return kv_layer_groups(self._num_layers, self._num_sliding_layers)
+
+    @property
+    def kv_window(self) -> int | None:
+        """Tokens the sliding (or chunked local) layers keep; None when every layer keeps every token."""
+        return self._sliding_window if self._num_sliding_layers else None
 
     def blocks_per_sequence(self, context: int) -> int:
         """KV blocks one sequence of ``context`` tokens occupies (sliding layers hold only the window)."""
@@ -296,7 +323,11 @@ def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
     # the KV of 1/attention_dp of the sequences (balanced), so the pool's blocks count replica-wide tokens
     layout = pp * dp
     kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp) / layout
-    block_bytes = kv_tok * block
+    window_layers = model.num_sliding_layers if model.sliding_window else 0
+    full_groups, sliding_groups = kv_layer_groups(model.num_attention_layers, window_layers)
+    groups = full_groups + sliding_groups
+    # a block holds one layer group's tokens when sliding layers are paged apart from full ones (groups > 1)
+    block_bytes = kv_tok * block / groups if groups > 1 else kv_tok * block
     state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp) / layout
     state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
     num_blocks = int(pool // block_bytes) if pool > 0 else 0
@@ -308,6 +339,12 @@ def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
         notes.append(
             f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
             f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
+        )
+    if groups > 1:
+        notes.append(
+            f"{window_layers} of {model.num_attention_layers} layers hold at most {model.sliding_window} tokens "
+            f"(window or chunk): a KV block holds {block} tokens of {model.num_attention_layers // groups} layers "
+            f"(one layer group, as vLLM's hybrid allocator pages them; {groups} per {block} tokens of every layer)"
         )
     if pp > 1:
         notes.append(f"{pp} pipeline stages: each GPU holds {-(-model.num_layers // pp)} of {model.num_layers} layers")

@@ -1,16 +1,31 @@
-"""KV-block ownership on one replica, behind one object (:class:`BlockLedger`), and the one block-count rule.
+"""KV-block ownership on one replica, behind one object (:class:`BlockLedger`), and the block-count rule
+(:class:`BlockRule`).
 
 A request owns *private* blocks (KV it computed itself), shares *shared* blocks served by the prefix cache
 and pins that many cache units; the running decode batch additionally holds a *reservation*: the blocks its
 next step will fill (sequences whose context crosses a block boundary). The pool's counts (free, private,
 cached, evictable) are the :class:`~infercast.sim.kv_cache.KVCache`; the per-request counts live in the
 :class:`~infercast.sim.state.RequestTable`. Every change to either goes through the ledger.
+
+On models with sliding-window (or chunked local) layers a block holds one *layer group*'s tokens and the
+windowed groups stop growing at the window (:func:`infercast.memory.kv_blocks_per_sequence`, the memory
+budget's count), as vLLM's hybrid allocator frees blocks that fall out of the window. The prefix cache keeps
+whole-context blocks, so a replica whose prefix cache is in use counts such models full-context
+(:func:`replica_pool`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.state import RequestTable
+
+if TYPE_CHECKING:
+    from infercast.memory import MemoryBudget
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -19,13 +34,79 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
+@dataclass(frozen=True)
+class BlockRule:
+    """Blocks a sequence of t tokens holds: full_units x ceil(t / bs) + window_units x ceil(min(t, window) / bs).
+
+    Without windowed layers (window_units 0, full_units 1) that is :func:`blocks_for`; with them the units are
+    :func:`~infercast.memory.kv_layer_groups` and the count equals the memory budget's."""
+
+    block_size: int
+    full_units: int = 1
+    window_units: int = 0
+    window: int = 0
+    """Tokens the windowed layers keep (0: no windowed layers)."""
+
+    @property
+    def windowed(self) -> bool:
+        return self.window_units > 0
+
+    @property
+    def step_units(self) -> int:
+        """Most blocks one more token can take (one per layer group at a block boundary)."""
+        return self.full_units + self.window_units
+
+    @property
+    def growth_end(self) -> int:
+        """First context at whose decode step the windowed groups no longer grow: a step at context c writes
+        token c, taking a windowed block when (c - 1) % bs == 0 and c <= window."""
+        w = self.window
+        return w + 1 if (w - 1) % self.block_size == 0 else w
+
+    def count(self, tokens: int) -> int:
+        """Blocks ``tokens`` tokens of one sequence hold."""
+        bs = self.block_size
+        if not self.window_units:
+            return -(-tokens // bs)
+        return self.full_units * -(-tokens // bs) + self.window_units * -(-min(tokens, self.window) // bs)
+
+    def count_array(self, tokens: np.ndarray) -> np.ndarray:
+        """:meth:`count` of each element of an integer array."""
+        bs = self.block_size
+        full = -(-tokens // bs)
+        if not self.window_units:
+            return full
+        return self.full_units * full + self.window_units * -(-np.minimum(tokens, self.window) // bs)
+
+
+def replica_pool(mem: MemoryBudget, prefix_cache: bool) -> tuple[BlockRule, int, float, int]:
+    """(rule, pool blocks, bytes per block, state blocks per sequence) of a replica with budget ``mem``.
+
+    With the prefix cache in use (prompt hashes and caching on) a model with sliding layers is counted
+    full-context in whole-layer blocks, as before windowed accounting: the cache's units hold every layer of
+    their tokens, and sharing them with window-capped sequences is not modelled."""
+    bs, window = mem.block_size, mem.kv_window
+    if window is None:
+        return BlockRule(bs), mem.num_blocks, mem.block_bytes, mem.state_blocks_per_sequence
+    if not prefix_cache:
+        rule = BlockRule(bs, *mem.layer_groups, window)
+        return rule, mem.num_blocks, mem.block_bytes, mem.state_blocks_per_sequence
+    block_bytes = mem.kv_bytes_per_token * bs  # every layer's tokens, as memory.py sizes blocks without groups
+    pool, state = mem.unreserved_bytes, mem.state_bytes_per_sequence
+    return (BlockRule(bs), int(pool // block_bytes) if pool > 0 else 0, block_bytes,
+            int(-(-state // block_bytes)) if state else 0)  # fmt: skip
+
+
 class BlockLedger:
     """Allocates, hands over and frees one replica's KV blocks (see module docstring)."""
 
-    def __init__(self, kv: KVCache, table: RequestTable, state_blocks: int = 0):
+    def __init__(self, kv: KVCache, table: RequestTable, state_blocks: int = 0, rule: BlockRule | None = None):
         self.kv = kv
         self.table = table
         self.block_size = kv.block_size
+        self.rule = BlockRule(kv.block_size) if rule is None else rule
+        """How many blocks a sequence's tokens take (window-capped on models with sliding layers)."""
+        self.count = self.rule.count
         self.reserved = 0
         """Blocks allocated for the growth of the next decode step (see :meth:`reserve`)."""
         self.state_blocks = state_blocks
@@ -54,7 +135,7 @@ class BlockLedger:
         alone, as vLLM's allocator does)."""
         tb, kv = self.table, self.kv
         shared = hits * kv.blocks_per_unit
-        need = max(blocks_for(tokens, self.block_size) - shared, 0)
+        need = max(self.count(tokens) - shared, 0)
         state = self.state_blocks if self.state_blocks and i not in self.state_holders else 0
         if need + state > kv.free + kv.evictable - idle:
             return False
@@ -69,7 +150,7 @@ class BlockLedger:
     def extend(self, i: int, tokens: int) -> bool:
         """Grow request ``i``'s blocks to hold ``tokens`` tokens; False, changing nothing, if they run short."""
         tb = self.table
-        need = blocks_for(tokens, self.block_size) - tb.shared[i] - tb.private[i]
+        need = self.count(tokens) - tb.shared[i] - tb.private[i]
         if need > 0:
             if not self.kv.allocate(need):
                 return False
@@ -94,7 +175,7 @@ class BlockLedger:
     def hold(self, i: int, context: int) -> bool:
         """Allocate the KV of a sequence that decodes next at ``context`` (arriving from a prefill pool, or
         swapped back in); False if blocks run short."""
-        need = blocks_for(context - 1, self.block_size)
+        need = self.count(context - 1)
         state = self._state_need(i)
         if not self.kv.allocate(need + state):
             return False

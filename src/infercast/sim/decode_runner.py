@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from infercast.sim.blocks import blocks_for
 from infercast.sim.decode_cost import DecodeSpan, steps_to_reach
 from infercast.sim.recorder import StepRecord
 
@@ -223,7 +222,7 @@ def _swaps_in_next_step(rep: Replica) -> bool:
     if rep.num_seqs >= rep.max_seqs:
         return False
     blocks, batch = rep.blocks, rep.decoding
-    room = blocks_for(int(rep.table.computed[rep.waiting[0]]) - 1, rep.bs) + 1 + blocks.state_blocks
+    room = blocks.count(int(rep.table.computed[rep.waiting[0]]) - 1) + blocks.rule.step_units + blocks.state_blocks
     return room <= blocks.kv.free + blocks.kv.evictable - (batch.growth_over(2) - batch.growth_over(1))
 
 

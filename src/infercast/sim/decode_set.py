@@ -8,14 +8,16 @@ the block size: counted per residue class) are all kept incrementally; completio
 
 The blocks the next decode step allocates are ``residue[(-D) % bs]`` (the sequences whose context crosses a
 block boundary at that step); the replica's hot loop reads that expression inline rather than through a
-method call, and :meth:`growth_over` generalises it to k steps.
+method call, and :meth:`growth_over` generalises it to k steps. On models with sliding-window layers
+:class:`WindowDecodeSet` keeps the same expression true in layer-group blocks whose windowed part stops
+growing at the window.
 """
 
 from __future__ import annotations
 
 import heapq
 
-from infercast.sim.blocks import blocks_for
+from infercast.sim.blocks import BlockRule, blocks_for
 
 
 class DecodeSet:
@@ -24,6 +26,9 @@ class DecodeSet:
     def __init__(self, block_size: int, window: int | None):
         self.bs = block_size
         self.window = window
+        """Tokens a windowed attention read stops at (the cost model's Σ min(context, window))."""
+        self.rule = BlockRule(block_size)
+        """The block count this set keeps (one block per ``bs`` tokens here)."""
         self.D = 0
         self.n = 0
         self.sum_base = 0
@@ -144,17 +149,22 @@ class DecodeSet:
     def steps_to_window(self) -> int:
         """Decode steps before the next sequence's context reaches the window (changes Σ min slope)."""
         heap = self.cross_heap
-        while heap and heap[0][1] not in self.below:
+        while heap and not self._below_entry(*heap[0]):
             heapq.heappop(heap)
         return heap[0][0] - self.D if heap else 1 << 60
+
+    def _below_entry(self, d: int, i: int) -> bool:
+        """Whether the cross_heap entry (d, i) is i's present one: a sequence preempted below the window and
+        re-joined later left an earlier entry behind."""
+        return i in self.below and self.window - self.base[i] == d
 
     def advance(self, k: int, grown: int | None = None) -> None:
         """Account ``k`` decode steps (the caller has allocated their ``grown`` blocks)."""
         self.held += self.growth_over(k) if grown is None else grown
         self.D += k
         while self.cross_heap and self.cross_heap[0][0] <= self.D:
-            _, i = heapq.heappop(self.cross_heap)
-            if i in self.below:
+            d, i = heapq.heappop(self.cross_heap)
+            if self._below_entry(d, i):
                 self.below.discard(i)
                 self.n_below -= 1
                 self.sum_base_below -= self.base[i]
@@ -198,3 +208,138 @@ class DecodeSet:
 
     def __len__(self) -> int:
         return self.n
+
+
+class WindowDecodeSet(DecodeSet):
+    """A running batch counted in layer-group blocks whose windowed groups stop growing at the window
+    (:class:`~infercast.sim.blocks.BlockRule`; models with sliding-window or chunked local layers).
+
+    ``residue[r]`` counts block units, not sequences: a growing sequence weighs ``full_units``, plus
+    ``window_units`` while its context is below ``rule.growth_end`` (``kv_growing``; it leaves at the D in
+    ``kv_heap``). So ``residue[(-D) % bs]`` stays the next step's growth for the hot loops, and ``units`` (Σ
+    residue) is a full block cycle's. Decode spans end where a weight drops (:meth:`steps_to_window`), so
+    :meth:`growth_over`'s closed form holds inside them; longer requests (speculative steps) are summed exactly.
+    """
+
+    def __init__(self, rule: BlockRule, window: int | None):
+        super().__init__(rule.block_size, window)
+        self.rule = rule
+        self.count = rule.count
+        self.growth_end = rule.growth_end
+        self.units = 0
+        self.kv_growing: set[int] = set()
+        self.kv_heap: list[tuple[int, int]] = []  # (D at which its context reaches growth_end, id)
+
+    def _weight(self, i: int) -> int:
+        return self.rule.full_units + (self.rule.window_units if i in self.kv_growing else 0)
+
+    def growth_over(self, k: int) -> int:
+        """Blocks decode steps D .. D+k-1 allocate (sequences finishing inside are not subtracted)."""
+        bs = self.bs
+        if k <= 1:
+            return self.residue[(-self.D) % bs] if k == 1 else 0
+        if k > self.steps_to_kv_window():
+            return self._growth_summed(k)
+        q, m = divmod(k, bs)
+        total = q * self.units
+        if m:
+            res = self.residue
+            start = (bs - m - self.D + 1) % bs
+            end = start + m
+            total += sum(res[start:end]) if end <= bs else sum(res[start:]) + sum(res[: end - bs])
+        return total
+
+    def _growth_summed(self, k: int) -> int:
+        """:meth:`growth_over` sequence by sequence (O(n)): for spans in which some windowed groups stop growing."""
+        count, D, reserved = self.count, self.D, self.reserved
+        return sum(count(b + D - 1 + k) - count(b + D - 1) for i, b in self.base.items() if i not in reserved)
+
+    def held_by_base(self, i: int, base: int) -> int:
+        if i in self.reserved:
+            return self.reserved[i]
+        return self.count(base + self.D - 1)
+
+    def join(self, i: int, ctx: int, remaining: int, t_last: float, reserved: int = 0) -> None:
+        super().join(i, ctx, remaining, t_last, reserved)
+        if reserved:
+            return
+        # the base counted one unit per block boundary and blocks_for(ctx - 1) held: the rule's counts instead
+        base = self.base[i]
+        if ctx < self.growth_end:
+            self.kv_growing.add(i)
+            heapq.heappush(self.kv_heap, (self.growth_end - base, i))
+        weight = self._weight(i)
+        self.residue[(base - 1) % self.bs] += weight - 1
+        self.units += weight
+        self.held += self.count(ctx - 1) - blocks_for(ctx - 1, self.bs)
+
+    def remove(self, i: int) -> tuple[int, int, int, float]:
+        grows = i not in self.reserved
+        weight, base = self._weight(i), self.base[i]
+        out = super().remove(i)  # held by the rule (held_by_base); one unit off the residue
+        if grows:
+            self.residue[(base - 1) % self.bs] -= weight - 1
+            self.units -= weight
+            self.kv_growing.discard(i)
+        return out
+
+    def steps_to_kv_window(self) -> int:
+        """Decode steps before the next sequence's windowed groups stop growing."""
+        heap = self.kv_heap
+        while heap and not self._current(*heap[0]):
+            heapq.heappop(heap)
+        return heap[0][0] - self.D if heap else 1 << 60
+
+    def _current(self, d: int, i: int) -> bool:
+        """Whether the kv_heap entry (d, i) is i's present one (not left by a finished or re-joined sequence)."""
+        return i in self.kv_growing and self.growth_end - self.base[i] == d
+
+    def steps_to_window(self) -> int:
+        """Decode steps before the next window event: a context reaching the cost's window, or a sequence's
+        windowed blocks stopping growing (both end decode spans)."""
+        return min(super().steps_to_window(), self.steps_to_kv_window())
+
+    def advance(self, k: int, grown: int | None = None) -> None:
+        super().advance(k, grown)
+        heap, D, residue, bs = self.kv_heap, self.D, self.residue, self.bs
+        drop = self.rule.window_units
+        while heap and heap[0][0] <= D:
+            d, i = heapq.heappop(heap)
+            if self._current(d, i):
+                self.kv_growing.discard(i)
+                residue[(self.base[i] - 1) % bs] -= drop
+                self.units -= drop
+
+    def remove_finished(self) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        heap, D, bs, count = self.heap, self.D, self.bs, self.count
+        finish_at, base_of, reserved, residue = self.finish_at, self.base, self.reserved, self.residue
+        full, window_units, growing = self.rule.full_units, self.rule.window_units, self.kv_growing
+        while heap and heap[0][0] <= D:
+            d, i = heapq.heappop(heap)
+            if finish_at.get(i) != d:
+                continue  # stale entry (preempted, or a re-joined sequence's earlier entry)
+            del finish_at[i]
+            base = base_of.pop(i)
+            if reserved and i in reserved:
+                held = reserved.pop(i)
+            else:
+                held = count(base + D - 1)
+                weight = full
+                if i in growing:
+                    growing.discard(i)
+                    weight += window_units
+                residue[(base - 1) % bs] -= weight
+                self.units -= weight
+                self.n_grow -= 1
+            self.n -= 1
+            self.sum_base -= base
+            self.held -= held
+            if i in self.below:
+                self.below.discard(i)
+                self.n_below -= 1
+                self.sum_base_below -= base
+            if self.joined:
+                self.joined = [(j, t) for j, t in self.joined if j != i]
+            out.append((i, held))
+        return out

@@ -1,8 +1,8 @@
 """Before a run: refuse requests that can never fit a replica's KV cache, whatever the scheduler.
 
-A request needs, at its last step, the KV blocks of its whole context (prompt + output) and, on hybrid
-models, its fixed linear-attention state. If that
-is more than a replica's entire pool it can never be admitted: schedulers would wait for it forever (the
+A request needs, at its last step, the KV blocks of its whole context (prompt + output; window-capped on
+sliding layers, as the replica's ledger counts them) and, on hybrid models, its fixed linear-attention state.
+If that is more than a replica's entire pool it can never be admitted: schedulers would wait for it forever (the
 disaggregated pools looped without end; the colocated ones returned ``completed 0 of N`` with null
 latencies). One check, here, for every scheduler and pool, names the first such request.
 """
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from infercast.errors import DoesNotFitError
-from infercast.sim.blocks import blocks_for
 
 if TYPE_CHECKING:
     from infercast.sim.replica import Replica
@@ -31,7 +30,7 @@ def refuse_unservable(table: RequestTable, replicas: Sequence[Replica], *, decod
     tokens = np.asarray(table.prompt, dtype=np.int64)
     if decode:  # (speculative steps draft no further than the output's end: no extra lookahead blocks)
         tokens = tokens + np.asarray(table.output, dtype=np.int64)
-    need = blocks_for(tokens, rep.bs) + rep.blocks.state_blocks  # elementwise on the array
+    need = rep.blocks.rule.count_array(tokens) + rep.blocks.state_blocks
     bad = need > rep.kv.num_blocks
     if not bad.any():
         return

@@ -14,7 +14,9 @@ closed-form sums (every step is ``step_time(StepBatch.from_items(...))``), no in
 * Before each step a replica (1) queues the requests that have reached it, (2) lets KV transfers waiting in
   its inbox join the running batch while a slot and blocks are free, (3) gives every running sequence the
   block its next token needs, preempting the most recently joined sequences while they do not fit, (4) brings
-  a swapped-out request at the head of the queue back if its blocks (plus one) fit, reserving again.
+  a swapped-out request at the head of the queue back if its blocks (plus its next token's) fit, reserving again.
+* A sequence of t tokens holds the memory budget's ``kv_blocks_per_sequence(t)`` blocks (sliding layers: layer-group
+  blocks, capped at the window), or whole-context blocks while the prefix cache is in use.
 * Then the scheduler plans the step; it lasts ``step_time`` of its batch plus any pending swap transfer,
   and its tokens come out at its end: decodes first (completions by request id), then finished prefills.
 """
@@ -31,9 +33,9 @@ import numpy as np
 from infercast.cost.batch import StepBatch
 from infercast.cost.step import cost_model
 from infercast.errors import DoesNotFitError, InfercastError
-from infercast.memory import memory_budget
+from infercast.memory import kv_blocks_per_sequence, memory_budget
 from infercast.sim.api import SimulationResult, summarize, with_tp
-from infercast.sim.blocks import blocks_for
+from infercast.sim.blocks import replica_pool
 from infercast.sim.cluster import Router
 from infercast.sim.config import SimulationConfig
 from infercast.sim.kv_cache import KVCache
@@ -88,8 +90,15 @@ class ReferenceReplica:
         self.max_seqs = engine.max_num_seqs or dep.engine.max_num_seqs
         self.max_batched_tokens = engine.max_num_batched_tokens or dep.engine.max_num_batched_tokens
         mem = memory_budget(dep, gpu_memory_utilization=engine.gpu_memory_utilization, block_size=engine.block_size)
-        self.bs, self.block_bytes, self.state_blocks = mem.block_size, mem.block_bytes, mem.state_blocks_per_sequence
-        self.kv = KVCache(mem.num_blocks, mem.block_size, engine.prefix_caching, hash_block_size or mem.block_size)
+        prefix_cache = engine.prefix_caching and hash_block_size is not None
+        _, num_blocks, self.block_bytes, self.state_blocks = replica_pool(mem, prefix_cache)
+        self.bs, self.token_bytes = mem.block_size, mem.kv_bytes_per_token
+        # sliding layers keep only their window, in layer-group blocks: the memory budget's own count (whole-
+        # context whole-layer blocks while the prefix cache is in use, see blocks.replica_pool)
+        self.windowed = mem.kv_window is not None and not prefix_cache
+        self.token_room = sum(mem.layer_groups) if self.windowed else 1  # most blocks one more token takes
+        self.kv = KVCache(num_blocks, mem.block_size, engine.prefix_caching, hash_block_size or mem.block_size)
+        self.model_spec = dep.model
         self.model = cost_model(dep, config.profile)
         self.overhead = self.model.profile.request_overhead_s
         self.window = dep.model.attention_window
@@ -131,7 +140,7 @@ class ReferenceReplica:
             return None
         chunk = left if budget is None or left <= budget else budget
         shared = hits * kv.blocks_per_unit
-        need = max(blocks_for(r.prompt + r.output if reserve else cached + chunk, self.bs) - shared, 0)
+        need = max(self._blocks(r.prompt + r.output if reserve else cached + chunk) - shared, 0)
         if need + self.state_blocks > kv.free + kv.evictable - idle:  # refused: nothing changes
             return None
         kv.pin(r.hashes, hits, r.target)
@@ -148,7 +157,7 @@ class ReferenceReplica:
         r = self.requests[i]
         left = r.target - r.computed
         chunk = left if budget is None or left <= budget else budget
-        need = blocks_for(r.computed + chunk, self.bs) - r.shared - r.private
+        need = self._blocks(r.computed + chunk) - r.shared - r.private
         if need > 0:
             if not self.kv.allocate(need):
                 return 0
@@ -156,6 +165,14 @@ class ReferenceReplica:
         return chunk
 
     # ----- blocks -------------------------------------------------------------------------------------------------
+    def _blocks(self, tokens: int) -> int:
+        """KV blocks ``tokens`` tokens of one sequence hold."""
+        if not self.windowed:
+            return -(-tokens // self.bs)
+        m = self.model_spec
+        return int(kv_blocks_per_sequence(tokens, self.bs, m.sliding_window, m.num_attention_layers,
+                                          m.num_sliding_layers))  # fmt: skip
+
     def _unpin(self, r: Request) -> None:
         if r.pinned:
             self.kv.unpin(r.hashes, r.pinned)
@@ -168,7 +185,7 @@ class ReferenceReplica:
 
     def _hold(self, r: Request, context: int) -> bool:
         """Blocks for the KV of ``context - 1`` tokens (and the linear state) of a sequence about to decode."""
-        need = blocks_for(context - 1, self.bs)
+        need = self._blocks(context - 1)
         if not self.kv.allocate(need + self.state_blocks):
             return False
         r.private, r.shared, r.pinned, r.state = need, 0, 0, self.state_blocks
@@ -178,16 +195,16 @@ class ReferenceReplica:
         """Every running sequence gets the block its next token writes, or the newest ones are preempted."""
         while self.running:
             grow = [] if self.static else [self.requests[i] for i in self.running]
-            need = sum(max(blocks_for(r.context, self.bs) - r.private - r.shared, 0) for r in grow)
+            need = sum(max(self._blocks(r.context) - r.private - r.shared, 0) for r in grow)
             if self.kv.allocate(need):
                 for r in grow:
-                    r.private += max(blocks_for(r.context, self.bs) - r.private - r.shared, 0)
+                    r.private += max(self._blocks(r.context) - r.private - r.shared, 0)
                 return
             self._preempt(self.requests[self.running.pop()])
 
     def _preempt(self, r: Request) -> None:
         r.preemptions += 1
-        written = blocks_for(r.context - 1, self.bs)  # blocks holding KV (not the empty one for the next token)
+        written = self._blocks(r.context - 1)  # blocks holding KV (not the empty one for the next token)
         self._free(r)
         if self.swap:
             r.swapped, r.computed = True, r.context
@@ -289,8 +306,9 @@ class ReferenceReplica:
 
     def _swap_in(self) -> bool:
         r = self.requests[self.waiting[0]]
-        need = blocks_for(r.computed - 1, self.bs)
-        if self.num_seqs >= self.max_seqs or need + 1 + self.state_blocks > self.kv.free + self.kv.evictable:
+        need = self._blocks(r.computed - 1)
+        room = need + self.token_room + self.state_blocks  # its blocks, its next token's and its state's
+        if self.num_seqs >= self.max_seqs or room > self.kv.free + self.kv.evictable:
             return False
         self._hold(r, r.computed)
         self.waiting.popleft()
@@ -353,7 +371,7 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
         def hand_off(i: int, t: float) -> None:
             r = requests[i]
             rep = front[r.replica]
-            kv_bytes = rep.block_bytes / rep.bs * r.target
+            kv_bytes = rep.token_bytes * r.target
             r.prefill_replica = r.replica
             heapq.heappush(events, (t + link.latency_s + kv_bytes / link.bandwidth_bytes_s, next(order), i))
 

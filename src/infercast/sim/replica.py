@@ -19,11 +19,11 @@ from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
 from infercast.errors import DoesNotFitError
 from infercast.memory import memory_budget
-from infercast.sim.blocks import BlockLedger, blocks_for
+from infercast.sim.blocks import BlockLedger, BlockRule, replica_pool
 from infercast.sim.config import EngineConfig
 from infercast.sim.decode_cost import compiled_costs
 from infercast.sim.decode_runner import decode_gaps, decode_span, single_line, speculative_step
-from infercast.sim.decode_set import DecodeSet
+from infercast.sim.decode_set import DecodeSet, WindowDecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
@@ -75,11 +75,14 @@ class Replica:
                 "a KV cache after weights and runtime memory; raise `tp` or use a narrower `precision`",
                 field="memory",
             )
-        self.block_bytes = mem.block_bytes
+        prefix_cache = config.prefix_caching and table.hashes is not None
+        rule, num_blocks, self.block_bytes, state_blocks = replica_pool(mem, prefix_cache)
         self.bs = mem.block_size
+        self.token_bytes = self.block_bytes / self.bs * rule.step_units
+        """KV bytes of one token in every layer (what a disaggregated hand-off sends per prompt token)."""
         hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
-        kv = KVCache(mem.num_blocks, mem.block_size, config.prefix_caching, hash_bs)
-        self.blocks = BlockLedger(kv, table, mem.state_blocks_per_sequence)
+        kv = KVCache(num_blocks, mem.block_size, config.prefix_caching, hash_bs)
+        self.blocks = BlockLedger(kv, table, state_blocks, rule)
         self.window = dep.model.attention_window
         model = cost_model(dep, profile)
         self.profile = model.profile
@@ -94,7 +97,7 @@ class Replica:
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
         self.inbox: deque[int] = deque()  # disaggregated decode pool: prefilled requests waiting for room
-        self.decoding = DecodeSet(self.bs, self.window)
+        self.decoding = self._decode_set(rule)
         self.swap_cost = 0.0  # host transfers of swapped KV, charged to the next step
         self.on_finish: Callable[[list[int], float], None] | None = None  # (requests finished, at time t)
         self.on_prefilled: Callable[[int, float], None] | None = None
@@ -103,6 +106,23 @@ class Replica:
         self.next_sample = 0.0  # when this replica records its next occupancy sample
         self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
         self._event = False
+
+    def _decode_set(self, rule: BlockRule) -> DecodeSet:
+        """The running batch, counting blocks by ``rule`` (the window-aware set only where windows cap KV)."""
+        if rule.windowed:
+            return WindowDecodeSet(rule, self.window)
+        batch = DecodeSet(self.bs, self.window)
+        batch.rule = rule
+        return batch
+
+    def _match_ledger(self) -> None:
+        """A ledger put in place after construction (``engine.simulate``: the CPU engine's own pool, which keeps
+        every token) brings its block rule; the running batch, still empty, counts blocks the same way."""
+        if self.decoding.rule != self.blocks.rule:
+            if self.decoding.n or self.decoding.D:
+                raise RuntimeError("the KV ledger's block rule was replaced while sequences were running")
+            self.decoding = self._decode_set(self.blocks.rule)
+        self.decoding.rule = self.blocks.rule
 
     # ----- what schedulers and routers read ------------------------------------------------------------------
     @property
@@ -182,6 +202,8 @@ class Replica:
     def run_until(self, t_limit: float = np.inf) -> None:
         """Run steps that start before ``t_limit`` (the last may end after it)."""
         visible, swapped = self.table.visible, self.table.swapped
+        if self.decoding.rule is not self.blocks.rule:
+            self._match_ledger()
         batch, blocks = self.decoding, self.blocks
         pending, waiting, prefilling, inbox = self.pending, self.waiting, self.prefilling, self.inbox
         rec, last_t, last_steps, stall = self.rec, -1.0, -1, 0
@@ -248,7 +270,7 @@ class Replica:
 
     def _cannot_admit(self, i: int) -> None:
         tb = self.table
-        need = blocks_for(int(tb.prompt[i] + tb.output[i]), self.bs)
+        need = self.blocks.count(int(tb.prompt[i] + tb.output[i]))
         raise DoesNotFitError(
             f"request {i} ({tb.prompt[i]} prompt + {tb.output[i]} output tokens) needs {need} KV blocks but the "
             f"replica has {self.kv.num_blocks} blocks of {self.bs} tokens; shorten the request or add memory",
@@ -423,9 +445,10 @@ class Replica:
         tb = self.table
         i = self.waiting[0]
         ctx = int(tb.computed[i])
-        need = blocks_for(ctx - 1, self.bs)
+        need = self.blocks.count(ctx - 1)
         # + room for its next token, and for its linear-attention state (hybrid models)
-        if self.num_seqs >= self.max_seqs or not self.blocks.fits(need + 1 + self.blocks.state_blocks):
+        room = need + self.blocks.rule.step_units + self.blocks.state_blocks
+        if self.num_seqs >= self.max_seqs or not self.blocks.fits(room):
             return False
         self.blocks.hold(i, ctx)
         self.waiting.popleft()
