@@ -175,3 +175,14 @@ def test_kv_blocks_are_exact_for_ints_and_arrays(ctx, block, window, layers, dat
     assert kv_blocks_per_sequence(ctx, block, window, layers, sliding) == expected
     arr = kv_blocks_per_sequence(np.array([ctx, ctx], dtype=float), block, window, layers, sliding)
     assert arr.tolist() == [expected, expected]
+
+
+def test_blocks_span_one_layer_group_on_windowed_models():
+    """gpt-oss-120b: 18 full + 18 sliding layers, so a KV block holds 18 layers; Llama: every layer."""
+    from infercast.memory import memory_budget
+    from infercast.specs.deployment import Deployment
+
+    oss = memory_budget(Deployment.resolve("gpt-oss-120b", "h100-sxm"))
+    assert oss.layer_groups == (1, 1) and oss.layers_per_block == 18
+    llama = memory_budget(Deployment.resolve("llama-3.1-8b", "h100-sxm"))
+    assert llama.layer_groups == (1, 0) and llama.layers_per_block == 32

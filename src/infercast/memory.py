@@ -156,6 +156,11 @@ class MemoryBudget:
         return kv_layer_groups(self._num_layers, self._num_sliding_layers)
 
     @property
+    def layers_per_block(self) -> int:
+        """Attention layers one KV block spans: all of them, or one layer group on models with sliding layers."""
+        return self._num_layers // sum(self.layer_groups)
+
+    @property
     def kv_window(self) -> int | None:
         """Tokens the sliding (or chunked local) layers keep; None when every layer keeps every token."""
         return self._sliding_window if self._num_sliding_layers else None

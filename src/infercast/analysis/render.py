@@ -29,7 +29,10 @@ def render_memory(mem: MemoryBudget) -> Table:
     t.add_row("runtime (context, graphs, comm)", fmt_bytes(mem.runtime_overhead_bytes))
     t.add_row("KV pool", fmt_bytes(max(mem.kv_pool_bytes, 0)))
     t.add_row("KV per token", fmt_bytes(mem.kv_bytes_per_token))
-    t.add_row(f"KV blocks ({mem.block_size} tokens)", f"{mem.num_blocks:,}")
+    per_block = f"{mem.block_size} tokens"
+    if mem.layer_groups[1]:  # a block holds one layer group (memory.kv_layer_groups)
+        per_block += f" x {mem.layers_per_block} layers"
+    t.add_row(f"KV blocks ({per_block})", f"{mem.num_blocks:,}")
     if mem.context is not None:
         t.add_row(f"KV for {mem.concurrency} x {mem.context} tokens", fmt_bytes(mem.kv_cache_bytes))
         t.add_row(f"max concurrency at {mem.context} tokens", f"{mem.max_concurrency(mem.context):,}")
