@@ -41,9 +41,8 @@ def gemm_time(
     (``_gemm_fn``) runs ``F.linear`` on bf16/fp16 tensors, and the published reference GEMMs
     (``data/measurements/published/reference.csv``: 8192^3 on H100 SXM and H200) are bf16. The step model counts
     the same bytes for a bf16/fp16 scheme: weights at the scheme's weight format and rows in and out at its
-    activation format, 2 bytes each (``cost/operators.py``). ``measure/predictors.py`` passes no byte sizes, so an
-    fp8 record (``torch._scaled_mm``: 1-byte e4m3 operands, bf16 output) or an fp32 one is priced with 16-bit
-    bytes; that only matters where such a GEMM is memory-bound.
+    activation format, 2 bytes each (``cost/operators.py``). ``measure/predictors.py`` passes the bytes of other
+    records' GEMMs (fp8: 1-byte e4m3 operands, bf16 output; fp32: 4 and 4).
     """
     eff_max, m_half = profile.gemm_params(key)
     rows = max(m, profile.gemm_m_floor)

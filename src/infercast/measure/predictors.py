@@ -24,6 +24,7 @@ from infercast.measure.records import SERVING_KINDS, Record
 from infercast.sim.workload import BENCHMARK_RANGE_RATIO
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
+from infercast.specs.hardware import HardwareSpec
 from infercast.specs.truncate import truncated
 
 OP_NAMES = {
@@ -38,6 +39,19 @@ OP_NAMES = {
 def gemm_key(precision: str) -> str:
     """The GEMM-efficiency key of a record's ``precision`` ('' means bf16)."""
     return precision or "bf16"
+
+
+GEMM_RECORD_BYTES = {"fp32": (4.0, 4.0), "tf32": (4.0, 4.0), "fp8": (1.0, 2.0)}
+"""(operand, output) bytes per element of the GEMMs a ``gemm`` record of that precision times, where not 16-bit:
+the harness (measure/microbench.py ``_gemm_fn``) runs fp32 ``F.linear`` on fp32 tensors and fp8 as
+``torch._scaled_mm`` on e4m3 operands with a bf16 output."""
+
+
+def gemm_record_time(profile: CostProfile, hw: HardwareSpec, rec: Record) -> float:
+    """Predicted seconds of a ``gemm`` record: :func:`~infercast.cost.kernels.gemm_time` with the bytes its
+    precision moves."""
+    in_bytes, out_bytes = GEMM_RECORD_BYTES.get(gemm_key(rec.precision), (2.0, 2.0))
+    return gemm_time(profile, hw, gemm_key(rec.precision), rec.m, rec.n, rec.k, in_bytes, out_bytes)
 
 
 def fitted_gemm_key(precision: str) -> str:
@@ -102,7 +116,7 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
     if rec.kind in ("gemm", "hbm_copy", "launch_overhead"):
         hw = get_hardware(rec.gpu)
         if rec.kind == "gemm":
-            return gemm_time(profile, hw, gemm_key(rec.precision), rec.m, rec.n, rec.k)
+            return gemm_record_time(profile, hw, rec)
         if rec.kind == "hbm_copy":
             return copy_time(profile, hw, rec.bytes)
         if rec.op == "cuda_graph":
