@@ -41,6 +41,10 @@ MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s"
 """Routed-expert (fused MoE) kernel parameters per compute key, measured from fused-MoE kernel tables
 (``profiles/kernels/<gpu>.yaml``; see :func:`CostProfile.moe_params`). A key without them: the routed experts
 run as dense GEMMs (``gemm_*``, ``hbm_efficiency``, ``gemm_latency_s``). Not part of the end-to-end fit."""
+MOE_PAIR_ELEMENT_BYTES = 2.0
+"""Bytes per element of the routed pairs' activations that ``moe_pair_passes`` counts passes over: the fused-MoE
+tables' 16-bit hidden states. The fit (measure/aiconfigurator_fit.py) and the step model (cost/step.py) both take
+it from here, so a scheme whose activation format is not 16-bit still gets the passes as measured."""
 MOE_SAME_KERNEL = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16")}
 """Compute keys served by one fused-MoE kernel fit (16-bit experts: bf16 and fp16 run the same kernels)."""
 ENGINE_PARAMS = (

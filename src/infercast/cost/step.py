@@ -32,7 +32,7 @@ from infercast.cost.cache import SpecCache, spec_key
 from infercast.cost.collectives import collective_curve
 from infercast.cost.curves import Curve
 from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpRow, OpTable, build_op_table
-from infercast.cost.profile import CostProfile, load_profile, profile_generation
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, CostProfile, load_profile, profile_generation
 from infercast.specs.deployment import Deployment
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
@@ -161,8 +161,8 @@ class StepCostModel:
             mm = dep.model.moe
             assert mm is not None
             width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
-            act = dep.scheme.activation_format.bytes_per_element
-            pair_bytes = mm.experts_per_token * (dep.model.hidden_size + width) * act * dep.model.num_moe_layers
+            pair_bytes = (mm.experts_per_token * (dep.model.hidden_size + width) * MOE_PAIR_ELEMENT_BYTES
+                          * dep.model.num_moe_layers)  # fmt: skip
             if dep.attention_dp > 1:
                 # wide EP: the all-to-all dispatch (the ep_all_to_all rows) hands each rank only the pairs of its
                 # own experts, 1/ep of them, where the measured tables' expert-map path passes over every pair

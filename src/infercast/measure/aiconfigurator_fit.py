@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES
 from infercast.measure.aiconfigurator import Source, latest, read_table, relative, version_key
 from infercast.specs.catalog import get_hardware
 
@@ -183,7 +184,7 @@ def moe_shapes(
     act_bytes = t * (k / ep * (3 * w + h) + h) * act
     act_flops = t * k / ep * 4 * w
     known = np.maximum(act_flops / vector_peak, act_bytes / (bandwidth * hbm)) + MOE_AUX_KERNELS * t_gemm
-    pairs = t * k * (h + w) * act
+    pairs = t * k * (h + w) * MOE_PAIR_ELEMENT_BYTES
     return MoEShapes(t, gate_up[0] + down[0], gate_up, down, np.maximum(t * k / e, M_FLOOR), pairs, known)
 
 
