@@ -215,3 +215,25 @@ def test_wide_ep_charges_each_rank_only_its_own_routed_pairs():
         pytest.skip("no fused-MoE fit for h200 fp8 in the installed kernel profile")
     ((_, a),), ((_, b),) = tp_ep.per_token, wide.per_token
     assert b == pytest.approx(a / 8)
+
+
+def test_resolve_shares_one_deployment_per_builtin_call_only():
+    """Built-in ids with plain arguments: one Deployment object per distinct call (the caches keyed on its
+    parts hit); a user-registered GPU re-registered under the same id is re-read, never served stale."""
+    from infercast.specs import catalog
+    from infercast.specs.catalog import get_hardware, register_hardware
+
+    a = Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=2)
+    assert Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=2) is a
+    assert Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=4) is not a
+    base = get_hardware("h100-sxm")
+    try:
+        register_hardware(base.model_copy(update={"id": "user-gpu-test", "price_per_hour_usd": 1.0}))
+        first = Deployment.resolve("llama-3.1-8b", "user-gpu-test")
+        register_hardware(base.model_copy(update={"id": "user-gpu-test", "price_per_hour_usd": 2.0}))
+        again = Deployment.resolve("llama-3.1-8b", "user-gpu-test")
+        assert (first.hardware.price_per_hour_usd, again.hardware.price_per_hour_usd) == (1.0, 2.0)
+    finally:
+        catalog._user_hardware.pop("user-gpu-test", None)
+    with pytest.raises(InfercastError, match="tp"):
+        Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=3)

@@ -43,7 +43,11 @@ class SpecCache(Generic[V]):
 
 def spec_key(spec: object) -> tuple[tuple[object, ...], tuple[Hashable, ...]]:
     """A frozen dataclass's fields split into objects (keyed by identity) and plain values, for :meth:`SpecCache.get`:
-    every field takes part, so a field added later cannot be silently left out of a key."""
+    every field takes part, so a field added later cannot be silently left out of a key. Remembered per object
+    (by identity, holding it so its id is not reused), as specs are frozen."""
+    hit = _keys.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
     objects: list[object] = []
     values: list[Hashable] = []
     for name in _field_names(type(spec)):
@@ -52,7 +56,15 @@ def spec_key(spec: object) -> tuple[tuple[object, ...], tuple[Hashable, ...]]:
             values.append((name, value))
         else:
             objects.append(value)
-    return tuple(objects), tuple(values)
+    key = tuple(objects), tuple(values)
+    if len(_keys) >= _KEYS_LIMIT:
+        _keys.clear()
+    _keys[id(spec)] = (spec, key)
+    return key
+
+
+_keys: dict[int, tuple[object, tuple[tuple[object, ...], tuple[Hashable, ...]]]] = {}
+_KEYS_LIMIT = 4096
 
 
 _PLAIN = (str, int, float, bool)

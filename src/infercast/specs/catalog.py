@@ -79,6 +79,16 @@ def get_model(ref: str | ModelSpec) -> ModelSpec:
     raise unknown_choice("model", ref, catalog)
 
 
+def is_builtin(model: object, gpu: object) -> bool:
+    """Whether ``model`` and ``gpu`` name built-in catalog entries by id (not paths or user-registered GPUs:
+    those can change between calls)."""
+    if not isinstance(model, str) or not isinstance(gpu, str):
+        return False
+    key = gpu.strip().lower()
+    return (model.strip().lower() in model_catalog() and key not in _user_hardware
+            and aliases("gpu").get(key, key) in hardware_catalog())  # fmt: skip
+
+
 def _exists(path: Path) -> bool:
     """``path.exists()``, False for names the OS refuses (too long, NUL bytes) instead of raising."""
     try:

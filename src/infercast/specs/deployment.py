@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infercast.errors import InfercastError, require_positive_int
-from infercast.specs.catalog import get_hardware, get_model
+from infercast.specs.catalog import get_hardware, get_model, is_builtin
 from infercast.specs.engine import EngineSpec, get_engine
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
@@ -60,7 +60,35 @@ class Deployment:
         pp: int = 1,
         attention_dp: int = 1,
     ) -> Deployment:
-        """Look up and validate every part; raises InfercastError naming the bad field."""
+        """Look up and validate every part; raises InfercastError naming the bad field. Calls naming a built-in
+        model and GPU by id with plain arguments return one shared object per distinct call (catalog entries
+        never change), so the caches keyed on a deployment's parts hit without re-validating."""
+        key = (model, gpu, tp, ep, precision, kv_precision, engine, pp, attention_dp)
+        plain = all(type(a) in _PLAIN_ARGS for a in key)
+        if plain and (hit := _RESOLVED.get(key)) is not None:
+            return hit
+        dep = cls._resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
+                           pp=pp, attention_dp=attention_dp)  # fmt: skip
+        if plain and is_builtin(model, gpu):
+            if len(_RESOLVED) >= _RESOLVED_LIMIT:
+                _RESOLVED.clear()
+            _RESOLVED[key] = dep
+        return dep
+
+    @classmethod
+    def _resolve(
+        cls,
+        model: str | ModelSpec,
+        gpu: str | HardwareSpec,
+        *,
+        tp: int,
+        ep: int,
+        precision: str | None,
+        kv_precision: str | None,
+        engine: str | EngineSpec,
+        pp: int,
+        attention_dp: int,
+    ) -> Deployment:
         model_spec = get_model(model)
         hw = get_hardware(gpu)
         eng = get_engine(engine)
@@ -189,3 +217,9 @@ def _kv_default(scheme: PrecisionScheme, hw: HardwareSpec) -> str:
     if scheme.kv_default == "bf16" and "bf16" not in hw.peak_flops:
         return "fp16"
     return scheme.kv_default
+
+
+_PLAIN_ARGS = (str, int, type(None))
+_RESOLVED: dict[tuple, Deployment] = {}
+"""Deployments resolved from built-in ids and plain arguments (see :meth:`Deployment.resolve`)."""
+_RESOLVED_LIMIT = 4096
