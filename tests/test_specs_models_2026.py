@@ -28,6 +28,8 @@ NEW_MODELS = {
     "qwen3.5-397b-a17b": ("h200", 8, None),
     "llama-4-scout": ("h100-sxm", 4, None),
     "llama-4-maverick": ("h200", 8, None),
+    "deepseek-v4-pro": ("h200", 8, None),
+    "deepseek-v4-flash": ("h200", 8, None),
 }
 
 
@@ -36,8 +38,9 @@ def test_fixture_config_loads_into_the_catalog_spec(hf_configs, model_id):
     loaded = load_hf_config(hf_configs / f"{model_id}.json", model_id=model_id)
     ref = get_model(model_id)
     arch = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size",
-            "max_context", "moe", "mla", "sparse_attention", "linear_attention", "sliding_window",
-            "num_sliding_layers", "local_attention", "attn_output_gate", "qk_norm", "default_precision")  # fmt: skip
+            "max_context", "moe", "mla", "sparse_attention", "linear_attention", "compressed_attention",
+            "sliding_window", "num_sliding_layers", "local_attention", "attn_output_gate", "qk_norm",
+            "default_precision")  # fmt: skip
     for field in arch:
         assert getattr(loaded, field) == getattr(ref, field), field
     assert loaded.total_params == ref.total_params

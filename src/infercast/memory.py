@@ -104,7 +104,8 @@ class MemoryBudget:
     """KV bytes the requested context x concurrency needs on this GPU."""
     notes: list[str] = field(default_factory=list)
     state_bytes_per_sequence: float = 0.0
-    """Fixed linear-attention state (recurrent state + conv window) one sequence holds on this GPU."""
+    """Fixed linear-attention state (recurrent state + conv window) one sequence holds on this GPU; for compressed
+    attention (DeepSeek-V4) the window entries, partial compressed entries and compressor state."""
     state_blocks_per_sequence: int = 0
     """KV blocks that state takes in the pool (0 without linear-attention layers)."""
     unreserved_bytes: float = 0.0
@@ -334,6 +335,10 @@ def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
     # a block holds one layer group's tokens when sliding layers are paged apart from full ones (groups > 1)
     block_bytes = kv_tok * block / groups if groups > 1 else kv_tok * block
     state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp) / layout
+    if model.compressed_attention:
+        # DeepSeek-V4: window entries, partial compressed entries and compressor state do not grow with the
+        # context; paged as fixed per-sequence state (an upper bound below the window: the window is counted full)
+        state_seq += model.fixed_kv_bytes_per_sequence(kv_fmt.bytes_per_element, tp) / layout
     state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
     num_blocks = int(pool // block_bytes) if pool > 0 else 0
     pool_rounded = num_blocks * block_bytes  # >= 0: a negative "pool" is reported as unreserved_bytes
@@ -344,6 +349,15 @@ def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
         notes.append(
             f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
             f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
+        )
+    if model.compressed_attention:
+        ca = model.compressed_attention
+        hca = "/".join(map(str, sorted(set(ca.hca_ratios))))
+        notes.append(
+            f"compressed attention: the KV pool grows {kv_tok:.0f} B per token (one entry per {ca.indexer_ratio} "
+            f"tokens on {ca.csa_layers} CSA layers with indexer keys, per {hca} on {len(ca.hca_ratios)} HCA layers) "
+            f"plus a fixed {state_seq / 1e6:.1f} MB per sequence ({state_blocks} blocks: the {ca.window}-entry window "
+            "of every layer, partial entries, fp32 compressor state)"
         )
     if groups > 1:
         notes.append(

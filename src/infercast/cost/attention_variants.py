@@ -1,4 +1,5 @@
-"""Operator rows of the 2026 attention kinds: the DSA indexer and gated-DeltaNet linear attention.
+"""Operator rows of the 2026 attention kinds: the DSA indexer, gated-DeltaNet linear attention and DeepSeek-V4's
+compressed attention.
 
 Additive to :func:`infercast.cost.operators.build_op_table` (same linear-coefficient form, same features).
 What is exact and what is approximated:
@@ -16,6 +17,17 @@ What is exact and what is approximated:
   flash-linear-attention's ``chunk_gated_delta_rule``): 4 d_k d_v for the inter-chunk state terms plus
   2 C (2 d_k + 2 d_v) for the intra-chunk products per head per token, on tensor cores. Kernel counts (4 per
   layer: conv, gating, the delta-rule kernel, gated norm) are priors, not measured.
+- **Compressed attention (DeepSeek-V4).** Every query of every layer reads the window's raw entries, priced as a
+  full ``window`` entries (an upper bound while the context is shorter), plus compressed entries: on CSA layers
+  min(ceil(ctx / r), top-k), priced with the window features at W = r x top-k divided by r (ceil dropped; the
+  chosen entries priced as contiguous, as DSA's); on HCA layers all ctx / r, the full-context features divided by
+  r. One shared K=V entry of head_dim serves every head (per (query, entry) pair 2 x 2 x head_dim FLOPs per head;
+  one read per entry for all heads, as FlashMLA's sparse kernel). The CSA indexer is DSA's over the compressed keys
+  (every causal (query, compressed key) pair scored). Each compressor writes its projected kv and gate scores to
+  fp32 state and reads them back once when a group is pooled (the pooling's softmax-weighted sum as 4 FLOPs per
+  value). Hyper-connections: per layer two mixes, each a GEMV over the ``hc_mult`` copies (the ``hc_mix`` linear,
+  fused with the pre kernel that writes the mixed input) and a post kernel that reads the copies with the new
+  output and writes them back. Kernel counts are priors, not measured.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from __future__ import annotations
 from infercast.cost.batch import F
 from infercast.cost.operators import OpRow
 from infercast.specs.deployment import Deployment
-from infercast.specs.model import INDEXER_KEY_SCALE_BYTES
+from infercast.specs.model import COMPRESSOR_STATE_BYTES, INDEXER_KEY_SCALE_BYTES
 
 GDN_CHUNK = 64
 """Chunk length of the chunked gated-delta-rule prefill kernel (flash-linear-attention ``chunk_gated_delta_rule``,
@@ -38,10 +50,16 @@ DSA_KERNELS_PER_LAYER = 3
 SCORE_BYTES = 4
 """fp32 indexer score per (query, key) pair, written by the logits kernel and read by the top-k kernel."""
 
+POOL_FLOPS_PER_VALUE = 4
+"""Compressor pooling per projected value: add the position bias, exp of the gate score, multiply, accumulate."""
+
+HC_KERNELS_PER_SITE = 2
+"""Prior: hyper-connection pre (mix weights, Sinkhorn, weighted sum of the copies) and post kernels per site."""
+
 
 def attention_variant_rows(dep: Deployment) -> list[OpRow]:
     """The extra operator rows ``dep``'s model needs (none for plain MHA/GQA/MLA/sliding models)."""
-    return _dsa_indexer_rows(dep) + _linear_attention_rows(dep)
+    return _dsa_indexer_rows(dep) + _linear_attention_rows(dep) + _compressed_attention_rows(dep)
 
 
 def _dsa_indexer_rows(dep: Deployment) -> list[OpRow]:
@@ -100,3 +118,89 @@ def _linear_attention_rows(dep: Deployment) -> list[OpRow]:
     dec.flops[F["decode_tokens"]] = Ll * heads * 6 * dk * dv
     dec.bytes[F["decode_tokens"]] = Ll * (io_bytes + 2 * state_bytes)  # one decode token = one sequence's state
     return [pre, dec]
+
+
+def _compressed_attention_rows(dep: Deployment) -> list[OpRow]:
+    """DeepSeek-V4: main attention (window + compressed entries), RoPE and cache writes, compressors, the CSA
+    indexer and hyper-connection mixing (see module docstring)."""
+    m, tp = dep.model, dep.tp
+    ca = m.compressed_attention
+    if not ca:
+        return []
+    act = dep.scheme.activation_format.bytes_per_element
+    kvb = dep.kv_format.bytes_per_element
+    L, d, h, W = m.num_layers, m.head_dim, m.hidden_size, ca.window
+    nq_r = m.num_attention_heads / tp
+    entry = d * kvb
+    csa = ca.csa_layers / ca.indexer_ratio  # CSA layers x entries per token read, on the r x top-k window features
+    hca = sum(1 / r for r in ca.hca_ratios)  # HCA layers x entries per token, on the full-context features
+    per_pair = 2 * (d + d) * nq_r  # q.k over head_dim, then p.v over head_dim, per local head
+    q_io = nq_r * 2 * d * act * L  # queries in, outputs out
+    rows = []
+
+    pre = OpRow("attention_prefill", "attention", "attention", dep.attention_key, kernels=L, active=F["prefill_tokens"])
+    pre.flops[F["prefill_tokens"]] = per_pair * W * L
+    pre.flops[F["prefill_pairs_win"]] = per_pair * csa
+    pre.flops[F["prefill_pairs"]] = per_pair * hca
+    pre.bytes[F["prefill_tokens"]] = q_io + entry * L  # the chunk's own raw entries
+    pre.bytes[F["prefill_seqs"]] = entry * W * L  # the cached window before the chunk
+    pre.bytes[F["prefill_kv_win"]] = entry * csa
+    pre.bytes[F["prefill_kv"]] = entry * hca
+    rows.append(pre)
+
+    dec = OpRow(
+        "attention_decode", "attention", "attention", dep.attention_key, kernels=L, active=F["decode_tokens"],
+        bandwidth="attn_decode",
+    )  # fmt: skip
+    dec.flops[F["decode_tokens"]] = per_pair * W * L
+    dec.flops[F["decode_kv_win"]] = per_pair * csa
+    dec.flops[F["decode_kv"]] = per_pair * hca
+    dec.bytes[F["decode_tokens"]] = q_io + entry * W * L
+    dec.bytes[F["decode_kv_win"]] = entry * csa
+    dec.bytes[F["decode_kv"]] = entry * hca
+    rows.append(dec)
+
+    # rotate the rope dims of q and of the new entry, write the entry into the window cache (2 kernels per layer)
+    rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * L)
+    rope.bytes[F["tokens"]] = L * (2 * (nq_r + 1) * ca.qk_rope_head_dim * act + d * (act + kvb))
+    rope.flops[F["tokens"]] = L * 3 * (nq_r + 1) * ca.qk_rope_head_dim
+    rows.append(rope)
+
+    # compressors: every token's projected kv and gate (coff x dim each, fp32) into the state and back once when
+    # pooled; one pooled entry (and indexer key) written per r tokens
+    comp = OpRow("kv_compressor", "attention", "elementwise", None, kernels=len(ca.compressed_ratios))
+    for r in ca.compressed_ratios:
+        c = ca.coff(r)
+        dims = c * d + (c * ca.index_head_dim if r == ca.indexer_ratio else 0)
+        comp.bytes[F["tokens"]] += 2 * 2 * dims * COMPRESSOR_STATE_BYTES + (entry + m.compressed_indexer_bytes(r)) / r
+        comp.flops[F["tokens"]] += POOL_FLOPS_PER_VALUE * dims
+    rows.append(comp)
+
+    if ca.csa_layers:
+        Lc, ni, di = ca.csa_layers, ca.index_n_heads, ca.index_head_dim
+        key = "fp8" if "fp8" in dep.hardware.peak_flops else dep.attention_key
+        key_bytes = ca.indexer_key_bytes
+        per_key = 2 * ni * di + 2 * ni
+        for phase, pairs, kv, tokens in (
+            ("prefill", "prefill_pairs", "prefill_kv", "prefill_tokens"),
+            ("decode", "decode_kv", "decode_kv", "decode_tokens"),
+        ):
+            row = OpRow(
+                f"csa_indexer_{phase}", "attention", "attention", key, kernels=DSA_KERNELS_PER_LAYER * Lc,
+                active=F[tokens], bandwidth="attn_decode" if phase == "decode" else "hbm",
+            )  # fmt: skip
+            row.flops[F[pairs]] = per_key * csa
+            row.bytes[F[kv]] = key_bytes * csa  # every compressed key scored
+            row.bytes[F[pairs]] += 2 * SCORE_BYTES * csa
+            row.bytes[F[tokens]] = ni * di * act * Lc
+            rows.append(row)
+
+    hc = ca.hc_mult
+    mix = OpRow("hyper_connections", "hyper_connections", "elementwise", None, kernels=2 * HC_KERNELS_PER_SITE * L)
+    # per site: pre writes the mixed input (it reads the hc copies with the hc_mix GEMV, fused as in the reference);
+    # post reads the output and the hc copies and writes hc copies
+    mix.bytes[F["tokens"]] = 2 * L * (2 * hc + 2) * h * act
+    # pre: weighted sum (2 hc per element); post: scale the output (hc) and mix the copies (2 hc^2)
+    mix.flops[F["tokens"]] = 2 * L * (3 * hc + 2 * hc * hc) * h
+    rows.append(mix)
+    return rows

@@ -130,50 +130,53 @@ def build_op_table(dep: Deployment) -> OpTable:
         ops.append(op)
 
     # --- attention ---
-    if m.mla:
-        ml = m.mla
-        d_qk_pre, d_v_pre = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
-        d_qk_dec, d_v_dec = ml.kv_lora_rank + ml.qk_rope_head_dim, ml.kv_lora_rank  # absorbed (latent) form
-        kv_pre_per_tok = nq_r * (d_qk_pre + d_v_pre) * act  # K/V expanded from the latent for prefill
-    else:
-        d_qk_pre = d_v_pre = d_qk_dec = d_v_dec = m.head_dim
-        kv_pre_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
-    kv_dec_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
+    # DeepSeek-V4's compressed attention has its own rows (cost/attention_variants.py): window + compressed reads
+    if not m.compressed_attention:
+        if m.mla:
+            ml = m.mla
+            d_qk_pre, d_v_pre = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
+            d_qk_dec, d_v_dec = ml.kv_lora_rank + ml.qk_rope_head_dim, ml.kv_lora_rank  # absorbed (latent) form
+            kv_pre_per_tok = nq_r * (d_qk_pre + d_v_pre) * act  # K/V expanded from the latent for prefill
+        else:
+            d_qk_pre = d_v_pre = d_qk_dec = d_v_dec = m.head_dim
+            kv_pre_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
+        kv_dec_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
 
-    pre = OpRow("attention_prefill", "attention", "attention", attn_key, kernels=La, active=F["prefill_tokens"])
-    per_pair = 2 * (d_qk_pre + d_v_pre) * nq_r
-    pre.flops[F["prefill_pairs"]] = per_pair * Lf
-    pre.flops[F["prefill_pairs_win"]] = per_pair * Ls
-    pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * La
-    pre.bytes[F["prefill_kv"]] = kv_pre_per_tok * Lf
-    pre.bytes[F["prefill_kv_win"]] = kv_pre_per_tok * Ls
-    ops.append(pre)
+        pre = OpRow("attention_prefill", "attention", "attention", attn_key, kernels=La, active=F["prefill_tokens"])
+        per_pair = 2 * (d_qk_pre + d_v_pre) * nq_r
+        pre.flops[F["prefill_pairs"]] = per_pair * Lf
+        pre.flops[F["prefill_pairs_win"]] = per_pair * Ls
+        pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * La
+        pre.bytes[F["prefill_kv"]] = kv_pre_per_tok * Lf
+        pre.bytes[F["prefill_kv_win"]] = kv_pre_per_tok * Ls
+        ops.append(pre)
 
-    dec = OpRow(
-        "attention_decode", "attention", "attention", attn_key, kernels=La, active=F["decode_tokens"],
-        bandwidth="attn_decode",
-    )  # fmt: skip
-    per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
-    dec.flops[F["decode_kv"]] = per_key * Lf
-    dec.flops[F["decode_kv_win"]] = per_key * Ls
-    dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * La
-    dec.bytes[F["decode_kv"]] = kv_dec_per_tok * Lf
-    dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
-    ops.append(dec)
+        dec = OpRow(
+            "attention_decode", "attention", "attention", attn_key, kernels=La, active=F["decode_tokens"],
+            bandwidth="attn_decode",
+        )  # fmt: skip
+        per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
+        dec.flops[F["decode_kv"]] = per_key * Lf
+        dec.flops[F["decode_kv_win"]] = per_key * Ls
+        dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * La
+        dec.bytes[F["decode_kv"]] = kv_dec_per_tok * Lf
+        dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
+        ops.append(dec)
 
-    # two kernels per layer, as vLLM runs them: rotary_embedding (q and k in place) and reshape_and_cache
-    # (write the new K/V into the paged cache)
-    rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * La)
-    kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
-    rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
-    rope.bytes[F["tokens"]] = La * (
-        2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
-        + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
-    )
-    # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
-    rope.flops[F["tokens"]] = La * 3 * (nq_r + kv_heads) * rope_dim
-    ops.append(rope)
-    # DSA indexer and linear-attention rows (cost/attention_variants.py imports OpRow from here, hence the late import)
+        # two kernels per layer, as vLLM runs them: rotary_embedding (q and k in place) and reshape_and_cache
+        # (write the new K/V into the paged cache)
+        rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * La)
+        kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
+        rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
+        rope.bytes[F["tokens"]] = La * (
+            2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
+            + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
+        )
+        # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
+        rope.flops[F["tokens"]] = La * 3 * (nq_r + kv_heads) * rope_dim
+        ops.append(rope)
+    # DSA indexer, linear-attention and compressed-attention rows (cost/attention_variants.py imports OpRow from
+    # here, hence the late import)
     from infercast.cost.attention_variants import attention_variant_rows
 
     ops.extend(attention_variant_rows(dep))

@@ -95,7 +95,12 @@ class StepCostModel:
         # One stacked coefficient matrix: FLOPs, bytes, GEMM rows.
         self.coef = np.vstack([np.array([getattr(r, a) for r in rows]) for a in ("flops", "bytes", "rows")])
         p = self.profile
-        if p.decode_attn_group_reads and not dep.model.mla and "attention_decode" in self.names:
+        if (
+            p.decode_attn_group_reads
+            and not dep.model.mla
+            and not dep.model.compressed_attention  # FlashMLA-style: one read per entry for all heads, as MLA
+            and "attention_decode" in self.names
+        ):
             # kernels that read K/V once per query head re-read each KV head (group size - 1) more times
             group = dep.model.num_attention_heads / dep.model.num_kv_heads
             i = self.names.index("attention_decode")

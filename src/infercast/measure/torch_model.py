@@ -110,6 +110,7 @@ class TransformerModel(nn.Module):
             for what, present in (
                 ("DeepSeek sparse attention", spec.sparse_attention),
                 ("linear attention (gated DeltaNet)", spec.linear_attention),
+                ("DeepSeek-V4 compressed attention", spec.compressed_attention),
                 ("chunked local attention", spec.num_sliding_layers and spec.local_attention == "chunked"),
                 ("gated attention output", spec.attn_output_gate),
             )

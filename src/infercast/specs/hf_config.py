@@ -5,7 +5,9 @@ gemma3(_text), gpt_oss, phi3, and the 2026 families: deepseek_v32 and glm_moe_ds
 attention), kimi_k2/kimi_k25 (DeepSeek-V3-style MLA MoE; K2.5's multimodal config is read from its
 ``text_config``), minimax_m2 (GQA MoE, full attention on every layer), qwen3_next and qwen3_5_moe (gated
 DeltaNet linear attention on 3 of every 4 layers, gated full attention on the rest), llama4 (MoE interleaved
-with dense FFNs, chunked local attention on the RoPE layers); all of them have gated FFNs (SwiGLU/GeGLU:
+with dense FFNs, chunked local attention on the RoPE layers), deepseek_v4 (DeepSeek-V4 Pro/Flash: one shared KV head,
+sliding window plus per-layer compressed KV with an indexer on the CSA layers, grouped low-rank output projection,
+hyper-connections; see :func:`_compressed_attention`); all of them have gated FFNs (SwiGLU/GeGLU:
 gate, up and down matrices). Other configs are read with the generic keys as llama-like decoders and say so in
 ``family``; their FFN is taken as gated only when ``hidden_act`` is a SiLU/Swish-family activation (the llama
 recipe), otherwise as a plain two-matrix MLP (GPT-2, OPT, Falcon, StarCoder2 style with gelu/relu).
@@ -25,13 +27,20 @@ from pydantic import ValidationError
 
 from infercast.errors import InfercastError
 from infercast.files import is_dir, load_json
-from infercast.specs.model import LinearAttentionSpec, MLASpec, ModelSpec, MoESpec, SparseAttentionSpec
+from infercast.specs.model import (
+    CompressedAttentionSpec,
+    LinearAttentionSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+    SparseAttentionSpec,
+)
 
 SUPPORTED_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
     "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "phi3",
     "deepseek_v32", "glm_moe_dsa", "kimi_k2", "kimi_k25", "minimax_m2", "qwen3_next", "qwen3_5_moe",
-    "qwen3_5_moe_text", "llama4", "llama4_text",
+    "qwen3_5_moe_text", "llama4", "llama4_text", "deepseek_v4",
 )  # fmt: skip
 
 _MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2", "kimi_k25")
@@ -138,6 +147,13 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
     fields.update(_chunked(cfg, model_type, layers))
     if model_type == "gpt_oss":
         fields["attention_sinks"] = True
+    if model_type == "deepseek_v4":
+        fields["attention_sinks"] = True  # attn_sink: one learned logit per head
+        fields["compressed_attention"] = _compressed_attention(cfg, layers)
+        if str(cfg.get("expert_dtype", "")).lower() == "fp4":
+            # FP4 (e2m1, ue8m0 block scales) routed experts; the rest is FP8 with 128x128 blocks in the release:
+            # the closest scheme is mxfp4-moe (its dense weights and GEMMs are 16-bit: an upper bound on those)
+            fields["default_precision"] = "mxfp4-moe"
     moe = _moe(cfg, model_type, layers)
     if moe is not None:
         fields["moe"] = moe
@@ -275,6 +291,8 @@ def _compressed_tensors_precision(quant: dict[str, Any]) -> str:
 
 
 def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any]:
+    if model_type == "deepseek_v4":
+        return {}  # its window is part of the compressed attention (CompressedAttentionSpec.window)
     window = cfg.get("sliding_window")
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and window:
@@ -310,6 +328,64 @@ def _chunked(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any
         interval = int(cfg.get("no_rope_layer_interval", 4))
         n = layers - layers // interval
     return {"sliding_window": int(chunk), "num_sliding_layers": n, "local_attention": "chunked"} if n else {}
+
+
+_V4_LAYER_TYPES = {"sliding_attention": None, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+"""transformers-style DeepSeek-V4 ``layer_types`` -> default compress ratio (overridden by ``compress_rates``)."""
+
+
+def _compress_ratios(cfg: dict[str, Any], layers: int) -> list[int]:
+    """Per-layer compress ratios: ``compress_ratios`` (the release's config.json; entries past ``num_hidden_layers``
+    belong to the MTP layers and are dropped) or transformers' ``layer_types`` with ``compress_rates``."""
+    ratios = cfg.get("compress_ratios")
+    if ratios is None and isinstance(cfg.get("layer_types"), list):
+        rates = cfg.get("compress_rates") if isinstance(cfg.get("compress_rates"), dict) else {}
+        if any(t not in _V4_LAYER_TYPES for t in cfg["layer_types"]):
+            raise InfercastError(
+                f"config.json field 'layer_types' must hold only {', '.join(_V4_LAYER_TYPES)}", field="model"
+            )
+        ratios = [0 if t == "sliding_attention" else rates.get(t, _V4_LAYER_TYPES[t]) for t in cfg["layer_types"]]
+    if ratios is None:
+        raise InfercastError("config.json lacks required field 'compress_ratios'", field="model")
+    extra = _int(cfg, "num_nextn_predict_layers", default=0)
+    if not isinstance(ratios, list) or len(ratios) not in (layers, layers + extra):
+        raise InfercastError(
+            f"config.json field 'compress_ratios' must list one ratio per layer ({layers}, or {layers + extra} with "
+            f"the MTP layers), got {ratios!r:.80}",
+            field="model",
+        )
+    out = []
+    for r in ratios[:layers]:
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise InfercastError(
+                f"config.json field 'compress_ratios' entries must be integers >= 0, got {r!r}", field="model"
+            )
+        out.append(r)
+    return out
+
+
+def _compressed_attention(cfg: dict[str, Any], layers: int) -> CompressedAttentionSpec:
+    """DeepSeek-V4 attention: window, per-layer ratios, q/o low-rank shapes, indexer, hyper-connections."""
+    try:
+        return CompressedAttentionSpec(
+            window=_int(cfg, "sliding_window"),
+            compress_ratios=tuple(_compress_ratios(cfg, layers)),
+            q_lora_rank=_int(cfg, "q_lora_rank"),
+            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
+            o_groups=_int(cfg, "o_groups"),
+            o_lora_rank=_int(cfg, "o_lora_rank"),
+            index_topk=_int(cfg, "index_topk"),
+            index_n_heads=_int(cfg, "index_n_heads"),
+            index_head_dim=_int(cfg, "index_head_dim"),
+            hc_mult=_int(cfg, "hc_mult"),
+            num_hash_layers=_int(cfg, "num_hash_layers", default=0),
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        raise InfercastError(
+            f"config.json gives an invalid compressed-attention block ({loc}: {err['msg']})", field="model"
+        ) from None
 
 
 def _linear_attention(cfg: dict[str, Any], layers: int) -> LinearAttentionSpec | None:

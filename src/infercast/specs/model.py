@@ -4,7 +4,8 @@ Covers dense models with MHA/GQA/MQA, DeepSeek-style multi-head latent attention
 FFNs (routed + shared experts, dense layers), sliding-window and chunked local layers (Llama 4), DeepSeek sparse
 attention (DSA: an indexer picks the top-k cached tokens each query reads; DeepSeek-V3.2, GLM-5) and hybrid
 models whose linear-attention layers keep a fixed-size recurrent state instead of a KV cache (gated DeltaNet:
-Qwen3-Next, Qwen3.5). Parameter counts and KV-cache
+Qwen3-Next, Qwen3.5) and DeepSeek-V4's compressed attention (a sliding window plus per-layer compressed KV, sparse
+on the CSA layers; :class:`CompressedAttentionSpec`). Parameter counts and KV-cache
 sizes are computed from the architecture, never copied from a model card (the card's figure is kept only
 to check against).
 """
@@ -78,6 +79,86 @@ INDEXER_KEY_SCALE_BYTES = 4
 holds ``index_head_dim`` fp8 values plus one fp32 scale per token and layer)."""
 
 
+COMPRESSOR_STATE_BYTES = 4
+"""Bytes per element of a compressor's decode state: the reference DeepSeek-V4 inference code keeps ``kv_state`` and
+``score_state`` buffers of (coff x ratio, coff x head_dim) fp32 values per sequence and compressed layer (the tokens
+of the group being pooled and, for overlapping pools, the previous group)."""
+
+
+class CompressedAttentionSpec(BaseModel):
+    """DeepSeek-V4 hybrid attention (tech report section 2.3; HF ``model_type`` deepseek_v4).
+
+    Every layer attends with ``num_attention_heads`` query heads to one shared K = V head of ``head_dim`` (MQA): the
+    last ``window`` raw entries (sliding window) plus, when its ``compress_ratios`` entry r is > 0, entries that each
+    pool r tokens. On CSA layers (r == ``indexer_ratio``, overlapping pools of 2r tokens) a lightning indexer picks
+    the ``index_topk`` best compressed entries per query; on HCA layers (any other r > 0) every compressed entry is
+    read; r == 0 is window only. Queries come through a ``q_lora_rank`` bottleneck, the output through ``o_groups``
+    grouped projections to ``o_lora_rank`` each, and the residual stream is ``hc_mult`` copies mixed per layer by
+    small learned matrices (manifold-constrained hyper-connections). The first ``num_hash_layers`` MoE layers route
+    by a token-id hash: the same expert FFN work, so it changes no count.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window: int = Field(ge=1, description="Raw (uncompressed) entries every layer keeps and reads: sliding_window.")
+    compress_ratios: tuple[int, ...] = Field(description="Per decoder layer: tokens pooled per entry, 0 for none.")
+    q_lora_rank: int = Field(ge=1)
+    qk_rope_head_dim: int = Field(ge=1)
+    o_groups: int = Field(ge=1)
+    o_lora_rank: int = Field(ge=1)
+    index_topk: int = Field(ge=1)
+    index_n_heads: int = Field(ge=1)
+    index_head_dim: int = Field(ge=1)
+    indexer_ratio: int = Field(
+        default=4, ge=1, description="Compress ratio of the CSA layers (indexer, overlapping pools); DeepSeek-V4: 4."
+    )
+    hc_mult: int = Field(default=4, ge=1, description="Residual-stream copies (hyper-connections).")
+    num_hash_layers: int = Field(default=0, ge=0, description="Leading MoE layers routed by token-id hash.")
+
+    @model_validator(mode="after")
+    def _ratios(self) -> CompressedAttentionSpec:
+        if not self.compress_ratios:
+            raise ValueError("compress_ratios must list one ratio per layer")
+        if any(r < 0 for r in self.compress_ratios):
+            raise ValueError("compress_ratios entries must be >= 0 (0: no compression)")
+        return self
+
+    def coff(self, ratio: int) -> int:
+        """Width factor of a compressor: 2 for the overlapping CSA pools (each entry pools 2r tokens), else 1."""
+        return 2 if ratio == self.indexer_ratio else 1
+
+    @property
+    def csa_layers(self) -> int:
+        """Layers with the indexer (top-k over their compressed entries)."""
+        return sum(1 for r in self.compress_ratios if r == self.indexer_ratio)
+
+    @property
+    def compressed_ratios(self) -> list[int]:
+        """Ratios of every compressed layer (CSA and HCA), in layer order."""
+        return [r for r in self.compress_ratios if r]
+
+    @property
+    def hca_ratios(self) -> list[int]:
+        """Ratios of the compressed layers without an indexer (they read every compressed entry)."""
+        return [r for r in self.compressed_ratios if r != self.indexer_ratio]
+
+    @property
+    def indexer_key_bytes(self) -> int:
+        """One cached indexer key: fp8 values plus an fp32 scale, as DSA's (:data:`INDEXER_KEY_SCALE_BYTES`)."""
+        return self.index_head_dim + INDEXER_KEY_SCALE_BYTES
+
+    def state_bytes_per_sequence(self, head_dim: int) -> float:
+        """Compressor decode state of one sequence, all layers (replicated on every rank): fp32 kv and score buffers
+        of (coff r) x (coff d) for the KV compressor (d = head_dim) and the CSA indexer's (d = index_head_dim)."""
+        total = 0
+        for r in self.compressed_ratios:
+            c = self.coff(r)
+            total += 2 * c * r * c * head_dim
+            if r == self.indexer_ratio:
+                total += 2 * c * r * c * self.index_head_dim
+        return float(total * COMPRESSOR_STATE_BYTES)
+
+
 class LinearAttentionSpec(BaseModel):
     """Gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5): per sequence a fixed (d_k x d_v) state per
     value head and a short causal-convolution window replace the growing KV cache."""
@@ -149,6 +230,7 @@ class ModelSpec(BaseModel):
     mla: MLASpec | None = None
     sparse_attention: SparseAttentionSpec | None = None
     linear_attention: LinearAttentionSpec | None = None
+    compressed_attention: CompressedAttentionSpec | None = None
     default_precision: str = "bf16"
     published_params: float | None = None
     published_active_params: float | None = None
@@ -182,7 +264,34 @@ class ModelSpec(BaseModel):
             raise ValueError("moe.num_dense_layers must be <= num_layers")
         if self.moe is None and self.intermediate_size == 0:
             raise ValueError("a dense model needs intermediate_size > 0")
+        if self.compressed_attention:
+            self._check_compressed()
         return self
+
+    def _check_compressed(self) -> None:
+        """DeepSeek-V4 compressed attention stands alone: one shared KV head, no other attention variant."""
+        ca = self.compressed_attention
+        if self.mla or self.sparse_attention or self.linear_attention or self.num_sliding_layers:
+            raise ValueError(
+                "compressed_attention cannot be combined with mla, sparse_attention, linear_attention or "
+                "num_sliding_layers (its window is compressed_attention.window)"
+            )
+        if self.num_kv_heads != 1:
+            raise ValueError(
+                f"compressed_attention needs num_kv_heads 1 (one shared K=V head), got {self.num_kv_heads}"
+            )
+        if len(ca.compress_ratios) != self.num_layers:
+            raise ValueError(
+                f"compressed_attention.compress_ratios has {len(ca.compress_ratios)} entries for "
+                f"{self.num_layers} layers"
+            )
+        if self.num_attention_heads % ca.o_groups:
+            raise ValueError(
+                f"compressed_attention.o_groups ({ca.o_groups}) must divide num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        if ca.qk_rope_head_dim > self.head_dim:
+            raise ValueError(f"compressed_attention.qk_rope_head_dim must be <= head_dim ({self.head_dim})")
 
     # ----- layer mix -------------------------------------------------------------------------------------
     @property
@@ -213,6 +322,9 @@ class ModelSpec(BaseModel):
         size, or DSA's top-k (then every attention layer is windowed for the cost model, not for memory)."""
         if self.sparse_attention:
             return self.sparse_attention.index_topk
+        if self.compressed_attention:
+            # CSA layers read min(ctx / r, top-k) compressed entries = min(ctx, r * top-k) / r (cost/attention_variants)
+            return self.compressed_attention.indexer_ratio * self.compressed_attention.index_topk
         return self.sliding_window
 
     @property
@@ -236,6 +348,8 @@ class ModelSpec(BaseModel):
             kind = "GQA"
         if self.sparse_attention:
             kind += " + DSA"
+        if self.compressed_attention:
+            kind += " + compressed (sliding window, CSA/HCA)"
         if self.linear_attention:
             kind += " + linear (gated DeltaNet)"
         if self.num_sliding_layers and self.local_attention == "chunked":
@@ -268,6 +382,11 @@ class ModelSpec(BaseModel):
     def attention_params_per_layer(self) -> int:
         """Weights (and biases) of one attention block, excluding norms."""
         h, nq = self.hidden_size, self.num_attention_heads
+        if self.compressed_attention:
+            ca, hd = self.compressed_attention, self.head_dim
+            q = h * ca.q_lora_rank + ca.q_lora_rank * nq * hd  # wq_a, wq_b
+            o = nq * hd * ca.o_lora_rank + ca.o_groups * ca.o_lora_rank * h  # grouped wo_a, then wo_b
+            return q + h * hd + o + (nq if self.attention_sinks else 0)  # + wkv (the shared K=V head)
         if self.mla:
             m = self.mla
             qk = m.qk_nope_head_dim + m.qk_rope_head_dim
@@ -304,6 +423,27 @@ class ModelSpec(BaseModel):
             + 2 * sa.index_head_dim
             + self.hidden_size * (sa.index_n_heads)
         )
+
+    @property
+    def compressed_attention_extra_params(self) -> int:
+        """DeepSeek-V4 weights outside the per-layer attention/FFN counts (0 for other models): per layer the q/kv
+        RMSNorms and the two hyper-connection mixes (fn of (2 + hc) hc x hc h, base, 3 scales), the final
+        hyper-connection head; per compressed layer the compressor (wkv, wgate, position bias, norm) and on CSA
+        layers the indexer (wq_b from the q latent, weights_proj, and its own overlapping compressor)."""
+        ca = self.compressed_attention
+        if not ca:
+            return 0
+        h, hd, hc = self.hidden_size, self.head_dim, ca.hc_mult
+        mix = (2 + hc) * hc
+        per_layer = ca.q_lora_rank + hd + 2 * (mix * hc * h + mix + 3)
+        total = self.num_layers * per_layer + hc * hc * h + hc + 1
+        for r in ca.compressed_ratios:
+            c = ca.coff(r)
+            total += 2 * h * c * hd + r * c * hd + hd
+            if r == ca.indexer_ratio:
+                di, ni = ca.index_head_dim, ca.index_n_heads
+                total += ca.q_lora_rank * ni * di + h * ni + 2 * h * c * di + r * c * di + di
+        return total
 
     @property
     def linear_attention_params_per_layer(self) -> int:
@@ -385,6 +525,7 @@ class ModelSpec(BaseModel):
             + self.dense_linear_params
             + self.routed_expert_params
             + self.norm_params
+            + self.compressed_attention_extra_params
         )
 
     @property
@@ -419,6 +560,8 @@ class ModelSpec(BaseModel):
         """Cached values per token per layer: 2·n_kv·d_head (GQA/MQA/MHA) or kv_lora_rank + rope dim (MLA)."""
         if self.mla:
             return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        if self.compressed_attention:
+            return self.head_dim  # one entry serves as key and value
         return 2 * self.num_kv_heads * self.head_dim
 
     def kv_heads_per_rank(self, tp: int) -> float:
@@ -429,7 +572,7 @@ class ModelSpec(BaseModel):
 
     def kv_elements_per_token_per_layer_per_rank(self, tp: int) -> float:
         """Per-rank cached values per token per layer (MLA's latent is replicated on every rank, as in vLLM)."""
-        if self.mla:
+        if self.mla or self.compressed_attention:
             return float(self.kv_elements_per_token_per_layer)
         return 2 * self.kv_heads_per_rank(tp) * self.head_dim
 
@@ -447,12 +590,42 @@ class ModelSpec(BaseModel):
 
     def kv_bytes_per_token(self, kv_bytes_per_element: float, tp: int = 1) -> float:
         """KV bytes a new token adds on one rank while the context is within every window (every attention layer
-        grows; linear-attention layers have no per-token cache)."""
+        grows; linear-attention layers have no per-token cache). Compressed attention (DeepSeek-V4): the long-run
+        growth, one entry (and indexer key on CSA layers) per r tokens of each compressed layer; its window and
+        compressor state are :meth:`fixed_kv_bytes_per_sequence`."""
+        if self.compressed_attention:
+            ca = self.compressed_attention
+            entry = self.kv_elements_per_token_per_layer * kv_bytes_per_element
+            return sum((entry + self.compressed_indexer_bytes(r)) / r for r in ca.compressed_ratios)
         return self.num_attention_layers * self.kv_bytes_per_token_per_layer(kv_bytes_per_element, tp)
+
+    def compressed_indexer_bytes(self, ratio: int) -> int:
+        """Indexer key bytes one compressed entry of a layer with ``ratio`` carries (CSA layers only)."""
+        ca = self.compressed_attention
+        return ca.indexer_key_bytes if ratio == ca.indexer_ratio else 0
+
+    def fixed_kv_bytes_per_sequence(self, kv_bytes_per_element: float, tp: int = 1) -> float:
+        """Per-sequence cache bytes that do not grow with the context, on one rank (0 but for compressed attention):
+        every layer's full window of raw entries, one not-yet-complete compressed entry per compressed layer and the
+        compressor state (:meth:`CompressedAttentionSpec.state_bytes_per_sequence`), all replicated per rank. With
+        :meth:`kv_bytes_per_token` x context it bounds :meth:`kv_bytes_for_context` from above at every context."""
+        ca = self.compressed_attention
+        if not ca:
+            return 0.0
+        entry = self.kv_elements_per_token_per_layer * kv_bytes_per_element
+        window = self.num_layers * ca.window * entry
+        partial = sum(entry + self.compressed_indexer_bytes(r) for r in ca.compressed_ratios)
+        return window + partial + ca.state_bytes_per_sequence(self.head_dim)
 
     def kv_bytes_for_context(self, context: int, kv_bytes_per_element: float, tp: int = 1) -> float:
         """KV bytes one sequence of ``context`` tokens holds on one rank (sliding layers keep only the window;
         the fixed linear-attention state is :meth:`state_bytes_per_sequence`)."""
+        if self.compressed_attention:
+            ca = self.compressed_attention
+            entry = self.kv_elements_per_token_per_layer * kv_bytes_per_element
+            ratios = ca.compressed_ratios
+            compressed = sum(-(-context // r) * (entry + self.compressed_indexer_bytes(r)) for r in ratios)
+            return self.num_layers * min(context, ca.window) * entry + compressed
         per_layer = self.kv_bytes_per_token_per_layer(kv_bytes_per_element, tp)
         sliding_tokens = min(context, self.sliding_window) if self.sliding_window else context
         return per_layer * (self.num_full_attention_layers * context + self.num_sliding_layers * sliding_tokens)
@@ -475,6 +648,13 @@ class ModelSpec(BaseModel):
         if not self.mla and self.num_kv_heads % tp and tp % self.num_kv_heads:
             raise InfercastError(
                 f"tp={tp} neither divides nor is a multiple of the {self.num_kv_heads} KV heads of {self.id}",
+                field="tp",
+            )
+        ca = self.compressed_attention
+        if ca and ca.o_groups % tp:
+            raise InfercastError(
+                f"tp={tp} does not divide the {ca.o_groups} output-projection groups of {self.id}; allowed: "
+                f"{', '.join(str(d) for d in _divisors(ca.o_groups))} (or attention-dp for more GPUs)",
                 field="tp",
             )
         la = self.linear_attention
@@ -538,6 +718,23 @@ class ModelSpec(BaseModel):
             sa = self.sparse_attention
             out["sparse_attention"] = (
                 f"DSA: top-{sa.index_topk} tokens per query, indexer {sa.index_n_heads} x {sa.index_head_dim}"
+            )
+        if self.compressed_attention:
+            ca = self.compressed_attention
+            hca = sorted(set(ca.hca_ratios))
+            out["compressed_attention"] = (
+                f"window of {ca.window} raw entries on all {self.num_layers} layers; {ca.csa_layers} CSA layers "
+                f"(1 entry per {ca.indexer_ratio} tokens, indexer top-{ca.index_topk}, {ca.index_n_heads} x "
+                f"{ca.index_head_dim}); {len(ca.hca_ratios)} HCA layers (1 entry per {'/'.join(map(str, hca))} "
+                f"tokens, all read); q rank {ca.q_lora_rank}, {ca.o_groups} output groups of rank {ca.o_lora_rank}; "
+                f"{ca.hc_mult} hyper-connection copies; {ca.num_hash_layers} hash-routed MoE layers"
+            )
+            out["approximations"] = (
+                "CSA reads priced as r x top-k contiguous tokens (gather not priced apart); the window as a full "
+                f"{ca.window} entries per query; KV entries as head_dim values of the KV format (the reference's fp8 "
+                "nope + bf16 rope layout differs); pool blocks count window and compressor state as fixed "
+                "per-sequence state; hash-routed layers priced as routed ones; hyper-connections as one GEMV + two "
+                "elementwise passes per mix; the release's FP4 experts + FP8 rest map to mxfp4-moe (dense 16-bit)"
             )
         if self.linear_attention:
             la = self.linear_attention

@@ -5,7 +5,9 @@ so the two can never disagree. Splits follow vLLM/TensorRT-LLM: column-parallel 
 O/down, vocab-parallel embedding and LM head; K/V heads replicated when tp > n_kv; MLA's down-projections
 (q_a, kv_a) replicated; routers replicated; with expert parallelism the experts are split ``ep`` ways and
 each expert ``tp/ep`` ways. Linear-attention (gated DeltaNet) projections are split by heads like QKV/O; the
-DSA indexer's projections are replicated (one small set of heads every rank scores with).
+DSA indexer's projections are replicated (one small set of heads every rank scores with). DeepSeek-V4: q_b and the
+grouped output projection split by heads (``o_groups`` / tp groups per rank), the single K=V head, compressors,
+indexer and hyper-connection mixes replicated.
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1, attention_dp: int =
     out: list[Linear] = [
         Linear("embedding", "embedding", model.vocab_size / tp, h, 1, "embedding", "gather"),
     ]
-    if model.mla:
+    if model.compressed_attention:
+        out.extend(_compressed_attention_linears(model, tp))
+    elif model.mla:
         m = model.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         if m.q_lora_rank:
@@ -126,6 +130,38 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1, attention_dp: int =
     return out
 
 
+def _compressed_attention_linears(model: ModelSpec, tp: int) -> list[Linear]:
+    """DeepSeek-V4 attention matrices on one rank (:class:`~infercast.specs.model.CompressedAttentionSpec`).
+
+    The grouped output projection (``o_groups`` block-diagonal matrices of heads/groups x head_dim -> o_lora_rank)
+    is one Linear of this rank's heads x head_dim -> o_lora_rank: weights and FLOPs exact, its output activation
+    counted as one group's o_lora_rank wide. The compressors' wkv/wgate and the indexer's weights_proj and
+    compressor are one Linear per layer kind (CSA, HCA); the hyper-connection mixes (attention and FFN sites) one
+    GEMV of hc_mult x hidden -> 2 (2 + hc_mult) hc_mult per layer."""
+    ca, h, hd, L = model.compressed_attention, model.hidden_size, model.head_dim, model.num_layers
+    nq_r = model.num_attention_heads / tp
+    out = [
+        Linear("q_a_proj", "attention", h, ca.q_lora_rank, L, "dense", "tokens", replicated=True),
+        Linear("q_b_proj", "attention", ca.q_lora_rank, nq_r * hd, L, "dense", "tokens"),
+        Linear("kv_proj", "attention", h, hd, L, "dense", "tokens", replicated=True),
+        Linear("o_a_proj", "attention", nq_r * hd, ca.o_lora_rank, L, "dense", "tokens"),
+        Linear("o_b_proj", "attention", ca.o_groups / tp * ca.o_lora_rank, h, L, "dense", "tokens"),
+    ]
+    csa, hca = ca.csa_layers, len(ca.hca_ratios)
+    if csa:
+        c = ca.coff(ca.indexer_ratio)
+        di, ni = ca.index_head_dim, ca.index_n_heads
+        out.append(Linear("csa_compressor_proj", "attention", h, 2 * c * hd, csa, "dense", "tokens", replicated=True))
+        out.append(Linear("indexer_q_proj", "attention", ca.q_lora_rank, ni * di, csa, "dense", "tokens",
+                          replicated=True))  # fmt: skip
+        out.append(Linear("indexer_k_proj", "attention", h, 2 * c * di + ni, csa, "dense", "tokens", replicated=True))
+    if hca:
+        out.append(Linear("hca_compressor_proj", "attention", h, 2 * hd, hca, "dense", "tokens", replicated=True))
+    mix = (2 + ca.hc_mult) * ca.hc_mult
+    out.append(Linear("hc_mix", "hyper_connections", ca.hc_mult * h, 2 * mix, L, "dense", "tokens", replicated=True))
+    return out
+
+
 def norm_elements(model: ModelSpec) -> float:
     """Norm weights (and qk-norms, sink logits, the small per-layer vectors of linear-attention layers): small and
     replicated on every rank."""
@@ -136,6 +172,18 @@ def norm_elements(model: ModelSpec) -> float:
         extra += La * (model.mla.kv_lora_rank + (model.mla.q_lora_rank or 0))
     if model.sparse_attention:
         extra += La * 2 * model.sparse_attention.index_head_dim  # indexer key LayerNorm (weight and bias)
+    ca = model.compressed_attention
+    if ca:
+        # q/kv RMSNorms, hyper-connection bases and scales, the final hyper-connection head; per compressed layer
+        # the compressor's position bias and norm (and the CSA indexer compressor's)
+        mix = (2 + ca.hc_mult) * ca.hc_mult
+        extra += La * (ca.q_lora_rank + model.head_dim + 2 * (mix + 3))
+        extra += ca.hc_mult * (ca.hc_mult * model.hidden_size + 1) + 1
+        for r in ca.compressed_ratios:
+            c = ca.coff(r)
+            extra += r * c * model.head_dim + model.head_dim
+            if r == ca.indexer_ratio:
+                extra += r * c * ca.index_head_dim + ca.index_head_dim
     if model.linear_attention:
         la = model.linear_attention
         # depthwise conv taps, dt bias and A_log per value head, gated RMSNorm over the value head dim

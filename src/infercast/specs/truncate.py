@@ -42,6 +42,9 @@ def truncated(spec: ModelSpec, layers: int) -> ModelSpec:
     }
     if spec.moe:
         update["moe"] = spec.moe.model_copy(update={"num_dense_layers": min(spec.moe.num_dense_layers, layers)})
+    if spec.compressed_attention:  # DeepSeek-V4: the first layers' compress ratios
+        ratios = spec.compressed_attention.compress_ratios[:layers]
+        update["compressed_attention"] = spec.compressed_attention.model_copy(update={"compress_ratios": ratios})
     if spec.linear_attention:
         # full-attention layers spread evenly, each the last of its group (Qwen3-Next/Qwen3.5: every 4th)
         full, total = spec.num_attention_layers, spec.num_layers
