@@ -69,23 +69,34 @@ def _dsa_indexer_rows(dep: Deployment) -> list[OpRow]:
         return []
     La = m.num_attention_layers
     act = dep.scheme.activation_format.bytes_per_element
+    # every cached key scored; per token the queries read and the new key written
+    token_bytes = (sa.index_n_heads * sa.index_head_dim * act + sa.index_head_dim + INDEXER_KEY_SCALE_BYTES) * La
+    return indexer_rows(dep, "dsa_indexer", La, float(La), sa.index_n_heads, sa.index_head_dim,
+                        sa.index_head_dim + INDEXER_KEY_SCALE_BYTES, token_bytes)  # fmt: skip
+
+
+def indexer_rows(dep: Deployment, name: str, layers: int, keys_per_token: float, n_heads: int, head_dim: int,
+                 key_bytes: float, token_bytes: float) -> list[OpRow]:  # fmt: skip
+    """A lightning indexer's prefill and decode rows (DSA, DeepSeek-V4's CSA): ``n_heads`` x ``head_dim`` fp8
+    dot products per scored key, replicated on every rank, ``keys_per_token`` scored keys per (query, cached
+    token) pair summed over the layers (the layer count, or with compressed keys their 1/r weights); each key
+    read once (``key_bytes``) and its fp32 score written and read back by the top-k selection;
+    ``token_bytes`` per new token (queries in, and the new key where this row writes it)."""
     key = "fp8" if "fp8" in dep.hardware.peak_flops else dep.attention_key
-    heads_dim = sa.index_n_heads * sa.index_head_dim  # the indexer is replicated: every rank scores all heads
-    key_bytes = sa.index_head_dim + INDEXER_KEY_SCALE_BYTES
-    per_pair_flops = 2 * heads_dim + 2 * sa.index_n_heads  # q.k per head, then the weighted sum over heads
+    per_key_flops = 2 * n_heads * head_dim + 2 * n_heads  # q.k per head, then the weighted sum over heads
     rows = []
     for phase, pairs, kv, tokens in (
         ("prefill", "prefill_pairs", "prefill_kv", "prefill_tokens"),
         ("decode", "decode_kv", "decode_kv", "decode_tokens"),
     ):
         row = OpRow(
-            f"dsa_indexer_{phase}", "attention", "attention", key, kernels=DSA_KERNELS_PER_LAYER * La,
+            f"{name}_{phase}", "attention", "attention", key, kernels=DSA_KERNELS_PER_LAYER * layers,
             active=F[tokens], bandwidth="attn_decode" if phase == "decode" else "hbm",
         )  # fmt: skip
-        row.flops[F[pairs]] = per_pair_flops * La
-        row.bytes[F[kv]] = key_bytes * La  # every cached key is scored
-        row.bytes[F[pairs]] += 2 * SCORE_BYTES * La  # scores written, then read by the top-k selection
-        row.bytes[F[tokens]] = (heads_dim * act + key_bytes) * La  # queries in, the new key written
+        row.flops[F[pairs]] = per_key_flops * keys_per_token
+        row.bytes[F[kv]] = key_bytes * keys_per_token
+        row.bytes[F[pairs]] += 2 * SCORE_BYTES * keys_per_token
+        row.bytes[F[tokens]] = token_bytes
         rows.append(row)
     return rows
 
@@ -178,22 +189,7 @@ def _compressed_attention_rows(dep: Deployment) -> list[OpRow]:
 
     if ca.csa_layers:
         Lc, ni, di = ca.csa_layers, ca.index_n_heads, ca.index_head_dim
-        key = "fp8" if "fp8" in dep.hardware.peak_flops else dep.attention_key
-        key_bytes = ca.indexer_key_bytes
-        per_key = 2 * ni * di + 2 * ni
-        for phase, pairs, kv, tokens in (
-            ("prefill", "prefill_pairs", "prefill_kv", "prefill_tokens"),
-            ("decode", "decode_kv", "decode_kv", "decode_tokens"),
-        ):
-            row = OpRow(
-                f"csa_indexer_{phase}", "attention", "attention", key, kernels=DSA_KERNELS_PER_LAYER * Lc,
-                active=F[tokens], bandwidth="attn_decode" if phase == "decode" else "hbm",
-            )  # fmt: skip
-            row.flops[F[pairs]] = per_key * csa
-            row.bytes[F[kv]] = key_bytes * csa  # every compressed key scored
-            row.bytes[F[pairs]] += 2 * SCORE_BYTES * csa
-            row.bytes[F[tokens]] = ni * di * act * Lc
-            rows.append(row)
+        rows += indexer_rows(dep, "csa_indexer", Lc, csa, ni, di, ca.indexer_key_bytes, ni * di * act * Lc)
 
     hc = ca.hc_mult
     mix = OpRow("hyper_connections", "hyper_connections", "elementwise", None, kernels=2 * HC_KERNELS_PER_SITE * L)
