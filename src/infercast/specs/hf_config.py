@@ -70,9 +70,14 @@ def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelSpec:
     try:
         return spec_from_hf_dict(raw, model_id=name.lower(), source=str(path))
     except ValidationError as exc:  # a sub-spec (MLA ranks, sliding window...) out of range
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        raise InfercastError(f"{path} gives an invalid architecture ({loc}: {err['msg']})", field="model") from None
+        raise _invalid(exc, f"{path} gives an invalid architecture") from None
+
+
+def _invalid(exc: ValidationError, what: str) -> InfercastError:
+    """The one-line error for a spec the config's fields fail to validate: ``what (location: reason)``."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    return InfercastError(f"{what} ({loc + ': ' if loc else ''}{err['msg']})", field="model")
 
 
 def _get(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., where: str = "config.json") -> Any:
@@ -186,11 +191,7 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
     try:
         return ModelSpec(**fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        raise InfercastError(
-            f"config.json gives an invalid architecture ({loc}: {err['msg']})", field="model"
-        ) from None
+        raise _invalid(exc, "config.json gives an invalid architecture") from None
 
 
 def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -> str:
@@ -381,11 +382,7 @@ def _compressed_attention(cfg: dict[str, Any], layers: int) -> CompressedAttenti
             num_hash_layers=_int(cfg, "num_hash_layers", default=0),
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        raise InfercastError(
-            f"config.json gives an invalid compressed-attention block ({loc}: {err['msg']})", field="model"
-        ) from None
+        raise _invalid(exc, "config.json gives an invalid compressed-attention block") from None
 
 
 def _linear_attention(cfg: dict[str, Any], layers: int) -> LinearAttentionSpec | None:
@@ -409,9 +406,7 @@ def _linear_attention(cfg: dict[str, Any], layers: int) -> LinearAttentionSpec |
             conv_kernel=_int(cfg, "linear_conv_kernel_dim", default=4),
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = f"config.json gives an invalid linear-attention block ({err['msg']})"
-        raise InfercastError(msg, field="model") from None
+        raise _invalid(exc, "config.json gives an invalid linear-attention block") from None
 
 
 def _moe(cfg: dict[str, Any], model_type: str, layers: int) -> MoESpec | None:
@@ -447,5 +442,4 @@ def _moe(cfg: dict[str, Any], model_type: str, layers: int) -> MoESpec | None:
             router_bias=model_type == "gpt_oss",
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise InfercastError(f"config.json gives an invalid MoE block ({err['msg']})", field="model") from None
+        raise _invalid(exc, "config.json gives an invalid MoE block") from None
