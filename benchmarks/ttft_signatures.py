@@ -15,6 +15,11 @@ two signatures, with infercast's kernel-level prefill time for comparison:
    token (between the shortest and the longest output), in units of the measured TPOT. A closed loop whose
    engine holds only K < C requests at once makes each request wait (C/K - 1) x its decode time, so the slope
    is C/K - 1; the implied K is printed (K = C means no such wait).
+3. KV capacity of the fp8 runs. Per engine and point with the most KV in flight (clients x (prompt + output)):
+   how many of the C requests a 16-bit and an 8-bit KV cache hold at once (infercast's memory budget), next to
+   the measured mean TTFT and the TTFT of a single prefill: a cache that holds far fewer than C requests makes
+   the rest queue for whole request durations, which a TTFT of a few prefills rules out
+   (scripts/import_closed_loop.py reads the TensorRT-LLM fp8 rows with an 8-bit cache on this evidence).
 """
 
 from __future__ import annotations
@@ -81,10 +86,27 @@ def output_slopes(d: pd.DataFrame) -> None:
     print(summary.round(2).to_string())
 
 
+def kv_capacity(d: pd.DataFrame) -> None:
+    print("\n3. KV capacity of the fp8 runs at the points with the most KV in flight")
+    print(f"{'engine':8} {'tp':>3} {'C':>4} {'prompt':>6} {'out':>4} {'fits 16-bit':>11} {'fits 8-bit':>10} "
+          f"{'TTFT ms':>8} {'prefill ms':>10}")  # fmt: skip
+    fp8 = d[d.precision == "fp8"].assign(kv=lambda x: x.c * (x.input_len + x.output_len))
+    for (engine, tp), g in fp8.groupby(["engine", "tp"]):
+        for _, r in g.nlargest(2, "kv").iterrows():
+            context = int(r.input_len + r.output_len)
+            budgets = [infercast.memory_budget(r.model, "h100-sxm", tp=int(tp), precision="fp8", kv_precision=kv,
+                                               engine=engine) for kv in ("bf16", "fp8")]  # fmt: skip
+            fits = [b.max_concurrency(context) for b in budgets]
+            pre = prefill_ms(r.model, "fp8", int(tp), engine, int(r.input_len))
+            print(f"{engine:8} {tp:>3} {r.c:>4} {r.input_len:>6} {r.output_len:>4} {fits[0]:>11} {fits[1]:>10} "
+                  f"{r.ttft_ms:>8.0f} {pre:>10.0f}")  # fmt: skip
+
+
 def main() -> None:
     d = load()
     prompt_slopes(d)
     output_slopes(d)
+    kv_capacity(d)
 
 
 if __name__ == "__main__":
