@@ -16,6 +16,7 @@ from infercast.measure.closed_loop import simulate_closed_loop
 from infercast.measure.engine_fit import LOAD_PARAMS, engine_versions, spread
 from infercast.measure.records import Record, check_record
 from infercast.sim.workload import WorkloadSpec, length_range
+from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import get_engine
 
@@ -174,6 +175,9 @@ def test_out_of_calibration_scenarios_are_flagged():
     text = " ".join(conf.warnings)
     assert "mi300x has no fitted kernel profile" in text
     assert "tp 16 / ep 8" in text and "MoE" in text and "saturation" in text
+    assert not any("attention" in w for w in confidence("h100-sxm", "vllm", attention="GQA").warnings)
+    v4 = confidence("h100-sxm", "vllm", attention=get_model("deepseek-v4-flash").attention_kind).warnings
+    assert any("compressed" in w and "not in the calibration data" in w for w in v4)
 
 
 @pytest.mark.skipif(not bands_table(), reason="no committed error bands")

@@ -129,11 +129,17 @@ def _find_band(table: dict[str, Any], metric: str, regime: dict[str, str]) -> Er
     return None
 
 
+CALIBRATED_ATTENTION = ("GQA", "MHA")
+"""Attention kinds of the models behind the committed error bands (Llama, Qwen3 dense; Llama-2 MHA)."""
+
+
 def confidence(
     gpu: str, engine: str, *, tp: int = 1, ep: int = 1, pp: int = 1, attention_dp: int = 1, concurrency: int = 1,
     moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
+    attention: str = "GQA",
 ) -> Confidence:  # fmt: skip
-    """Error bands and out-of-calibration warnings for a prediction (see the module docstring)."""
+    """Error bands and out-of-calibration warnings for a prediction (see the module docstring); ``attention``:
+    the model's attention kind (``ModelSpec.attention_kind``)."""
     fitted = has_fitted_profile(gpu)
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
@@ -151,6 +157,8 @@ def confidence(
         warnings.append(f"{layout} is outside the calibrated parallelism (tp {seen})")
     if moe or mla:
         warnings.append("MoE / MLA models were not in the calibration data (dense GQA models only)")
+    if attention not in CALIBRATED_ATTENTION and attention != "MLA":
+        warnings.append(f"{attention} attention was not in the calibration data (dense GQA / MHA models only)")
     if saturated:
         warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
     if not bands:

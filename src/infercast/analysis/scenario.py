@@ -222,5 +222,5 @@ def predict(
         provenance=prov,
         confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
                               attention_dp=dep.attention_dp, concurrency=batch, moe=dep.model.is_moe,
-                              mla=dep.model.mla is not None),
+                              mla=dep.model.mla is not None, attention=dep.model.attention_kind),
     )

@@ -222,7 +222,8 @@ def run(config: SimulationConfig) -> SimulationResult:
     queued = summary["preemptions"] > 0 or summary["saturated"]
     conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
                       concurrency=load,
-                      moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued))  # fmt: skip
+                      moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued),
+                      attention=dep.model.attention_kind)  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 
