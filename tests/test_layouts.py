@@ -237,3 +237,5 @@ def test_resolve_shares_one_deployment_per_builtin_call_only():
         catalog._user_hardware.pop("user-gpu-test", None)
     with pytest.raises(InfercastError, match="tp"):
         Deployment.resolve("llama-3.1-8b", "h100-sxm", tp=3)
+    with pytest.raises(InfercastError, match="alias"):  # "h100" names the built-in h100-sxm: never shadowed
+        register_hardware(base.model_copy(update={"id": "h100"}))

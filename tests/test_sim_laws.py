@@ -347,3 +347,18 @@ def test_one_definition_of_queueing():
     overhead = res.replicas[0].request_overhead
     np.testing.assert_allclose(df["scheduled_s"] - df["queue_s"] - df["arrival_s"], overhead, atol=1e-9)
     assert (df["ttft_s"] >= df["queue_s"] + overhead - 1e-12).all()
+
+
+def test_disaggregated_hand_off_sends_the_fixed_state_too():
+    """A prefill-to-decode hand-off sends the prompt's KV and the sequence's fixed state (DeepSeek-V4's window and
+    compressor state): halving the link's bandwidth lengthens one request by exactly those bytes / bandwidth."""
+    from infercast.memory import memory_budget
+    from infercast.specs.deployment import Deployment
+
+    kw = dict(tp=8, precision="fp8", input_len=4096, output_len=8, num_requests=1, offline=True, scheduler="disagg")
+    e2e = [simulate("deepseek-v4-flash", "h200", disagg=DisaggConfig(1, 1, link=KVLink(bw, 0.0)), **kw)["e2e_s"]["mean"]
+           for bw in (1e9, 2e9)]  # fmt: skip
+    mem = memory_budget(Deployment.resolve("deepseek-v4-flash", "h200", tp=8, precision="fp8"))
+    assert mem.state_bytes_per_sequence > 0
+    sent = mem.kv_bytes_per_token * 4096 + mem.state_bytes_per_sequence
+    assert (e2e[0] - e2e[1]) * 2e9 == pytest.approx(sent, rel=1e-6)

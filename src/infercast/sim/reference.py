@@ -93,6 +93,7 @@ class ReferenceReplica:
         prefix_cache = engine.prefix_caching and hash_block_size is not None
         _, num_blocks, self.block_bytes, self.state_blocks = replica_pool(mem, prefix_cache)
         self.bs, self.token_bytes = mem.block_size, mem.kv_bytes_per_token
+        self.state_bytes = mem.state_bytes_per_sequence
         # sliding layers keep only their window, in layer-group blocks: the memory budget's own count (whole-
         # context whole-layer blocks while the prefix cache is in use, see blocks.replica_pool)
         self.windowed = mem.kv_window is not None and not prefix_cache
@@ -371,7 +372,7 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
         def hand_off(i: int, t: float) -> None:
             r = requests[i]
             rep = front[r.replica]
-            kv_bytes = rep.token_bytes * r.target
+            kv_bytes = rep.token_bytes * r.target + rep.state_bytes
             r.prefill_replica = r.replica
             heapq.heappush(events, (t + link.latency_s + kv_bytes / link.bandwidth_bytes_s, next(order), i))
 

@@ -80,6 +80,9 @@ class Replica:
         self.bs = mem.block_size
         self.token_bytes = self.block_bytes / self.bs * rule.step_units
         """KV bytes of one token in every layer (what a disaggregated hand-off sends per prompt token)."""
+        self.state_bytes = mem.state_bytes_per_sequence
+        """Fixed per-sequence bytes (linear-attention state, DeepSeek-V4's window and compressor state), sent with
+        the tokens' KV by a disaggregated hand-off."""
         hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
         kv = KVCache(num_blocks, mem.block_size, config.prefix_caching, hash_bs)
         self.blocks = BlockLedger(kv, table, state_blocks, rule)

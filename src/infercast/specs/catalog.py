@@ -41,14 +41,14 @@ _user_hardware: dict[str, HardwareSpec] = {}
 def register_hardware(spec: HardwareSpec) -> HardwareSpec:
     """Add a user-defined accelerator so it can be used by id (case-insensitive).
 
-    A built-in id is refused: the user entry would silently replace the datasheet numbers and still pick up
-    the built-in chip's fitted cost profile (``cost/profiles/<id>.yaml``). Registering a user id again
-    replaces the earlier user entry.
+    A built-in id or alias is refused: the user entry would silently replace the datasheet numbers and still
+    pick up the built-in chip's fitted cost profile (``cost/profiles/<id>.yaml``), and built-in ids may be
+    resolved once and shared (``Deployment.resolve``). Registering a user id again replaces the earlier user entry.
     """
     key = spec.id.strip().lower()
-    if key in hardware_catalog():
+    if key in hardware_catalog() or key in aliases("gpu"):
         raise InfercastError(
-            f"id {spec.id!r} is a built-in accelerator; give the user definition a distinct id "
+            f"id {spec.id!r} is a built-in accelerator or its alias; give the user definition a distinct id "
             f"(e.g. {key + '-custom'!r}) so it cannot shadow the built-in spec and its fitted cost profile",
             field="gpu",
         )
