@@ -25,7 +25,9 @@ from infercast.specs.sharding import norm_elements, rank_linears
 
 def kv_layer_groups(num_layers: int, num_sliding_layers: int) -> tuple[int, int]:
     """(full, sliding): layer groups of each kind when ``num_layers`` attention layers, ``num_sliding_layers`` of
-    them windowed, are split into groups of gcd(full, sliding) layers, as vLLM's hybrid allocator pages them.
+    them windowed, are split into groups of gcd(full, sliding) layers, the page unit of a hybrid KV allocator
+    (vLLM's groups layers by a common size too; for counts like 52 windowed + 10 full its grouping, with padding,
+    may differ: same bytes, other block granularity).
 
     A KV block holds ``block_size`` tokens of one group; without sliding layers one group is every layer (1, 0),
     so a block is the all-layer block of a uniform model."""
@@ -48,8 +50,9 @@ def kv_blocks_per_sequence(
 
     Full-attention layers hold every token and sliding-window layers only the last ``sliding_window``. With
     sliding layers a block spans one layer group (:func:`kv_layer_groups`), so a sequence holds
-    full_groups x ceil(context / block) + sliding_groups x ceil(min(context, window) / block) blocks: exact, as
-    the engine's per-group block tables count them (the simulator's ledger counts the same). ``state_blocks``:
+    full_groups x ceil(context / block) + sliding_groups x ceil(min(context, window) / block) blocks (the
+    simulator's ledger counts the same). An engine that frees a windowed group's blocks only once they lie
+    wholly before the window may hold one block more per windowed group (gpt-oss-120b at 8k: ~0.2 %). ``state_blocks``:
     blocks a sequence's fixed linear-attention state takes (vLLM's hybrid allocator gives that state pages of
     the attention page size). Exact for a Python int and for a NumPy array of whole numbers alike, so the
     memory budget (one context) and ``sweep`` (every configuration at once) get the same counts.
