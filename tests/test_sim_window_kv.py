@@ -187,3 +187,19 @@ def test_windowed_runs_return_every_block_and_equal_step_mode(case):
         assert fast[key]["mean"] == pytest.approx(slow[key]["mean"], rel=1e-9)
     np.testing.assert_allclose(fast.table.finish, slow.table.finish, rtol=1e-9)
 
+
+
+def test_disaggregated_hand_off_of_a_windowed_model_sends_the_window_only():
+    """gpt-oss-120b (18 full + 18 sliding layers, window 128): a 4k prompt's hand-off sends the full layers'
+    4096 tokens and the sliding layers' 128, about half of every layer's 4096; fast simulator and reference agree."""
+    from infercast.memory import memory_budget
+    from infercast.sim.api import DisaggConfig, simulate
+    from infercast.sim.cluster import KVLink
+    from infercast.specs.deployment import Deployment
+
+    kw = dict(input_len=4096, output_len=8, num_requests=1, offline=True, scheduler="disagg")
+    e2e = [simulate("gpt-oss-120b", "h100-sxm", disagg=DisaggConfig(1, 1, link=KVLink(bw, 0.0)), **kw)["e2e_s"]["mean"]
+           for bw in (1e9, 2e9)]  # fmt: skip
+    mem = memory_budget(Deployment.resolve("gpt-oss-120b", "h100-sxm"))
+    sent = (e2e[0] - e2e[1]) * 2e9
+    assert sent == pytest.approx(mem.kv_bytes_per_token * (4096 + 128) / 2, rel=1e-6)

@@ -97,7 +97,7 @@ class Coordinator:
     def _prefilled(self, i: int, t: float) -> None:
         tb = self.table
         rep = self.replicas[int(tb.replica[i])]
-        kv_bytes = rep.token_bytes * float(tb.target[i]) + rep.state_bytes  # per GPU: every rank sends its shard
+        kv_bytes = rep.handoff_bytes(int(tb.target[i]))  # per GPU: every rank sends its shard at once
         arrive = t + self.kv_link.latency_s + kv_bytes / self.kv_link.bandwidth_bytes_s
         tb.prefill_replica[i] = tb.replica[i]
         heapq.heappush(self.events, (arrive, next(self._order), i))

@@ -98,6 +98,7 @@ class ReferenceReplica:
         # context whole-layer blocks while the prefix cache is in use, see blocks.replica_pool)
         self.windowed = mem.kv_window is not None and not prefix_cache
         self.token_room = sum(mem.layer_groups) if self.windowed else 1  # most blocks one more token takes
+        self.groups, self.window_tokens = mem.layer_groups, mem.kv_window or 0
         self.kv = KVCache(num_blocks, mem.block_size, engine.prefix_caching, hash_block_size or mem.block_size)
         self.model_spec = dep.model
         self.model = cost_model(dep, config.profile)
@@ -372,7 +373,12 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
         def hand_off(i: int, t: float) -> None:
             r = requests[i]
             rep = front[r.replica]
-            kv_bytes = rep.token_bytes * r.target + rep.state_bytes
+            if rep.windowed:  # windowed layer groups hand over only the window, as their blocks hold it
+                full, sliding = rep.groups
+                units = full * r.target + sliding * min(r.target, rep.window_tokens)
+                kv_bytes = rep.block_bytes / rep.bs * units + rep.state_bytes
+            else:
+                kv_bytes = rep.token_bytes * r.target + rep.state_bytes
             r.prefill_replica = r.replica
             heapq.heappush(events, (t + link.latency_s + kv_bytes / link.bandwidth_bytes_s, next(order), i))
 

@@ -83,6 +83,8 @@ class Replica:
         self.state_bytes = mem.state_bytes_per_sequence
         """Fixed per-sequence bytes (linear-attention state, DeepSeek-V4's window and compressor state), sent with
         the tokens' KV by a disaggregated hand-off."""
+        self.group_token_bytes = self.block_bytes / self.bs
+        """KV bytes of one token in one layer group (every layer without windowed layers)."""
         hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
         kv = KVCache(num_blocks, mem.block_size, config.prefix_caching, hash_bs)
         self.blocks = BlockLedger(kv, table, state_blocks, rule)
@@ -155,6 +157,15 @@ class Replica:
         return np.inf
 
     # ----- admission (ReplicaView) ---------------------------------------------------------------------------
+    def handoff_bytes(self, tokens: int) -> float:
+        """Bytes a disaggregated hand-off sends per GPU for a sequence of ``tokens``: its KV (windowed layer
+        groups only the window, as the blocks count them) and its fixed state."""
+        rule = self.blocks.rule
+        if rule.windowed:
+            units = rule.full_units * tokens + rule.window_units * min(tokens, rule.window)
+            return self.group_token_bytes * float(units) + self.state_bytes
+        return self.token_bytes * float(tokens) + self.state_bytes
+
     def enqueue(self, i: int, t: float | None = None) -> None:
         """Hand request ``i`` (sent at ``t``, default its arrival) to this replica.
 
