@@ -192,3 +192,29 @@ def test_calibrate_dry_run_accepts_bench_files(capsys):
         "--no-project-data", "--dry-run", "--allow-few-points",
     )  # fmt: skip
     assert out["points_of_written_gpus"] == 3 and out["written"] == []
+
+
+def test_vllm_result_facts_from_metadata_and_one_token_runs(tmp_path):
+    """The file's own engine entry beats the client's backend (the request format it spoke); ``ep`` comes from the
+    metadata; a 1-token-output run (median TPOT 0) gives TTFT and throughput records, no TPOT; a fractional
+    request count is a one-line error."""
+    doc = json.loads(VLLM.read_text())
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc | {"engine": "sglang", "ep": "2"}))
+    recs = _by_kind(records_from_runs(read_bench_file(path), H100))
+    assert (recs["serving_ttft"].engine, recs["serving_ttft"].ep) == ("sglang", 2)
+    one = doc | {"median_tpot_ms": 0.0, "total_output_tokens": doc["completed"]}
+    path.write_text(json.dumps(one))
+    assert set(_by_kind(records_from_runs(read_bench_file(path), H100))) == {"serving_ttft", "serving_throughput"}
+    path.write_text(json.dumps(doc | {"completed": 0.5}))
+    with pytest.raises(InfercastError, match="completed"):
+        read_bench_file(path)
+
+
+def test_aiperf_loadgen_that_is_not_an_object_is_a_one_line_error(tmp_path):
+    doc = json.loads(AIPERF_JSON.read_text())
+    doc["input_config"] = {"loadgen": [1]}
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InfercastError, match="loadgen"):
+        read_bench_file(path)

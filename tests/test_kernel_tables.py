@@ -279,3 +279,10 @@ def test_without_moe_tables_the_experts_are_dense_gemms_and_dense_models_are_unc
     # int4 experts (no fitted fused-MoE kernel for them): dense behaviour with the measured profile too
     kimi = StepCostModel(Deployment.resolve("qwen3-30b-a3b", "h100-sxm", precision="int4"), profile)
     assert kimi.per_token == []
+
+
+def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
+    from infercast.measure.aiconfigurator import version_key
+
+    versions = ["1.3.0", "0.1.5", "0.1.dev19262", "1.3.0rc20", "0.5.6.post2", "0.5.6"]
+    assert sorted(versions, key=version_key) == ["0.1.dev19262", "0.1.5", "0.5.6", "0.5.6.post2", "1.3.0rc20", "1.3.0"]

@@ -470,3 +470,15 @@ def test_empty_output_path_is_refused(tmp_path, capsys, monkeypatch):
     one_line_error(capsys, *SIM, "--num-requests", "2", "--plot-dir", "", field="plot_dir", needle="needs a path")
     one_line_error(capsys, "sweep", "--out", "", field="out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_output_paths_the_os_cannot_name_are_one_line_errors():
+    from infercast.files import check_output_dir, check_output_file
+
+    cases = (("a\0b.csv", "NUL"), ("x" * 5000 + ".csv", "too long"), ("/tmp/" + "d" * 300 + "/o.csv", "too long"))
+    for bad, why in cases:
+        with pytest.raises(InfercastError, match=why) as err:
+            check_output_file(bad, "out", (".csv",))
+        assert err.value.field == "out"
+    with pytest.raises(InfercastError, match="too long"):
+        check_output_dir("p" * 300, "plot_dir")

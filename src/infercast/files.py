@@ -173,9 +173,20 @@ def check_output_dir(path: str | Path, field: str) -> Path:
 
 
 def _require_name(path: str | Path, field: str) -> None:
-    """An output path must be given: '' would silently mean the current folder."""
-    if not str(path).strip() or str(path).strip() == ".":
-        raise InfercastError(f"needs a path, got {str(path)!r}", field=field)
+    """An output path must be given ('' would silently mean the current folder) and be one the OS can name: no
+    NUL byte, no component over NAME_MAX (255) bytes, at most PATH_MAX (4096) bytes in all (Linux limits)."""
+    text = str(path)
+    if not text.strip() or text.strip() == ".":
+        raise InfercastError(f"needs a path, got {text!r}", field=field)
+    if "\0" in text:
+        raise InfercastError("must not contain a NUL byte", field=field)
+    encoded = os.fsencode(text)
+    if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
+        raise InfercastError(f"is too long for a file name ({len(encoded)} bytes; at most {_NAME_MAX} per "
+                             f"folder or file name, {_PATH_MAX} in all)", field=field)  # fmt: skip
+
+
+_NAME_MAX, _PATH_MAX = 255, 4096
 
 
 def _check_writable_dir(folder: Path, field: str, what: str) -> None:

@@ -36,7 +36,9 @@ BenchFormatOpt = Annotated[str, typer.Option("--bench-format", help=f"Format of 
 ModelOpt = Annotated[str, typer.Option("--model", help="--bench: model served (catalog id or config.json), when the "
                                                        "file names none or one not in the catalog.")]  # fmt: skip
 TpOpt = Annotated[int | None, typer.Option("--tp", help="--bench: tensor-parallel GPUs of the served replica.")]
-EpOpt = Annotated[int, typer.Option("--ep", help="--bench: expert-parallel ways.")]
+EpOpt = Annotated[
+    int | None, typer.Option("--ep", help="--bench: expert-parallel ways (default: the file's, else 1).")
+]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="--bench: weight scheme (default: the model's).")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="--bench: engine that served (vllm, sglang, trtllm).")]
 ConcurrencyOpt = Annotated[
@@ -121,7 +123,7 @@ def calibrate(
     bench_format: BenchFormatOpt = "auto",
     model: ModelOpt = "",
     tp: TpOpt = None,
-    ep: EpOpt = 1,
+    ep: EpOpt = None,
     precision: PrecisionOpt = "",
     engine: EngineOpt = "",
     concurrency: ConcurrencyOpt = None,
@@ -220,7 +222,7 @@ def validate(
     model: ModelOpt = "",
     gpu: Annotated[str, typer.Option("--gpu", help="--bench: the GPU the benchmark ran on.")] = "",
     tp: TpOpt = None,
-    ep: EpOpt = 1,
+    ep: EpOpt = None,
     precision: PrecisionOpt = "",
     engine: EngineOpt = "",
     concurrency: ConcurrencyOpt = None,

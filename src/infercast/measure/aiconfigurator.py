@@ -19,6 +19,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from infercast.errors import InfercastError
 
 GPU_DIRS = {
@@ -92,10 +94,12 @@ def _wheel_version(data: Path) -> str:
 
 
 def version_key(version: str) -> tuple:
-    """Sort key for engine versions such as 0.5.6.post2, 1.3.0rc20, 2.27.3, 0.1.dev19262."""
-    nums = [int(x) for x in re.findall(r"\d+", version)]
-    pre = 0 if re.search(r"(rc|dev|a|b)\d", version) else 1
-    return (*nums[:3], pre, *nums[3:])
+    """Sort key for engine versions such as 0.5.6.post2, 1.3.0rc20, 2.27.3, 0.1.dev19262 (PEP 440 order, so a dev or
+    rc build sorts below its release); a string that is not a PEP 440 version sorts below every one that is."""
+    try:
+        return (1, Version(version))
+    except InvalidVersion:
+        return (0, tuple(int(x) for x in re.findall(r"\d+", version)))
 
 
 def latest(folder: Path, filename: str) -> Path | None:

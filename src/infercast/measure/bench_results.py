@@ -88,6 +88,14 @@ def _number(obj: Any, key: str, where: str, *, positive: bool = True) -> float:
     return float(value)
 
 
+def _count(obj: Any, key: str, where: str) -> int:
+    """``obj[key]`` as a whole number >= 1 (a request count), or a one-line error naming the key."""
+    value = _number(obj, key, where)
+    if value != int(value):
+        raise _bad(where, f"field {key!r} must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
 def _dig(obj: Any, path: str, where: str) -> Any:
     """``obj['a']['b']...`` for ``path`` 'a.b...', or a one-line error naming the missing part."""
     for part in path.split("."):
@@ -157,7 +165,7 @@ def _detect(doc: dict, where: str) -> str:
 
 
 def _vllm(doc: dict, where: str) -> list[BenchRun]:
-    completed = int(_number(doc, "completed", where))
+    completed = _count(doc, "completed", where)
     rate_raw = doc.get("request_rate", "inf")
     rate = math.inf if rate_raw in ("inf", None) else _number(doc, "request_rate", where)
     concurrency = doc.get("max_concurrency")
@@ -181,7 +189,7 @@ def _vllm(doc: dict, where: str) -> list[BenchRun]:
             input_len=_number(doc, "total_input_tokens", where) / completed,
             output_len=_number(doc, "total_output_tokens", where) / completed,
             ttft_mean_s=_number(doc, "mean_ttft_ms", where) / 1e3,
-            tpot_median_s=_number(doc, "median_tpot_ms", where) / 1e3,
+            tpot_median_s=_number(doc, "median_tpot_ms", where, positive=False) / 1e3,  # 0 with 1-token outputs
             output_throughput_tok_s=_number(doc, "output_throughput", where),
             concurrency=int(concurrency or 0),
             request_rate=0.0 if math.isinf(rate) else rate,
@@ -213,7 +221,7 @@ def _guidellm(doc: dict, where: str) -> list[BenchRun]:
             return _number(summary, key, f"{here}: {name}.successful")
 
         count = int(stat("prompt_token_count", "count"))
-        strategy = bench.get("config", {}).get("strategy") or bench.get("args", {}).get("strategy")
+        strategy = _get_any(bench, ("config.strategy", "args.strategy"))
         load = _guidellm_load(strategy, here)
         output_len = stat("output_token_count", "mean")
         duration = bench.get("duration")
@@ -276,6 +284,8 @@ def _aiperf_json(doc: dict, where: str) -> list[BenchRun]:
         return _number(_dig(doc, name, where), key, f"{where}: {name}")
 
     loadgen = _get_any(doc, ("input_config.loadgen",)) or {}
+    if not isinstance(loadgen, dict):
+        raise _bad(where, f"field 'input_config.loadgen' must be an object, got {type(loadgen).__name__}")
     load: dict[str, Any] = {}
     if isinstance(loadgen.get("concurrency"), int) and loadgen.get("request_rate") in (None, 0):
         load = {"concurrency": loadgen["concurrency"]}
@@ -356,7 +366,7 @@ class RunFacts:
     model: str = ""
     gpu: str = ""
     tp: int | None = None
-    ep: int = 1
+    ep: int | None = None
     precision: str = ""
     engine: str = ""
     concurrency: int | None = None
@@ -418,8 +428,13 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
         if not str(tp_raw).isdigit() or int(tp_raw) < 1:
             raise InfercastError(f"must be a whole number >= 1, got {tp_raw!r} ({run.where})", field="tp")
         tp = int(tp_raw)
+        ep_raw = facts.ep if facts.ep is not None else meta.get("ep", 1)
+        if not str(ep_raw).isdigit() or int(ep_raw) < 1:
+            raise InfercastError(f"must be a whole number >= 1, got {ep_raw!r} ({run.where})", field="ep")
         no_engine = f"{run.where} does not say which engine served it; give --engine vllm|sglang|trtllm"
-        engine = _fact(facts.engine, run.engine or meta.get("engine"), "engine", no_engine)
+        # the file's own engine entry first: a client's backend names the request format it spoke (vLLM's
+        # --backend, default 'openai'), which another engine may serve
+        engine = _fact(facts.engine, meta.get("engine") or run.engine, "engine", no_engine)
         load = {"concurrency": run.concurrency, "request_rate": run.request_rate, "arrival": run.arrival}
         if not run.load_known:
             if not facts.concurrency and not facts.request_rate:
@@ -430,7 +445,7 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
             load = {"concurrency": facts.concurrency or 0, "request_rate": facts.request_rate or 0.0, "arrival": ""}
         common = dict(
             model=model, gpu=gpu, engine=engine, precision=facts.precision or meta.get("precision", ""), tp=tp,
-            ep=facts.ep, batch=run.num_requests, input_len=max(round(run.input_len), 1),
+            ep=int(ep_raw), batch=run.num_requests, input_len=max(round(run.input_len), 1),
             output_len=max(round(run.output_len), 1), burstiness=run.burstiness,
             source=f"{run.tool} result {run.where}",
             notes=f"mean lengths {run.input_len:.1f}/{run.output_len:.1f} tokens",
