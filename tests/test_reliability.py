@@ -482,3 +482,23 @@ def test_output_paths_the_os_cannot_name_are_one_line_errors():
         assert err.value.field == "out"
     with pytest.raises(InfercastError, match="too long"):
         check_output_dir("p" * 300, "plot_dir")
+
+
+def test_yaml_aliases_are_checked_once(tmp_path, monkeypatch):
+    """A billion-laughs YAML (each level names the previous one ten times: 2 x 10^7 leaves) is checked by visiting
+    each shared list once: its two floats are looked at twice in all, not 2 x 10^7 times; a NaN in it is found."""
+    import math
+
+    from infercast import files
+
+    lines = ["a0: &a0 [1.0, 2.0]"] + [f"a{i}: &a{i} [{', '.join(['*a' + str(i - 1)] * 10)}]" for i in range(1, 8)]
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    calls = []
+    real = math.isfinite
+    monkeypatch.setattr(files.math, "isfinite", lambda x: calls.append(x) or real(x))
+    files.load_yaml(path, "profile")
+    assert len(calls) == 2
+    path.write_text("\n".join(["a0: &a0 [1.0, .nan]", *lines[1:]]) + "\n")
+    with pytest.raises(InfercastError, match="finite"):
+        files.load_yaml(path, "profile")

@@ -118,14 +118,20 @@ def load_yaml(path: str | Path, field: str) -> Any:
 
 
 def check_tree(value: Any, where: str, field: str) -> None:
-    """Refuse non-finite floats and nesting deeper than :data:`MAX_NESTING` anywhere in parsed data."""
+    """Refuse non-finite floats and nesting deeper than :data:`MAX_NESTING` anywhere in parsed data. Each container
+    is visited once: YAML aliases share one object many times over (an 8-line file can name 10^8 nodes)."""
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    seen: set[int] = set()
     while stack:
         node, key, depth = stack.pop()
         if depth > MAX_NESTING:
             raise InfercastError(f"{where} nests deeper than {MAX_NESTING} levels", field=field)
         if isinstance(node, float) and not math.isfinite(node):
             raise InfercastError(f"{where}: {key or 'value'} is {node}, expected a finite number", field=field)
+        if isinstance(node, dict | list):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
         if isinstance(node, dict):
             stack.extend((v, f"{key}.{k}" if key else str(k), depth + 1) for k, v in node.items())
         elif isinstance(node, list):
