@@ -502,3 +502,16 @@ def test_yaml_aliases_are_checked_once(tmp_path, monkeypatch):
     path.write_text("\n".join(["a0: &a0 [1.0, .nan]", *lines[1:]]) + "\n")
     with pytest.raises(InfercastError, match="finite"):
         files.load_yaml(path, "profile")
+
+
+def test_cgroup_memory_limit_is_read_when_set(tmp_path):
+    from infercast.limits import cgroup_limit_bytes
+
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("4294967296\n")
+    assert cgroup_limit_bytes((str(v2), str(v1))) == 4 * 1024**3
+    v2.write_text("max\n")
+    assert cgroup_limit_bytes((str(v2), str(v1))) is None  # v2 without a limit
+    v1.write_text("9223372036854771712\n")
+    assert cgroup_limit_bytes((str(tmp_path / "absent"), str(v1))) is None  # v1's "no limit"
+    assert cgroup_limit_bytes((str(tmp_path / "absent"),)) is None

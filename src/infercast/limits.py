@@ -29,14 +29,33 @@ BYTES_PER_SWEEP_ROW = 1024
 """``sweep``: ~40 float64/int64 output columns per row plus intermediate arrays (~1 KiB)."""
 
 
+CGROUP_LIMIT_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""A container's memory limit (cgroup v2, then v1): 'max' or a huge number means none."""
+
+
 @cache
 def memory_limit_bytes() -> int:
-    """Bytes one array family may use: :data:`MEMORY_SHARE` of physical memory."""
+    """Bytes one array family may use: :data:`MEMORY_SHARE` of physical memory, or of the container's cgroup
+    limit where that is smaller (a process over it is killed, not refused)."""
     try:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         total = FALLBACK_MEMORY_BYTES
-    return int(total * MEMORY_SHARE)
+    return int(min(total, cgroup_limit_bytes() or total) * MEMORY_SHARE)
+
+
+def cgroup_limit_bytes(files: tuple[str, ...] = CGROUP_LIMIT_FILES) -> int | None:
+    """The first cgroup memory limit found in ``files`` (bytes), None where there is none or it cannot be read."""
+    for name in files:
+        try:
+            with open(name) as handle:
+                text = handle.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:  # v1 writes ~2^63 for "no limit"
+            return int(text)
+        return None  # present but 'max' (v2) or unlimited: no limit
+    return None
 
 
 def _gib(n: float) -> str:
