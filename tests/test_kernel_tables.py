@@ -286,3 +286,24 @@ def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
 
     versions = ["1.3.0", "0.1.5", "0.1.dev19262", "1.3.0rc20", "0.5.6.post2", "0.5.6"]
     assert sorted(versions, key=version_key) == ["0.1.dev19262", "0.1.5", "0.5.6", "0.5.6.post2", "1.3.0rc20", "1.3.0"]
+
+
+def test_fits_name_parameters_left_on_a_bound():
+    """A parameter the data push past its bound is reported (provenance and the profile's fit record), not
+    passed off as measured: L40S's committed profile names its three (GEMM latency at the floor, fused-MoE and
+    decode-attention efficiency at 1.0, where the tables' small cases likely sit in its 96 MB L2)."""
+    import numpy as np
+    import yaml
+
+    from infercast.measure.aiconfigurator_fit import _fit
+    from infercast.measure.calibrate import PROFILE_DIR
+
+    # y = 5 x: the fitted slope wants 5 but may not exceed 2; the intercept is free
+    xs = np.linspace(1.0, 2.0, 8)
+    params, _, edge = _fit(lambda p: np.log((np.exp(p[0]) * xs + np.exp(p[1])) / (5.0 * xs)), [1.0, 1e-3],
+                           [0.1, 1e-9], [2.0, 10.0], ("slope", "intercept"))  # fmt: skip
+    assert edge == ["slope"] and params[0] == pytest.approx(2.0)
+    fit = yaml.safe_load((PROFILE_DIR / "kernels" / "l40s.yaml").read_text())["fit"]
+    assert fit["gemm.bf16"]["at_bound"] == ["gemm_latency_s"]
+    assert fit["moe.bf16"]["at_bound"] == ["moe_eff_max"]
+    assert fit["attention.decode"]["at_bound"] == ["attn_decode_efficiency"]

@@ -50,11 +50,14 @@ def _newest(source: Source, gpu_id: str, op: str, filename: str) -> tuple[str, A
     return None
 
 
-def _fit(residual: Any, start: list[float], lower: list[float], upper: list[float]) -> tuple[np.ndarray, float]:
-    """Least squares on log residuals; returns the parameters and the RMS log residual."""
+def _fit(residual: Any, start: list[float], lower: list[float], upper: list[float],
+         names: tuple[str, ...]) -> tuple[np.ndarray, float, list[str]]:  # fmt: skip
+    """Least squares on log residuals; returns the parameters, the RMS log residual and the names of those that
+    ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
     res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
     r = residual(res.x)
-    return np.exp(res.x), float(np.sqrt(np.mean(r**2)))
+    edge = np.isclose(res.x, np.log(lower), rtol=0, atol=1e-4) | np.isclose(res.x, np.log(upper), rtol=0, atol=1e-4)
+    return np.exp(res.x), float(np.sqrt(np.mean(r**2))), [n for n, e in zip(names, edge, strict=True) if e]
 
 
 def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tuple[str, ...], width: float) -> dict:
@@ -77,10 +80,11 @@ def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tup
         eff, half, hbm, t0 = np.exp(x)
         return np.maximum(flops / (peak * eff * rows_eff / (rows_eff + half)), nbytes / (bandwidth * hbm)) + t0
 
-    params, rms = _fit(lambda x: np.log(model(x) / t), [0.8, 64.0, 0.85, 3e-6], [0.05, 0.5, 0.3, 1e-8],
-                       [1.0, 8192.0, 1.0, 5e-5])  # fmt: skip
+    params, rms, edge = _fit(lambda x: np.log(model(x) / t), [0.8, 64.0, 0.85, 3e-6], [0.05, 0.5, 0.3, 1e-8],
+                             [1.0, 8192.0, 1.0, 5e-5], ("gemm_eff_max", "gemm_m_half", "hbm_efficiency",
+                                                         "gemm_latency_s"))  # fmt: skip
     return {"eff_max": params[0], "m_half": params[1], "hbm": params[2], "t0": params[3], "points": len(rows),
-            "rms_log_residual": rms, "kernel": str(kernel)}  # fmt: skip
+            "rms_log_residual": rms, "kernel": str(kernel), "at_bound": edge}  # fmt: skip
 
 
 def _attention_rows(frame: Any) -> Any:
@@ -109,8 +113,10 @@ def fit_decode_attention(frame: Any, bandwidth: float) -> dict:
         eff, t0, ts = np.exp(x)
         return np.log((nbytes / (bandwidth * eff) + t0 + ts * b) / t)
 
-    params, rms = _fit(residual, [0.8, 8e-6, 1e-7], [0.1, 1e-8, 1e-10], [1.0, 1e-4, 1e-5])
+    params, rms, edge = _fit(residual, [0.8, 8e-6, 1e-7], [0.1, 1e-8, 1e-10], [1.0, 1e-4, 1e-5],
+                             ("attn_decode_efficiency", "attn_decode_latency_s", "attn_decode_seq_s"))
     return {"eff": params[0], "t0": params[1], "t_seq": params[2], "points": len(rows), "rms_log_residual": rms,
+            "at_bound": edge,
             "kernel": str(rows["kernel_source"].iloc[0])}  # fmt: skip
 
 
@@ -128,8 +134,9 @@ def fit_prefill_attention(frame: Any, peak: float) -> dict:
         eff, t0 = np.exp(x)
         return np.log((flops / (peak * eff) + t0) / t)
 
-    params, rms = _fit(residual, [0.5, 1e-5], [0.02, 1e-8], [1.0, 1e-3])
-    return {"eff": params[0], "t0": params[1], "points": len(rows), "rms_log_residual": rms,
+    params, rms, edge = _fit(residual, [0.5, 1e-5], [0.02, 1e-8], [1.0, 1e-3],
+                             ("attn_prefill_efficiency", "attn_prefill_latency_s"))
+    return {"eff": params[0], "t0": params[1], "points": len(rows), "rms_log_residual": rms, "at_bound": edge,
             "kernel": str(rows["kernel_source"].iloc[0])}  # fmt: skip
 
 
@@ -205,9 +212,9 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
     def residual(x: np.ndarray) -> np.ndarray:
         return np.log(moe_layer_time(shapes, peak, bandwidth, np.exp(x)) / latency_s)
 
-    params, rms = _fit(residual, MOE_START, MOE_LOWER, MOE_UPPER)
+    params, rms, edge = _fit(residual, MOE_START, MOE_LOWER, MOE_UPPER, MOE_PARAMS)
     return {"eff_max": params[0], "m_half": params[1], "hbm": params[2], "t0": params[3], "passes": params[4],
-            "points": len(latency_s), "rms_log_residual": rms}  # fmt: skip
+            "points": len(latency_s), "rms_log_residual": rms, "at_bound": edge}  # fmt: skip
 
 
 def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...]) -> tuple[str, str, Any] | None:
@@ -253,13 +260,14 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
             if not r:
                 continue
             note = (f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
-                    f"RMS log residual {r['rms_log_residual']:.3f}")  # fmt: skip
+                    f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}")  # fmt: skip
             kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
             kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
             prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
             fits[f"gemm.{key}"] = {"table": table, "dtype": dtype, "kernel": r["kernel"], "points": r["points"],
                                    "rms_log_residual": round(r["rms_log_residual"], 4),
-                                   "hbm_efficiency": _g(r["hbm"]), "latency_s": _g(r["t0"])}  # fmt: skip
+                                   "hbm_efficiency": _g(r["hbm"]), "latency_s": _g(r["t0"]),
+                                   **_bound_entry(r)}  # fmt: skip
             if key == "bf16":  # the streaming efficiency and fixed GEMM time come from the 16-bit GEMMs
                 kernels["hbm_efficiency"] = _g(r["hbm"])
                 kernels["gemm_latency_s"] = _g(r["t0"])
@@ -270,29 +278,42 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
         table, frame = attn
         r = fit_decode_attention(frame, bandwidth)
         if r:
-            note = f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+            note = (f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+                    f"{_at_bound(r)}")  # fmt: skip
             kernels["attn_decode_efficiency"] = _g(r["eff"])
             kernels["attn_decode_latency_s"] = _g(r["t0"])
             kernels["attn_decode_seq_s"] = _g(r["t_seq"])
             prov["attn_decode_efficiency"] = prov["attn_decode_latency_s"] = prov["attn_decode_seq_s"] = note
             fits["attention.decode"] = {"table": table, "kernel": r["kernel"], "points": r["points"],
-                                        "rms_log_residual": round(r["rms_log_residual"], 4)}  # fmt: skip
+                                        "rms_log_residual": round(r["rms_log_residual"], 4),
+                                        **_bound_entry(r)}  # fmt: skip
     attn = _newest(source, gpu_id, "attention", "context_attention_perf.parquet")
     if attn is not None:
         table, frame = attn
         key = "bf16" if "bf16" in hw.peak_flops else "fp16"
         r = fit_prefill_attention(frame, hw.peak(key))
         if r:
-            note = f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+            note = (f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+                    f"{_at_bound(r)}")  # fmt: skip
             kernels["attn_prefill_efficiency"] = _g(r["eff"])
             kernels["attn_prefill_latency_s"] = _g(r["t0"])
             prov["attn_prefill_efficiency"] = prov["attn_prefill_latency_s"] = note
             fits["attention.prefill"] = {"table": table, "kernel": r["kernel"], "points": r["points"],
-                                         "rms_log_residual": round(r["rms_log_residual"], 4)}  # fmt: skip
+                                         "rms_log_residual": round(r["rms_log_residual"], 4),
+                                        **_bound_entry(r)}  # fmt: skip
     return kernels, prov, fits
 
 
 MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
+
+
+def _at_bound(r: dict) -> str:
+    """Provenance suffix naming the parameters a fit left on a bound (empty when none)."""
+    return f"; at a fit bound (not measured): {', '.join(r['at_bound'])}" if r.get("at_bound") else ""
+
+
+def _bound_entry(r: dict) -> dict:
+    return {"at_bound": list(r["at_bound"])} if r.get("at_bound") else {}
 
 
 def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fits: dict) -> None:
@@ -317,11 +338,12 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
         shapes = moe_shapes(rows, 1.0 if key == "fp8" else 2.0, vector_peak, bandwidth, hbm, t_gemm)
         r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
         note = (f"{table} {dtype} ({kernel}, {MOE_DISTRIBUTION}), {r['points']} points, "
-                f"RMS log residual {r['rms_log_residual']:.3f}")  # fmt: skip
+                f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}")  # fmt: skip
         for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
             kernels.setdefault(name, {})[key] = _g(r[value])
             prov[f"{name}.{key}"] = note
         fits[f"moe.{key}"] = {"table": table, "dtype": dtype, "kernel": kernel, "distribution": MOE_DISTRIBUTION,
                               "points": r["points"], "rms_log_residual": round(r["rms_log_residual"], 4),
                               "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
-                              "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique())}  # fmt: skip
+                              "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
+                              **_bound_entry(r)}  # fmt: skip
