@@ -32,7 +32,7 @@ from infercast.cost.cache import SpecCache, spec_key
 from infercast.cost.collectives import collective_curve
 from infercast.cost.curves import Curve
 from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpRow, OpTable, build_op_table
-from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, CostProfile, load_profile, profile_generation
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, CostProfile, load_profile, profile_generation
 from infercast.specs.deployment import Deployment
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
@@ -316,8 +316,7 @@ def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, f
 def _op_source(row: OpRow, p: CostProfile, moe: bool = False) -> str:
     """Where the efficiency that sets an operator's time comes from (the profile's provenance)."""
     if moe and row.name in MOE_GEMMS:
-        names = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
-        found = list(dict.fromkeys(p.provenance.get(f"{n}.{row.compute_key}", "") for n in names))
+        found = list(dict.fromkeys(p.provenance.get(f"{n}.{row.compute_key}", "") for n in MOE_PARAMS))
         return "; ".join(f for f in found if f)
     keys = {
         "gemm": [f"gemm_eff_max.{row.compute_key}", f"gemm_m_half.{row.compute_key}", "gemm_latency_s"],

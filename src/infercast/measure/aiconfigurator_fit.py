@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS
 from infercast.measure.aiconfigurator import Source, latest, read_table, relative, version_key
 from infercast.specs.catalog import get_hardware
 
@@ -50,13 +50,18 @@ def _newest(source: Source, gpu_id: str, op: str, filename: str) -> tuple[str, A
     return None
 
 
+BOUND_TOLERANCE = 1e-4
+"""A fitted parameter within this log distance (0.01 %) of a bound is reported as on it."""
+
+
 def _fit(residual: Any, start: list[float], lower: list[float], upper: list[float],
          names: tuple[str, ...]) -> tuple[np.ndarray, float, list[str]]:  # fmt: skip
     """Least squares on log residuals; returns the parameters, the RMS log residual and the names of those that
     ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
     res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
     r = residual(res.x)
-    edge = np.isclose(res.x, np.log(lower), rtol=0, atol=1e-4) | np.isclose(res.x, np.log(upper), rtol=0, atol=1e-4)
+    near = dict(rtol=0.0, atol=BOUND_TOLERANCE)
+    edge = np.isclose(res.x, np.log(lower), **near) | np.isclose(res.x, np.log(upper), **near)
     return np.exp(res.x), float(np.sqrt(np.mean(r**2))), [n for n, e in zip(names, edge, strict=True) if e]
 
 
@@ -300,11 +305,9 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
             prov["attn_prefill_efficiency"] = prov["attn_prefill_latency_s"] = note
             fits["attention.prefill"] = {"table": table, "kernel": r["kernel"], "points": r["points"],
                                          "rms_log_residual": round(r["rms_log_residual"], 4),
-                                        **_bound_entry(r)}  # fmt: skip
+                                         **_bound_entry(r)}  # fmt: skip
     return kernels, prov, fits
 
-
-MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
 
 
 def _at_bound(r: dict) -> str:
