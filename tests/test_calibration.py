@@ -51,6 +51,19 @@ def test_calibration_round_trip_recovers_parameters():
     assert np.abs(result.before).max() > 0.05  # and the priors did not already
 
 
+def test_robust_fit_is_not_dragged_by_a_few_points_the_model_cannot_follow():
+    records = synthetic_records()
+    odd = [i for i, r in enumerate(records) if r.kind == "decode_step" and r.batch == 16 and r.context == 2048]
+    for i in odd:  # one decode shape per model measured 3x slower than any parameters can explain
+        records[i].value *= 3.0
+    clean = [i for i in range(len(records)) if i not in odd]
+    plain = fit(records, parameters=list(TRUTH), prior_weight=1e-4)
+    robust = fit(records, parameters=list(TRUTH), prior_weight=1e-4, robust_scale=0.1)
+    assert len(odd) == 2
+    assert np.median(np.abs(plain.after[clean])) > 0.03  # least squares bends every point towards the two
+    assert np.median(np.abs(robust.after[clean])) < 0.01 and np.abs(robust.after[clean]).max() < 0.03
+
+
 def test_unconstrained_parameters_stay_at_priors():
     records = [r for r in synthetic_records() if r.kind == "decode_step"]
     result = fit(records)

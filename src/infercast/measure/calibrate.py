@@ -276,10 +276,13 @@ def fit(
     source: str = "",
     base: str = "prior",
     max_evaluations: int = MAX_EVALUATIONS,
+    robust_scale: float | None = None,
 ) -> FitResult:
     """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given; CPU rows left out).
 
     ``parameters`` restricts the fit to those names; the others keep their ``base`` values (:data:`BASES`).
+    ``robust_scale``: log errors beyond about this size count linearly, not squared (scipy's ``soft_l1`` loss),
+    so a few points in a regime the model does not capture cannot drag the fit; None: plain least squares.
     """
     chosen = [r for r in records if gpus is None or r.gpu in gpus]
     usable = [r for r in chosen if r.gpu.strip().lower() != CPU_LABEL]
@@ -337,7 +340,9 @@ def fit(
         values = fixed | {n: math.exp(x) for n, x in zip(free, u, strict=True)}
         return np.concatenate([log_errors(values), prior_weight * (u - start)])
 
-    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=max_evaluations)
+    robust = {} if robust_scale is None else {"loss": "soft_l1", "f_scale": robust_scale}
+    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0,
+                           max_nfev=max_evaluations, **robust)  # fmt: skip
     if result.status < 0:  # improper input: nothing was fitted
         raise InfercastError(f"the least-squares fit failed: {result.message}", field="data")
     fitted = {n: math.exp(x) for n, x in zip(free, result.x, strict=True)}
