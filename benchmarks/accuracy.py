@@ -158,6 +158,33 @@ def table(columns: dict[str, dict[str, dict[str, float]]], markdown: bool) -> st
     return "\n".join(lines)
 
 
+def closed_loop_breakdown(records: list[Record], err_fit: np.ndarray, err_cv: np.ndarray, markdown: bool) -> str:
+    """The closed-loop points by metric, engine, model and load level: where the error sits (fitted and held-out
+    median / p90 of |error|, and the held-out signed median: + over-predicted, - under-predicted)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(records):
+        if is_load(r):
+            metric = metric_name(r).removeprefix("closed-loop ")
+            groups.setdefault((metric, r.engine, r.model, r.precision, load_level(r.batch)), []).append(i)
+    head = ["metric", "engine", "model", "load", "points", "fitted median / p90", "held-out median / p90",
+            "held-out signed median"]  # fmt: skip
+    rows = []
+    for (metric, engine, model, precision, level), idx in sorted(groups.items()):
+        fit_abs, cv_abs = np.abs(err_fit[idx]), np.abs(err_cv[idx])
+        rows.append([metric, engine, f"{model} {precision}", level, str(len(idx)),
+                     f"{100 * np.median(fit_abs):.1f}% / {100 * np.percentile(fit_abs, 90):.1f}%",
+                     f"{100 * np.median(cv_abs):.1f}% / {100 * np.percentile(cv_abs, 90):.1f}%",
+                     f"{100 * np.median(err_cv[idx]):+.1f}%"])  # fmt: skip
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    else:
+        widths = [max(len(h), *(len(row[j]) for row in rows)) for j, h in enumerate(head)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
 def regime_rows(records: list[Record], err: np.ndarray, prior_err: np.ndarray) -> list[dict[str, object]]:
     """Error-band rows: per metric, for fitted GPUs by engine x load x tp (and every coarser level), and for
     prior-only GPUs from the priors-only kernel predictions (engine load parameters still fitted)."""
@@ -224,14 +251,21 @@ def main() -> None:
     text = table(columns, args.markdown)
     print(f"{len(records)} measured points from {args.data.relative_to(ROOT)}\n")
     print(text)
+    breakdown = closed_loop_breakdown(records, err_fit, err_cv, args.markdown)
+    print("\nClosed-loop points by engine, model and load (held-out: the mean over the groupings, as above)\n")
+    print(breakdown)
     if args.points:
         for i, r in enumerate(records):
             print(f"{metric_name(r):28s} {r.model:12s} {r.engine:8s} tp{r.tp} c{r.batch:<4d} in {r.input_len:<5d} "
                   f"out {r.output_len:<5d} measured {r.value_si:10.4g}  prior {100 * err_prior[i]:+6.1f}%  "
                   f"fitted {100 * err_fit[i]:+6.1f}%  held-out {100 * err_cv[i]:+6.1f}%")  # fmt: skip
     if args.write:
-        write_outputs(records, text if args.markdown else table(columns, True), err_prior, err_fit, per_group,
-                      err_cv, err_prior_load)  # fmt: skip
+        markdown = text if args.markdown else table(columns, True)
+        by_engine = breakdown if args.markdown else closed_loop_breakdown(records, err_fit, err_cv, True)
+        markdown += ("\n\n## Closed-loop points by engine, model and load\n\nLoad levels as in the error bands "
+                     "(light <= 16 clients, medium <= 64, heavy above); held-out is the mean over the groupings, "
+                     "signed: + over-predicted, - under-predicted.\n\n" + by_engine)  # fmt: skip
+        write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_prior_load)
 
 
 def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_prior_load) -> None:
