@@ -18,7 +18,7 @@ uses at most :data:`FIT_CONFIGS` benchmark points per engine, spread evenly over
 one parameter needs far fewer than the few hundred points an engine may have. The loss is robust
 (:data:`ROBUST_SCALE`): regimes the simulator does not capture (TensorRT-LLM at 128 clients, 30-90 % off) would
 otherwise pull the one overhead that sets every low-load TTFT. On the H100 closed-loop file, 16 points with plain
-least squares gave 23 % held-out median TTFT error, 48 points with the robust loss 20 % (README, Accuracy).
+least squares gave 23 % held-out median TTFT error, 48 points with the robust loss 21 % (README, Accuracy).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from infercast.measure.records import Record
 LOAD_PARAMS = ("request_overhead_s",)
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
-MAX_EVALUATIONS = 8
-"""Residual evaluations per engine fit (each simulates the fit's points, seconds each): enough for one
-parameter that adds to TTFT almost linearly."""
+MAX_EVALUATIONS = 40
+"""Residual evaluations per engine fit (each simulates the fit's points, about a second): the robust loss needs
+~20-30 to converge on one parameter (8, the earlier limit, stopped TensorRT-LLM's fit at 57 ms on its way to 87;
+``converged`` in engines.yaml's load_fit says whether each fit ended at its optimum)."""
 
 
 def load_records(records: Sequence[Record]) -> list[Record]:
@@ -104,6 +105,7 @@ def write_engine_load(results: dict[str, FitResult], records: Sequence[Record], 
             "points": len(res.records),
             "median_abs_error_before": float(f"{np.median(before):.4g}"),
             "median_abs_error_after": float(f"{np.median(after):.4g}"),
+            "converged": res.converged,
             "priors": {k: float(f"{v:.5g}") for k, v in res.priors.items()},
         }
     sources = [s for s in [*str(data.get("fitted_from", "")).split(", "), source] if s]
