@@ -5,7 +5,7 @@ parameter is fitted on that engine's closed-loop points (mean TTFT and mean TPOT
 the API server, tokenisation and client time added to every TTFT (and to every closed-loop round trip).
 
 The per-step and per-sequence overheads stay at their priors (cost/profiles/defaults.yaml: CPU time not
-hidden by async scheduling / overlap, smaller for SGLang's overlap scheduler and TensorRT-LLM's C++ runtime).
+hidden by async scheduling / overlap, smaller for SGLang's and TensorRT-LLM's overlap schedulers).
 Fitted on these points they do not stay physical: a per-step overhead moves to ~1.9 ms for vLLM and
 TensorRT-LLM (a batch-1 decode of an 8B model would be overhead-bound, against published single-stream
 measurements), a per-sequence one to 35 us for vLLM (18 ms of CPU per step at 512 sequences); both absorb
