@@ -18,7 +18,7 @@ uses at most :data:`FIT_CONFIGS` benchmark points per engine, spread evenly over
 one parameter needs far fewer than the few hundred points an engine may have. The loss is robust
 (:data:`ROBUST_SCALE`): regimes the simulator does not capture (TensorRT-LLM at 128 clients, 30-90 % off) would
 otherwise pull the one overhead that sets every low-load TTFT. On the H100 closed-loop file, 16 points with plain
-least squares gave 23 % held-out median TTFT error, 48 points with the robust loss 21 % (README, Accuracy).
+least squares give 22.5 % held-out median TTFT error, 48 points with the robust loss 20.9 % (README, Accuracy).
 """
 
 from __future__ import annotations
