@@ -168,6 +168,8 @@ def closed_loop_breakdown(records: list[Record], err_fit: np.ndarray, err_cv: np
             groups.setdefault((metric, r.engine, r.model, r.precision, load_level(r.batch)), []).append(i)
     head = ["metric", "engine", "model", "load", "points", "fitted median / p90", "held-out median / p90",
             "held-out signed median"]  # fmt: skip
+    if not groups:
+        return "(no closed-loop points)"
     rows = []
     for (metric, engine, model, precision, level), idx in sorted(groups.items()):
         fit_abs, cv_abs = np.abs(err_fit[idx]), np.abs(err_cv[idx])

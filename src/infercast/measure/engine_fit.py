@@ -36,7 +36,7 @@ LOAD_PARAMS = ("request_overhead_s",)
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
 MAX_EVALUATIONS = 40
-"""Residual evaluations per engine fit (each simulates the fit's points, about a second): the robust loss needs
+"""Residual evaluations per engine fit (each simulates the fit's points, under a second): the robust loss needs
 ~20-30 to converge on one parameter (8, the earlier limit, stopped TensorRT-LLM's fit at 57 ms on its way to 87;
 ``converged`` in engines.yaml's load_fit says whether each fit ended at its optimum)."""
 

@@ -392,6 +392,7 @@ def _linear_attention(cfg: dict[str, Any], layers: int) -> LinearAttentionSpec |
     if isinstance(layer_types, list) and layer_types:
         n = sum(1 for t in layer_types if t == "linear_attention")
     else:
+        # 4 and the kernel width below: transformers' Qwen3NextConfig defaults, used when config.json omits them
         interval = _int(cfg, "full_attention_interval", default=4)
         n = layers - layers // interval if interval else 0
     if not n:
