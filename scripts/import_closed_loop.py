@@ -15,15 +15,16 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   free memory), yet mean TTFT is 1.6 s (queueing for KV would add ~10 s: the 16-bit reading over-predicts
   those nine TP 1-2 points 2-6x); an 8-bit cache (33 GiB) holds them, as ModelOpt FP8 checkpoints'
   kv_cache_quant_algo FP8 sets. An interpretation, stated in every row.
-- Lengths: uniform in [0.8 L, L] (min_len_ratio 0.8, the reference README's description), except the SGLang
-  rows, read as fixed lengths (min_len_ratio 1). Their own signature says so: mean TTFT does not depend on
-  the output length (TP 2, 1k prompts, 16 clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens)
-  and equals the prefill time of all C prompts at near-peak compute (TTFT x tp / (C x L) = 56-120 us per
-  token, against 12 us for the vLLM rows), i.e. the clients stayed synchronised in waves, which only equal
-  lengths sustain: ranged lengths spread the completions within one output length. The file does not name
-  the clients, so this is an interpretation; benchmarks/accuracy.py --points shows its effect.
-- vLLM rows: fixed lengths too (the random dataset of ``vllm bench serve`` draws every prompt and output at
-  exactly L unless --random-range-ratio is given) and a step budget of 2048 tokens (``max_num_batched_tokens``:
+- Lengths: fixed (min_len_ratio 1) for every engine. The file comes from aiconfigurator's silicon runs, whose
+  benchmark client is NVIDIA's (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
+  ``ignore_eos`` and min_tokens = max_tokens; aiconfigurator's generator/config/backend_templates/benchmark/
+  bench_run.sh.j2 and Dynamo's benchmark scripts), not ``vllm bench serve`` with a range ratio. The SGLang
+  rows' own signature says so too: mean TTFT does not depend on the output length (TP 2, 1k prompts, 16
+  clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens) and equals the prefill time of all C prompts
+  (TTFT x tp / (C x L) = 56-120 us per token, against 12 us for the vLLM rows), i.e. the clients stayed
+  synchronised in waves, which only equal lengths sustain. How far equal-length clients drift apart is the
+  engines' varying per-request latency (``request_jitter_s``, fitted with the load fit).
+- vLLM rows: a step budget of 2048 tokens (``max_num_batched_tokens``:
   vLLM's SchedulerConfig default, which holds when a harness builds the engine itself rather than through the
   OpenAI server's usage context, whose H100 default is 8192; the NVIDIA Dynamo vLLM worker of the 0.12 fp8 rows
   is such a harness). The data's signature: at 8 clients mean TTFT grows with the prompt 2.8-3.4x as fast as
@@ -31,6 +32,14 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   i.e. synchronised waves of prompts prefilled a budget at a time. The budget is chosen on this data (2048
   against 1024, 4096 and 8192: median TTFT error 12 % against 15 %, 22 % and 45 % before the refit), so it is
   an interpretation, stated in every row.
+- TensorRT-LLM rows: a step budget of C + L + 1,500 tokens (``max_num_batched_tokens``), whole prompts beside
+  the decodes (the trtllm preset's in-flight scheduler: enable_chunked_prefill off). aiconfigurator's benchmark
+  rule for aggregated TensorRT-LLM workers sets ``max_batch_size`` = the batch size (the file's C) and
+  ``max_num_tokens`` = max_batch_size + isl + 1500 (generator/rule_plugin/benchmark/trtllm.rule); so a step
+  holds one prompt of 2k or 4k tokens, or two of 1k, beside the decodes. Stated in every row. The rule is
+  read from a later aiconfigurator release than the runs (TensorRT-LLM 1.0.0rc3); earlier generator
+  documents give + 500 instead of + 1500 (one prompt of 1k per step), which fits these rows better (TensorRT-
+  LLM TTFT median 10 % against 12 % fitted) but is not the rule the repository holds.
 - TensorRT-LLM Llama-3.1-8B rows: one sequence slot fewer than clients (``max_num_seqs`` = C - 1). Their mean
   TTFT grows with the output length by about D / C, D being one request's decode time (TP 1, 1k prompts,
   8 clients: 191 / 318 / 550 ms at 128 / 256 / 512 output tokens, D / 8 = 127 / 240 / 474 ms), at 8-64
@@ -66,10 +75,10 @@ from infercast.measure.records import Record, write_records  # noqa: E402
 
 DEFAULT = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"  # ../shared beside the checkout
 OUT = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
-FIXED_LENGTH_ENGINES = {"sglang", "vllm"}
-"""Rows read as fixed-length runs (see the module docstring)."""
 STEP_BUDGET = {"vllm": 2048}
-"""Engines whose rows ran with a step budget other than the preset's (see the module docstring)."""
+"""Engines whose rows ran with a fixed step budget other than the preset's (see the module docstring)."""
+BUDGET_MARGIN = {"trtllm": 1500}
+"""Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
 FP8_KV_ENGINES = {"trtllm"}
 """Engines whose fp8 rows ran with an 8-bit KV cache (see the module docstring)."""
 SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
@@ -83,21 +92,30 @@ NOTES = (
 )
 
 
+def step_budget(row: dict[str, str]) -> int:
+    """The run's step budget in tokens (0: the preset's; see the module docstring)."""
+    engine = row["engine"]
+    if engine in BUDGET_MARGIN:
+        return int(row["concurrency"]) + int(row["input_len"]) + BUDGET_MARGIN[engine]
+    return STEP_BUDGET.get(engine, 0)
+
+
 def convert(row: dict[str, str]) -> list[Record]:
-    fixed = row["engine"] in FIXED_LENGTH_ENGINES
     held = SLOTS_BELOW_CLIENTS.get((row["engine"], row["model"]), 0)
+    budget = step_budget(row)
     kv = "fp8" if row["precision"] == "fp8" and row["engine"] in FP8_KV_ENGINES else "bf16"
     common = dict(
         model=MODELS[row["model"]], gpu=GPUS[row["gpu"]], engine=row["engine"], precision=row["precision"],
         kv_precision=kv, tp=int(row["tp"]), batch=int(row["concurrency"]), input_len=int(row["input_len"]),
         output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row["id"]),
-        min_len_ratio=1.0 if fixed else 0.8, max_num_batched_tokens=STEP_BUDGET.get(row["engine"], 0),
+        min_len_ratio=1.0, max_num_batched_tokens=budget,
         max_num_seqs=int(row["concurrency"]) - held if held else 0,
         notes=NOTES.format(engine=row["engine"], version=row["engine_version"], c=row["concurrency"],
                            kv="8-bit (read from the data)" if kv == "fp8" else "16-bit",
-                           lengths="fixed lengths (read from the data)" if fixed else "lengths uniform in [0.8 L, L]",
-                           budget=(f"; {STEP_BUDGET[row['engine']]} tokens per step (read from the data)"
-                                   if row["engine"] in STEP_BUDGET else ""),
+                           lengths="fixed lengths (the benchmark client's)",
+                           budget=(f"; {budget} tokens per step ("
+                                   + ("aiconfigurator's benchmark rule C + L + 1500)" if row["engine"] in BUDGET_MARGIN
+                                      else "read from the data)") if budget else ""),
                            slots=(f"; {int(row['concurrency']) - held} sequence slots (read from the data)"
                                   if held else "")),
     )  # fmt: skip

@@ -41,11 +41,12 @@ def test_length_range_is_the_benchmark_clients_range():
 
 def test_engine_presets_carry_their_documented_limits():
     vllm, sglang, trtllm = (get_engine(e) for e in ("vllm", "sglang", "trtllm"))
-    assert (vllm.max_num_batched_tokens, vllm.chunked_prefill) == (8192, True)
-    assert sglang.chunked_prefill is False  # enable_mixed_chunk off: prefill batches run without decodes
+    assert (vllm.max_num_batched_tokens, vllm.scheduler) == (8192, "chunked")
+    assert sglang.scheduler == "prefill-first"  # enable_mixed_chunk off: prefill batches run without decodes
     assert trtllm.max_num_seqs == 2048 and trtllm.max_num_batched_tokens == 8192
+    assert trtllm.scheduler == "inflight"  # enable_chunked_prefill off: whole prompts beside the decodes
     for eng in (vllm, sglang, trtllm):
-        assert {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill"} <= set(eng.sources)
+        assert {"max_num_seqs", "max_num_batched_tokens", "scheduler"} <= set(eng.sources)
 
 
 def _closed(kind: str = "closed_loop_ttft", **kw) -> Record:

@@ -315,4 +315,4 @@ def test_predict_from_cached_and_fresh_cost_models_is_identical_and_equals_stepp
     for seqs, tpot in ((batch, cached.tpot_s), (1, cached.single_stream_tpot_s)):
         steps = model.step_time(StepBatch.uniform(decode_seqs=seqs, context=contexts, window=window))
         assert tpot == pytest.approx(float(steps.mean()) if out > 1 else 0.0, rel=1e-9)
-    assert cached.ttft_s == cached.prefill.time_s + model.profile.request_overhead_s
+    assert cached.ttft_s == cached.prefill.time_s + model.profile.mean_request_overhead_s

@@ -40,7 +40,7 @@ LONG_PROMPTS = ("gemma-2-9b", "mistral-7b")
 def _case(rng: random.Random, models: list[tuple[str, float]] = MODELS) -> dict:
     """One random configuration (small: tens of requests, so the reference's per-step cost stays low)."""
     model = rng.choices([m for m, _ in models], [w for _, w in models])[0]
-    scheduler = rng.choice(["chunked", "chunked", "prefill-first", "static", "disagg"])
+    scheduler = rng.choice(["chunked", "chunked", "prefill-first", "inflight", "static", "disagg"])
     long_prompts = model in LONG_PROMPTS and rng.random() < 0.5
     kw: dict = dict(
         model=model,
@@ -215,6 +215,19 @@ def test_a_second_swapped_request_comes_back_after_one_decode_step():
     kw = dict(scheduler="chunked", num_requests=14, input_len="uniform:673,1677", output_len="uniform:70,594",
               seed=2240, preemption="swap", rate=200.0, max_num_batched_tokens=256, gpu_memory_utilization=0.225)
     config = simulation_config("llama-3.1-8b", "h100-sxm", **kw)
+    fast = run(config)
+    assert fast.summary.preemptions > 0
+    assert not _differences(fast, reference_simulate(config))
+
+
+def test_a_prefilled_request_joins_after_a_preemption_frees_blocks():
+    """A disaggregated decode pool retries its inbox before every step; a preemption just before a decode span can
+    free the blocks the inbox's head waits for, so the span must stop after its first step (it ran on to the next
+    completion instead, 0.1 s late on this case; found with per-request jitter, which reorders the hand-offs)."""
+    kw = dict(scheduler="disagg", num_requests=22, input_len="uniform:678,1171", output_len="uniform:37,115",
+              seed=5923, block_size=8, prefix_caching=True, preemption="swap", gpu_memory_utilization=0.043881191,
+              offline=True, disagg=DisaggConfig(1, 1, link=KVLink(5e9)))  # fmt: skip
+    config = simulation_config("qwen3-0.6b", "h100-sxm", **kw)
     fast = run(config)
     assert fast.summary.preemptions > 0
     assert not _differences(fast, reference_simulate(config))

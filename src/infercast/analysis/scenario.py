@@ -188,7 +188,7 @@ def predict(
         pre = prefill_sums(cm, input_len, batch, chunk_size)
     pre_report = phase_report("prefill", pre, cm)
     dec_report = phase_report("decode", dec, cm)
-    ttft = pre_report.time_s + cm.profile.request_overhead_s
+    ttft = pre_report.time_s + cm.profile.mean_request_overhead_s
     steps = output_len - 1
     tpot = dec_report.time_s / steps if steps else 0.0
     single = single_total / steps if steps else 0.0

@@ -70,7 +70,7 @@ def static_batch_grid(
     bb, ii = (g.ravel() for g in np.meshgrid(batches, input_lens, indexing="ij"))
     zero = np.zeros((NUM_FEATURES, 1))
     ttft = linear_run(model, StepBatch.uniform(prefill_seqs=bb, chunk=ii, window=window), zero).total(1.0)
-    ttft = ttft + model.profile.request_overhead_s
+    ttft = ttft + model.profile.mean_request_overhead_s
     steps = np.maximum(output_lens - 1, 0)[None, :]  # (1, nO)
     delta = np.zeros((NUM_FEATURES, bb.size))
     delta[F["decode_kv"]] = bb

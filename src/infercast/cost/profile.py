@@ -54,6 +54,7 @@ ENGINE_PARAMS = (
     "seq_overhead_s",
     "graph_max_tokens",
     "request_overhead_s",
+    "request_jitter_s",
     "decode_attn_group_reads",
 )
 
@@ -85,6 +86,11 @@ class CostProfile:
     16 rows tall): a GEMV is memory-bound, not starved of compute."""
     request_overhead_s: float = 0.0
     """Per-request latency outside the engine loop (API server, tokenisation), added to TTFT."""
+    request_jitter_s: float = 0.0
+    """Mean of a further per-request latency that varies from request to request, exponentially distributed
+    (HTTP, the API server's event loop, tokenisation): the simulator draws it per request; analytic predictions
+    add its mean. With equal prompt and output lengths it is what keeps closed-loop clients from staying in
+    lockstep forever (see :func:`infercast.sim.state.intake_draws`)."""
     decode_attn_group_reads: float = 0.0
     """0: decode attention reads each KV head once (GQA-aware kernels); 1: once per query head."""
     gemm_latency_s: float = 0.0
@@ -108,6 +114,11 @@ class CostProfile:
     collectives: dict[str, dict[int, Curve]] = field(default_factory=dict)
     """Measured latency curves (seconds vs message bytes) per collective ('all_reduce', 'all_gather',
     'alltoall') and group size, for this GPU and engine; collectives without one use the ring formula."""
+
+    @property
+    def mean_request_overhead_s(self) -> float:
+        """Mean per-request latency outside the engine loop: the fixed part plus the varying part's mean."""
+        return self.request_overhead_s + self.request_jitter_s
 
     def collective_curve(self, kind: str, ranks: int) -> Curve | None:
         """The measured curve of ``kind`` for ``ranks`` GPUs in one scale-up domain: exact where measured,

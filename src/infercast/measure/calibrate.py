@@ -57,11 +57,14 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (1e-6, 0.05),
     "seq_overhead_s": (1e-9, 1e-3),
     "request_overhead_s": (1e-6, 0.5),
+    "request_jitter_s": (1e-6, 0.5),
     # defined on [0, 1] (see CostProfile.decode_attn_group_reads); 1e-4 stands for 0 in log space
     "decode_attn_group_reads": (1e-4, 1.0),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
+LOAD_ONLY = ("request_jitter_s",)
+"""Parameters only closed-loop serving runs inform (fitted when asked for by name: the engine load fit)."""
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3
@@ -302,6 +305,8 @@ def fit(
         if unknown:
             raise InfercastError(f"cannot fit {sorted(unknown)}; candidates: {sorted(priors)}", field="parameters")
         priors = {k: priors[k] for k in parameters}
+    else:
+        priors = {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY}
     names = list(priors)
     pairs = sorted({(r.gpu, r.engine) for r in usable})
     measured = np.array([r.value_si for r in usable])

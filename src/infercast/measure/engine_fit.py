@@ -32,7 +32,7 @@ import yaml
 from infercast.measure.calibrate import FitResult, fit
 from infercast.measure.records import Record
 
-LOAD_PARAMS = ("request_overhead_s",)
+LOAD_PARAMS = ("request_overhead_s", "request_jitter_s")
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
 MAX_EVALUATIONS = 40

@@ -148,12 +148,12 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         batch = StepBatch.uniform(decode_seqs=rec.batch, context=rec.context, window=window)
         return float(model.step_time(batch)[0])
     if rec.kind == "ttft":
-        return float(prefill_sums(model, rec.input_len, rec.batch).total_s[0]) + profile.request_overhead_s
+        return float(prefill_sums(model, rec.input_len, rec.batch).total_s[0]) + profile.mean_request_overhead_s
     decode = float(decode_sums(model, rec.input_len, rec.output_len, rec.batch).total_s[0])
     if rec.kind == "tpot":
         return decode / max(rec.output_len - 1, 1)
     if rec.kind == "static_throughput":
-        ttft = float(prefill_sums(model, rec.input_len, rec.batch).total_s[0]) + profile.request_overhead_s
+        ttft = float(prefill_sums(model, rec.input_len, rec.batch).total_s[0]) + profile.mean_request_overhead_s
         return rec.batch * rec.output_len / (ttft + decode)
     raise InfercastError(f"cannot predict records of kind {rec.kind!r}", field="kind")
 

@@ -177,10 +177,10 @@ def run(config: SimulationConfig) -> SimulationResult:
     """Run one simulation (see :class:`SimulationConfig`)."""
     work = config.workload.build()
     _check_lengths(work, config.deployment.model)
-    table = RequestTable(work)
+    seed = config.workload.seed
+    table = RequestTable(work, seed)
     recorder = Recorder(trace_limit=config.observe.trace_steps, sample_interval=config.observe.sample_interval)
     dep, engine, cluster = config.deployment, config.engine, config.cluster
-    seed = config.workload.seed
 
     def make(rid: int, tp: int | None, engine: EngineConfig) -> Replica:
         return Replica(rid, with_tp(dep, tp), engine, table, recorder, profile=config.profile, seed=seed,

@@ -114,7 +114,8 @@ class BlockLedger:
         pool when the sequence first gets KV blocks and freed with them, as vLLM's hybrid allocator does."""
         self.state_holders: set[int] = set()
 
-    def _state_need(self, i: int) -> int:
+    def state_need(self, i: int) -> int:
+        """State blocks sequence ``i`` still needs to run (hybrid linear-attention models; 0 once it holds them)."""
         return self.state_blocks if self.state_blocks and i not in self.state_holders else 0
 
     def _free_state(self, i: int) -> int:
@@ -176,7 +177,7 @@ class BlockLedger:
         """Allocate the KV of a sequence that decodes next at ``context`` (arriving from a prefill pool, or
         swapped back in); False if blocks run short."""
         need = self.count(context - 1)
-        state = self._state_need(i)
+        state = self.state_need(i)
         if not self.kv.allocate(need + state):
             return False
         if state:

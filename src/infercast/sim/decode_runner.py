@@ -83,6 +83,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             k = top[0] - batch.D if batch.finish_at.get(top[1]) == top[0] else batch.steps_to_completion()
             if swaps and k > 1 and waiting and swapped[waiting[0]] and _swaps_in_next_step(rep):
                 k = 1  # the replica's loop brings the head of the queue back before the second step
+            if k > 1 and rep.inbox and _joins_from_inbox_next_step(rep):
+                k = 1  # blocks a preemption freed just now let the inbox's head join before the second step
         line = None
         if simple_lines:
             # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps,
@@ -224,6 +226,17 @@ def _swaps_in_next_step(rep: Replica) -> bool:
     blocks, batch = rep.blocks, rep.decoding
     room = blocks.count(int(rep.table.computed[rep.waiting[0]]) - 1) + blocks.rule.step_units + blocks.state_blocks
     return room <= blocks.kv.free + blocks.kv.evictable - (batch.growth_over(2) - batch.growth_over(1))
+
+
+def _joins_from_inbox_next_step(rep: Replica) -> bool:
+    """Whether the head of a disaggregated decode pool's inbox fits (``Replica._take_inbox``) before the next
+    decode step: the loop retries it before every step, ahead of the next step's growth, and a preemption may
+    have freed blocks since its last try."""
+    if rep.num_seqs >= rep.max_seqs:
+        return False
+    i, blocks, tb = rep.inbox[0], rep.blocks, rep.table
+    need = blocks.count(int(tb.prompt[i] + tb.generated[i]) - 1) + blocks.state_need(i)
+    return need <= blocks.kv.free + blocks.kv.evictable
 
 
 def _steps_with_blocks(rep: Replica, k: int) -> int:

@@ -8,7 +8,8 @@ model and the summary's metric definitions — and none of the fast path's mecha
 closed-form sums (every step is ``step_time(StepBatch.from_items(...))``), no incremental batch state
 (every sequence's context and blocks are stored on it), no block ledger, every gap stored. The rules:
 
-* A request reaches its engine ``request_overhead`` after it is sent. Steps are atomic at their start: an
+* A request reaches its engine ``request_overhead`` + ``request_jitter`` x its intake draw after it is sent (in
+  the order those times end, ties in sending order). Steps are atomic at their start: an
   event at time T (arrival, client send, KV transfer) is routed after every step that starts before T and
   before every step that starts at T or later; ties between replicas go to the lowest id.
 * Before each step a replica (1) queues the requests that have reached it, (2) lets KV transfers waiting in
@@ -41,7 +42,7 @@ from infercast.sim.config import SimulationConfig
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder
 from infercast.sim.scheduler import engine_scheduler, make_scheduler
-from infercast.sim.state import RequestTable
+from infercast.sim.state import RequestTable, intake_draws
 from infercast.specs.deployment import Deployment
 
 NAN = float("nan")
@@ -70,6 +71,7 @@ class Request:
     replica: int = -1
     prefill_replica: int = -1
     visible: float = NAN
+    intake: float = 0.0  # its intake draw (x request_jitter_s: its varying request overhead)
     scheduled: float = NAN
     first_token: float = NAN
     last_token: float = NAN
@@ -103,6 +105,7 @@ class ReferenceReplica:
         self.model_spec = dep.model
         self.model = cost_model(dep, config.profile)
         self.overhead = self.model.profile.request_overhead_s
+        self.jitter = self.model.profile.request_jitter_s
         self.window = dep.model.attention_window
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
         self.swap = engine.preemption == "swap"
@@ -219,8 +222,11 @@ class ReferenceReplica:
     def enqueue(self, i: int, t: float | None = None) -> None:
         r = self.requests[i]
         r.replica = self.rid
-        r.visible = (r.arrival if t is None else t) + self.overhead
-        self.pending.append(i)
+        r.visible = (r.arrival if t is None else t) + self.overhead + self.jitter * r.intake
+        k = len(self.pending)  # the intake queue stays in the order requests reach the engine
+        while k and self.requests[self.pending[k - 1]].visible > r.visible:
+            k -= 1
+        self.pending.insert(k, i)
 
     def next_start(self) -> float:
         if self.running or self.prefilling or self.waiting:
@@ -344,13 +350,25 @@ class _Hashes:
         return self.requests[i].hashes
 
 
+def _refuse_unservable(requests: list[Request], pool: list[ReferenceReplica], decode: bool = True) -> None:
+    """A request whose whole context (``decode``; else its prompt) needs more blocks than a replica of ``pool``
+    holds can never be served, whatever the scheduler: refused before the run."""
+    if not pool:
+        return
+    rep = min(pool, key=lambda r: r.kv.num_blocks)
+    for r in requests:
+        if rep._blocks(r.prompt + (r.output if decode else 0)) + rep.state_blocks > rep.kv.num_blocks:
+            raise DoesNotFitError(f"request {r.id} can never fit a replica's KV cache", field="workload")
+
+
 def reference_simulate(config: SimulationConfig) -> SimulationResult:
     """Simulate ``config`` one step at a time; the result's summary and table are the fast simulator's."""
     work = config.workload.build()
     hashes = work.block_hashes
-    lengths = zip(work.prompt_len.tolist(), work.output_len.tolist(), work.arrival.tolist(), strict=True)
-    requests = [Request(i, p, o, a, None if hashes is None else hashes[i], target=p)
-                for i, (p, o, a) in enumerate(lengths)]  # fmt: skip
+    draws = intake_draws(len(work), config.workload.seed).tolist()
+    lengths = zip(work.prompt_len.tolist(), work.output_len.tolist(), work.arrival.tolist(), draws, strict=True)
+    requests = [Request(i, p, o, a, None if hashes is None else hashes[i], target=p, intake=d)
+                for i, (p, o, a, d) in enumerate(lengths)]  # fmt: skip
     gaps: list[float] = []
     dep, cluster = config.deployment, config.cluster
     hash_bs = work.hash_block_size if hashes is not None else None
@@ -384,6 +402,8 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
 
         for rep in front:
             rep.hand_off = hand_off
+    _refuse_unservable(requests, front, decode=not back)
+    _refuse_unservable(requests, back)
     router, back_router = Router(cluster.router, routes), Router("least_outstanding", routes)
     everyone = front + back
     sent = 0
@@ -436,7 +456,7 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
 def _result(config: SimulationConfig, work, requests: list[Request], gaps: list[float],
             replicas: list[ReferenceReplica]) -> SimulationResult:  # fmt: skip
     """The fast simulator's result types, filled from the reference's records."""
-    table = RequestTable(work)
+    table = RequestTable(work, config.workload.seed)
     table.freeze()
     for name in ("arrival", "visible", "first_token", "last_token", "finish", "scheduled", "target", "computed",
                  "generated", "cached_tokens", "preemptions", "swapped", "replica", "prefill_replica"):  # fmt: skip

@@ -28,7 +28,7 @@ from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
 from infercast.sim.speculative import SpeculativeConfig, Speculator
-from infercast.sim.state import RequestTable
+from infercast.sim.state import RequestTable, enter_in_visible_order
 from infercast.sim.watchdog import STALL_LIMIT, SimulationStalled
 from infercast.specs.deployment import Deployment
 
@@ -92,6 +92,7 @@ class Replica:
         model = cost_model(dep, profile)
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
+        self.request_jitter = model.profile.request_jitter_s
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
         self.step_fn, self.decode_table = compiled_costs(model, min(self.max_seqs, max(table.n, 1)))
@@ -169,13 +170,15 @@ class Replica:
     def enqueue(self, i: int, t: float | None = None) -> None:
         """Hand request ``i`` (sent at ``t``, default its arrival) to this replica.
 
-        It reaches the engine after the engine's per-request overhead (API server, tokenisation); requests
-        must be enqueued in the order they are sent.
+        It reaches the engine after the engine's per-request overhead (API server, tokenisation: a fixed part
+        and a varying one, ``request_jitter_s`` x the request's intake draw); requests must be enqueued in the
+        order they are sent, and reach the engine in the order their overheads end.
         """
         tb = self.table
         tb.replica[i] = self.rid
-        tb.visible[i] = (tb.arrival[i] if t is None else t) + self.request_overhead
-        self.pending.append(i)
+        delay = self.request_overhead + self.request_jitter * tb.intake[i]
+        tb.visible[i] = (tb.arrival[i] if t is None else t) + delay
+        enter_in_visible_order(self.pending, i, tb.visible)
 
     def admit(self, i: int, budget: int | None, *, limit: int | None = None, reserve: bool = False) -> int | None:
         """Move the head of the waiting queue into prefill; returns the tokens scheduled now.
@@ -234,7 +237,9 @@ class Replica:
                         f"({len(waiting)} waiting, {len(prefilling)} prefilling, {batch.n} decoding, {len(inbox)} in "
                         "its inbox)"
                     )
-            while pending and visible[pending[0]] <= self.t:
+            # requests join the queue only when a step starts before the limit: a later-sent request routed at the
+            # limit may still reach the engine first (its varying overhead ended sooner)
+            while pending and visible[pending[0]] <= self.t < t_limit:
                 waiting.append(pending.popleft())
             if inbox:
                 self._take_inbox()

@@ -8,12 +8,14 @@ arrays for the metrics afterwards.
 from __future__ import annotations
 
 from array import array
+from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 
 from infercast.sim.workload import Workload
 
-_FLOAT_FIELDS = ("arrival", "visible", "first_token", "last_token", "finish", "scheduled")
+_FLOAT_FIELDS = ("arrival", "visible", "first_token", "last_token", "finish", "scheduled", "intake")
 _INT_FIELDS = ("prompt", "output", "target", "computed", "generated", "shared", "pinned", "private", "cached_tokens",
                "preemptions", "swapped", "replica", "prefill_replica")  # fmt: skip
 
@@ -30,10 +32,33 @@ def _ints(values: np.ndarray) -> array:
     return out
 
 
+INTAKE_STREAM = 0x1A7E
+"""Seed stream of the per-request intake draws (apart from the workload's own streams, so adding them changed no
+sampled length or arrival)."""
+
+
+def intake_draws(n: int, seed: int | None) -> np.ndarray:
+    """One standard exponential draw per request: its share of the engine's varying per-request latency
+    (``CostProfile.request_jitter_s`` scales it). Both simulators take the same draws from the run's seed."""
+    return np.random.default_rng([INTAKE_STREAM, seed or 0]).standard_exponential(n)
+
+
+def enter_in_visible_order(pending: deque[int], i: int, visible: Sequence[float]) -> None:
+    """Add request ``i`` to a replica's intake queue, which stays in the order requests reach the engine: one
+    whose varying overhead ended before earlier-sent ones' overtakes them (ties keep the sending order)."""
+    k = len(pending)
+    while k and visible[pending[k - 1]] > visible[i]:
+        k -= 1
+    if k == len(pending):
+        pending.append(i)
+    else:
+        pending.insert(k, i)
+
+
 class RequestTable:
     """Lengths, progress and timestamps of every request; shared by all replicas of a run."""
 
-    def __init__(self, workload: Workload):
+    def __init__(self, workload: Workload, seed: int | None = None):
         n = len(workload)
         self.n = n
         self.hashes = workload.block_hashes
@@ -46,6 +71,7 @@ class RequestTable:
         self.last_token = _floats(nan)
         self.finish = _floats(nan)
         self.scheduled = _floats(nan)  # first time any of its tokens ran (queueing delay ends)
+        self.intake = _floats(intake_draws(n, seed))  # x request_jitter_s: its varying request overhead
         self.prompt = _ints(workload.prompt_len)
         self.output = _ints(workload.output_len)
         self.target = _ints(workload.prompt_len)  # tokens the next (re)prefill must hold: prompt (+ outputs on resume)

@@ -27,7 +27,12 @@ class EngineSpec(BaseModel):
     block_size: int = Field(ge=1, description="Tokens per KV block (page).")
     max_num_seqs: int = Field(ge=1)
     max_num_batched_tokens: int = Field(ge=1)
-    chunked_prefill: bool
+    scheduler: Literal["chunked", "prefill-first", "inflight"] = Field(
+        description="How the engine fills a step (sim/scheduler): 'chunked' splits prompts to fill the token budget "
+        "beside the decodes (vLLM V1), 'prefill-first' runs whole prompts in steps of their own while decodes wait "
+        "(vLLM V0, SGLang without mixed chunks), 'inflight' adds whole prompts beside the decodes while they fit "
+        "(TensorRT-LLM without chunked prefill)."
+    )
     cuda_context_bytes: float = Field(ge=0)
     cuda_graph_bytes: float = Field(
         ge=0,

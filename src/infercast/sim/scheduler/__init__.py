@@ -1,9 +1,9 @@
 """Schedulers: one small class each, the same interface (:class:`~infercast.sim.scheduler.base.Scheduler`).
 
 Names say the policy, not an engine: ``static`` (request-level batches), ``prefill-first`` (continuous
-batching, whole prompts first: vLLM V0), ``chunked`` (chunked prefill, decodes first: vLLM V1, SGLang,
-TensorRT-LLM). An engine preset chooses one through its ``chunked_prefill`` setting
-(:func:`engine_scheduler`).
+batching, whole prompts first, decodes wait: vLLM V0, SGLang without mixed chunks), ``chunked`` (chunked
+prefill, decodes first: vLLM V1), ``inflight`` (whole prompts beside the decodes, never split: TensorRT-LLM).
+An engine preset names its own in ``scheduler`` (:func:`engine_scheduler`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from infercast.errors import unknown_choice
 from infercast.sim.scheduler.base import Plan, ReplicaView, Scheduler
 from infercast.sim.scheduler.chunked import ChunkedPrefillScheduler
+from infercast.sim.scheduler.inflight import InflightScheduler
 from infercast.sim.scheduler.prefill_first import PrefillFirstScheduler
 from infercast.sim.scheduler.static import StaticScheduler
 from infercast.specs.engine import EngineSpec
@@ -19,6 +20,7 @@ SCHEDULERS: dict[str, type] = {
     "static": StaticScheduler,
     "prefill-first": PrefillFirstScheduler,
     "chunked": ChunkedPrefillScheduler,
+    "inflight": InflightScheduler,
 }
 ALIASES = {"vllm": "prefill-first", "sarathi": "chunked", "prefill_first": "prefill-first"}
 """Earlier names, still accepted (see CHANGELOG.md)."""
@@ -34,12 +36,12 @@ def scheduler_name(name: object, *, extra: tuple[str, ...] = ()) -> str:
 
 
 def engine_scheduler(engine: EngineSpec) -> str:
-    """The scheduler an engine preset runs by default: chunked prefill where the engine enables it."""
-    return "chunked" if engine.chunked_prefill else "prefill-first"
+    """The scheduler an engine preset runs by default (its ``scheduler`` in engines.yaml)."""
+    return engine.scheduler
 
 
 def make_scheduler(name: str) -> Scheduler:
-    """A scheduler by name: static, prefill-first, chunked (or an alias)."""
+    """A scheduler by name: static, prefill-first, chunked, inflight (or an alias)."""
     return SCHEDULERS[scheduler_name(name)]()
 
 
