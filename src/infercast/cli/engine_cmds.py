@@ -81,7 +81,7 @@ def validate_sim(
     model: ModelOpt = "qwen3-0.6b",
     layers: LayersOpt = 2,
     precision: PrecisionOpt = "bf16",
-    scheduler: Annotated[str, typer.Option(help="static | prefill-first | chunked")] = "chunked",
+    scheduler: Annotated[str, typer.Option(help="static | prefill-first | chunked | inflight")] = "chunked",
     calibration: Annotated[
         Path | None, typer.Option(help=f"CPU calibration YAML (calibrate-cpu; default {CALIBRATION_DEFAULT}).")
     ] = None,
@@ -165,7 +165,7 @@ def serve(
     model: ModelOpt = "qwen3-0.6b",
     layers: LayersOpt = 2,
     precision: PrecisionOpt = "bf16",
-    scheduler: Annotated[str, typer.Option(help="static | prefill-first | chunked")] = "chunked",
+    scheduler: Annotated[str, typer.Option(help="static | prefill-first | chunked | inflight")] = "chunked",
     threads: ThreadsOpt = 1,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 8000,
