@@ -13,7 +13,7 @@ from infercast.analysis.error_bands import ErrorBand, _lookup, bands_table, conf
 from infercast.errors import InfercastError
 from infercast.measure.calibrate import base_profile
 from infercast.measure.closed_loop import simulate_closed_loop
-from infercast.measure.engine_fit import LOAD_PARAMS, engine_versions, spread
+from infercast.measure.engine_fit import LOAD_PARAMS, engine_versions, fit_load, median_cost, spread
 from infercast.measure.records import Record, check_record
 from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.specs.catalog import get_model
@@ -135,6 +135,31 @@ def test_load_fit_starts_from_installed_kernels_and_engine_priors():
         assert getattr(fitted, name) == getattr(prior, name)
     with pytest.raises(InfercastError, match="base"):
         base_profile("h100-sxm", "vllm", "other")
+
+
+def test_median_cost_sums_each_metrics_median_and_ignores_outliers():
+    kinds = np.array(["closed_loop_ttft"] * 5 + ["closed_loop_tpot"] * 3)
+    errors = np.log([1.1, 0.9, 1.2, 9.0, 0.1, 1.05, 0.95, 3.0])  # two wild TTFT points, one wild TPOT point
+    assert median_cost(errors, kinds) == pytest.approx(np.log(1.2) - np.log(0.95))
+
+
+def test_load_fit_recovers_the_overheads_a_synthetic_engine_ran_with():
+    """Records made by the simulator itself at a known fixed overhead and jitter: the least-median grid search
+    finds those values again (they lie on its grid), whatever the priors."""
+    from infercast.measure.calibrate import build_profiles
+    from infercast.measure.predictors import predict_located
+
+    truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003}
+    profiles = build_profiles([("h100-sxm", "vllm")], truth, "truth", "kernels")
+    shapes = [dict(batch=c, input_len=i, output_len=16, min_len_ratio=1.0) for c, i in ((8, 512), (8, 2048), (4, 1024))]
+    records = []
+    for kind in ("closed_loop_ttft", "closed_loop_tpot"):
+        for shape in shapes:
+            rec = _closed(kind, **shape)
+            records.append(replace(rec, value=predict_located(rec, profiles) * 1e3))
+    result = fit_load(records, "vllm")
+    assert result.values == pytest.approx(truth)
+    assert np.abs(result.after).max() < 1e-9 < np.abs(result.before).max()
 
 
 def test_spread_keeps_whole_points_across_regimes():
