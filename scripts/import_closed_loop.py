@@ -38,8 +38,8 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   ``max_num_tokens`` = max_batch_size + isl + 1500 (generator/rule_plugin/benchmark/trtllm.rule); so a step
   holds one prompt of 2k or 4k tokens, or two of 1k, beside the decodes. Stated in every row. The rule is
   read from a later aiconfigurator release than the runs (TensorRT-LLM 1.0.0rc3); earlier generator
-  documents give + 500 instead of + 1500 (one prompt of 1k per step), which fits these rows better (TensorRT-
-  LLM TTFT median 10 % against 12 % fitted) but is not the rule the repository holds.
+  documents give + 500 instead of + 1500 (one prompt of 1k per step), which fits these rows better (in a grid of
+  both overheads, TensorRT-LLM TTFT median 10 % against 12 %) but is not the rule the repository holds.
 - TensorRT-LLM Llama-3.1-8B rows: one sequence slot fewer than clients (``max_num_seqs`` = C - 1). Their mean
   TTFT grows with the output length by about D / C, D being one request's decode time (TP 1, 1k prompts,
   8 clients: 191 / 318 / 550 ms at 128 / 256 / 512 output tokens, D / 8 = 127 / 240 / 474 ms), at 8-64

@@ -13,7 +13,14 @@ from infercast.analysis.error_bands import ErrorBand, _lookup, bands_table, conf
 from infercast.errors import InfercastError
 from infercast.measure.calibrate import base_profile
 from infercast.measure.closed_loop import simulate_closed_loop
-from infercast.measure.engine_fit import LOAD_PARAMS, engine_versions, fit_load, median_cost, spread
+from infercast.measure.engine_fit import (
+    LOAD_PARAMS,
+    at_grid_edge,
+    engine_versions,
+    fit_load,
+    median_cost,
+    spread,
+)
 from infercast.measure.records import Record, check_record
 from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.specs.catalog import get_model
@@ -159,6 +166,8 @@ def test_load_fit_recovers_the_overheads_a_synthetic_engine_ran_with():
             records.append(replace(rec, value=predict_located(rec, profiles) * 1e3))
     result = fit_load(records, "vllm")
     assert result.values == pytest.approx(truth)
+    assert at_grid_edge(result.values) == []
+    assert at_grid_edge({"vllm:request_jitter_s": 0.001 / 1.5}) == ["vllm:request_jitter_s"]
     assert np.abs(result.after).max() < 1e-9 < np.abs(result.before).max()
 
 

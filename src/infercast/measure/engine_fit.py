@@ -105,6 +105,16 @@ def fit_load(records: Sequence[Record], engine: str, *, source: str = "") -> Fit
                                              f"{cost(start):.4f} at the priors, {cost(best):.4f} fitted")  # fmt: skip
 
 
+def at_grid_edge(values: dict[str, float]) -> list[str]:
+    """Fitted parameters at the smallest or largest value the search tries (the optimum may lie beyond)."""
+    out = []
+    for name, v in values.items():
+        grid = GRID[name.split(":", 1)[1]]
+        if v <= min(grid) / REFINE * (1 + 1e-9) or v >= max(grid) * REFINE * (1 - 1e-9):
+            out.append(name)
+    return out
+
+
 def fit_engines(records: Sequence[Record], *, source: str = "") -> dict[str, FitResult]:
     """One fit per engine of its :data:`LOAD_PARAMS` on its closed-loop records (kernels as installed)."""
     chosen = load_records(records)
@@ -143,7 +153,8 @@ def write_engine_load(results: dict[str, FitResult], records: Sequence[Record], 
             "points": len(res.records),
             "median_abs_error_before": float(f"{np.median(before):.4g}"),
             "median_abs_error_after": float(f"{np.median(after):.4g}"),
-            "converged": res.converged,
+            "method": res.message,
+            "at_edge": at_grid_edge(res.values),
             "priors": {k: float(f"{v:.5g}") for k, v in res.priors.items()},
         }
     sources = [s for s in [*str(data.get("fitted_from", "")).split(", "), source] if s]

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from infercast.analysis.compare import unsupported_note
 from infercast.analysis.scenario import predict
+from infercast.cost.profile import load_profile
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
@@ -32,7 +33,8 @@ ROOFLINE_ENGINE = "ideal"
 """Engine profile with no overheads and peak efficiency: what the cost bounds are computed on."""
 FLOOR_MARGIN = 1 + 1e-9
 """A floor must exceed its limit beyond rounding to prune (predict and an unloaded simulated request agree to
-~1e-14 relative: the same compiled step costs)."""
+~1e-14 relative, the same compiled step costs, once the request's own varying overhead replaces the mean:
+see :func:`jitter_credit`)."""
 
 
 def resolve(model: ModelSpec, c: Candidate) -> Candidate:
@@ -61,13 +63,22 @@ def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> 
     return None
 
 
+@lru_cache(maxsize=256)
+def jitter_credit(gpu: str, engine: str) -> float:
+    """Seconds an unloaded request's median TTFT can sit below ``predict``'s: predict adds the varying request
+    overhead's mean (``request_jitter_s``), an exponential draw's median is ln 2 of that."""
+    hw = get_hardware(gpu)
+    return (1 - math.log(2)) * load_profile(hw.id, hw.architecture, engine).request_jitter_s
+
+
 @lru_cache(maxsize=4096)
 def _screen(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
             input_len: int, output_len: int, ttft_s: float, tpot_s: float, pp: int = 1,
             attention_dp: int = 1) -> dict:  # fmt: skip
     (row,) = screen_gpu(model, get_hardware(gpu), [get_scheme(precision)], [tp], ttft_s=ttft_s, tpot_s=tpot_s,
                         input_len=input_len, output_len=output_len, batch=1, ep=ep, kv_precision=kv,
-                        engine=engine, pp=pp, attention_dp=attention_dp)  # fmt: skip
+                        engine=engine, pp=pp, attention_dp=attention_dp,
+                        ttft_credit_s=jitter_credit(gpu, engine))  # fmt: skip
     return row
 
 
@@ -99,7 +110,7 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
         if not row["passes"]:
             return f"unloaded: {row['reason']} (median lengths)"
     e2e_lim = _binding_limit(slo, "e2e")
-    e2e = pre["ttft_s"] + (o - 1) * rows[-1]["tpot_s"]
+    e2e = pre["ttft_s"] - jitter_credit(c.gpu, c.engine) + (o - 1) * rows[-1]["tpot_s"]
     if e2e > e2e_lim:
         return f"unloaded: E2E {fmt_time(e2e, sig=3)} > {fmt_time(e2e_lim / FLOOR_MARGIN, sig=3)} (median lengths)"
     return None
