@@ -40,6 +40,13 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   read from a later aiconfigurator release than the runs (TensorRT-LLM 1.0.0rc3); earlier generator
   documents give + 500 instead of + 1500 (one prompt of 1k per step), which fits these rows better (in a grid of
   both overheads, TensorRT-LLM TTFT median 10 % against 12 %) but is not the rule the repository holds.
+- TensorRT-LLM rows: a KV cache of 0.80 of the memory free after loading (``gpu_memory_utilization``, read by the
+  trtllm preset as ``free_gpu_memory_fraction``): aiconfigurator's engine template for these runs
+  (generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2: ``free_gpu_memory_fraction``
+  default 0.80; TensorRT-LLM's own default is 0.9). With the in-flight scheduler's whole-request reservation
+  (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) that pool sets where the Qwen3-32B TP 1 rows start queueing: it holds
+  128 x (2048 + 128) and 64 x (4096 + 256) reserved tokens (281k) but not 128 x (2048 + 256) or 64 x (4096 + 512)
+  (295k), and the data jump exactly there (mean TTFT 0.8 -> 2.5 s and 1.6 -> 3.8 s).
 - TensorRT-LLM Llama-3.1-8B rows: one sequence slot fewer than clients (``max_num_seqs`` = C - 1). Their mean
   TTFT grows with the output length by about D / C, D being one request's decode time (TP 1, 1k prompts,
   8 clients: 191 / 318 / 550 ms at 128 / 256 / 512 output tokens, D / 8 = 127 / 240 / 474 ms), at 8-64
@@ -79,6 +86,8 @@ STEP_BUDGET = {"vllm": 2048}
 """Engines whose rows ran with a fixed step budget other than the preset's (see the module docstring)."""
 BUDGET_MARGIN = {"trtllm": 1500}
 """Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
+KV_FRACTION = {"trtllm": 0.80}
+"""Engines whose runs gave the KV cache this memory fraction rather than the preset's (see the docstring)."""
 FP8_KV_ENGINES = {"trtllm"}
 """Engines whose fp8 rows ran with an 8-bit KV cache (see the module docstring)."""
 SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
@@ -88,7 +97,7 @@ GPUS = {"h100-sxm": "h100-sxm"}
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
 NOTES = (
     "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
-    "ramp-up; KV cache {kv}{budget}{slots}"
+    "ramp-up; KV cache {kv}{fraction}{budget}{slots}"
 )
 
 
@@ -110,8 +119,11 @@ def convert(row: dict[str, str]) -> list[Record]:
         output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row["id"]),
         min_len_ratio=1.0, max_num_batched_tokens=budget,
         max_num_seqs=int(row["concurrency"]) - held if held else 0,
+        gpu_memory_utilization=KV_FRACTION.get(row["engine"], 0.0),
         notes=NOTES.format(engine=row["engine"], version=row["engine_version"], c=row["concurrency"],
                            kv="8-bit (read from the data)" if kv == "fp8" else "16-bit",
+                           fraction=(f" in {KV_FRACTION[row['engine']]:.2f} of free memory (aiconfigurator's engine "
+                                     "template)" if row["engine"] in KV_FRACTION else ""),
                            lengths="fixed lengths (the benchmark client's)",
                            budget=(f"; {budget} tokens per step ("
                                    + ("aiconfigurator's benchmark rule C + L + 1500)" if row["engine"] in BUDGET_MARGIN

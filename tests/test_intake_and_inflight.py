@@ -98,3 +98,30 @@ def test_inflight_runs_a_prompt_longer_than_the_budget_when_nothing_else_runs():
 def test_the_trtllm_preset_runs_the_inflight_scheduler():
     res = simulate(MODEL, GPU, engine="trtllm", input_len=500, output_len=10, num_requests=4, rate=10)
     assert res.config["scheduler"] == "inflight"
+
+
+def _most_at_once(res) -> int:
+    """Most requests holding KV at the same instant (admitted, not finished)."""
+    tb = res.table
+    events = sorted([(t, 1) for t in tb.scheduled] + [(t, -1) for t in tb.finish], key=lambda e: (e[0], e[1]))
+    now = most = 0
+    for _, delta in events:
+        now += delta
+        most = max(most, now)
+    return most
+
+
+def test_inflight_admits_a_request_only_when_its_whole_length_fits_beside_the_reservations():
+    # TensorRT-LLM's GUARANTEED_NO_EVICT: each request holds blocks for prompt + output from admission, so the
+    # pool caps how many run at once, nothing is preempted, and the rest queue; chunked prefill (vLLM) takes
+    # blocks as tokens arrive, runs more at once and preempts when the cache fills
+    kw = dict(input_len=1000, output_len=600, num_requests=60, offline=True, gpu_memory_utilization=0.23,
+              block_size=16)  # fmt: skip
+    reserving = simulate(MODEL, GPU, scheduler="inflight", **kw)
+    per_request = -(-1600 // 16)
+    blocks = reserving.replicas[0].kv.num_blocks
+    assert 3 <= blocks // per_request < 60  # the pool holds a few whole requests, not all
+    assert _most_at_once(reserving) == blocks // per_request
+    assert reserving["preemptions"] == 0 and reserving["completed"] == 60
+    growing = simulate(MODEL, GPU, scheduler="chunked", **kw)
+    assert _most_at_once(growing) > blocks // per_request and growing["preemptions"] > 0

@@ -117,13 +117,14 @@ def _assert_every_block_returned(res) -> None:
 @pytest.mark.parametrize("engine,utilization", [("vllm", 0.25), ("trtllm", 0.22)])
 @pytest.mark.parametrize("block_size", [16, 32, 64])
 def test_every_kv_block_is_returned_with_shared_prefixes(engine, utilization, block_size):
-    # 16-token prompt hashes against 16/32/64-token engine blocks, in a cache small enough for preemptions and
-    # evictions of cached prefixes
+    # 16-token prompt hashes against 16/32/64-token engine blocks, in a cache small enough for preemptions (vLLM)
+    # and evictions of cached prefixes; TensorRT-LLM reserves whole requests (GUARANTEED_NO_EVICT): never preempts
     res = simulate(MODEL, GPU, engine=engine, block_size=block_size, prefix=(40, 1000), input_len="uniform:50,600",
                    output_len="uniform:10,600", num_requests=400, rate=60, gpu_memory_utilization=utilization,
                    seed=2)  # fmt: skip
     kv = res.replicas[0].kv
-    assert res["completed"] == 400 and res["preemptions"] > 0 and kv.evictions > 0
+    assert res["completed"] == 400 and kv.evictions > 0
+    assert (res["preemptions"] > 0) if engine == "vllm" else (res["preemptions"] == 0 and res["queue_s"]["p90"] > 0)
     assert res["prefix_cache_hit_rate"] > 0.15
     assert res.replicas[0].bs == block_size
     _assert_every_block_returned(res)

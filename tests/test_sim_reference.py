@@ -16,7 +16,7 @@ from infercast.sim.api import run, simulation_config
 from infercast.sim.config import DisaggConfig, KVLink
 from infercast.sim.reference import reference_simulate
 
-NUM_CASES = 240
+NUM_CASES = 360
 RTOL = 1e-9
 ATOL = 1e-12
 """Seconds: for quantities that are zero up to rounding (the spread of identical latencies)."""

@@ -98,7 +98,7 @@ class Engine:
     ):
         self.model = model
         self.scheduler = make_scheduler(scheduler)
-        self.static = self.scheduler.name == "static"
+        self.reserves = self.scheduler.reserves
         self.max_seqs = require_positive_int("max_num_seqs", max_num_seqs)
         self.max_batched_tokens = require_positive_int("max_num_batched_tokens", max_num_batched_tokens)
         self.bs = require_positive_int("block_size", block_size)

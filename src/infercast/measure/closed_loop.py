@@ -38,15 +38,16 @@ def simulate_closed_loop(
     dep: Deployment, profile: CostProfile, concurrency: int, input_len: int, output_len: int,
     *, range_ratio: float = BENCHMARK_RANGE_RATIO, num_requests: int | None = None, seed: int = SEED,
     max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+    gpu_memory_utilization: float | None = None,
 ) -> ClosedLoopResult:  # fmt: skip
     """Simulate one closed-loop benchmark point (cached per deployment, profile values and shape: the TTFT
     and TPOT records of one point share a run, and repeated fits re-use unchanged points);
-    ``max_num_batched_tokens`` / ``max_num_seqs``: the engine's step budget and sequence limit in the run
-    (None: the preset's)."""
+    ``max_num_batched_tokens`` / ``max_num_seqs`` / ``gpu_memory_utilization``: the engine's step budget,
+    sequence limit and KV memory fraction in the run (None: the preset's)."""
     from infercast.sim.api import simulate
 
     key = (dep.label, dep.engine.id, tuple(sorted(profile.flat().items())), concurrency, input_len, output_len,
-           range_ratio, num_requests, seed, max_num_batched_tokens, max_num_seqs)  # fmt: skip
+           range_ratio, num_requests, seed, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization)  # fmt: skip
     if key in _CACHE:
         return _CACHE[key]
     if len(_CACHE) > CACHE_SIZE:
@@ -57,6 +58,7 @@ def simulate_closed_loop(
         engine=dep.engine.id, scheduler=engine_scheduler(dep.engine),
         input_len=length_range(input_len, range_ratio), output_len=length_range(max(output_len, 2), range_ratio),
         concurrency=concurrency, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+        gpu_memory_utilization=gpu_memory_utilization,
         num_requests=num_requests or PROMPTS_PER_CLIENT * concurrency, seed=seed, profile=profile,
     )  # fmt: skip
     queued = res["queue_s"]["mean"] > 1e-3 or res["preemptions"] > 0

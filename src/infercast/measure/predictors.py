@@ -136,7 +136,8 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         res = simulate_closed_loop(deployment_of(rec), profile, rec.batch, rec.input_len, rec.output_len,
                                    range_ratio=rec.min_len_ratio or BENCHMARK_RANGE_RATIO,
                                    max_num_batched_tokens=rec.max_num_batched_tokens or None,
-                                   max_num_seqs=rec.max_num_seqs or None)  # fmt: skip
+                                   max_num_seqs=rec.max_num_seqs or None,
+                                   gpu_memory_utilization=rec.gpu_memory_utilization or None)  # fmt: skip
         return res.ttft_mean_s if rec.kind == "closed_loop_ttft" else res.tpot_mean_s
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
@@ -187,7 +188,8 @@ def _serving(rec: Record, profile: CostProfile) -> float:
 
     key = (rec.model, rec.gpu, rec.engine, rec.precision, rec.kv_precision, rec.tp, rec.ep, rec.layers,
            rec.batch, rec.input_len, rec.output_len, rec.concurrency, rec.request_rate, rec.arrival,
-           rec.burstiness, rec.max_num_batched_tokens, rec.max_num_seqs, id(profile))  # fmt: skip
+           rec.burstiness, rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization,
+           id(profile))  # fmt: skip
     hit = _SERVING_RUNS.get(key)
     if hit is None or hit[0] is not profile:
         dep = deployment_of(rec)
@@ -202,7 +204,7 @@ def _serving(rec: Record, profile: CostProfile) -> float:
             kv_precision=rec.kv_precision or None, engine=rec.engine, input_len=rec.input_len,
             output_len=max(rec.output_len, 2), num_requests=rec.batch, profile=profile,
             max_num_batched_tokens=rec.max_num_batched_tokens or None, max_num_seqs=rec.max_num_seqs or None,
-            **load,
+            gpu_memory_utilization=rec.gpu_memory_utilization or None, **load,
         )  # fmt: skip
         summary = {"ttft": res["ttft_s"]["mean"], "tpot": res["tpot_s"]["p50"], "tput": res["output_throughput_tok_s"]}
         if len(_SERVING_RUNS) > 256:

@@ -29,8 +29,9 @@ serving_throughput     output tokens/s of those requests over the benchmark     
 closed_loop_ttft       mean TTFT of a closed loop of ``batch`` clients (10 x    s
                        ``batch`` requests, lengths uniform in [r L, L], r =
                        ``min_len_ratio``, 0.8 when not given; the engine's
-                       step budget ``max_num_batched_tokens`` and sequence
-                       limit ``max_num_seqs`` when not its preset's)
+                       step budget ``max_num_batched_tokens``, sequence
+                       limit ``max_num_seqs`` and KV memory fraction
+                       ``gpu_memory_utilization`` when not its preset's)
 closed_loop_tpot       mean TPOT of the same closed-loop benchmark              s
 =====================  ======================================================  ===========
 
@@ -155,6 +156,10 @@ class Record:
     max_num_seqs: int = 0
     """Serving and closed-loop kinds: the most sequences the engine ran at once (its max_num_seqs /
     max_batch_size; 0 / empty: the engine preset's default)."""
+    gpu_memory_utilization: float = 0.0
+    """Serving and closed-loop kinds: the fraction of GPU memory the engine's KV cache was given in the run, as
+    the preset's ``kv_fraction`` reads it (vLLM ``--gpu-memory-utilization``, TensorRT-LLM
+    ``free_gpu_memory_fraction``; 0 / empty: the preset's default)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -234,6 +239,11 @@ def check_record(rec: Record) -> None:
         require_positive_int(name, getattr(rec, name), minimum=minimum)
     if not 0 <= rec.min_len_ratio <= 1:
         raise InfercastError(f"must be between 0 and 1, got {rec.min_len_ratio}", field="min_len_ratio")
+    if not 0 <= rec.gpu_memory_utilization <= 1:
+        raise InfercastError(
+            f"must be between 0 and 1 (0: the engine preset's), got {rec.gpu_memory_utilization}",
+            field="gpu_memory_utilization",
+        )
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
     if rec.kind in SERVING_KINDS:

@@ -88,7 +88,7 @@ class ReferenceReplica:
             raise InfercastError("the reference simulator does not model speculative decoding", field="speculative")
         self.rid, self.requests, self.gaps = rid, requests, gaps
         self.scheduler = make_scheduler(engine.scheduler or engine_scheduler(dep.engine))
-        self.static = self.scheduler.name == "static"
+        self.reserves = self.scheduler.reserves
         self.max_seqs = engine.max_num_seqs or dep.engine.max_num_seqs
         self.max_batched_tokens = engine.max_num_batched_tokens or dep.engine.max_num_batched_tokens
         mem = memory_budget(dep, gpu_memory_utilization=engine.gpu_memory_utilization, block_size=engine.block_size)
@@ -199,7 +199,7 @@ class ReferenceReplica:
     def _reserve_next_tokens(self) -> None:
         """Every running sequence gets the block its next token writes, or the newest ones are preempted."""
         while self.running:
-            grow = [] if self.static else [self.requests[i] for i in self.running]
+            grow = [] if self.reserves else [self.requests[i] for i in self.running]
             need = sum(max(self._blocks(r.context) - r.private - r.shared, 0) for r in grow)
             if self.kv.allocate(need):
                 for r in grow:

@@ -63,7 +63,7 @@ class Replica:
         self.rec = recorder
         self.skip = not step_mode  # account decode spans in closed form
         self.scheduler = make_scheduler(config.scheduler or engine_scheduler(eng))
-        self.static = self.scheduler.name == "static"  # sequences hold their whole request's blocks from admission
+        self.reserves = self.scheduler.reserves  # sequences hold their whole request's blocks from admission
         self.max_seqs = eng.max_num_seqs if config.max_num_seqs is None else config.max_num_seqs
         self.max_batched_tokens = (
             eng.max_num_batched_tokens if config.max_num_batched_tokens is None else config.max_num_batched_tokens
@@ -383,7 +383,7 @@ class Replica:
             self._event = True
             self.on_prefilled(i, t)
             return
-        reserved = tb.private[i] + tb.shared[i] if self.static else 0
+        reserved = tb.private[i] + tb.shared[i] if self.reserves else 0
         self.decoding.join(i, tb.target[i] + 1, tb.output[i] - generated, t, reserved)
 
     def receive(self, i: int) -> None:

@@ -76,6 +76,10 @@ class Scheduler(Protocol):
     name: str
     continuous: bool
     """False for static batching: arrivals and completions do not change a running batch."""
+    reserves: bool
+    """Admitted requests hold KV blocks for their whole prompt + output from admission (``admit(reserve=True)``):
+    nothing grows while decoding and nothing is ever preempted (static batching; TensorRT-LLM's default
+    ``GUARANTEED_NO_EVICT`` capacity policy)."""
 
     def plan(self, rep: ReplicaView) -> Plan | None:
         """The next step, or None when there is nothing to run now."""

@@ -13,6 +13,7 @@ from infercast.sim.scheduler.base import DECODE_ONLY, Plan, ReplicaView
 class ChunkedPrefillScheduler:
     name = "chunked"
     continuous = True
+    reserves = False
 
     def plan(self, rep: ReplicaView) -> Plan | None:
         waiting, prefilling, running = rep.waiting, rep.prefilling, rep.num_running

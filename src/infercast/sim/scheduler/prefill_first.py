@@ -13,6 +13,7 @@ from infercast.sim.scheduler.base import DECODE_ONLY, Plan, ReplicaView
 class PrefillFirstScheduler:
     name = "prefill-first"
     continuous = True
+    reserves = False
 
     def plan(self, rep: ReplicaView) -> Plan | None:
         waiting = rep.waiting

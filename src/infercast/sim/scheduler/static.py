@@ -14,6 +14,7 @@ from infercast.sim.scheduler.base import Plan, ReplicaView
 class StaticScheduler:
     name = "static"
     continuous = False
+    reserves = True
 
     def plan(self, rep: ReplicaView) -> Plan | None:
         if not rep.prefilling and not rep.num_running:
