@@ -22,7 +22,8 @@ from infercast.sim.speculative import SpeculativeConfig
 
 SCHEDULERS = (
     "static | prefill-first (continuous batching, whole prompts first) | chunked (chunked prefill) | "
-    "inflight (whole prompts beside the decodes) | disagg (prefill and decode pools); default: the engine's"
+    "inflight (whole prompts beside the decodes, KV reserved for prompt + output) | "
+    "disagg (prefill and decode pools); default: the engine's"
 )
 DEFAULT_SPEC_ACCEPTANCE = 0.7
 """--spec-acceptance when --spec-tokens is given without it (a typical EAGLE-style draft on chat traffic)."""

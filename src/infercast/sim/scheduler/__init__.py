@@ -2,7 +2,8 @@
 
 Names say the policy, not an engine: ``static`` (request-level batches), ``prefill-first`` (continuous
 batching, whole prompts first, decodes wait: vLLM V0, SGLang without mixed chunks), ``chunked`` (chunked
-prefill, decodes first: vLLM V1), ``inflight`` (whole prompts beside the decodes, never split: TensorRT-LLM).
+prefill, decodes first: vLLM V1), ``inflight`` (whole prompts beside the decodes, never split, KV reserved for
+prompt + output at admission: TensorRT-LLM).
 An engine preset names its own in ``scheduler`` (:func:`engine_scheduler`).
 """
 
