@@ -69,6 +69,8 @@ def test_closed_loop_records_are_validated():
         check_record(_closed("closed_loop_tpot", output_len=1))
     with pytest.raises(InfercastError, match="min_len_ratio"):
         check_record(_closed(min_len_ratio=1.5))
+    with pytest.raises(InfercastError, match="gpu_memory_utilization"):
+        check_record(_closed(gpu_memory_utilization=1.2))
 
 
 def test_fixed_lengths_keep_closed_loop_clients_in_waves():
@@ -119,6 +121,21 @@ def test_one_slot_fewer_than_clients_makes_one_client_wait():
     assert gain[512] > 2.5 * gain[128]
     rec = _closed(engine="trtllm", batch=8, input_len=1024, output_len=512)
     assert predict_record(replace(rec, max_num_seqs=7)) > predict_record(rec) + 0.5 * gain[512]
+
+
+def test_a_records_memory_fraction_reaches_the_engine_and_decides_when_reservations_queue():
+    """TensorRT-LLM reserves prompt + output per request: Qwen3-32B FP8 at TP 1 in 0.80 of free memory holds
+    128 x (2048 + 128) reserved tokens but not 128 x (2048 + 256), so the second queues (measured: 1.6 -> 2.5 s);
+    in 0.90 of free memory both fit."""
+    from infercast.measure.predictors import predict_record
+
+    rec = _closed(model="qwen3-32b", engine="trtllm", precision="fp8", kv_precision="fp8", tp=1, batch=128,
+                  input_len=2048, min_len_ratio=1.0, max_num_batched_tokens=128 + 2048 + 1500)  # fmt: skip
+    fits, queues = replace(rec, output_len=128), replace(rec, output_len=256)
+    tight = {n: predict_record(replace(r, gpu_memory_utilization=0.8)) for n, r in (("fits", fits), ("queues", queues))}
+    loose = {n: predict_record(replace(r, gpu_memory_utilization=0.9)) for n, r in (("fits", fits), ("queues", queues))}
+    assert tight["fits"] == pytest.approx(loose["fits"], rel=0.02)
+    assert tight["queues"] > 1.4 * loose["queues"] and tight["queues"] > 1.4 * tight["fits"]
 
 
 def test_records_keep_the_sequence_limit(tmp_path):
