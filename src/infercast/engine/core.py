@@ -9,9 +9,9 @@ model for a run whose decisions must equal the simulator's.
 
 Block accounting follows :class:`~infercast.sim.replica.Replica` rule for rule: a decode step first gets a
 block for every running sequence that crosses a block boundary (preempting the most recently joined
-sequence, by recompute, when they do not fit); prompts get blocks as their chunks are scheduled (static
-batching: prompt + output at admission); full prompt blocks are published to the prefix cache when the
-prompt is done.
+sequence, by recompute, when they do not fit); prompts get blocks as their chunks are scheduled (schedulers
+that reserve, static and inflight: prompt + output at admission); full prompt blocks are published to the
+prefix cache when the prompt is done.
 """
 
 from __future__ import annotations

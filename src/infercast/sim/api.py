@@ -142,8 +142,9 @@ def simulation_config(
     ``input_len`` + ``output_len``, ``num_requests``, ``rate`` / ``concurrency`` / ``offline``, ``arrival``,
     ``burstiness``, ``prefix``, ``seed``); options that would be ignored or conflict are errors.
     ``scheduler``: static | prefill-first (continuous batching, whole prompts first) | chunked (chunked
-    prefill) | disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill);
-    None: the engine preset's (chunked where the engine enables chunked prefill, else prefill-first).
+    prefill) | inflight (whole prompts beside the decodes, KV reserved for prompt + output: TensorRT-LLM) |
+    disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill); None: the engine
+    preset's ``scheduler``.
     ``pp`` / ``attention_dp``: a replica spans ``pp`` pipeline stages of ``tp x attention_dp`` GPUs (see
     :meth:`Deployment.resolve`); its steps cost what the cost layer charges such a layout (micro-batches crossing
     every stage). Disaggregated pools take TP only.

@@ -67,8 +67,7 @@ class EngineConfig:
     """How each replica's engine schedules and holds KV. None: the engine preset's value (``EngineSpec``)."""
 
     scheduler: str | None = None
-    """static | prefill-first | chunked (aliases: vllm, sarathi); None: the preset's (chunked where the engine
-    enables chunked prefill)."""
+    """static | prefill-first (alias: vllm) | chunked (alias: sarathi) | inflight; None: the preset's ``scheduler``."""
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     block_size: int | None = None

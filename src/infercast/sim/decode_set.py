@@ -34,11 +34,11 @@ class DecodeSet:
         self.sum_base = 0
         self.base: dict[int, int] = {}
         self.finish_at: dict[int, int] = {}
-        self.reserved: dict[int, int] = {}  # static batching: blocks held for the whole request, no growth
+        self.reserved: dict[int, int] = {}  # reserving schedulers (static, inflight): whole-request blocks, no growth
         self.order: list[int] = []  # join order; the last live one is preempted first
         self.heap: list[tuple[int, int]] = []  # (finish D, id), stale entries skipped
         self.residue = [0] * block_size  # growing sequences by (base - 1) mod block size
-        self.n_grow = 0  # sequences whose blocks grow (all but static batching's reserved ones)
+        self.n_grow = 0  # sequences whose blocks grow (all but the reserved ones)
         self.held = 0  # blocks held by all running sequences
         # sliding window: sequences whose context is still below the window
         self.n_below = 0
