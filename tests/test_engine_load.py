@@ -130,7 +130,7 @@ def test_a_records_memory_fraction_reaches_the_engine_and_decides_when_reservati
     from infercast.measure.predictors import predict_record
 
     rec = _closed(model="qwen3-32b", engine="trtllm", precision="fp8", kv_precision="fp8", tp=1, batch=128,
-                  input_len=2048, min_len_ratio=1.0, max_num_batched_tokens=128 + 2048 + 1500)  # fmt: skip
+                  input_len=2048, min_len_ratio=1.0, max_num_batched_tokens=128 + 2048 + 500)  # fmt: skip
     fits, queues = replace(rec, output_len=128), replace(rec, output_len=256)
     tight = {n: predict_record(replace(r, gpu_memory_utilization=0.8)) for n, r in (("fits", fits), ("queues", queues))}
     loose = {n: predict_record(replace(r, gpu_memory_utilization=0.9)) for n, r in (("fits", fits), ("queues", queues))}

@@ -132,7 +132,7 @@ def test_pruning_reasons():
 
 def test_pruning_floor_credits_the_varying_overhead_above_its_median():
     """predict adds the varying request overhead's mean; an unloaded request's median TTFT has only its median
-    (ln 2 of the mean), so a p50 limit between the two must not prune (SGLang: 50 ms mean, 15 ms apart)."""
+    (ln 2 of the mean), so a p50 limit between the two must not prune (SGLang: 4.5 ms mean, 1.4 ms apart)."""
     from infercast.plan.prune import jitter_credit
 
     model = get_model("llama-3.1-8b")
@@ -140,7 +140,7 @@ def test_pruning_floor_credits_the_varying_overhead_above_its_median():
     c = resolve(model, Candidate("h100-sxm", "bf16", 1, engine="sglang"))
     mean_ttft = infercast.predict(model, "h100-sxm", input_len=1000, output_len=50, engine="sglang").ttft_s
     credit = jitter_credit("h100-sxm", "sglang")
-    assert credit > 0.005
+    assert credit > 0.001
     between = f"ttft:p50:{(mean_ttft - credit / 2) * 1e3:.3f}ms"
     assert prune_reason(model, c, traffic, SLOSet.parse(between)) is None
     below = f"ttft:p50:{(mean_ttft - 2 * credit) * 1e3:.3f}ms"
