@@ -188,6 +188,30 @@ def test_load_fit_recovers_the_overheads_a_synthetic_engine_ran_with():
     assert np.abs(result.after).max() < 1e-9 < np.abs(result.before).max()
 
 
+def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
+    """The grid is screened on a subset, but the shortlist and the refinement are scored on every record: a
+    subset made at other overheads (here: the whole grid shortlisted) cannot move the fit off the truth, while
+    with a shortlist of one the subset alone decides."""
+    from infercast.measure import engine_fit
+    from infercast.measure.calibrate import build_profiles
+    from infercast.measure.predictors import predict_located
+
+    def made_at(values: dict[str, float]) -> list:
+        profiles = build_profiles([("h100-sxm", "vllm")], values, "truth", "kernels")
+        shapes = [dict(batch=c, input_len=i, output_len=16, min_len_ratio=1.0) for c, i in ((8, 512), (4, 1024))]
+        recs = [_closed(kind, **shape) for kind in ("closed_loop_ttft", "closed_loop_tpot") for shape in shapes]
+        return [replace(r, value=predict_located(r, profiles) * 1e3) for r in recs]
+
+    truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003}
+    decoy = {"vllm:request_overhead_s": 0.1, "vllm:request_jitter_s": 0.05}
+    records, misleading = made_at(truth), made_at(decoy)
+    monkeypatch.setattr(engine_fit, "spread", lambda recs: misleading)
+    monkeypatch.setattr(engine_fit, "SHORTLIST", 1000)
+    assert fit_load(records, "vllm").values == pytest.approx(truth)
+    monkeypatch.setattr(engine_fit, "SHORTLIST", 1)
+    assert fit_load(records, "vllm").values != pytest.approx(truth)
+
+
 def test_spread_keeps_whole_points_across_regimes():
     recs = [_closed(k, tp=tp, batch=c) for tp in (1, 2, 4, 8) for c in (8, 16, 32, 64, 128)
             for k in ("closed_loop_ttft", "closed_loop_tpot")]  # fmt: skip
