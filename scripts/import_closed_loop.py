@@ -39,8 +39,8 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   margin has changed between its releases: + 1500 in the benchmark rule the repository holds now
   (generator/rule_plugin/benchmark/trtllm.rule, which would fit two 1k prompts in a step), + 500 in other
   releases' trtllm.rule (quoted, with the rounding up to whole KV blocks, in public write-ups of the generator).
-  The runs (TensorRT-LLM 1.0.0rc3) do not record which, so the data decide: with + 500 the 1k rows stop being
-  over-predicted at 8-32 clients (+35-60 % at TP 2-4 with + 1500), the Qwen3-32B and Llama-3.1-8B rows prefer
+  The runs (TensorRT-LLM 1.0.0rc3) do not record which, so the data decide: with + 500 the 1k rows at 8-32 clients
+  come out 8-32 % too slow at TP 2-4 (35-60 % with + 1500), the Qwen3-32B and Llama-3.1-8B rows prefer
   the same per-request overhead (20 ms each in a grid), and TensorRT-LLM's fitted TTFT median falls from 11.4 %
   to 8.5 % (benchmarks/accuracy.py). An interpretation, stated in every row.
 - TensorRT-LLM rows: a KV cache of 0.80 of the memory free after loading (``gpu_memory_utilization``, read by the
