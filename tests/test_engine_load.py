@@ -11,7 +11,7 @@ import pytest
 
 from infercast.analysis.error_bands import ErrorBand, _lookup, bands_table, confidence, load_level
 from infercast.errors import InfercastError
-from infercast.measure.calibrate import base_profile
+from infercast.measure.calibrate import FitResult, base_profile
 from infercast.measure.closed_loop import simulate_closed_loop
 from infercast.measure.engine_fit import (
     LOAD_PARAMS,
@@ -19,7 +19,9 @@ from infercast.measure.engine_fit import (
     engine_versions,
     fit_load,
     median_cost,
+    metric_errors,
     spread,
+    write_engine_load,
 )
 from infercast.measure.records import Record, check_record
 from infercast.sim.workload import WorkloadSpec, length_range
@@ -220,6 +222,30 @@ def test_spread_keeps_whole_points_across_regimes():
     assert len(points) == 6 and len(chosen) == 12  # both records of each point
     assert {tp for tp, _ in points} == {1, 2, 4, 8}
     assert spread(recs, limit=6) == chosen
+
+
+def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
+    """engines.yaml's summary reports TTFT and TPOT separately: pooled over both metrics' records, the median
+    rose here (TPOT records crowd the middle) while each metric's own median, what the fit minimises, fell."""
+    recs = [_closed("closed_loop_ttft", batch=c) for c in (8, 16, 32)] + [
+        _closed("closed_loop_tpot", batch=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
+    before = np.log([1.50, 1.40, 1.02, 1.05, 1.06, 1.07])
+    after = np.log([1.20, 1.10, 1.09, 1.03, 1.04, 1.08])
+    res = FitResult({"vllm:request_overhead_s": 0.01}, {"vllm:request_overhead_s": 0.005}, {}, recs, before, after,
+                    message="grid")  # fmt: skip
+    pooled = [float(np.median(np.abs(np.expm1(e)))) for e in (before, after)]
+    assert pooled[1] > pooled[0]
+    summary = metric_errors(res)
+    assert summary["ttft"] == pytest.approx({"before": 0.40, "after": 0.10})
+    assert summary["tpot"] == pytest.approx({"before": 0.06, "after": 0.04})
+    path = tmp_path / "engines.yaml"
+    write_engine_load({"vllm": res}, recs, path, "test.csv")
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    assert data["engines"]["vllm"] == {"request_overhead_s": 0.01}
+    entry = data["load_fit"]["engines"]["vllm"]
+    assert entry["median_abs_error"] == summary and entry["points"] == 6 and entry["versions"] == ["0.12.0"]
 
 
 def test_engine_versions_come_from_the_notes():
