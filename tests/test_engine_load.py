@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import yaml
 
 from infercast.analysis.error_bands import ErrorBand, _lookup, bands_table, confidence, load_level
 from infercast.errors import InfercastError
@@ -227,8 +228,8 @@ def test_spread_keeps_whole_points_across_regimes():
 def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
     """engines.yaml's summary reports TTFT and TPOT separately: pooled over both metrics' records, the median
     rose here (TPOT records crowd the middle) while each metric's own median, what the fit minimises, fell."""
-    recs = [_closed("closed_loop_ttft", batch=c) for c in (8, 16, 32)] + [
-        _closed("closed_loop_tpot", batch=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
+    ttft = [_closed("closed_loop_ttft", batch=c) for c in (8, 16, 32)]
+    recs = ttft + [_closed("closed_loop_tpot", batch=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
     before = np.log([1.50, 1.40, 1.02, 1.05, 1.06, 1.07])
     after = np.log([1.20, 1.10, 1.09, 1.03, 1.04, 1.08])
     res = FitResult({"vllm:request_overhead_s": 0.01}, {"vllm:request_overhead_s": 0.005}, {}, recs, before, after,
@@ -240,8 +241,6 @@ def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
     assert summary["tpot"] == pytest.approx({"before": 0.06, "after": 0.04})
     path = tmp_path / "engines.yaml"
     write_engine_load({"vllm": res}, recs, path, "test.csv")
-    import yaml
-
     data = yaml.safe_load(path.read_text())
     assert data["engines"]["vllm"] == {"request_overhead_s": 0.01}
     entry = data["load_fit"]["engines"]["vllm"]
