@@ -36,9 +36,11 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   the decodes (the trtllm preset's in-flight scheduler: enable_chunked_prefill off), so a step holds one prompt
   (1k, 2k or 4k) beside the decodes. aiconfigurator's generator sets ``max_batch_size`` = the batch size (the
   file's C) and ``max_num_tokens`` = max_batch_size + isl + a margin for aggregated TensorRT-LLM workers; the
-  margin has changed between its releases: + 1500 in the benchmark rule the repository holds now
-  (generator/rule_plugin/benchmark/trtllm.rule, which would fit two 1k prompts in a step), + 500 in other
-  releases' trtllm.rule (quoted, with the rounding up to whole KV blocks, in public write-ups of the generator).
+  margin has changed between its releases: + 1500 in both rules the repository holds now
+  (generator/rule_plugin/trtllm.rule, rounded up to whole KV blocks of 32 tokens, and benchmark/trtllm.rule;
+  either would fit two 1k prompts in a step), + 500 in earlier releases' trtllm.rule (quoted in public write-ups
+  of the generator). The records do not round up to whole blocks: at most 31 tokens, never room for a second
+  prompt at these lengths.
   The runs (TensorRT-LLM 1.0.0rc3) do not record which, so the data decide: with + 500 the 1k rows at 8-32 clients
   come out 8-32 % too slow at TP 2-4 (35-60 % with + 1500), the Qwen3-32B and Llama-3.1-8B rows prefer
   the same per-request overhead (20 ms each in a grid), and TensorRT-LLM's fitted TTFT median falls from 11.4 %
