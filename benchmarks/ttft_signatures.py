@@ -20,6 +20,13 @@ two signatures, with infercast's kernel-level prefill time for comparison:
    the measured mean TTFT and the TTFT of a single prefill: a cache that holds far fewer than C requests makes
    the rest queue for whole request durations, which a TTFT of a few prefills rules out
    (scripts/import_closed_loop.py reads the TensorRT-LLM fp8 rows with an 8-bit cache on this evidence).
+4. Throughput ceilings (Little's law on the measured means). At the highest concurrency of every engine, model,
+   TP and length pair: with D = (output - 1) x TPOT one request's decode time, a closed loop of C clients with no
+   think time holds K = C x D / (D + TTFT) requests between first and last token, serves C / (D + TTFT)
+   requests/s and streams K / TPOT output tokens/s. The same figures from the simulated means (the fitted
+   profile, the records' engine settings) stand beside them. A ceiling that stays put while TP (and with it the
+   GPU time) changes is host-side work the cost model does not price; where the simulator runs all C requests
+   at about the measured TPOT, it books that time as decoding instead of as TTFT.
 """
 
 from __future__ import annotations
@@ -102,11 +109,48 @@ def kv_capacity(d: pd.DataFrame) -> None:
                   f"{r.ttft_ms:>8.0f} {pre:>10.0f}")  # fmt: skip
 
 
+def little(c: float, ttft_ms: float, tpot_ms: float, output_len: int) -> tuple[float, float, float]:
+    """(K requests between first and last token, requests/s, output tokens/s) of a closed loop of ``c``
+    clients without think time, from its mean TTFT and TPOT."""
+    decode_ms = (output_len - 1) * tpot_ms
+    k = c * decode_ms / (decode_ms + ttft_ms)
+    return k, c / (decode_ms + ttft_ms) * 1e3, k / tpot_ms * 1e3
+
+
+def simulated_means(records: list, row: pd.Series) -> tuple[float, float]:
+    """Simulated mean TTFT and TPOT (ms) of one closed-loop point, read as ``benchmarks/accuracy.py`` reads it."""
+    from infercast.measure.predictors import predict_record
+
+    recs = [r for r in records if r.engine == row.engine and r.model == row.model
+            and r.precision == row.precision and r.tp == row.tp and r.batch == row.c
+            and r.input_len == row.input_len and r.output_len == row.output_len]  # fmt: skip
+    by_kind = {r.kind: predict_record(r) * 1e3 for r in recs}
+    return by_kind["closed_loop_ttft"], by_kind["closed_loop_tpot"]
+
+
+def ceilings(d: pd.DataFrame) -> None:
+    print("\n4. Throughput at the highest concurrency (Little's law on mean TTFT / TPOT): measured | simulated")
+    print(f"{'engine':8} {'model':14} {'prompt':>6} {'out':>4} {'C':>4} {'tp':>3} {'K':>6} {'req/s':>6} "
+          f"{'tok/s':>6} | {'K':>6} {'req/s':>6} {'tok/s':>6} {'TTFT ms':>15}")  # fmt: skip
+    from infercast.measure.records import load_records
+
+    records = load_records([DATA])
+    top = d[d.c == d.groupby(["engine", "model", "precision"]).c.transform("max")]
+    for (engine, model, isl, osl), g in top.groupby(["engine", "model", "input_len", "output_len"]):
+        for _, r in g.sort_values("tp").iterrows():
+            k, rate, tok = little(r.c, r.ttft_ms, r.tpot_ms, int(r.output_len))
+            sim_ttft, sim_tpot = simulated_means(records, r)
+            ks, rates, toks = little(r.c, sim_ttft, sim_tpot, int(r.output_len))
+            print(f"{engine:8} {model:14} {isl:>6} {osl:>4} {r.c:>4} {r.tp:>3} {k:>6.0f} {rate:>6.1f} {tok:>6.0f} | "
+                  f"{ks:>6.0f} {rates:>6.1f} {toks:>6.0f} {r.ttft_ms:>7.0f}/{sim_ttft:<7.0f}")  # fmt: skip
+
+
 def main() -> None:
     d = load()
     prompt_slopes(d)
     output_slopes(d)
     kv_capacity(d)
+    ceilings(d)
 
 
 if __name__ == "__main__":
