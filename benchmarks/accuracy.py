@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.analysis.error_bands import BANDS_FILE, load_level, tp_group  # noqa: E402
 from infercast.measure.calibrate import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
+from infercast.measure.closed_loop import highest_served_rates  # noqa: E402
 from infercast.measure.engine_fit import LOAD_KINDS, LOAD_PARAMS, fit_engines, fitted_values  # noqa: E402
 from infercast.measure.predictors import profile_for  # noqa: E402
 from infercast.measure.records import Record, load_records  # noqa: E402
@@ -294,6 +295,7 @@ def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_
             "engines": sorted({r.engine for r in load}),
             "tp": sorted({r.tp for r in load}),
             "models": sorted({r.model for r in load}),
+            "rates": highest_served_rates(load),
         },
         "bands": regime_rows(records, err_cv, err_prior_load),
     }

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import infercast  # noqa: E402
+from infercast.measure.closed_loop import closed_loop_rates  # noqa: E402
 
 DATA = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
 
@@ -109,14 +110,6 @@ def kv_capacity(d: pd.DataFrame) -> None:
                   f"{r.ttft_ms:>8.0f} {pre:>10.0f}")  # fmt: skip
 
 
-def little(c: float, ttft_ms: float, tpot_ms: float, output_len: int) -> tuple[float, float, float]:
-    """(K requests between first and last token, requests/s, output tokens/s) of a closed loop of ``c``
-    clients without think time, from its mean TTFT and TPOT."""
-    decode_ms = (output_len - 1) * tpot_ms
-    k = c * decode_ms / (decode_ms + ttft_ms)
-    return k, c / (decode_ms + ttft_ms) * 1e3, k / tpot_ms * 1e3
-
-
 def simulated_means(records: list, row: pd.Series) -> tuple[float, float]:
     """Simulated mean TTFT and TPOT (ms) of one closed-loop point, read as ``benchmarks/accuracy.py`` reads it."""
     from infercast.measure.predictors import predict_record
@@ -138,9 +131,9 @@ def ceilings(d: pd.DataFrame) -> None:
     top = d[d.c == d.groupby(["engine", "model", "precision"]).c.transform("max")]
     for (engine, model, isl, osl), g in top.groupby(["engine", "model", "input_len", "output_len"]):
         for _, r in g.sort_values("tp").iterrows():
-            k, rate, tok = little(r.c, r.ttft_ms, r.tpot_ms, int(r.output_len))
+            k, rate, tok = closed_loop_rates(r.c, r.ttft_ms / 1e3, r.tpot_ms / 1e3, int(r.output_len))
             sim_ttft, sim_tpot = simulated_means(records, r)
-            ks, rates, toks = little(r.c, sim_ttft, sim_tpot, int(r.output_len))
+            ks, rates, toks = closed_loop_rates(r.c, sim_ttft / 1e3, sim_tpot / 1e3, int(r.output_len))
             print(f"{engine:8} {model:14} {isl:>6} {osl:>4} {r.c:>4} {r.tp:>3} {k:>6.0f} {rate:>6.1f} {tok:>6.0f} | "
                   f"{ks:>6.0f} {rates:>6.1f} {toks:>6.0f} {r.ttft_ms:>7.0f}/{sim_ttft:<7.0f}")  # fmt: skip
 

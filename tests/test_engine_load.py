@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
 
-from infercast.analysis.error_bands import ErrorBand, _lookup, bands_table, confidence, load_level
+from infercast.analysis.error_bands import (
+    ErrorBand,
+    _lookup,
+    bands_table,
+    calibration_scope,
+    confidence,
+    load_level,
+)
 from infercast.errors import InfercastError
 from infercast.measure.calibrate import FitResult, base_profile
-from infercast.measure.closed_loop import simulate_closed_loop
+from infercast.measure.closed_loop import closed_loop_rates, highest_served_rates, simulate_closed_loop
 from infercast.measure.engine_fit import (
     LOAD_PARAMS,
     at_grid_edge,
@@ -279,6 +287,66 @@ def test_out_of_calibration_scenarios_are_flagged():
     assert not any("attention" in w for w in confidence("h100-sxm", "vllm", attention="GQA").warnings)
     v4 = confidence("h100-sxm", "vllm", attention=get_model("deepseek-v4-flash").attention_kind).warnings
     assert any("compressed" in w and "not in the calibration data" in w for w in v4)
+
+
+def test_closed_loop_rates_follow_littles_law():
+    # 128 clients, 2 s to the first token, then 511 tokens at 10 ms: a 7.11 s cycle
+    running, requests, tokens = closed_loop_rates(128, 2.0, 0.010, 512)
+    assert requests == pytest.approx(128 / 7.11)
+    assert running == pytest.approx(128 * 5.11 / 7.11)  # the rest wait for their first token
+    assert tokens == pytest.approx(running / 0.010)
+    with pytest.raises(ValueError):
+        closed_loop_rates(8, 0.1, 0.0, 128)
+
+
+def test_highest_served_rates_take_each_engines_best_complete_point():
+    def point(engine, tp, ttft, tpot, c=64, osl=256):
+        shape = dict(engine=engine, model="m", gpu="h100-sxm", precision="bf16", tp=tp, batch=c, input_len=1024,
+                     output_len=osl)  # fmt: skip
+        return [SimpleNamespace(kind="closed_loop_ttft", value_si=ttft, **shape),
+                SimpleNamespace(kind="closed_loop_tpot", value_si=tpot, **shape)]  # fmt: skip
+
+    records = [*point("a", 1, 0.5, 0.020), *point("a", 2, 0.2, 0.010), *point("b", 1, 0.3, 0.015)]
+    records.append(SimpleNamespace(kind="closed_loop_ttft", value_si=1e-6, engine="b", model="m", gpu="h100-sxm",
+                                   precision="bf16", tp=8, batch=64, input_len=1024, output_len=256))  # fmt: skip
+    rates = highest_served_rates(records)
+    assert set(rates) == {"a", "b"}  # the TTFT-only point (no TPOT) is skipped, not read as a huge rate
+    _, req, tok = closed_loop_rates(64, 0.2, 0.010, 256)
+    assert rates["a"] == {"requests_per_s": round(req, 2), "output_tokens_per_s": round(tok, 1)}
+    assert rates["b"]["requests_per_s"] == round(closed_loop_rates(64, 0.3, 0.015, 256)[1], 2)
+
+
+def test_rates_above_the_highest_measured_are_flagged(monkeypatch):
+    table = {"calibrated": {"gpus": ["h100-sxm"], "engines": ["trtllm", "vllm"],
+                            "rates": {"trtllm": {"requests_per_s": 40.0, "output_tokens_per_s": 9000.0}}},
+             "bands": []}  # fmt: skip
+    monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: table)
+    monkeypatch.setattr("infercast.analysis.error_bands.calibration_scope", lambda: table["calibrated"])
+    warned = confidence("h100-sxm", "trtllm", rates={"requests_per_s": 60.0, "output_tokens_per_s": 9500.0}).warnings
+    flagged = [w for w in warned if "calibration data (" in w]
+    assert len(flagged) == 1  # 9,500 tokens/s is within 10 % of the 9,000 measured; 60 requests/s is not
+    assert flagged[0].startswith("60 requests/s per server") and "40 on one h100-sxm server" in flagged[0]
+    unmeasured = confidence("h100-sxm", "vllm", rates={"requests_per_s": 1e6}).warnings  # no rates recorded
+    assert not any("calibration data (" in w for w in unmeasured)
+
+
+@pytest.mark.skipif(not calibration_scope().get("rates"), reason="no committed calibrated rates")
+def test_simulations_and_predictions_past_the_measured_rates_say_so():
+    from infercast.analysis.scenario import predict
+    from infercast.sim.api import simulate
+
+    def rate_warnings(conf):
+        return [w for w in conf.warnings if "served in the calibration data" in w]
+
+    # TensorRT-LLM at TP 8 streams ~14k tokens/s here in simulation; it never sustained 9.3k in the data
+    kw = dict(tp=8, engine="trtllm", input_len=1024, output_len=512, max_num_seqs=127, num_requests=256)
+    busy = simulate("llama-3.1-8b", "h100-sxm", concurrency=128, **kw)
+    assert busy.summary.output_throughput_tok_s > 1.1 * calibration_scope()["rates"]["trtllm"]["output_tokens_per_s"]
+    assert any("output tokens/s per server" in w for w in rate_warnings(busy.confidence))
+    assert not rate_warnings(simulate("llama-3.1-8b", "h100-sxm", concurrency=8, **kw).confidence)
+    big = predict("llama-3.1-8b", "h100-sxm", tp=8, engine="trtllm", input_len=1024, output_len=512, batch=256)
+    assert rate_warnings(big.confidence)
+    assert not rate_warnings(predict("llama-3.1-8b", "h100-sxm", input_len=1024, output_len=512).confidence)
 
 
 @pytest.mark.skipif(not bands_table(), reason="no committed error bands")

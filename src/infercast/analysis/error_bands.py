@@ -12,8 +12,10 @@ regime, the most specific row with enough points winning:
 - ``tp``: 1-2 or 4-8.
 
 Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a parallelism never
-measured (tp > 8, expert parallelism, pipeline), a model family never measured (MoE, MLA), or a load near
-saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up).
+measured (tp > 8, expert parallelism, pipeline), a model family never measured (MoE, MLA), a load near
+saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up), or a rate per
+server (requests/s, output tokens/s) above the highest the engine served in the calibration data, where
+host-side limits the cost model does not price bound the measured runs (``benchmarks/ttft_signatures.py``).
 """
 
 from __future__ import annotations
@@ -129,6 +131,10 @@ def _find_band(table: dict[str, Any], metric: str, regime: dict[str, str]) -> Er
     return None
 
 
+RATE_MARGIN = 1.1
+"""A rate up to 10 % above the highest one measured counts as inside the calibrated range."""
+RATE_NAMES = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s"}
+
 CALIBRATED_ATTENTION = ("GQA", "MHA")
 """Attention kinds of the models behind the committed error bands (Llama, Qwen3 dense; Llama-2 MHA)."""
 
@@ -136,10 +142,11 @@ CALIBRATED_ATTENTION = ("GQA", "MHA")
 def confidence(
     gpu: str, engine: str, *, tp: int = 1, ep: int = 1, pp: int = 1, attention_dp: int = 1, concurrency: int = 1,
     moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
-    attention: str = "GQA",
+    attention: str = "GQA", rates: dict[str, float] | None = None,
 ) -> Confidence:  # fmt: skip
     """Error bands and out-of-calibration warnings for a prediction (see the module docstring); ``attention``:
-    the model's attention kind (``ModelSpec.attention_kind``)."""
+    the model's attention kind (``ModelSpec.attention_kind``); ``rates``: what one server serves in the
+    scenario (``requests_per_s``, ``output_tokens_per_s``), checked against the calibration data's highest."""
     fitted = has_fitted_profile(gpu)
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
@@ -161,9 +168,26 @@ def confidence(
         warnings.append(f"{attention} attention was not in the calibration data (dense GQA / MHA models only)")
     if saturated:
         warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
+    if rates:
+        warnings.extend(_rate_warnings(engine, rates, scope))
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
+
+
+def _rate_warnings(engine: str, rates: dict[str, float], scope: dict[str, Any]) -> list[str]:
+    """Rates above the highest the engine served on one server in the calibration data (none for an engine
+    never measured under load: the engine warning covers it)."""
+    measured = scope.get("rates", {}).get(engine, {})
+    out = []
+    for key in RATE_NAMES:
+        value, top = rates.get(key), measured.get(key)
+        if value is not None and top and value > RATE_MARGIN * top:
+            gpus = ", ".join(scope.get("gpus", []))
+            out.append(f"{value:,.0f} {RATE_NAMES[key]} per server is above the most {engine} served in the "
+                       f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "
+                       "not price bound those runs, so TTFT may be far too low and throughput too high")  # fmt: skip
+    return out
 
 
 def band_columns(dep: Deployment, batch: np.ndarray) -> dict[str, np.ndarray]:

@@ -193,6 +193,7 @@ def predict(
     tpot = dec_report.time_s / steps if steps else 0.0
     single = single_total / steps if steps else 0.0
     e2e = ttft + dec_report.time_s
+    output_rate = batch * output_len / e2e
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}
     return Prediction(
         model=dep.model.id,
@@ -210,7 +211,7 @@ def predict(
         itl_s=tpot,
         single_stream_tpot_s=single,
         e2e_s=e2e,
-        output_throughput_tok_s=batch * output_len / e2e,
+        output_throughput_tok_s=output_rate,
         total_throughput_tok_s=batch * (input_len + output_len) / e2e,
         prefill=pre_report,
         decode=dec_report,
@@ -222,5 +223,6 @@ def predict(
         provenance=prov,
         confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
                               attention_dp=dep.attention_dp, concurrency=batch, moe=dep.model.is_moe,
-                              mla=dep.model.mla is not None, attention=dep.model.attention_kind),
-    )
+                              mla=dep.model.mla is not None, attention=dep.model.attention_kind,
+                              rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate}),
+    )  # fmt: skip

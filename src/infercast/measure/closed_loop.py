@@ -11,13 +11,18 @@ completions and TTFT drops towards one prefill.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infercast.cost.profile import CostProfile
 from infercast.sim.scheduler import engine_scheduler
 from infercast.sim.workload import BENCHMARK_RANGE_RATIO, length_range
 from infercast.sim.workload.spec import PROMPTS_PER_CLIENT
 from infercast.specs.deployment import Deployment
+
+if TYPE_CHECKING:
+    from infercast.measure.records import Record
 
 SEED = 0
 """One fixed seed for the sampled lengths: predictions are deterministic (the spread between seeds at
@@ -63,6 +68,37 @@ def simulate_closed_loop(
     )  # fmt: skip
     queued = res["queue_s"]["mean"] > 1e-3 or res["preemptions"] > 0
     out = _CACHE[key] = ClosedLoopResult(res["ttft_s"]["mean"], res["tpot_s"]["mean"], bool(queued))
+    return out
+
+
+def closed_loop_rates(clients: float, ttft_s: float, tpot_s: float, output_len: int) -> tuple[float, float, float]:
+    """Little's law on a closed loop's mean TTFT and TPOT (clients without think time): the requests between
+    first and last token, the requests served per second and the output tokens streamed per second."""
+    decode_s = max(output_len - 1, 0) * tpot_s
+    cycle_s = decode_s + ttft_s
+    if cycle_s <= 0 or tpot_s <= 0:
+        raise ValueError("closed_loop_rates needs a positive TTFT + decode time and TPOT")
+    running = clients * decode_s / cycle_s
+    return running, clients / cycle_s, running / tpot_s
+
+
+def highest_served_rates(records: Iterable[Record]) -> dict[str, dict[str, float]]:
+    """Per engine, the most requests/s and output tokens/s one server sustained over the closed-loop points of
+    ``records`` (Little's law on each point's mean TTFT and TPOT records; points lacking either are skipped)."""
+    points: dict[tuple, dict[str, float]] = {}
+    for r in records:
+        if r.kind in ("closed_loop_ttft", "closed_loop_tpot"):
+            key = (r.engine, r.model, r.gpu, r.precision, r.tp, r.batch, r.input_len, r.output_len)
+            points.setdefault(key, {})[r.kind] = r.value_si
+    out: dict[str, dict[str, float]] = {}
+    for key, m in sorted(points.items()):
+        if len(m) < 2:
+            continue
+        engine, *_, clients, _, output_len = key
+        _, requests, tokens = closed_loop_rates(clients, m["closed_loop_ttft"], m["closed_loop_tpot"], output_len)
+        top = out.setdefault(engine, {"requests_per_s": 0.0, "output_tokens_per_s": 0.0})
+        top["requests_per_s"] = max(top["requests_per_s"], round(requests, 2))
+        top["output_tokens_per_s"] = max(top["output_tokens_per_s"], round(tokens, 1))
     return out
 
 

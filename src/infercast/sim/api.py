@@ -221,10 +221,15 @@ def run(config: SimulationConfig) -> SimulationResult:
     # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
     load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
     queued = summary["preemptions"] > 0 or summary["saturated"]
+    # per server: prompts go to the prefill pool, output tokens come from the decode pool when disaggregated
+    rates = {
+        "requests_per_s": summary.request_throughput_req_s / pools.get("prefill_instances", len(reps)),
+        "output_tokens_per_s": summary.output_throughput_tok_s / pools.get("decode_instances", len(reps)),
+    }
     conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
                       concurrency=load,
                       moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued),
-                      attention=dep.model.attention_kind)  # fmt: skip
+                      attention=dep.model.attention_kind, rates=rates)  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 
