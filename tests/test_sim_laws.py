@@ -73,6 +73,18 @@ def test_low_rate_matches_single_request_prediction():
     assert res["queue_s"]["p99"] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_an_overlap_scheduler_makes_a_request_arriving_mid_step_wait_one_more_step():
+    kw = dict(input_len=512, output_len=200, num_requests=60, rate=4.0, seed=3)
+    off = simulate(MODEL, GPU, overlap_scheduler=False, **kw)
+    on = simulate(MODEL, GPU, overlap_scheduler=True, **kw)
+    extra = on["ttft_s"]["mean"] - off["ttft_s"]["mean"]
+    assert 0.3 * off["tpot_s"]["mean"] < extra < 1.5 * off["tpot_s"]["mean"]  # about one step more
+    # a request reaching an idle engine starts at once either way
+    lone = dict(input_len=512, output_len=20, num_requests=5, rate=0.01, seed=3)
+    idle_on, idle_off = simulate(MODEL, GPU, overlap_scheduler=True, **lone), simulate(MODEL, GPU, **lone)
+    assert idle_on["ttft_s"]["mean"] == pytest.approx(idle_off["ttft_s"]["mean"], rel=1e-12)
+
+
 def test_offline_throughput_approaches_step_capacity():
     res = simulate(MODEL, GPU, input_len=512, output_len=256, num_requests=512, offline=True, max_num_seqs=256)
     static = predict(MODEL, GPU, input_len=512, output_len=256, batch=256)

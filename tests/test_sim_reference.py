@@ -1,7 +1,7 @@
 """The fast simulator agrees with the step-by-step reference (:mod:`infercast.sim.reference`) on every summary
 metric and every request's timestamps, to 1e-9 relative, over generated configurations: all schedulers,
 recompute and swap preemption under memory pressure, prefix caching, sliding windows, MoE, several replicas
-behind each router, closed loops and disaggregated pools."""
+behind each router, closed loops and disaggregated pools, with and without an overlap scheduler."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ def _case(rng: random.Random, models: list[tuple[str, float]] = MODELS) -> dict:
         kw["router"] = rng.choice(["round_robin", "least_outstanding", "prefix_affinity"])
     if rng.random() < 0.2:
         kw["goodput"] = ["ttft:300", "tpot:40"]
+    kw["overlap_scheduler"] = kw["seed"] % 3 == 0  # a third plan the next step while one runs (no new draw)
     return kw
 
 

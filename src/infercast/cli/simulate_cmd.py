@@ -86,6 +86,14 @@ def simulate(
     ] = None,
     num_prefixes: Annotated[int | None, typer.Option(help="Distinct shared system prompts (default 1).")] = None,
     preemption: Annotated[str, typer.Option(help="recompute | swap (PCIe cost) when KV blocks run out.")] = "recompute",
+    overlap_scheduler: Annotated[
+        bool | None,
+        typer.Option(
+            "--overlap-scheduler/--no-overlap-scheduler",
+            help="The engine plans step k + 1 while step k runs: a request arriving mid-step joins the step "
+            "after next (default: the engine preset's, off).",
+        ),
+    ] = None,
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
     router: Annotated[str, typer.Option(help="round_robin | least_outstanding | prefix_affinity")] = "round_robin",
     prefill_instances: Annotated[int | None, typer.Option(help="disagg: prefill replicas (default 1).")] = None,
@@ -146,7 +154,8 @@ def simulate(
         scheduler=scheduler,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching, preemption=preemption,
-        replicas=replicas, router=router, disagg=disagg, speculative=speculative, step_mode=step_mode,
+        overlap_scheduler=overlap_scheduler, replicas=replicas, router=router, disagg=disagg, speculative=speculative,
+        step_mode=step_mode,
         trace=trace, input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
         num_requests=num_requests, burstiness=burstiness, seed=seed, prefix=prefix,
     )  # fmt: skip

@@ -131,6 +131,7 @@ def simulation_config(
     disagg: DisaggConfig | None = None,
     goodput: list[str] | str | None = None,
     speculative: SpeculativeConfig | None = None,
+    overlap_scheduler: bool | None = None,
     step_mode: bool = False,
     trace_steps: int = 0,
     sample_interval: float = 1.0,
@@ -148,6 +149,8 @@ def simulation_config(
     ``pp`` / ``attention_dp``: a replica spans ``pp`` pipeline stages of ``tp x attention_dp`` GPUs (see
     :meth:`Deployment.resolve`); its steps cost what the cost layer charges such a layout (micro-batches crossing
     every stage). Disaggregated pools take TP only.
+    ``overlap_scheduler``: the engine plans step k + 1 while step k runs, so a request arriving during a step
+    joins the step after next (None: the preset's, off in every preset: see the README's accuracy notes).
     ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
     spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
@@ -169,7 +172,7 @@ def simulation_config(
             field="pp" if dep.pp > 1 else "attention_dp",
         )
     engine_config = EngineConfig(sched, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
-                                 prefix_caching, preemption, speculative)  # fmt: skip
+                                 prefix_caching, preemption, speculative, overlap_scheduler)  # fmt: skip
     return SimulationConfig(dep, spec, engine_config, ClusterConfig(replicas, router, disagg),
                             ObserveConfig(goodput, trace_steps, sample_interval), profile, step_mode)  # fmt: skip
 

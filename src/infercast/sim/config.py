@@ -76,6 +76,9 @@ class EngineConfig:
     preemption: str = "recompute"
     """recompute (drop the KV, prefill again) | swap (to host memory over PCIe and back)."""
     speculative: SpeculativeConfig | None = None
+    overlap_scheduler: bool | None = None
+    """Whether the engine schedules step k + 1 while step k runs (a request arriving during a step joins the step
+    after next); None: the preset's ``overlap_scheduler``."""
 
     def __post_init__(self) -> None:
         if self.scheduler is not None:
@@ -95,6 +98,9 @@ class EngineConfig:
             raise unknown_choice("preemption", str(self.preemption), PREEMPTION_MODES)
         if self.speculative is not None:
             _require_type("speculative", self.speculative, SpeculativeConfig, "a SpeculativeConfig or None")
+        if self.overlap_scheduler is not None and not isinstance(self.overlap_scheduler, bool):
+            raise InfercastError(f"must be True, False or None, got {self.overlap_scheduler!r}",
+                                 field="overlap_scheduler")  # fmt: skip
 
 
 @dataclass(frozen=True)

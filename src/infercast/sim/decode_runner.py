@@ -135,6 +135,10 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             first += swap
             total += swap
         end = start + total
+        if k == 1:
+            last_dt = first
+        else:
+            last_dt = span.step(k - 1) if span is not None else base + slope * (k - 1)
         # gaps: every sequence sees every step of the span; the first step's gap is measured from each
         # sequence's last token (the last decode step, or its own first token if it just joined)
         if not batch.joined and not swap and batch.last_decode == start:
@@ -156,6 +160,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             batch.D += k
         batch.last_decode = end
         rep.t = end
+        rep.last_step_start = end - last_dt
         if rec.tracing:
             rec.step(StepRecord(rep.rid, start, total, "decode", 0, n, steps=k))
         else:
@@ -205,6 +210,7 @@ def speculative_step(rep: Replica) -> None:
     grown = batch.growth_over(m)
     blocks.settle(grown)
     start, end = rep.t, rep.t + dt
+    rep.last_step_start = start
     decode_gaps(rep, end)
     batch.advance(m, grown)
     batch.last_decode = end

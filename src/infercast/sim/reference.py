@@ -106,6 +106,8 @@ class ReferenceReplica:
         self.model = cost_model(dep, config.profile)
         self.overhead = self.model.profile.request_overhead_s
         self.jitter = self.model.profile.request_jitter_s
+        self.overlap = dep.engine.overlap_scheduler if engine.overlap_scheduler is None else engine.overlap_scheduler
+        self.last_start = -math.inf
         self.window = dep.model.attention_window
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
         self.swap = engine.preemption == "swap"
@@ -240,7 +242,10 @@ class ReferenceReplica:
         reqs = self.requests
         if not (self.running or self.prefilling or self.waiting):
             self.t = max(self.t, reqs[self.pending[0]].visible)
+        busy = bool(self.running or self.prefilling or self.waiting)
         while self.pending and reqs[self.pending[0]].visible <= self.t:
+            if self.overlap and busy and reqs[self.pending[0]].visible > self.last_start:
+                break  # it arrived while the last step ran: the engine had scheduled this step already
             self.waiting.append(self.pending.popleft())
         self._take_inbox()
         self._reserve_next_tokens()
@@ -259,7 +264,7 @@ class ReferenceReplica:
         sampled = sum(1 for i, c in plan.prefill if reqs[i].computed + c == reqs[i].target)
         batch = StepBatch.from_items(chunks, [reqs[i].context for i in decodes], window=self.window,
                                      prefill_samples=sampled)  # fmt: skip
-        start = self.t
+        start = self.last_start = self.t
         duration = float(self.model.step_time(batch)[0]) + self.swap_cost
         end = self.t = start + duration
         self.swap_cost = 0.0

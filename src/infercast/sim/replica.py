@@ -32,6 +32,7 @@ from infercast.sim.state import RequestTable, enter_in_visible_order
 from infercast.sim.watchdog import STALL_LIMIT, SimulationStalled
 from infercast.specs.deployment import Deployment
 
+INF = float("inf")
 GAP_CHECK_EVERY_STEPS = 4096
 """Steps with prefill work between checks that the inter-token-gap buffers stay bounded. A check is a couple
 of comparisons; every few thousand steps keeps it off the per-step cost while a buffer grows by at most a
@@ -93,6 +94,9 @@ class Replica:
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
         self.request_jitter = model.profile.request_jitter_s
+        # a request arriving during a step joins the step after next (the engine planned the next one already)
+        self.overlap = eng.overlap_scheduler if config.overlap_scheduler is None else config.overlap_scheduler
+        self.last_step_start = -np.inf  # start of the last step run (of a decode span: of its last step)
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
         self.step_fn, self.decode_table = compiled_costs(model, min(self.max_seqs, max(table.n, 1)))
@@ -239,7 +243,10 @@ class Replica:
                     )
             # requests join the queue only when a step starts before the limit: a later-sent request routed at the
             # limit may still reach the engine first (its varying overhead ended sooner)
+            lag_from = self.last_step_start if self.overlap and (batch.n or prefilling or waiting) else INF
             while pending and visible[pending[0]] <= self.t < t_limit:
+                if visible[pending[0]] > lag_from:
+                    break  # it arrived while the last step ran, when the engine had already scheduled the next one
                 waiting.append(pending.popleft())
             if inbox:
                 self._take_inbox()
@@ -331,6 +338,7 @@ class Replica:
         start = self.t
         end = start + dt
         self.t = end
+        self.last_step_start = start
         if self.rec.tracing:
             self.rec.step(StepRecord(self.rid, start, dt, "mixed" if n else "prefill", pre_tokens, n,
                                      prefill_ids=tuple(i for i, _ in plan.prefill)))  # fmt: skip

@@ -33,6 +33,11 @@ class EngineSpec(BaseModel):
         "(vLLM V0, SGLang without mixed chunks), 'inflight' adds whole prompts beside the decodes while they fit "
         "(TensorRT-LLM without chunked prefill)."
     )
+    overlap_scheduler: bool = Field(
+        default=False,
+        description="The engine schedules step k + 1 while step k runs on the GPU (TensorRT-LLM's PyTorch backend, "
+        "SGLang; off in the presets, see README): a request that arrives during a step joins the step after next.",
+    )
     cuda_context_bytes: float = Field(ge=0)
     cuda_graph_bytes: float = Field(
         ge=0,
