@@ -135,10 +135,11 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             first += swap
             total += swap
         end = start + total
-        if k == 1:
-            last_dt = first
-        else:
-            last_dt = span.step(k - 1) if span is not None else base + slope * (k - 1)
+        if rep.overlap:  # where the span's last step started (an overlap scheduler's admission cut-off)
+            if k == 1:
+                rep.last_step_start = start
+            else:
+                rep.last_step_start = end - (span.step(k - 1) if span is not None else base + slope * (k - 1))
         # gaps: every sequence sees every step of the span; the first step's gap is measured from each
         # sequence's last token (the last decode step, or its own first token if it just joined)
         if not batch.joined and not swap and batch.last_decode == start:
@@ -160,7 +161,6 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             batch.D += k
         batch.last_decode = end
         rep.t = end
-        rep.last_step_start = end - last_dt
         if rec.tracing:
             rec.step(StepRecord(rep.rid, start, total, "decode", 0, n, steps=k))
         else:

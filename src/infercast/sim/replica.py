@@ -32,7 +32,6 @@ from infercast.sim.state import RequestTable, enter_in_visible_order
 from infercast.sim.watchdog import STALL_LIMIT, SimulationStalled
 from infercast.specs.deployment import Deployment
 
-INF = float("inf")
 GAP_CHECK_EVERY_STEPS = 4096
 """Steps with prefill work between checks that the inter-token-gap buffers stay bounded. A check is a couple
 of comparisons; every few thousand steps keeps it off the per-step cost while a buffer grows by at most a
@@ -243,11 +242,13 @@ class Replica:
                     )
             # requests join the queue only when a step starts before the limit: a later-sent request routed at the
             # limit may still reach the engine first (its varying overhead ended sooner)
-            lag_from = self.last_step_start if self.overlap and (batch.n or prefilling or waiting) else INF
-            while pending and visible[pending[0]] <= self.t < t_limit:
-                if visible[pending[0]] > lag_from:
-                    break  # it arrived while the last step ran, when the engine had already scheduled the next one
-                waiting.append(pending.popleft())
+            if pending and visible[pending[0]] <= self.t < t_limit:
+                cutoff = self.t
+                if self.overlap and (batch.n or prefilling or waiting):
+                    # one that arrived while the last step ran waits a step more: the engine had planned this one
+                    cutoff = self.last_step_start
+                while pending and visible[pending[0]] <= cutoff:
+                    waiting.append(pending.popleft())
             if inbox:
                 self._take_inbox()
             if not (batch.n or prefilling or waiting):
