@@ -62,6 +62,19 @@ def test_disagg_run_reports_disagg(capsys):
     assert cfg["scheduler"] == "disagg" and cfg["decode_instances"] == 2 and cfg["replicas"] == 3
 
 
+def test_overlap_scheduler_flag_reaches_the_engine(capsys):
+    busy = ("simulate", "--input-len", "512", "--output-len", "200", "--num-requests", "60", "--rate", "4",
+            "--seed", "3", "--json")  # fmt: skip
+    ttft = {}
+    for flag in ("--overlap-scheduler", "--no-overlap-scheduler"):
+        code, out, err = run(capsys, *busy, flag)
+        assert code == 0, err
+        ttft[flag] = json.loads(out)["ttft_s"]["mean"]
+    code, out, _ = run(capsys, *busy)
+    assert json.loads(out)["ttft_s"]["mean"] == ttft["--no-overlap-scheduler"]  # the vllm preset plans no step ahead
+    assert ttft["--overlap-scheduler"] > ttft["--no-overlap-scheduler"]  # arrivals mid-step wait a step more
+
+
 def test_rate_sweep_passes_workload_and_engine_options(capsys):
     sweep = ("simulate", "--output-len", "20", "--num-requests", "300", "--rate-sweep", "--rates", "2,4", "--json")
     shared = (*sweep, "--input-len", "200", "--prefix-len", "1024", "--num-prefixes", "2")
