@@ -347,6 +347,11 @@ def test_simulations_and_predictions_past_the_measured_rates_say_so():
     big = predict("llama-3.1-8b", "h100-sxm", tp=8, engine="trtllm", input_len=1024, output_len=512, batch=256)
     assert rate_warnings(big.confidence)
     assert not rate_warnings(predict("llama-3.1-8b", "h100-sxm", input_len=1024, output_len=512).confidence)
+    from infercast.analysis.sweep import sweep
+
+    rows = sweep(models=["llama-3.1-8b"], gpus=["h100-sxm"], engines=["trtllm"], tps=[8], batches=[1, 256],
+                 input_lens=[1024], output_lens=[512])  # fmt: skip
+    assert rows["within_calibrated_rates"].tolist() == [True, False]  # the sweep flags the same rows
 
 
 @pytest.mark.skipif(not bands_table(), reason="no committed error bands")

@@ -175,14 +175,27 @@ def confidence(
     return Confidence(bands, warnings)
 
 
+def rate_limits(engine: str) -> dict[str, float]:
+    """The most each rate of ``RATE_NAMES`` may reach per server and stay inside the calibration data: RATE_MARGIN x
+    the highest the engine served there (inf where the engine was never measured under load)."""
+    measured = calibration_scope().get("rates", {}).get(engine, {})
+    return {key: RATE_MARGIN * measured[key] if measured.get(key) else float("inf") for key in RATE_NAMES}
+
+
+def within_rate_limits(engine: str, requests_per_s: np.ndarray, output_tokens_per_s: np.ndarray) -> np.ndarray:
+    """Per row, whether both rates stay inside what the engine served in the calibration data (vectorised)."""
+    limits = rate_limits(engine)
+    return (requests_per_s <= limits["requests_per_s"]) & (output_tokens_per_s <= limits["output_tokens_per_s"])
+
+
 def _rate_warnings(engine: str, rates: dict[str, float], scope: dict[str, Any]) -> list[str]:
     """Rates above the highest the engine served on one server in the calibration data (none for an engine
     never measured under load: the engine warning covers it)."""
     measured = scope.get("rates", {}).get(engine, {})
     out = []
-    for key in RATE_NAMES:
+    for key, limit in rate_limits(engine).items():
         value, top = rates.get(key), measured.get(key)
-        if value is not None and top and value > RATE_MARGIN * top:
+        if value is not None and value > limit:
             gpus = ", ".join(scope.get("gpus", []))
             out.append(f"{value:,.0f} {RATE_NAMES[key]} per server is above the most {engine} served in the "
                        f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "

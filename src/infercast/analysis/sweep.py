@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from infercast.analysis.error_bands import band_columns
+from infercast.analysis.error_bands import band_columns, within_rate_limits
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel, cost_model
@@ -205,6 +205,7 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
             "fits": mem.weights_fit & (blocks <= mem.num_blocks),
             "cost_per_mtok_usd": cost_per_mtok(dep.hardware.price_per_hour_usd, dep.gpus, out_tput),
             **band_columns(dep, bat),
+            "within_calibrated_rates": within_rate_limits(dep.engine.id, bat / e2e, out_tput),
         },
         copy=False,
     )
