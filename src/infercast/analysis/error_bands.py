@@ -169,7 +169,7 @@ def confidence(
     if saturated:
         warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
     if rates:
-        warnings.extend(_rate_warnings(engine, rates, scope))
+        warnings.extend(_rate_warnings(engine, rates))
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
@@ -188,15 +188,14 @@ def within_rate_limits(engine: str, requests_per_s: np.ndarray, output_tokens_pe
     return (requests_per_s <= limits["requests_per_s"]) & (output_tokens_per_s <= limits["output_tokens_per_s"])
 
 
-def _rate_warnings(engine: str, rates: dict[str, float], scope: dict[str, Any]) -> list[str]:
-    """Rates above the highest the engine served on one server in the calibration data (none for an engine
-    never measured under load: the engine warning covers it)."""
-    measured = scope.get("rates", {}).get(engine, {})
+def _rate_warnings(engine: str, rates: dict[str, float]) -> list[str]:
+    """Rates above :func:`rate_limits` (none for an engine never measured under load: the engine warning covers
+    it)."""
     out = []
     for key, limit in rate_limits(engine).items():
-        value, top = rates.get(key), measured.get(key)
+        value = rates.get(key)
         if value is not None and value > limit:
-            gpus = ", ".join(scope.get("gpus", []))
+            top, gpus = limit / RATE_MARGIN, ", ".join(calibration_scope().get("gpus", []))
             out.append(f"{value:,.0f} {RATE_NAMES[key]} per server is above the most {engine} served in the "
                        f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "
                        "not price bound those runs, so TTFT may be far too low and throughput too high")  # fmt: skip
