@@ -355,12 +355,15 @@ def test_timer_validates_and_describes_itself() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_l2_flush_writes_twice_the_l2() -> None:  # pragma: no cover - GPU only
+def test_l2_flush_reads_twice_the_l2() -> None:  # pragma: no cover - GPU only
     device = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flushed = Timer(device, warmup=1, repeats=2)
     assert flushed._scratch is not None and flushed._scratch.numel() == 2 * l2
-    assert "L2 flushed" in flushed.description
+    assert "L2 flushed" in flushed.description and "MB read" in flushed.description
+    flushed.flush()  # a read: the scratch buffer is left as it was (zeros)
+    torch.cuda.synchronize()
+    assert int(flushed._scratch.count_nonzero()) == 0
     plain = Timer(device, warmup=1, repeats=2, flush_l2=False)
     assert plain._scratch is None and "not flushed" in plain.description
 

@@ -5,8 +5,14 @@ On CUDA a timed call is bracketed by ``torch.cuda.Event`` pairs (GPU time, after
 
 Re-timing the same tensors lets a small operand (a 32 MB o_proj weight, a short context's KV) stay in the
 GPU's L2 cache between repeats, which no serving step enjoys (each layer's weights evict the last's). So by
-default the timer writes a buffer of twice the L2 size before every timed repeat (outside the timed span);
+default the timer reads a buffer of twice the L2 size before every timed repeat (outside the timed span);
 ``flush_l2=False`` turns that off. What was done is in :attr:`Timer.description`, copied into the CSV header.
+
+The flush reads rather than writes: a write leaves the L2 full of dirty lines, and the timed kernel then pays
+for writing them back to HBM. Measured on an H100 SXM (2026-11-26, ``benchmarks/l2_flush_check.py``), a
+105 MB ``zero_()`` before each repeat added 3-11 us to each of Llama-3.1-8B's layer GEMMs at M = 1-128, whose
+sum came to 1.19-1.21x the same layer inside a stack of layers; after a read it came to 0.97-1.03x. A read
+leaves the L2 clean, as the previous layer's weight reads do in a serving step.
 """
 
 from __future__ import annotations
@@ -146,7 +152,7 @@ class Timer:
         self.warmup = require_positive_int("warmup", self.warmup, minimum=0)
         self.repeats = require_positive_int("repeats", self.repeats)
         if self.flush_l2 and self.device.type == "cuda":
-            self._scratch = torch.empty(2 * l2_cache_bytes(self.device), dtype=torch.uint8, device=self.device)
+            self._scratch = torch.zeros(2 * l2_cache_bytes(self.device), dtype=torch.uint8, device=self.device)
 
     @property
     def description(self) -> str:
@@ -157,12 +163,13 @@ class Timer:
         if self._scratch is None:
             return f"{text}; CUDA events; L2 not flushed (--no-l2-flush)"
         mb = self._scratch.numel() / 1e6
-        return f"{text}; CUDA events; L2 flushed before each timed call ({mb:.0f} MB written, 2x the L2)"
+        return f"{text}; CUDA events; L2 flushed before each timed call ({mb:.0f} MB read, 2x the L2)"
 
     def flush(self) -> None:
-        """Evict the L2 cache by writing twice its size (queued on the stream; no-op on CPU or when off)."""
+        """Evict the L2 cache by reading twice its size, leaving it clean (queued on the stream; no-op on CPU
+        or when off)."""
         if self._scratch is not None:
-            self._scratch.zero_()
+            self._scratch.sum(dtype=torch.int32)
 
     def __call__(self, fn: Callable[[], object], repeats: int | None = None) -> float:
         n = self.repeats if repeats is None else require_positive_int("repeats", repeats)
