@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Measure the torch harness (random weights, real shapes) on one GPU and write CSVs under
-# data/measurements/<gpu-id>/ (h100-sxm on an "NVIDIA H100 80GB HBM3"), copied to $OUT/measurements/<gpu-id>/
-# too when $OUT is set. <gpu-id> is the harness's own label for the device (infercast.measure.runner.device_label);
-# a GPU the hardware catalog does not know stops the script: set GPU_ID=<catalog id> (see `infercast gpus`).
+# data/harness/<gpu-id>/ (h100-sxm on an "NVIDIA H100 80GB HBM3"; DEST=<folder> to choose another), copied to
+# $OUT/measurements/<gpu-id>/ too when $OUT is set. data/harness/ is outside data/measurements/, so the project's
+# profile fit does not read these rows (data/harness/h100-sxm/README.md says why). <gpu-id> is the harness's own
+# label for the device (infercast.measure.runner.device_label); a GPU the hardware catalog does not know stops
+# the script: set GPU_ID=<catalog id> (see `infercast gpus`).
 #
 # Run from the repository root, from source (torch preinstalled, no network needed):
-#     bash scripts/measure_gpu.sh              # every step (about 10-12 minutes of GPU time on an H100)
+#     bash scripts/measure_gpu.sh              # every step (about 4.5 minutes of GPU time on an H100)
 #     bash scripts/measure_gpu.sh llama1b      # one or more named steps, e.g. to stay under a per-command limit
 # Steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8
 #
@@ -48,7 +50,7 @@ if warnings:
 print(label)
 ') || exit 2
 fi
-DEST=data/measurements/$GPU_ID
+DEST=${DEST:-data/harness/$GPU_ID}
 mkdir -p "$DEST"
 
 # Same sweep for every model so rows line up across models and against extrapolations.

@@ -1,7 +1,7 @@
 """``python -m infercast.measure``: the measurement harness as a plain module entry point, for GPU boxes that run
 from source (``PYTHONPATH=src``) without installing the package::
 
-    python -m infercast.measure run --model llama-3.1-8b --suite full --out data/measurements/h100-sxm/x.csv
+    python -m infercast.measure run --model llama-3.1-8b --suite full --out data/harness/h100-sxm/x.csv
     python -m infercast.measure compare PREDICTED.csv MEASURED.csv
 
 ``run`` is ``infercast measure`` itself (:func:`infercast.cli.measure_cmd.measure`): the same options, defaults
