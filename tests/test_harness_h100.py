@@ -1,0 +1,63 @@
+"""infercast's H100 kernel parameters against its own harness timed on a real H100 SXM (data/harness/h100-sxm/).
+
+These rows are never fitted (see that folder's README), so they are a held-out check of the kernel parameters
+measured from aiconfigurator's tables: a re-import or refit that drifts away from the silicon fails here. The
+bounds sit a little above the errors measured on 2026-11-26 (benchmarks/harness_h100.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infercast.cost.profile import load_profile
+from infercast.measure.records import Record, load_records
+from infercast.measure.validate import compare
+
+HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness" / "h100-sxm"
+
+
+@pytest.fixture(scope="module")
+def records() -> list[Record]:
+    return load_records([HARNESS])
+
+
+def _errors(records: list[Record], keep, *, fitted: bool) -> np.ndarray:
+    rows = [r for r in records if keep(r)]
+    assert rows, "no harness rows matched"
+    profiles = {f"{r.gpu}/{r.engine}": load_profile("h100-sxm", "hopper", r.engine, fitted=fitted) for r in rows}
+    return np.array([c.error for c in compare(rows, profiles)])
+
+
+def test_the_harness_ran_on_an_h100_sxm(records) -> None:
+    assert {r.gpu for r in records} == {"h100-sxm"}
+    assert {r.gpu_name for r in records} == {"NVIDIA H100 80GB HBM3"}
+    assert {r.engine for r in records} == {"torch"}
+
+
+def test_measured_kernels_predict_bf16_gemms_on_real_silicon(records) -> None:
+    def layer_gemm(r: Record) -> bool:
+        return r.kind == "gemm" and r.precision == "bf16" and r.op != "peak_matmul"
+
+    errors = _errors(records, layer_gemm, fitted=False)
+    assert errors.size == 105  # 7 token counts x 5 shapes x 3 models
+    assert np.median(np.abs(errors)) < 0.07
+    assert np.percentile(np.abs(errors), 90) < 0.20
+    # and with the installed end-to-end fits, which a user's prediction takes
+    assert np.median(np.abs(_errors(records, layer_gemm, fitted=True))) < 0.12
+
+
+def test_the_tensor_core_peak_is_the_measured_one(records) -> None:
+    def peak(r: Record) -> bool:
+        return r.op == "peak_matmul" and r.precision == "bf16"
+
+    assert np.abs(_errors(records, peak, fitted=False)).max() < 0.03
+
+
+def test_decode_attention_of_batches_is_within_its_band(records) -> None:
+    def batched_decode(r: Record) -> bool:
+        return r.kind == "op" and r.op == "attention_decode" and r.batch >= 8
+
+    assert np.median(np.abs(_errors(records, batched_decode, fitted=False))) < 0.12
