@@ -27,15 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.errors import DoesNotFitError  # noqa: E402
-from infercast.measure.closed_loop import SEED, simulate_closed_loop  # noqa: E402
+from infercast.measure.closed_loop import simulate_closed_loop  # noqa: E402
 from infercast.measure.predictors import deployment_of, profile_for  # noqa: E402
 from infercast.measure.records import Record, load_records  # noqa: E402
-from infercast.sim.workload import length_range  # noqa: E402
 
 DATA = ROOT / "data" / "measurements" / "closed_loop"
-WARM_UP_ROUNDS, STEADY_ROUNDS = 2, 10
+WARM_UP_ROUNDS = 2
 """aiconfigurator's benchmark script (bench_run.sh.j2): aiperf with 50 x C requests, the first 2 x C a warm-up
-left out of the means; replayed as 12 x C requests, the first 2 x C dropped."""
+left out of the means; replayed as 12 x C requests (10 x C after the warm-up), the first 2 x C dropped."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class Reading:
     record: Callable[[Record], Record] = lambda r: r
     profile: dict[str, float] = field(default_factory=dict)
     steady_state: bool = False
-    scheduler: str | None = None  # another scheduler for the engine (simulated without the closed-loop cache)
+    scheduler: str | None = None  # another scheduler for the engine (None: its preset's)
     overlap_scheduler: bool | None = None  # the engine plans step k + 1 while step k runs (None: its preset's)
 
 
@@ -99,28 +98,14 @@ def replay(args: tuple[str, Record]) -> tuple[float, float]:
 def _replay(name: str, rec: Record) -> tuple[float, float]:
     reading = next(r for r in READINGS if r.name == name)
     rec = reading.record(rec)
-    dep = deployment_of(rec)
-    profile = replace(profile_for(rec, None), **reading.profile)
-    settings = dict(max_num_batched_tokens=rec.max_num_batched_tokens or None, max_num_seqs=rec.max_num_seqs or None,
-                    gpu_memory_utilization=rec.gpu_memory_utilization or None)  # fmt: skip
-    ratio = rec.min_len_ratio or 0.8
-    if not (reading.steady_state or reading.scheduler or reading.overlap_scheduler is not None):
-        res = simulate_closed_loop(dep, profile, rec.batch, rec.input_len, rec.output_len, range_ratio=ratio,
-                                   **settings)  # fmt: skip
-        return res.ttft_mean_s, res.tpot_mean_s
-    from infercast.sim.api import simulate
-    from infercast.sim.scheduler import engine_scheduler
-
-    c = rec.batch
-    warm_up = WARM_UP_ROUNDS if reading.steady_state else 0
-    run = simulate(dep.model, dep.hardware, tp=dep.tp, ep=dep.ep, precision=dep.scheme.name,
-                   kv_precision=dep.kv_format.name, engine=dep.engine.id,
-                   scheduler=reading.scheduler or engine_scheduler(dep.engine),
-                   input_len=length_range(rec.input_len, ratio), output_len=length_range(max(rec.output_len, 2), ratio),
-                   concurrency=c, num_requests=(warm_up + STEADY_ROUNDS) * c, seed=SEED, profile=profile,
-                   overlap_scheduler=reading.overlap_scheduler, **settings)  # fmt: skip
-    df = run.requests().sort_values("arrival_s").iloc[warm_up * c :]
-    return float(df.ttft_s.mean()), float(df.tpot_s.mean())
+    res = simulate_closed_loop(
+        deployment_of(rec), replace(profile_for(rec, None), **reading.profile), rec.batch, rec.input_len,
+        rec.output_len, range_ratio=rec.min_len_ratio or 0.8,
+        max_num_batched_tokens=rec.max_num_batched_tokens or None, max_num_seqs=rec.max_num_seqs or None,
+        gpu_memory_utilization=rec.gpu_memory_utilization or None, scheduler=reading.scheduler,
+        overlap_scheduler=reading.overlap_scheduler, warm_up_rounds=WARM_UP_ROUNDS if reading.steady_state else 0,
+    )  # fmt: skip
+    return res.ttft_mean_s, res.tpot_mean_s
 
 
 def report(reading: Reading, pairs: list[tuple[Record, Record]], workers: int) -> None:

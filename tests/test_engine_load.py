@@ -96,6 +96,22 @@ def test_fixed_lengths_keep_closed_loop_clients_in_waves():
     assert simulate_closed_loop(dep, prof, 32, 2048, 128) is ranged  # cached per profile values and shape
 
 
+def test_closed_loop_settings_reach_the_run_and_its_cache_key():
+    """A client warm-up left out of the means (aiperf's) drops the first burst of C simultaneous prefills, so mean
+    TTFT falls and TPOT barely moves; the overlap option and another scheduler reach the simulated engine, each
+    a run of its own (not the cached default's)."""
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="vllm")
+    prof = base_profile("h100-sxm", "vllm")
+    plain = simulate_closed_loop(dep, prof, 32, 2048, 128)
+    steady = simulate_closed_loop(dep, prof, 32, 2048, 128, warm_up_rounds=2)
+    assert steady.ttft_mean_s < 0.9 * plain.ttft_mean_s
+    assert math.isclose(steady.tpot_mean_s, plain.tpot_mean_s, rel_tol=0.1)
+    lagged = simulate_closed_loop(dep, prof, 32, 2048, 128, overlap_scheduler=True)
+    assert lagged.ttft_mean_s > plain.ttft_mean_s
+    whole = simulate_closed_loop(dep, prof, 32, 2048, 128, scheduler="prefill-first")
+    assert whole is not plain and whole.ttft_mean_s != plain.ttft_mean_s
+
+
 def test_step_budget_staggers_a_wave_of_prompts():
     """A wave of 8 fixed-length 1k prompts: a budget of 8192 tokens prefills them in one step (each first token
     waits for all eight), a budget of 2048 two at a time (the first ones come out early): mean TTFT falls, and

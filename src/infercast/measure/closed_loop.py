@@ -43,31 +43,43 @@ def simulate_closed_loop(
     dep: Deployment, profile: CostProfile, concurrency: int, input_len: int, output_len: int,
     *, range_ratio: float = BENCHMARK_RANGE_RATIO, num_requests: int | None = None, seed: int = SEED,
     max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-    gpu_memory_utilization: float | None = None,
+    gpu_memory_utilization: float | None = None, scheduler: str | None = None,
+    overlap_scheduler: bool | None = None, warm_up_rounds: int = 0,
 ) -> ClosedLoopResult:  # fmt: skip
-    """Simulate one closed-loop benchmark point (cached per deployment, profile values and shape: the TTFT
-    and TPOT records of one point share a run, and repeated fits re-use unchanged points);
-    ``max_num_batched_tokens`` / ``max_num_seqs`` / ``gpu_memory_utilization``: the engine's step budget,
-    sequence limit and KV memory fraction in the run (None: the preset's)."""
+    """Simulate one closed-loop benchmark point (cached per deployment, profile values, shape and settings: the
+    TTFT and TPOT records of one point share a run, and repeated fits re-use unchanged points).
+
+    ``max_num_batched_tokens`` / ``max_num_seqs`` / ``gpu_memory_utilization`` / ``scheduler`` /
+    ``overlap_scheduler``: the engine's step budget, sequence limit, KV memory fraction, scheduler and overlap
+    in the run (None: the preset's). ``warm_up_rounds``: a client warm-up left out of the means, as aiperf does:
+    ``warm_up_rounds x C`` more requests are sent first, and the means cover the requests after them in
+    arrival order."""
     from infercast.sim.api import simulate
 
     key = (dep.label, dep.engine.id, tuple(sorted(profile.flat().items())), concurrency, input_len, output_len,
-           range_ratio, num_requests, seed, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization)  # fmt: skip
+           range_ratio, num_requests, seed, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization,
+           scheduler, overlap_scheduler, warm_up_rounds)  # fmt: skip
     if key in _CACHE:
         return _CACHE[key]
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.clear()
 
+    measured = num_requests or PROMPTS_PER_CLIENT * concurrency
     res = simulate(
         dep.model, dep.hardware, tp=dep.tp, ep=dep.ep, precision=dep.scheme.name, kv_precision=dep.kv_format.name,
-        engine=dep.engine.id, scheduler=engine_scheduler(dep.engine),
+        engine=dep.engine.id, scheduler=scheduler or engine_scheduler(dep.engine),
         input_len=length_range(input_len, range_ratio), output_len=length_range(max(output_len, 2), range_ratio),
         concurrency=concurrency, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        gpu_memory_utilization=gpu_memory_utilization,
-        num_requests=num_requests or PROMPTS_PER_CLIENT * concurrency, seed=seed, profile=profile,
+        gpu_memory_utilization=gpu_memory_utilization, overlap_scheduler=overlap_scheduler,
+        num_requests=measured + warm_up_rounds * concurrency, seed=seed, profile=profile,
     )  # fmt: skip
     queued = res["queue_s"]["mean"] > 1e-3 or res["preemptions"] > 0
-    out = _CACHE[key] = ClosedLoopResult(res["ttft_s"]["mean"], res["tpot_s"]["mean"], bool(queued))
+    if warm_up_rounds:
+        kept = res.requests().sort_values("arrival_s").iloc[warm_up_rounds * concurrency :]
+        ttft, tpot = float(kept.ttft_s.mean()), float(kept.tpot_s.mean())
+    else:
+        ttft, tpot = res["ttft_s"]["mean"], res["tpot_s"]["mean"]
+    out = _CACHE[key] = ClosedLoopResult(ttft, tpot, bool(queued))
     return out
 
 
