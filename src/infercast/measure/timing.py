@@ -11,7 +11,7 @@ default the timer reads a buffer of twice the L2 size before every timed repeat 
 The flush reads rather than writes: a write leaves the L2 full of dirty lines, and the timed kernel then pays
 for writing them back to HBM. Measured on an H100 SXM (2026-11-26, ``benchmarks/l2_flush_check.py``), a
 105 MB ``zero_()`` before each repeat added 3-11 us to each of Llama-3.1-8B's layer GEMMs at M = 1-128, whose
-sum came to 1.19-1.21x the same layer inside a stack of layers; after a read it came to 0.97-1.03x. A read
+sum came to 1.13-1.21x the same layer inside a stack of layers; after a read it came to 0.97-1.03x. A read
 leaves the L2 clean, as the previous layer's weight reads do in a serving step.
 """
 
