@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Measure the torch harness (random weights, real shapes) on one GPU and write CSVs under
-# data/harness/<gpu-id>/ (h100-sxm on an "NVIDIA H100 80GB HBM3"; DEST=<folder> to choose another), copied to
-# $OUT/measurements/<gpu-id>/ too when $OUT is set. data/harness/ is outside data/measurements/, so the project's
-# profile fit does not read these rows (data/harness/h100-sxm/README.md says why). <gpu-id> is the harness's own
-# label for the device (infercast.measure.runner.device_label); a GPU the hardware catalog does not know stops
-# the script: set GPU_ID=<catalog id> (see `infercast gpus`).
+# data/harness/<gpu-id>/ (h100-sxm on an "NVIDIA H100 80GB HBM3"; DEST=<folder> to choose another), packed into
+# $OUT/measurements-<gpu-id>.tar.gz too when $OUT is set (one file after every step, so a run cut short keeps
+# what it measured, and a host that fetches a limited number of files back gets them all). data/harness/ is
+# outside data/measurements/, so the project's profile fit does not read these rows (data/harness/h100-sxm/
+# README.md says why). <gpu-id> is the harness's own label for the device (infercast.measure.runner.
+# device_label); a GPU the hardware catalog does not know stops the script: set GPU_ID=<catalog id> (see
+# `infercast gpus`).
 #
 # Run from the repository root, from source (torch preinstalled, no network needed):
 #     bash scripts/measure_gpu.sh              # every step (about 4.5 minutes of GPU time on an H100)
 #     bash scripts/measure_gpu.sh llama1b      # one or more named steps, e.g. to stay under a per-command limit
-# Steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8
+# Steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8 flush
 #
 # Entry point: `python3 -m infercast.measure run ...` (src/infercast/measure/__main__.py) is `infercast measure`
 # run from source: same options. Besides torch it needs pydantic and PyYAML (and the CLI's typer, rich, numpy,
@@ -68,10 +70,10 @@ measure() {  # measure OUTFILE ARGS...
   echo "  ($out: $((SECONDS - t0)) s)" >&2
 }
 
-publish() {  # copy what exists so far into $OUT
+publish() {  # pack what exists so far into $OUT/measurements-<gpu-id>.tar.gz (one file, however many steps ran)
   if [[ -n "${OUT:-}" ]]; then
-    mkdir -p "$OUT/measurements/$GPU_ID"
-    cp -f "$DEST"/* "$OUT/measurements/$GPU_ID/" 2>/dev/null || true
+    tar -czf "$OUT/measurements-$GPU_ID.tar.gz.part" -C "$(dirname "$DEST")" "$(basename "$DEST")" \
+      && mv -f "$OUT/measurements-$GPU_ID.tar.gz.part" "$OUT/measurements-$GPU_ID.tar.gz"
   fi
 }
 
@@ -113,6 +115,11 @@ step_qwen30b() {
   measure qwen3-30b-a3b-bf16-L4-L8.csv --model qwen3-30b-a3b --suite quick --extrapolate-from 4,8 "${COMMON[@]}"
 }
 
+step_flush() {
+  # Lone GEMMs vs the same GEMMs in a layer stack, per L2-flush method (benchmarks/l2_flush_check.py).
+  $PY benchmarks/l2_flush_check.py | tee "$DEST/l2_flush_check.txt"
+}
+
 step_fp8() {
   # fp8 (e4m3, per-tensor scales, torch._scaled_mm) GEMM microbenchmarks of Llama-3.1-8B's shapes.
   measure llama-3.1-8b-fp8-micro.csv --model llama-3.1-8b --suite micro --precision fp8 "${COMMON[@]}"
@@ -120,11 +127,11 @@ step_fp8() {
 
 STEPS=("$@")
 if [[ ${#STEPS[@]} -eq 0 ]]; then
-  STEPS=(env llama1b llama8b qwen8b extrapolate qwen30b fp8)
+  STEPS=(env llama1b llama8b qwen8b extrapolate qwen30b fp8 flush)
 fi
 for step in "${STEPS[@]}"; do
   if ! declare -F "step_$step" >/dev/null; then
-    echo "unknown step '$step'; steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8" >&2
+    echo "unknown step '$step'; steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8 flush" >&2
     exit 2
   fi
   "step_$step"
