@@ -16,6 +16,7 @@ from infercast.cost.series import sum_max_linear, sum_max_lines, sum_steps, tota
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
+from infercast.specs.engine import get_engine
 
 # dense GQA, MoE with TP/EP, MLA + MoE at fp8, sliding-window + MoE at mxfp4, alternating sliding window
 DEPLOYMENTS = {
@@ -47,9 +48,11 @@ def _random_batches(rng: np.random.Generator, window: int | None, count: int) ->
 
 
 # ----- fast paths agree with step_time ------------------------------------------------------------------------
+# CUDA graphs for any small step / for decode steps only / decode only plus an unfused engine's per-layer time
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", "torch"])
 @pytest.mark.parametrize("name", DEPLOYMENTS)
-def test_compiled_scalar_matches_step_time(name):
-    model = _model(name)
+def test_compiled_scalar_matches_step_time(name, engine):
+    model = _model(name, engine)
     fn = compile_scalar(model)
     batches = _random_batches(np.random.default_rng(1), model.dep.model.sliding_window, 40)
     for batch in batches:
@@ -57,9 +60,49 @@ def test_compiled_scalar_matches_step_time(name):
         assert fn(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(expected, rel=1e-12)
 
 
+def test_decode_only_graphs_launch_a_small_prompt_step_eagerly():
+    """An engine whose CUDA graphs cover generation batches alone (TensorRT-LLM, SGLang) launches a step with a
+    prompt chunk eagerly, however few its tokens; one with piecewise graphs for mixed batches (vLLM V1) replays
+    it. Decode-only steps replay as graphs in both. Same profile: only the engine's graph scope differs."""
+    dep = _dep("llama-8b", engine="trtllm")
+    assert dep.engine.cuda_graphs == "decode" and get_engine("vllm").cuda_graphs == "tokens"
+    piecewise = Deployment.resolve(
+        dep.model, dep.hardware, engine=dep.engine.model_copy(update={"cuda_graphs": "tokens"})
+    )
+    decode_only, tokens = StepCostModel(dep), StepCostModel(piecewise)
+    p = decode_only.profile
+    assert p == tokens.profile and p.kernel_overhead_eager_s > p.kernel_overhead_graph_s
+    decodes = StepBatch.from_items((), [300] * 8)
+    assert decode_only.step_time(decodes)[0] == tokens.step_time(decodes)[0]
+    mixed = StepBatch.from_items([(64, 0)], [300] * 8)
+    assert float(mixed.x[F["tokens"], 0]) <= p.graph_max_tokens
+    launches = decode_only.breakdown(mixed).overhead_s.sum() - tokens.breakdown(mixed).overhead_s.sum()
+    kernels = float((decode_only.kernels[:, 0] * (decode_only.breakdown(mixed).time_s[:, 0] > 0)).sum())
+    assert launches == pytest.approx(kernels * (p.kernel_overhead_eager_s - p.kernel_overhead_graph_s))
+    assert decode_only.step_time(mixed)[0] - tokens.step_time(mixed)[0] == pytest.approx(launches)
+
+
+def test_an_unfused_engine_pays_its_layer_overhead_once_per_layer_per_step():
+    """The torch engine (infercast's harness) adds layers x layer_overhead to each step: the graph value to a
+    decode step, the eager value to a step with a prompt chunk; every other engine adds nothing."""
+    torch_model = _model("llama-8b", "torch")
+    p = torch_model.profile
+    assert p.layer_overhead_graph_s > 0 and p.layer_overhead_eager_s > p.layer_overhead_graph_s
+    assert _model("llama-8b", "vllm").profile.layer_overhead_graph_s == 0.0
+    layers = torch_model.dep.model.num_layers
+    for batch, per_layer in (
+        (StepBatch.from_items((), [300] * 8), p.layer_overhead_graph_s),
+        (StepBatch.from_items([(64, 0)], [300] * 8), p.layer_overhead_eager_s),
+    ):
+        engine = torch_model.breakdown(batch).engine_overhead_s[0]
+        base = p.step_overhead_s + p.seq_overhead_s * float(batch.x[F["seqs"], 0])
+        assert engine == pytest.approx(base + layers * per_layer)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "torch"])
 @pytest.mark.parametrize("name", DEPLOYMENTS)
-def test_decode_table_matches_step_time(name):
-    model = _model(name)
+def test_decode_table_matches_step_time(name, engine):
+    model = _model(name, engine)
     window = model.dep.model.sliding_window
     table = DecodeTable(model, 256)
     n = np.array([1, 3, 17, 64, 256])
@@ -209,7 +252,6 @@ def test_ring_share_is_the_one_ring_factor():
     assert curve.seconds[-1] == pytest.approx(ring_share("all_reduce", 4) * curve.sizes[-1] / 1e9, rel=1e-12)
 
 
-
 def test_ring_latency_counts_ring_steps():
     """Without a measured curve an all-reduce of N GPUs pays (N-1)·alpha (alpha per all-reduce hop, two ring
     steps), a gather or all-to-all (N-1)·alpha/2 (N-1 steps), a send alpha/2; the fallback curve agrees."""
@@ -225,6 +267,7 @@ def test_ring_latency_counts_ring_steps():
     assert latency["tp_allreduce"] == pytest.approx((2 * L + 1) * 7 * alpha, rel=1e-12)
     assert latency["logits_gather"] == pytest.approx(7 * alpha / 2, rel=1e-12)
     assert _ring("all_gather", 8, 1e9, alpha).seconds[0] == pytest.approx(7 * alpha / 2 + 7 / 8 * 128 / 1e9)
+
 
 def test_gemm_time_prices_the_step_models_gemm_roofline():
     """``cost.kernels.gemm_time`` (calibration's GEMM records) and a GEMM row of the step model take the same

@@ -29,7 +29,8 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
 
         def step_time(*, one, tokens, sampled, ...):          # every FEATURES name
             frac = -expm1(tokens * log(1 - k/E))              # MoE: share of experts a step touches
-            pk = <graph launch s> if tokens <= <graph max> else <eager launch s>
+            graphed = tokens <= <graph max> [and prefill_tokens <= 0]   # replayed as a CUDA graph
+            pk = <graph launch s> if graphed else <eager launch s>
             total = 0.0
             if <active feature> > 0:                          # one block per operator
                 r = max(<rows>, <gemm_m_floor>)               # GEMMs with an efficiency curve only
@@ -38,6 +39,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
                 total += max(c, m) + <kernels> * pk + <latency> [+ <s> * decode_tokens] [+ <s> * tokens]
             if tokens > 0:
                 total += <step overhead> + <seq overhead> * seqs
+                [total += <layers x layer overhead, graph> if graphed else <..., eager>]   # unfused engines
             return total
 
     Generated rather than interpreted because it runs once per prefill step of the simulator (about one per
@@ -57,10 +59,9 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         lines.append(f"    ({', '.join(split)},) = ({', '.join(f'{f} / _m' for f in split)},)")
     if model.table.moe_k_over_e:
         lines.append(f"    frac = -_expm1(tokens * {float(model.log1m_k_over_e)!r}) if tokens > 0 else 0.0")
-    lines.append(
-        f"    pk = {float(p.kernel_overhead_graph_s)!r} if tokens <= {float(p.graph_max_tokens)!r} "
-        f"else {float(p.kernel_overhead_eager_s)!r}"
-    )
+    decode_only = " and prefill_tokens <= 0.0" if model.graphs_decode_only else ""
+    lines.append(f"    graphed = tokens <= {float(p.graph_max_tokens)!r}{decode_only}")
+    lines.append(f"    pk = {float(p.kernel_overhead_graph_s)!r} if graphed else {float(p.kernel_overhead_eager_s)!r}")
     lines.append("    total = 0.0")
     namespace: dict[str, object] = {"_expm1": math.expm1, "inf": math.inf, "_bisect": bisect_right}
     curves = {i: (message, calls, curve) for i, message, calls, curve in model.curves}
@@ -104,6 +105,9 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         lines.append(f"        total += (c if c > m else m){extra}")
     so, ss = float(p.step_overhead_s), float(p.seq_overhead_s)
     lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss!r} * seqs")
+    if any(model.layer_overhead_s):  # an unfused engine's extra kernels per layer (graph or eager, as pk)
+        lg, le = (float(v) for v in model.layer_overhead_s)
+        lines.append(f"        total += {lg!r} if graphed else {le!r}")
     lines.append("    return total")
     exec("\n".join(lines), namespace)
     fn = namespace["step_time"]

@@ -56,6 +56,8 @@ ENGINE_PARAMS = (
     "request_overhead_s",
     "request_jitter_s",
     "decode_attn_group_reads",
+    "layer_overhead_graph_s",
+    "layer_overhead_eager_s",
 )
 
 
@@ -93,6 +95,12 @@ class CostProfile:
     lockstep forever (see :func:`infercast.sim.state.intake_draws`)."""
     decode_attn_group_reads: float = 0.0
     """0: decode attention reads each KV head once (GQA-aware kernels); 1: once per query head."""
+    layer_overhead_graph_s: float = 0.0
+    """Time per decoder layer beyond the operator table's kernels, in a step replayed as a CUDA graph: the
+    extra small kernels of an engine that runs its layers unfused (infercast's harness); 0 for serving engines,
+    whose kernels the table counts."""
+    layer_overhead_eager_s: float = 0.0
+    """The same for a step launched eagerly, where it is mostly the host dispatching the extra ops."""
     gemm_latency_s: float = 0.0
     """Fixed time per GEMM kernel beyond max(compute, memory) (see KERNEL_LATENCY_PARAMS)."""
     attn_prefill_latency_s: float = 0.0

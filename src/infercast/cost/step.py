@@ -10,7 +10,8 @@ attention), and collectives with a measured latency curve (all-reduce, all-gathe
 bytes, per engine and group size) take ``calls · curve(message)`` in place of the ring's bytes/BW + hops·alpha.
 
 with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step
-engine overhead ``step_overhead + seq_overhead · sequences``. All parameters come from :mod:`infercast.cost.profile`.
+engine overhead ``step_overhead + seq_overhead · sequences`` (plus, for an engine that runs its layers unfused,
+``layers · layer_overhead``, graph or eager). All parameters come from :mod:`infercast.cost.profile`.
 
 The routed experts (``experts_gate_up``, ``experts_down``) take the fused-MoE parameters where the GPU's kernel
 profile has them for the compute key (``CostProfile.moe_params``, fitted to the fused-MoE tables by
@@ -148,6 +149,9 @@ class StepCostModel:
         self.m_half = m_half[:, None]
         self.inv_bw = inv_bw[:, None]
         self.kernels = np.array([r.kernels for r in rows])[:, None]
+        self.graphs_decode_only = dep.engine.cuda_graphs == "decode"
+        layers = -(-dep.model.num_layers // dep.pp)  # the most loaded pipeline stage's
+        self.layer_overhead_s = (p.layer_overhead_graph_s * layers, p.layer_overhead_eager_s * layers)
         hops = np.array([r.hops for r in rows])
         hops[[i for i, *_ in self.curves]] = 0.0
         fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
@@ -222,18 +226,20 @@ class StepCostModel:
         for i, message, calls, curve in self.curves:
             memory[i] = on[i] * calls * curve(message @ cols)
         tokens = cols[F["tokens"]]
-        per_kernel = np.where(
-            tokens <= self.profile.graph_max_tokens,
-            self.profile.kernel_overhead_graph_s,
-            self.profile.kernel_overhead_eager_s,
-        )
+        graphed = tokens <= self.profile.graph_max_tokens
+        if self.graphs_decode_only:  # graphs captured for generation batches alone: a prompt chunk runs eagerly
+            graphed = graphed & (cols[F["prefill_tokens"]] <= 0)
+        per_kernel = np.where(graphed, self.profile.kernel_overhead_graph_s, self.profile.kernel_overhead_eager_s)
+        per_step = self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]]
+        if any(self.layer_overhead_s):
+            per_step = per_step + np.where(graphed, *self.layer_overhead_s)
         overhead = on * (self.kernels * per_kernel + self.latency)
         for i, seconds in self.per_decode:
             overhead[i] = overhead[i] + on[i] * seconds * cols[F["decode_tokens"]]
         for i, seconds in self.per_token:
             overhead[i] = overhead[i] + on[i] * seconds * tokens
         # (per-sequence CPU work is per sequence of the whole step: ``columns`` keeps that count undivided)
-        engine = (tokens > 0) * (self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]])
+        engine = (tokens > 0) * per_step
         return flops, nbytes, compute, memory, overhead, engine
 
     # ----- public API --------------------------------------------------------------------------------------

@@ -60,11 +60,17 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "request_jitter_s": (1e-6, 0.5),
     # defined on [0, 1] (see CostProfile.decode_attn_group_reads); 1e-4 stands for 0 in log space
     "decode_attn_group_reads": (1e-4, 1.0),
+    # an unfused engine's extra time per layer: ~60 kernels of ~1 us inside a graph, ~100 ops of ~5-10 us of
+    # host dispatch eagerly (infercast's harness on an H100, data/harness/); the ceilings are ten times those
+    "layer_overhead_graph_s": (1e-7, 1e-3),
+    "layer_overhead_eager_s": (1e-6, 1e-2),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
 LOAD_ONLY = ("request_jitter_s",)
 """Parameters only closed-loop serving runs inform (fitted when asked for by name: the engine load fit)."""
+HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s")
+"""Parameters of an unfused engine's layers (fitted when asked for by name: measure/harness_fit.py)."""
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3
@@ -306,7 +312,7 @@ def fit(
             raise InfercastError(f"cannot fit {sorted(unknown)}; candidates: {sorted(priors)}", field="parameters")
         priors = {k: priors[k] for k in parameters}
     else:
-        priors = {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY}
+        priors = {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY + HARNESS_ONLY}
     names = list(priors)
     pairs = sorted({(r.gpu, r.engine) for r in usable})
     measured = np.array([r.value_si for r in usable])

@@ -42,7 +42,14 @@ class EngineSpec(BaseModel):
     cuda_graph_bytes: float = Field(
         ge=0,
         description="Memory the captured CUDA graphs hold (0: no graphs). Which step sizes replay as graphs, and "
-        "so the launch cost, is the cost profile's graph_max_tokens (cost/profiles/defaults.yaml).",
+        "so the launch cost, is the cost profile's graph_max_tokens (cost/profiles/defaults.yaml) with cuda_graphs.",
+    )
+    cuda_graphs: Literal["tokens", "decode"] = Field(
+        default="tokens",
+        description="Which steps of at most graph_max_tokens tokens replay as CUDA graphs: 'tokens' any (vLLM V1's "
+        "piecewise graphs cover mixed prefill-decode batches), 'decode' only steps without prompt tokens (graphs "
+        "captured for generation batches alone: TensorRT-LLM's PyTorch backend, SGLang, vLLM V0, infercast's "
+        "harness); the other steps launch their kernels eagerly.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
     sources: dict[str, str] = Field(default_factory=dict)
