@@ -1,11 +1,14 @@
-"""Fit the cost profiles from all measurements in data/measurements/ and install them.
+"""Fit the cost profiles from all measurements in data/measurements/ (and the torch engine from data/harness/)
+and install them.
 
 Usage:  python scripts/fit_profiles.py [--out DIR]
 Writes: src/infercast/cost/profiles/<gpu>.yaml (kernel parameters) for every GPU with measurements, and
         src/infercast/cost/profiles/engines.yaml (engine parameters shared by all GPUs); with --out, the same
         files into DIR instead (to compare with the installed ones without replacing them).
-Two stages: one joint fit of every kernel-level and static-batch point; then, with those kernel profiles
-installed, each serving engine's load parameters on its closed-loop points (infercast.measure.engine_fit).
+Three stages: one joint fit of every kernel-level and static-batch point; then, with those kernel profiles
+installed, each serving engine's load parameters on its closed-loop points (infercast.measure.engine_fit); then
+the torch engine's overheads on infercast's own harness timed on real GPUs (data/harness/, outside the joint fit:
+infercast.measure.harness_fit).
 Rows measured on the CPU (gpu 'cpu') are left out: they test the harness, not a GPU.
 """
 
@@ -18,12 +21,14 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+HARNESS = ROOT / "data" / "harness"
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.cost.profile import load_profile, set_profile_override  # noqa: E402
 from infercast.measure.calibrate import PROFILE_DIR, fit, write_engine_profile, write_gpu_profile  # noqa: E402
 from infercast.measure.engine_fit import LOAD_KINDS, fit_engines, write_engine_load  # noqa: E402
 from infercast.measure.engine_fit import load_records as closed_loop  # noqa: E402
+from infercast.measure.harness_fit import fit_harness, held_out_by_model, write_harness_fit  # noqa: E402
 from infercast.measure.records import load_records, measurement_files  # noqa: E402
 
 
@@ -66,6 +71,20 @@ def main() -> None:
         for engine, res in results.items():
             values = ", ".join(f"{k.split(':')[1]} {v:.3g}" for k, v in res.values.items())
             print(f"{engine} under load: {len(res.records)} closed-loop points, {values}")
+    harness_files = measurement_files([HARNESS]) if HARNESS.is_dir() else []
+    if harness_files:  # stage 3: the torch engine on the harness's own GPU runs, kernel profiles as just written
+        if args.out is not None:
+            for gpu in result.gpus:
+                set_profile_override(gpu, yaml.safe_load((folder / f"{gpu}.yaml").read_text()))
+        load_profile.cache_clear()
+        harness = load_records(harness_files)
+        harness_source = ", ".join(str(f.relative_to(ROOT)) for f in harness_files)
+        fitted = fit_harness(harness, source=harness_source)
+        held_out = held_out_by_model(harness)
+        write_harness_fit(fitted, held_out, path, harness_source)
+        values = ", ".join(f"{k.split(':')[1]} {v:.3g}" for k, v in fitted.values.items())
+        print(f"torch engine on the harness: {len(fitted.records)} points, {values}; leaving one model out "
+              f"{held_out['all']:.1%} median")  # fmt: skip
 
 
 def _show(path: Path) -> str:

@@ -61,3 +61,48 @@ def test_decode_attention_of_batches_is_within_its_band(records) -> None:
         return r.kind == "op" and r.op == "attention_decode" and r.batch >= 8
 
     assert np.median(np.abs(_errors(records, batched_decode, fitted=False))) < 0.12
+
+
+# ----- the torch engine fitted to these rows (scripts/fit_profiles.py, stage 3) ---------------------------------
+def test_installed_torch_engine_predicts_the_harness_steps(records) -> None:
+    """engines.yaml's torch values come from these rows (the GPU's parameters left as installed): in-sample they
+    predict the graph-replayed decode steps and TPOT loops closely, and the summary holds the fit's error leaving
+    one model out."""
+    import yaml
+
+    from infercast.measure.calibrate import PROFILE_DIR
+    from infercast.measure.harness_fit import KINDS
+
+    steps = [r for r in records if r.kind in KINDS]
+    errors = {k: _errors(records, lambda r, k=k: r.kind == k, fitted=True) for k in ("decode_step", "tpot")}
+    assert np.median(np.abs(errors["decode_step"])) < 0.10
+    assert np.median(np.abs(errors["tpot"])) < 0.10
+    summary = yaml.safe_load((PROFILE_DIR / "engines.yaml").read_text())["harness_fit"]
+    assert summary["points"] == len(steps)
+    assert summary["median_abs_error"]["fitted"] < summary["median_abs_error"]["priors"]
+    assert summary["held_out_by_model"]["all"] < 0.13
+    assert "data/harness/h100-sxm/llama-3.1-8b-bf16.csv" in summary["source"]
+
+
+def test_the_harness_fit_moves_only_the_torch_engine(records, tmp_path) -> None:
+    import yaml
+
+    from infercast.measure.calibrate import PROFILE_DIR
+    from infercast.measure.harness_fit import HEADER, PARAMETERS, fit_harness, write_harness_fit
+
+    llama = [r for r in records if r.model == "llama-3.1-8b" and r.layers == 0]
+    result = fit_harness(llama, source="llama rows")
+    assert set(result.values) <= set(PARAMETERS) and result.values
+    assert {r.kind for r in result.records} == {"prefill_step", "decode_step", "ttft", "tpot"}
+    path = tmp_path / "engines.yaml"
+    path.write_text((PROFILE_DIR / "engines.yaml").read_text())
+    before = yaml.safe_load(path.read_text())
+    write_harness_fit(result, {"all": 0.5}, path, "llama rows")
+    after = yaml.safe_load(path.read_text())
+    assert {k: v for k, v in after["engines"].items() if k != "torch"} == {
+        k: v for k, v in before["engines"].items() if k != "torch"
+    }
+    for name, value in result.values.items():
+        assert after["engines"]["torch"][name.split(":")[1]] == pytest.approx(value, rel=1e-4)
+    assert after["harness_fit"]["source"] == "llama rows" and HEADER in path.read_text()
+    assert after["load_fit"] == before["load_fit"]

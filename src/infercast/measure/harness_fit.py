@@ -1,0 +1,77 @@
+"""The ``torch`` engine (infercast's own PyTorch harness) fitted to the harness timed on real GPUs (data/harness/).
+
+The harness runs its layers unfused, about six kernels for each one the operator table counts (a dispatch trace
+of Llama-3.2-1B gives 59-61 kernels per layer, Qwen3-8B 75-77, against the table's 10). Its prefill runs
+eagerly, launched op by op from Python, and its decode steps replay CUDA graphs. So only the engine's
+overheads are fitted: the extra time per layer of a graph-replayed step and of an eager one
+(``layer_overhead_*``), and the per-step time. The GPU's kernel parameters stay as installed: the harness's
+unfused layers must not move them (data/harness/h100-sxm/README.md). Only whole steps and requests are fitted.
+The single-kernel rows test the GPU's parameters (benchmarks/harness_h100.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from infercast.measure.calibrate import FitResult, fit
+from infercast.measure.records import Record
+from infercast.measure.validate import compare
+
+ENGINE = "torch"
+HEADER = "# The torch engine's overheads: fitted to infercast's harness on real GPUs (data/harness/, 'harness_fit')."
+KINDS = ("prefill_step", "decode_step", "ttft", "tpot")
+PARAMETERS = tuple(f"{ENGINE}:{p}" for p in ("layer_overhead_graph_s", "layer_overhead_eager_s", "step_overhead_s"))
+"""What the fit moves: the unfused layers' extra time (graph and eager) and the per-step time. The launch cost of
+one kernel stays at its prior, measured by the harness's launch_overhead rows, so single-kernel rows keep it."""
+
+
+def harness_rows(records: Sequence[Record]) -> list[Record]:
+    """The rows the fit uses: whole steps and requests of the harness on a GPU."""
+    return [r for r in records if r.engine == ENGINE and r.kind in KINDS and r.gpu != "cpu"]
+
+
+def fit_harness(records: Sequence[Record], source: str = "") -> FitResult:
+    """The torch engine's overheads on the harness's step and request rows, the installed kernel profiles fixed."""
+    return fit(harness_rows(records), parameters=PARAMETERS, source=source, base="kernels")
+
+
+def held_out_by_model(records: Sequence[Record]) -> dict[str, float]:
+    """Median |error| of each model's rows predicted by a fit without that model (and over all of them, 'all')."""
+    rows = harness_rows(records)
+    errors: dict[str, list[float]] = {}
+    for model in sorted({r.model for r in rows}):
+        result = fit_harness([r for r in rows if r.model != model])
+        mine = [r for r in rows if r.model == model]
+        errors[model] = [c.error for c in compare(mine, result.profiles())]
+    out = {model: float(np.median(np.abs(e))) for model, e in errors.items()}
+    out["all"] = float(np.median(np.abs(np.concatenate(list(errors.values())))))
+    return out
+
+
+def write_harness_fit(result: FitResult, held_out: dict[str, float], path: Path, source: str) -> None:
+    """Merge the torch engine's fitted values into ``engines.yaml`` (other engines' values kept), with the rows
+    it was fitted on and its error in-sample and leaving one model out."""
+    data = yaml.safe_load(path.read_text()) if path.is_file() else {}
+    data = data or {}
+    data.setdefault("engines", {}).setdefault(ENGINE, {}).update(
+        {k.split(":", 1)[1]: float(f"{v:.5g}") for k, v in result.values.items()}
+    )
+    before, after = (float(np.median(np.abs(np.expm1(e)))) for e in (result.before, result.after))
+    data["harness_fit"] = {
+        "source": source,
+        "engine": ENGINE,
+        "kinds": list(KINDS),
+        "points": len(result.records),
+        "parameters": list(PARAMETERS),
+        "median_abs_error": {"priors": round(before, 4), "fitted": round(after, 4)},
+        "held_out_by_model": {k: round(v, 4) for k, v in held_out.items()},
+    }
+    text = path.read_text() if path.is_file() else ""
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    if HEADER not in header:
+        header.append(HEADER)
+    path.write_text("".join(line + "\n" for line in header) + yaml.safe_dump(data, sort_keys=False))
