@@ -28,7 +28,12 @@ from infercast.cost.profile import load_profile, set_profile_override  # noqa: E
 from infercast.measure.calibrate import PROFILE_DIR, fit, write_engine_profile, write_gpu_profile  # noqa: E402
 from infercast.measure.engine_fit import LOAD_KINDS, fit_engines, write_engine_load  # noqa: E402
 from infercast.measure.engine_fit import load_records as closed_loop  # noqa: E402
-from infercast.measure.harness_fit import fit_harness, held_out_by_model, write_harness_fit  # noqa: E402
+from infercast.measure.harness_fit import (  # noqa: E402
+    fit_harness,
+    held_out_errors,
+    summarize_held_out,
+    write_harness_fit,
+)
 from infercast.measure.records import load_records, measurement_files  # noqa: E402
 
 
@@ -80,7 +85,7 @@ def main() -> None:
         harness = load_records(harness_files)
         harness_source = ", ".join(str(f.relative_to(ROOT)) for f in harness_files)
         fitted = fit_harness(harness, source=harness_source)
-        held_out = held_out_by_model(harness)
+        held_out = summarize_held_out(held_out_errors(harness))
         write_harness_fit(fitted, held_out, path, harness_source)
         values = ", ".join(f"{k.split(':')[1]} {v:.3g}" for k, v in fitted.values.items())
         print(f"torch engine on the harness: {len(fitted.records)} points, {values}; leaving one model out "

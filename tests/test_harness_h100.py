@@ -80,8 +80,27 @@ def test_installed_torch_engine_predicts_the_harness_steps(records) -> None:
     summary = yaml.safe_load((PROFILE_DIR / "engines.yaml").read_text())["harness_fit"]
     assert summary["points"] == len(steps)
     assert summary["median_abs_error"]["fitted"] < summary["median_abs_error"]["priors"]
-    assert summary["held_out_by_model"]["all"] < 0.13
+    assert summary["held_out"]["all"] < 0.13
+    assert set(summary["held_out"]["by_model"]) == {r.model for r in steps}
     assert "data/harness/h100-sxm/llama-3.1-8b-bf16.csv" in summary["source"]
+
+
+def test_torch_predictions_carry_the_harness_fits_error_bands() -> None:
+    """predict's error bars for the torch engine are its harness fit's leave-one-model-out errors (TTFT from the
+    prefill and TTFT rows, TPOT from the decode rows), and the warning says what it was fitted on."""
+    import infercast
+    from infercast.analysis.error_bands import confidence
+    from infercast.cost.profile import harness_fit
+
+    bands = harness_fit()["held_out"]["bands"]
+    c = confidence("h100-sxm", "torch")
+    assert c.bands["ttft"].typical == bands["ttft"]["typical"] and c.bands["tpot"].p90 == bands["tpot"]["p90"]
+    assert any("infercast's own harness" in w for w in c.warnings)
+    assert not any("never measured under load: its overheads are priors" in w for w in c.warnings)
+    vllm = confidence("h100-sxm", "vllm")
+    assert vllm.bands["tpot"].typical != bands["tpot"]["typical"]
+    out = infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=1, input_len=512, output_len=128)
+    assert out.to_dict()["error_bands"]["tpot"]["typical_pct"] == round(100 * bands["tpot"]["typical"], 1)
 
 
 def test_the_harness_fit_moves_only_the_torch_engine(records, tmp_path) -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
-from infercast.cost.profile import has_fitted_profile
+from infercast.cost.profile import harness_fit, has_fitted_profile
 
 if TYPE_CHECKING:
     from infercast.specs.deployment import Deployment
@@ -150,12 +150,19 @@ def confidence(
     fitted = has_fitted_profile(gpu)
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
-    bands = {m: b for m in metrics if (b := _lookup(m, regime)) is not None}
+    harness = harness_fit()
+    if harness and engine == harness.get("engine"):
+        bands = _harness_bands(harness, metrics)
+    else:
+        bands = {m: b for m in metrics if (b := _lookup(m, regime)) is not None}
     scope = calibration_scope()
     warnings = []
     if not fitted:
         warnings.append(f"{gpu} has no fitted kernel profile: priors only, error band of prior-only predictions")
-    if engine not in scope.get("engines", [engine]):
+    if harness and engine == harness.get("engine"):
+        warnings.append(f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
+                        "runs on an H100 (data/harness/), never measured under load")  # fmt: skip
+    elif engine not in scope.get("engines", [engine]):
         warnings.append(f"engine {engine} was never measured under load: its overheads are priors")
     if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:
         seen = ", ".join(map(str, scope.get("tp", [])))
@@ -173,6 +180,16 @@ def confidence(
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
+
+
+def _harness_bands(harness: dict[str, Any], metrics: tuple[str, ...]) -> dict[str, ErrorBand]:
+    """The torch engine's bands: its harness fit's leave-one-model-out errors (prefill and TTFT rows for TTFT,
+    decode steps and TPOT loops for TPOT)."""
+    rows = harness.get("held_out", {}).get("bands", {})
+    regime = {"engine": str(harness.get("engine")), "data": "harness static batches, one model left out"}
+    return {
+        m: ErrorBand(m, rows[m]["typical"], rows[m]["p90"], rows[m]["points"], regime) for m in metrics if m in rows
+    }
 
 
 def rate_limits(engine: str) -> dict[str, float]:

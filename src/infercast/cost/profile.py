@@ -209,6 +209,13 @@ def _read_yaml(name: str) -> dict[str, Any] | None:
 
 
 @cache
+def harness_fit() -> dict[str, Any]:
+    """``engines.yaml``'s ``harness_fit``: the torch engine fitted to infercast's harness on real GPUs, with its
+    error leaving one model out (measure/harness_fit.py); empty when never fitted."""
+    return (_read_yaml("engines.yaml") or {}).get("harness_fit") or {}
+
+
+@cache
 def _defaults() -> dict[str, Any]:
     data = _read_yaml("defaults.yaml")
     assert data is not None

@@ -39,22 +39,40 @@ def fit_harness(records: Sequence[Record], source: str = "") -> FitResult:
     return fit(harness_rows(records), parameters=PARAMETERS, source=source, base="kernels")
 
 
-def held_out_by_model(records: Sequence[Record]) -> dict[str, float]:
-    """Median |error| of each model's rows predicted by a fit without that model (and over all of them, 'all')."""
+BAND_KINDS = {"ttft": ("ttft", "prefill_step"), "tpot": ("tpot", "decode_step")}
+"""Rows behind each metric's error band: a prompt's first token (eager prefill), and a decode step."""
+
+
+def held_out_errors(records: Sequence[Record]) -> list[tuple[Record, float]]:
+    """Each row's relative error when predicted by a fit without its model (leave one model out)."""
     rows = harness_rows(records)
-    errors: dict[str, list[float]] = {}
+    out: list[tuple[Record, float]] = []
     for model in sorted({r.model for r in rows}):
         result = fit_harness([r for r in rows if r.model != model])
         mine = [r for r in rows if r.model == model]
-        errors[model] = [c.error for c in compare(mine, result.profiles())]
-    out = {model: float(np.median(np.abs(e))) for model, e in errors.items()}
-    out["all"] = float(np.median(np.abs(np.concatenate(list(errors.values())))))
+        out += [(c.record, c.error) for c in compare(mine, result.profiles())]
     return out
 
 
-def write_harness_fit(result: FitResult, held_out: dict[str, float], path: Path, source: str) -> None:
+def summarize_held_out(errors: Sequence[tuple[Record, float]]) -> dict[str, object]:
+    """Median |error| per model and over all, and each metric's error band (median, p90, points)."""
+    absolute = np.abs([e for _, e in errors])
+    models = sorted({r.model for r, _ in errors})
+    by_model = {m: float(np.median([abs(e) for r, e in errors if r.model == m])) for m in models}
+    bands = {}
+    for metric, kinds in BAND_KINDS.items():
+        mine = np.abs([e for r, e in errors if r.kind in kinds])
+        if mine.size:
+            bands[metric] = {"typical": round(float(np.median(mine)), 4),
+                             "p90": round(float(np.percentile(mine, 90)), 4), "points": int(mine.size)}  # fmt: skip
+    return {"by_model": {k: round(v, 4) for k, v in by_model.items()}, "all": round(float(np.median(absolute)), 4),
+            "bands": bands}  # fmt: skip
+
+
+def write_harness_fit(result: FitResult, held_out: dict[str, object], path: Path, source: str) -> None:
     """Merge the torch engine's fitted values into ``engines.yaml`` (other engines' values kept), with the rows
-    it was fitted on and its error in-sample and leaving one model out."""
+    it was fitted on and its error in-sample and leaving one model out (:func:`summarize_held_out`, whose bands
+    ``predict`` prints for the torch engine)."""
     data = yaml.safe_load(path.read_text()) if path.is_file() else {}
     data = data or {}
     data.setdefault("engines", {}).setdefault(ENGINE, {}).update(
@@ -68,7 +86,7 @@ def write_harness_fit(result: FitResult, held_out: dict[str, float], path: Path,
         "points": len(result.records),
         "parameters": list(PARAMETERS),
         "median_abs_error": {"priors": round(before, 4), "fitted": round(after, 4)},
-        "held_out_by_model": {k: round(v, 4) for k, v in held_out.items()},
+        "held_out": held_out,
     }
     text = path.read_text() if path.is_file() else ""
     header = [line for line in text.splitlines() if line.startswith("#")]
