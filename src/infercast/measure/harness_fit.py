@@ -1,7 +1,7 @@
 """The ``torch`` engine (infercast's own PyTorch harness) fitted to the harness timed on real GPUs (data/harness/).
 
 The harness runs its layers unfused, about six kernels for each one the operator table counts (a dispatch trace
-of Llama-3.2-1B gives 59-61 kernels per layer, Qwen3-8B 75-77, against the table's 10). Its prefill runs
+of Llama-3.2-1B gives 59-61 kernels per layer, Qwen3-8B 75-77, against the table's 11; benchmarks/harness_kernel_count.py). Its prefill runs
 eagerly, launched op by op from Python, and its decode steps replay CUDA graphs. So only the engine's
 overheads are fitted: the extra time per layer of a graph-replayed step and of an eager one
 (``layer_overhead_*``), and the per-step time. The GPU's kernel parameters stay as installed: the harness's
