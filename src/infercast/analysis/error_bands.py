@@ -161,7 +161,7 @@ def confidence(
         warnings.append(f"{gpu} has no fitted kernel profile: priors only, error band of prior-only predictions")
     if harness and engine == harness.get("engine"):
         warnings.append(f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
-                        "runs on an H100 (data/harness/), never measured under load")  # fmt: skip
+                        "runs (data/harness/), never measured under load")  # fmt: skip
     elif engine not in scope.get("engines", [engine]):
         warnings.append(f"engine {engine} was never measured under load: its overheads are priors")
     if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:

@@ -1,8 +1,9 @@
 """The ``torch`` engine (infercast's own PyTorch harness) fitted to the harness timed on real GPUs (data/harness/).
 
 The harness runs its layers unfused, about six kernels for each one the operator table counts (a dispatch trace
-of Llama-3.2-1B gives 59-61 kernels per layer, Qwen3-8B 75-77, against the table's 11; benchmarks/harness_kernel_count.py). Its prefill runs
-eagerly, launched op by op from Python, and its decode steps replay CUDA graphs. So only the engine's
+of Llama-3.2-1B gives 59-61 kernels per layer, Qwen3-8B 75-77, against the table's 11:
+benchmarks/harness_kernel_count.py). Its prefill runs eagerly, launched op by op from Python, and its decode
+steps replay CUDA graphs. So only the engine's
 overheads are fitted: the extra time per layer of a graph-replayed step and of an eager one
 (``layer_overhead_*``), and the per-step time. The GPU's kernel parameters stay as installed: the harness's
 unfused layers must not move them (data/harness/h100-sxm/README.md). Only whole steps and requests are fitted.
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from infercast.measure.calibrate import FitResult, fit
+from infercast.measure.calibrate import CPU_LABEL, FitResult, fit
 from infercast.measure.records import Record
 from infercast.measure.validate import compare
 
@@ -31,7 +32,7 @@ one kernel stays at its prior, measured by the harness's launch_overhead rows, s
 
 def harness_rows(records: Sequence[Record]) -> list[Record]:
     """The rows the fit uses: whole steps and requests of the harness on a GPU."""
-    return [r for r in records if r.engine == ENGINE and r.kind in KINDS and r.gpu != "cpu"]
+    return [r for r in records if r.engine == ENGINE and r.kind in KINDS and r.gpu.strip().lower() != CPU_LABEL]
 
 
 def fit_harness(records: Sequence[Record], source: str = "") -> FitResult:
