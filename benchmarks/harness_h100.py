@@ -13,6 +13,11 @@ Rows are grouped by what they time. The kernel groups (GEMMs, copies, peak matmu
 parameters. The step groups test the cost model's composition of the ``torch`` engine, which is this harness:
 unfused PyTorch layers, SDPA attention, eager prefill and graph-replayed decode.
 
+A second table reads the rate of SDPA's decode attention off the decode steps: the extra time of a step at 4096
+context tokens over one at 512, per KV byte, is the bandwidth decode attention reached, and per thread block
+(one per sequence and KV head: SDPA does not split a sequence's KV across blocks) it is the ``torch`` engine's
+``decode_attn_cta_bytes_s`` prior (``profiles/defaults.yaml``).
+
     python benchmarks/harness_h100.py [--data DIR] [--write]     # --write: benchmarks/harness_h100.md
 """
 
@@ -26,7 +31,7 @@ import numpy as np
 from infercast.cost.profile import load_profile
 from infercast.measure.records import Record, load_records
 from infercast.measure.validate import compare
-from infercast.specs.catalog import get_hardware
+from infercast.specs.catalog import get_hardware, get_model
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {
@@ -82,6 +87,26 @@ def table(records: list[Record]) -> list[str]:
     return lines
 
 
+def decode_attention_rates(records: list[Record], short: int = 512, long: int = 4096) -> list[str]:
+    """Markdown rows: the bandwidth decode attention reached in the harness's decode steps, (long - short) context
+    tokens' KV bytes over the time they added, in all and per thread block (sequences x KV heads)."""
+    steps: dict[tuple[str, int, int], dict[int, float]] = {}
+    for r in records:
+        if r.kind == "decode_step":
+            steps.setdefault((r.model, r.batch, r.layers), {})[r.context] = r.value_si
+    lines = ["| model | layers | batch | thread blocks | TB/s | GB/s per block |", "|---|---|---|---|---|---|"]
+    for (model, batch, layers), by_ctx in sorted(steps.items()):
+        if short not in by_ctx or long not in by_ctx:
+            continue
+        spec = get_model(model)
+        depth = layers or spec.num_layers
+        kv_bytes = (long - short) * batch * depth * spec.num_kv_heads * spec.head_dim * 2 * 2  # K and V, 16-bit
+        rate = kv_bytes / (by_ctx[long] - by_ctx[short])
+        blocks = batch * spec.num_kv_heads
+        lines.append(f"| {model} | {depth} | {batch} | {blocks} | {rate / 1e12:.2f} | {rate / blocks / 1e9:.1f} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "harness" / "h100-sxm")
@@ -95,6 +120,14 @@ def main() -> None:
         "signed < 0: infercast too fast.",
         "",
         *table(records),
+        "",
+        "## Decode attention per thread block",
+        "",
+        "Decode steps at 4096 against 512 context tokens (16-bit KV): the bandwidth decode attention reached, and "
+        "per thread block (sequences x KV heads). Few blocks: each streams ~40 GB/s (head size 128; 28 GB/s at 64); "
+        "from ~128 blocks the GPU's bandwidth binds.",
+        "",
+        *decode_attention_rates(records),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

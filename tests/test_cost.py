@@ -99,6 +99,24 @@ def test_an_unfused_engine_pays_its_layer_overhead_once_per_layer_per_step():
         assert engine == pytest.approx(base + layers * per_layer)
 
 
+def test_decode_attention_without_split_kv_is_bound_by_its_thread_blocks():
+    """The torch engine's SDPA decode attention runs one thread block per sequence and KV head, each streaming at
+    most decode_attn_cta_bytes_s: at batch 1 (8 blocks for Llama-3.1-8B) the blocks bind, at batch 64 (512 blocks)
+    HBM does. Serving engines' split-KV kernels are bandwidth-bound at any batch."""
+    torch_model, vllm_model = _model("llama-8b", "torch"), _model("llama-8b", "vllm")
+    rate = torch_model.profile.decode_attn_cta_bytes_s
+    assert rate > 0 and vllm_model.profile.decode_attn_cta_bytes_s == 0.0 and not vllm_model.cta_bound
+    i = torch_model.names.index("attention_decode")
+    heads = torch_model.dep.model.kv_heads_per_rank(1)
+    bw = torch_model.dep.hardware.memory.bandwidth_bytes_s * torch_model.profile.attn_decode_efficiency
+    for seqs in (1, 64):
+        out = torch_model.breakdown(StepBatch.from_items((), [4096] * seqs))
+        nbytes = float(out.bytes[i, 0])
+        expected = nbytes / min(bw, seqs * heads * rate)
+        assert out.memory_s[i, 0] == pytest.approx(expected, rel=1e-12)
+    assert seqs * heads * rate > bw > heads * rate  # the two regimes were both tested
+
+
 @pytest.mark.parametrize("engine", ["vllm", "torch"])
 @pytest.mark.parametrize("name", DEPLOYMENTS)
 def test_decode_table_matches_step_time(name, engine):

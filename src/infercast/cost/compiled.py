@@ -36,6 +36,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
                 r = max(<rows>, <gemm_m_floor>)               # GEMMs with an efficiency curve only
                 c = (<flops / peak>) * (r + <m_half>) / r     # or <flops / peak>, or 0.0
                 m = <bytes / bandwidth>                       # or a measured curve of the message size
+                [m = max(m, <bytes x s/B per block> / decode_tokens)]   # decode attention without split-KV
                 total += max(c, m) + <kernels> * pk + <latency> [+ <s> * decode_tokens] [+ <s> * tokens]
             if tokens > 0:
                 total += <step overhead> + <seq overhead> * seqs
@@ -99,6 +100,11 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         else:
             lines.append(f"        c = {compute}")
         lines.append(f"        m = {memory}")
+        for j, per_block in model.cta_bound:  # decode attention without split-KV: the blocks may bind
+            if j == i:
+                blocks_bound = linear(coef[n + i], per_block)
+                lines.append(f"        b = ({blocks_bound}) / (decode_tokens if decode_tokens > 1.0 else 1.0)")
+                lines.append("        m = m if m > b else b")
         extra = (f" + {kern!r} * pk" if kern else "") + (f" + {lat!r}" if lat else "")
         extra += "".join(f" + {float(sec)!r} * decode_tokens" for j, sec in model.per_decode if j == i)
         extra += "".join(f" + {float(sec)!r} * tokens" for j, sec in model.per_token if j == i)

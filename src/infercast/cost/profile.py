@@ -58,6 +58,7 @@ ENGINE_PARAMS = (
     "decode_attn_group_reads",
     "layer_overhead_graph_s",
     "layer_overhead_eager_s",
+    "decode_attn_cta_bytes_s",
 )
 
 
@@ -101,6 +102,10 @@ class CostProfile:
     whose kernels the table counts."""
     layer_overhead_eager_s: float = 0.0
     """The same for a step launched eagerly, where it is mostly the host dispatching the extra ops."""
+    decode_attn_cta_bytes_s: float = 0.0
+    """Bytes per second one thread block of decode attention streams, for kernels that split the work only
+    over sequences x KV heads (no split-KV / flash-decoding): with fewer blocks than the GPU needs to saturate
+    HBM, the blocks, not the bandwidth, bind. 0: split-KV kernels (FlashInfer, FlashAttention-3, XQA)."""
     gemm_latency_s: float = 0.0
     """Fixed time per GEMM kernel beyond max(compute, memory) (see KERNEL_LATENCY_PARAMS)."""
     attn_prefill_latency_s: float = 0.0

@@ -163,6 +163,13 @@ class StepCostModel:
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
         self.per_decode = [(i, r.kernels * p.attn_decode_seq_s) for i, r in enumerate(rows)
                            if r.bandwidth == "attn_decode" and p.attn_decode_seq_s]  # fmt: skip
+        self.cta_bound: list[tuple[int, float]] = []
+        """Decode attention without split-KV (``decode_attn_cta_bytes_s``): (op index, seconds per byte and
+        decode token). One thread block per sequence and KV head streams at most that rate, so a step with few
+        blocks takes bytes / (decode tokens x KV heads x rate) where that exceeds its bandwidth time."""
+        if p.decode_attn_cta_bytes_s:
+            per_block = 1.0 / (dep.model.kv_heads_per_rank(dep.tp) * p.decode_attn_cta_bytes_s)
+            self.cta_bound = [(i, per_block) for i, r in enumerate(rows) if r.bandwidth == "attn_decode"]
         self.per_token: list[tuple[int, float]] = []
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row."""
@@ -225,6 +232,8 @@ class StepCostModel:
         memory = on * nbytes * self.inv_bw
         for i, message, calls, curve in self.curves:
             memory[i] = on[i] * calls * curve(message @ cols)
+        for i, per_block in self.cta_bound:
+            memory[i] = np.maximum(memory[i], on[i] * nbytes[i] * per_block / np.maximum(cols[F["decode_tokens"]], 1.0))
         tokens = cols[F["tokens"]]
         graphed = tokens <= self.profile.graph_max_tokens
         if self.graphs_decode_only:  # graphs captured for generation batches alone: a prompt chunk runs eagerly

@@ -64,13 +64,17 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # host dispatch eagerly (infercast's harness on an H100, data/harness/); the ceilings are ten times those
     "layer_overhead_graph_s": (1e-7, 1e-3),
     "layer_overhead_eager_s": (1e-6, 1e-2),
+    # one decode-attention thread block without split-KV: ~40 GB/s on an H100 (the harness's batch-1 decode
+    # steps); from a tenth of that to a whole GPU's bandwidth
+    "decode_attn_cta_bytes_s": (4e9, 4e12),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
 LOAD_ONLY = ("request_jitter_s",)
 """Parameters only closed-loop serving runs inform (fitted when asked for by name: the engine load fit)."""
-HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s")
-"""Parameters of an unfused engine's layers (fitted when asked for by name: measure/harness_fit.py)."""
+HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s", "decode_attn_cta_bytes_s")
+"""Parameters of an unfused engine's layers and its decode attention without split-KV (fitted when asked for by
+name: measure/harness_fit.py)."""
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3
