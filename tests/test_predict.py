@@ -227,6 +227,21 @@ def test_weight_advice_only_suggests_narrower_formats_the_gpu_runs():
     assert "--precision int8 / int4" in a100  # no FP8 tensor cores on Ampere
 
 
+def test_advice_names_decode_attention_held_back_by_its_thread_blocks():
+    """The torch engine's SDPA decode attention at batch 1 and a long context streams at 8 blocks' rate: the
+    advice says so and what would help; at batch 64, or on a serving engine's split-KV kernels, it does not."""
+    kw = dict(input_len=8192, output_len=128)
+
+    def tip(p):
+        return [t for t in p.advice if "thread block" in t]
+
+    (line,) = tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=1, **kw))
+    assert "8 here" in line and "split-KV" in line
+    assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=64, input_len=2048,
+                                     output_len=128))  # fmt: skip
+    assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="vllm", batch=1, **kw))
+
+
 def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
     """kv_cache_bytes and fits of every sweep row equal memory_budget's, including where sliding-window layers
     make the per-sequence block count fractional before rounding (gpt-oss: half the layers hold 128 tokens)."""

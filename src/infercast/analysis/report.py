@@ -170,6 +170,23 @@ def _narrower_weights(dep: Deployment) -> list[tuple[str, float]]:
     return out
 
 
+def _decode_blocks_tip(decode: PhaseReport, model: StepCostModel, batch: int) -> str | None:
+    """A tip when decode attention without split-KV is held back by its thread blocks (the torch engine's SDPA):
+    fewer blocks than it takes to stream at the GPU's bandwidth, and a tenth of decode time or more."""
+    rate = model.profile.decode_attn_cta_bytes_s
+    attn = next((o for o in decode.ops if o.name == "attention_decode"), None)
+    if not rate or attn is None or attn.share < 0.1:
+        return None
+    blocks = batch * model.dep.model.kv_heads_per_rank(model.dep.tp)
+    bandwidth = model.dep.hardware.memory.bandwidth_bytes_s * model.profile.attn_decode_efficiency
+    if blocks * rate >= bandwidth:
+        return None
+    hbm = model.dep.hardware.memory.bandwidth_bytes_s
+    return (f"decode attention ({attn.share:.0%} of decode) runs one thread block per sequence and KV head, "
+            f"{blocks:.0f} here, streaming {blocks * rate / 1e12:.2f} TB/s of the {hbm / 1e12:.2f} TB/s HBM: a "
+            "split-KV (flash-decoding) kernel or a larger batch would use the whole bandwidth")  # fmt: skip
+
+
 def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batch: int) -> list[str]:
     """Plain-language levers that would speed up each phase, from the report's numbers."""
     dep = model.dep
@@ -189,6 +206,9 @@ def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batc
                 tips.append(f"larger batches reuse each weight read: batch {batch} -> {batch * 4} raises AI ~4x")
             if weights_share < 0.5 and dep.kv_format.bytes_per_element >= 2:
                 tips.append("KV-cache reads dominate decode: an fp8 KV cache (--kv-precision fp8) halves them")
+        blocks_tip = _decode_blocks_tip(decode, model, batch)
+        if blocks_tip:
+            tips.append(blocks_tip)
         if decode.time_share_by_ceiling.get("overhead", 0) > 0.2:
             tips.append(
                 f"{decode.time_share_by_ceiling['overhead']:.0%} of decode is launch/runtime overhead: "
