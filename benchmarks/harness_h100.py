@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from infercast.cost.profile import load_profile
+from infercast.measure.harness_fit import same_token_moe_step
 from infercast.measure.records import Record, load_records
 from infercast.measure.validate import compare
 from infercast.specs.catalog import get_hardware, get_model
@@ -58,7 +59,8 @@ def group_of(rec: Record) -> str:
     if rec.kind == "hbm_copy":
         return "hbm copy"
     depth = f" ({rec.layers} layers)" if rec.layers else ""
-    return f"{rec.kind} {rec.model}{depth}"
+    same = ", same token in every sequence: left out of the fit" if same_token_moe_step(rec) else ""
+    return f"{rec.kind} {rec.model}{depth}{same}"
 
 
 def profiles_for(records: list[Record], layer: dict[str, bool]) -> dict:

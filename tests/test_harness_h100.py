@@ -71,9 +71,9 @@ def test_installed_torch_engine_predicts_the_harness_steps(records) -> None:
     import yaml
 
     from infercast.measure.calibrate import PROFILE_DIR
-    from infercast.measure.harness_fit import KINDS
+    from infercast.measure.harness_fit import harness_rows
 
-    steps = [r for r in records if r.kind in KINDS]
+    steps = harness_rows(records)
     errors = {k: _errors(records, lambda r, k=k: r.kind == k, fitted=True) for k in ("decode_step", "tpot")}
     assert np.median(np.abs(errors["decode_step"])) < 0.10
     assert np.median(np.abs(errors["tpot"])) < 0.10
@@ -83,6 +83,20 @@ def test_installed_torch_engine_predicts_the_harness_steps(records) -> None:
     assert summary["held_out"]["all"] < 0.13
     assert set(summary["held_out"]["by_model"]) == {r.model for r in steps}
     assert "data/harness/h100-sxm/llama-3.1-8b-bf16.csv" in summary["source"]
+
+
+def test_same_token_moe_decode_steps_are_left_out_of_the_fit(records) -> None:
+    """The committed MoE decode steps of 8-64 sequences fed token 0 to every sequence (the runner's graph buffer,
+    fixed after they were timed), so their batch routed like one token: the fit leaves them out. Single-sequence
+    MoE steps and dense models' batched steps stay."""
+    from infercast.measure.harness_fit import harness_rows, same_token_moe_step
+
+    same = [r for r in records if same_token_moe_step(r)]
+    assert len(same) == 18 and {r.model for r in same} == {"qwen3-30b-a3b"} and min(r.batch for r in same) == 8
+    kept = harness_rows(records)
+    assert not any(same_token_moe_step(r) for r in kept)
+    assert any(r.model == "qwen3-30b-a3b" and r.kind == "decode_step" and r.batch == 1 for r in kept)
+    assert any(r.model == "llama-3.1-8b" and r.kind == "decode_step" and r.batch == 64 for r in kept)
 
 
 def test_torch_predictions_carry_the_harness_fits_error_bands() -> None:

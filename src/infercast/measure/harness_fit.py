@@ -21,6 +21,7 @@ import yaml
 from infercast.measure.calibrate import CPU_LABEL, FitResult, fit
 from infercast.measure.records import Record
 from infercast.measure.validate import compare
+from infercast.specs.catalog import get_model
 
 ENGINE = "torch"
 HEADER = "# The torch engine's overheads: fitted to infercast's harness on real GPUs (data/harness/, 'harness_fit')."
@@ -30,9 +31,23 @@ PARAMETERS = tuple(f"{ENGINE}:{p}" for p in ("layer_overhead_graph_s", "layer_ov
 one kernel stays at its prior, measured by the harness's launch_overhead rows, so single-kernel rows keep it."""
 
 
+SAME_TOKEN_BEFORE = "2026-11-26T21:00:00+00:00"
+"""Graph-replayed decode steps timed before this (UTC) fed token 0 to every sequence of the batch over an empty
+KV cache (fixed in ``measure/runner.py`` on 2026-11-26): identical hidden states, so a MoE layer routed the whole
+batch like one token, to k experts instead of the E·(1 − (1 − k/E)^T) a served batch touches."""
+
+
+def same_token_moe_step(rec: Record) -> bool:
+    """A MoE decode step of more than one sequence timed with the same token in every sequence (see
+    :data:`SAME_TOKEN_BEFORE`): it times a routing no served batch has, so the fit and its error leave it out."""
+    return (rec.kind == "decode_step" and rec.batch > 1 and rec.notes == "cuda_graph"
+            and rec.timestamp < SAME_TOKEN_BEFORE and get_model(rec.model).moe is not None)  # fmt: skip
+
+
 def harness_rows(records: Sequence[Record]) -> list[Record]:
-    """The rows the fit uses: whole steps and requests of the harness on a GPU."""
-    return [r for r in records if r.engine == ENGINE and r.kind in KINDS and r.gpu.strip().lower() != CPU_LABEL]
+    """The rows the fit uses: whole steps and requests of the harness on a GPU (not the same-token MoE steps)."""
+    return [r for r in records if r.engine == ENGINE and r.kind in KINDS and r.gpu.strip().lower() != CPU_LABEL
+            and not same_token_moe_step(r)]  # fmt: skip
 
 
 def fit_harness(records: Sequence[Record], source: str = "") -> FitResult:

@@ -141,6 +141,9 @@ class StepSweeps:
         if self.use_graphs:
             try:
                 graph = DecodeGraph(self.model, [c] * b)
+                # random tokens, one per sequence, as the eager path: the graph's buffer starts at token 0 for
+                # every sequence, and identical inputs route a MoE batch like one token (k experts, not most)
+                graph.reset(self._tokens(b, 1))
                 return graph.replay, "cuda_graph"
             except RuntimeError as exc:  # capture unsupported for some kernel: time eagerly instead
                 synchronize(self.device)
