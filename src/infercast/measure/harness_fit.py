@@ -41,7 +41,7 @@ def same_token_moe_step(rec: Record) -> bool:
     """A MoE decode step of more than one sequence timed with the same token in every sequence (see
     :data:`SAME_TOKEN_BEFORE`): it times a routing no served batch has, so the fit and its error leave it out."""
     return (rec.kind == "decode_step" and rec.batch > 1 and rec.notes == "cuda_graph"
-            and rec.timestamp < SAME_TOKEN_BEFORE and get_model(rec.model).moe is not None)  # fmt: skip
+            and "" < rec.timestamp < SAME_TOKEN_BEFORE and get_model(rec.model).moe is not None)  # fmt: skip
 
 
 def harness_rows(records: Sequence[Record]) -> list[Record]:
