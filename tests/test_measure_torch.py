@@ -368,6 +368,20 @@ def test_l2_flush_reads_twice_the_l2() -> None:  # pragma: no cover - GPU only
     assert plain._scratch is None and "not flushed" in plain.description
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_graph_decode_steps_give_each_sequence_its_own_token() -> None:  # pragma: no cover - GPU only
+    """A decode graph's token buffer starts at token 0 in every sequence; the sweep fills it with a random token per
+    sequence, as its eager path does. With one token everywhere a MoE batch routes like a single token."""
+    from infercast.measure.runner import StepSweeps
+
+    model = TransformerModel(SPECS["gqa"], precision="bf16", device="cuda", seed=3)
+    sweeps = StepSweeps(model, Timer(torch.device("cuda"), 1, 1), stamp=None, use_graphs=True, skipped=[])
+    assert sweeps._allocate(8, 32, "test")
+    replay, how = sweeps._decode_fn(8, 16)
+    assert how == "cuda_graph"
+    assert replay.__self__.tokens.unique().numel() > 1
+
+
 def test_kv_bytes_per_token_is_the_specs() -> None:
     spec = SPECS["sliding"]
     m = TransformerModel(spec, precision="fp32")
