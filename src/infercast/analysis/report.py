@@ -174,8 +174,10 @@ def _decode_blocks_tip(decode: PhaseReport, model: StepCostModel, batch: int) ->
     """A tip when decode attention without split-KV is held back by its thread blocks (the torch engine's SDPA):
     fewer blocks than it takes to stream at the GPU's bandwidth, and a tenth of decode time or more."""
     rate = model.profile.decode_attn_cta_bytes_s
+    if not rate:  # split-KV kernels (every serving engine): nothing to say, and no per-operator rows to build
+        return None
     attn = next((o for o in decode.ops if o.name == "attention_decode"), None)
-    if not rate or attn is None or attn.share < 0.1:
+    if attn is None or attn.share < 0.1:
         return None
     blocks = batch * model.dep.model.kv_heads_per_rank(model.dep.tp)
     bandwidth = model.dep.hardware.memory.bandwidth_bytes_s * model.profile.attn_decode_efficiency
