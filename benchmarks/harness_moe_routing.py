@@ -17,6 +17,7 @@ import argparse
 
 import torch
 
+from infercast.measure.torch_ffn import MoEFFN
 from infercast.measure.torch_model import TransformerModel
 from infercast.specs.catalog import get_model
 
@@ -39,7 +40,7 @@ def main() -> None:
         counts.append(int(logits.topk(k, dim=-1).indices.unique().numel()))
 
     for layer in model.modules():
-        if hasattr(layer, "route") and hasattr(layer, "router"):
+        if isinstance(layer, MoEFFN):
             layer.router.register_forward_hook(count)
     gen = torch.Generator().manual_seed(0)
     model.allocate_cache(args.batch, args.context + 8)

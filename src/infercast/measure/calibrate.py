@@ -73,8 +73,9 @@ NOT_FITTED = ("graph_max_tokens",)
 LOAD_ONLY = ("request_jitter_s",)
 """Parameters only closed-loop serving runs inform (fitted when asked for by name: the engine load fit)."""
 HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s", "decode_attn_cta_bytes_s")
-"""Parameters of an unfused engine's layers and its decode attention without split-KV (fitted when asked for by
-name: measure/harness_fit.py)."""
+"""Parameters of an unfused engine's layers and its decode attention without split-KV, fitted only when asked for
+by name: measure/harness_fit.py fits the layer overheads; decode_attn_cta_bytes_s is read off the harness's decode
+steps (benchmarks/harness_h100.py), and its bounds serve a user who fits it with ``calibrate``."""
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3
