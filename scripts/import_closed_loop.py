@@ -4,74 +4,10 @@ Usage:  python scripts/import_closed_loop.py [path/to/closed_loop_h100.csv]
 Writes: data/measurements/closed_loop/h100-sxm.csv
 
 Each row of the source (mean TTFT and mean TPOT of one closed-loop benchmark point) becomes two records,
-``closed_loop_ttft`` and ``closed_loop_tpot`` (batch = concurrency C, input_len / output_len = the top L of
-the length range; see infercast.measure.closed_loop). Interpretation choices, stated in every row's notes:
-- the engine version goes into the notes; the record's engine is the profile it calibrates (vllm, sglang,
-  trtllm: their current major versions, named in the fitted profiles' provenance);
-- fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype 'auto'
-  follows the checkpoint, which quantises weights and activations only) and an 8-bit one on TensorRT-LLM. The
-  TensorRT-LLM rows cannot have run with a 16-bit cache: at TP 1, 64 clients, 4k prompts, the running requests
-  hold 64 x 4.2k tokens = 66 GiB of 16-bit KV, against the ~39 GiB KV pool beside 32 GiB of FP8 weights (0.9 of the
-  free memory), yet mean TTFT is 1.6 s (queueing for KV would add ~10 s: the 16-bit reading over-predicts
-  those nine TP 1-2 points 2-6x); an 8-bit cache (33 GiB) holds them, as ModelOpt FP8 checkpoints'
-  kv_cache_quant_algo FP8 sets. An interpretation, stated in every row.
-- Lengths: fixed (min_len_ratio 1) for every engine. The file comes from aiconfigurator's silicon runs, whose
-  benchmark client is NVIDIA's (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
-  ``ignore_eos`` and min_tokens = max_tokens; aiconfigurator's generator/config/backend_templates/benchmark/
-  bench_run.sh.j2 and Dynamo's benchmark scripts), not ``vllm bench serve`` with a range ratio. The SGLang
-  rows' own signature says so too: mean TTFT does not depend on the output length (TP 2, 1k prompts, 16
-  clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens) and equals the prefill time of all C prompts
-  (TTFT x tp / (C x L) = 56-120 us per token, against 12 us for the vLLM rows), i.e. the clients stayed
-  synchronised in waves, which only equal lengths sustain. How far equal-length clients drift apart is the
-  engines' varying per-request latency (``request_jitter_s``, fitted with the load fit).
-- vLLM rows: a step budget of 2048 tokens (``max_num_batched_tokens``:
-  vLLM's SchedulerConfig default, which holds when a harness builds the engine itself rather than through the
-  OpenAI server's usage context, whose H100 default is 8192; the NVIDIA Dynamo vLLM worker of the 0.12 fp8 rows
-  is such a harness). The data's signature: at 8 clients mean TTFT grows with the prompt 2.8-3.4x as fast as
-  the kernel-level prefill time while TPOT follows the kernel-level prefill cost (benchmarks/ttft_signatures.py),
-  i.e. synchronised waves of prompts prefilled a budget at a time. The budget is chosen on this data (2048
-  against 1024, 4096 and 8192: median TTFT error 12 % against 15 %, 22 % and 45 % before the refit), so it is
-  an interpretation, stated in every row.
-- TensorRT-LLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), whole prompts beside
-  the decodes (the trtllm preset's in-flight scheduler: enable_chunked_prefill off), so a step holds one prompt
-  (1k, 2k or 4k) beside the decodes. aiconfigurator's generator sets ``max_batch_size`` = the batch size (the
-  file's C) and ``max_num_tokens`` = max_batch_size + isl + a margin for aggregated TensorRT-LLM workers; the
-  margin has changed between its releases: + 1500 in both rules the repository holds now
-  (generator/rule_plugin/trtllm.rule, rounded up to whole KV blocks of 32 tokens, and benchmark/trtllm.rule;
-  either would fit two 1k prompts in a step), + 500 in earlier releases' trtllm.rule (quoted in public write-ups
-  of the generator). The records do not round up to whole blocks: at most 31 tokens, never room for a second
-  prompt at these lengths.
-  The runs (TensorRT-LLM 1.0.0rc3) do not record which, so the data decide: with + 500 the 1k rows at 8-32 clients
-  come out 8-32 % too slow at TP 2-4 (35-60 % with + 1500), the Qwen3-32B and Llama-3.1-8B rows prefer
-  the same per-request overhead (20 ms each in a grid), and TensorRT-LLM's fitted TTFT median falls from 11.4 %
-  to 8.5 % (benchmarks/accuracy.py). An interpretation, stated in every row.
-- TensorRT-LLM rows: a KV cache of 0.80 of the memory free after loading (``gpu_memory_utilization``, read by the
-  trtllm preset as ``free_gpu_memory_fraction``): aiconfigurator's engine template for these runs
-  (generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2: ``free_gpu_memory_fraction``
-  default 0.80; TensorRT-LLM's own default is 0.9). With the in-flight scheduler's whole-request reservation
-  (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) that pool sets where the Qwen3-32B TP 1 rows start queueing: it holds
-  128 x (2048 + 128) and 64 x (4096 + 256) reserved tokens (281k) but not 128 x (2048 + 256) or 64 x (4096 + 512)
-  (295k), and the data jump exactly there (mean TTFT 0.8 -> 2.5 s and 1.6 -> 3.8 s).
-- TensorRT-LLM Llama-3.1-8B rows: one sequence slot fewer than clients (``max_num_seqs`` = C - 1). Their mean
-  TTFT grows with the output length by about D / C, D being one request's decode time (TP 1, 1k prompts,
-  8 clients: 191 / 318 / 550 ms at 128 / 256 / 512 output tokens, D / 8 = 127 / 240 / 474 ms), at 8-64
-  clients and every TP: in a closed loop that is one client always waiting for a slot. The cause is not known
-  (a pool of max_batch_size = C slots with one held by an internal request, such as a CUDA-graph padding
-  request, would give it); the Qwen3-32B rows of the same engine version show no such wait (their TTFT does
-  not grow with the output length). Chosen on the data (fitted
-  TTFT median 36 % -> 16 % on these rows; the Qwen3-32B rows, sharing the refitted per-request overhead, 16 % ->
-  22 %), so an interpretation, stated in every row.
-- Left out: the seven rows whose benchmark concurrency was not recorded (their source id reads ``_c_`` with no
-  number, and the wheel's source column has no ``silicon_concurrency``, unlike every other H100 row: Dynamo
-  0.8 runs of TensorRT-LLM 1.2 and vLLM 0.12, 4000/1000 tokens). The file's concurrency for them is the
-  deployment's batch size, and their own figures say the clients were fewer: the vLLM TP 1 and TP 2 rows
-  measured TPOT 16.9 and 11.6 ms where a decode-only batch of 24 and 48 such sequences takes 27 and 23 ms
-  (infercast.predict; 23 and 18 ms even with an 8-bit cache), and the TensorRT-LLM rows measured the decode-only
-  batch's TPOT (22.4 / 19.2 / 18.5 / 21.2 ms against 24.2 / 19.0 / 17.9 / 19.2 ms predicted) with no room for
-  the C prefills of 4000 tokens that each request's 1000 decode steps overlap in a closed loop of C clients
-  (the closed-loop simulation at C = batch size over-predicts their TPOT by 40-57 %, every other TensorRT-LLM
-  row by 5 % median). Read at C = batch size they were 14 of the 1,068 records, among them the 3rd and 4th
-  worst TTFT and five of the nine worst TPOT records (held-out error, benchmarks/accuracy.csv before the change).
+``closed_loop_ttft`` and ``closed_loop_tpot``, read as :mod:`infercast.measure.closed_loop_rows` reads such rows:
+its docstring states and argues every interpretation (step budgets, KV formats and fractions, sequence slots,
+the rows left out), and each record's notes repeat the ones that apply to it. ``infercast validate --data
+FILE`` reads a file of such rows (other GPUs, models and engine versions too) the same way without this step.
 """
 
 from __future__ import annotations
@@ -83,79 +19,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from infercast.measure.records import Record, write_records  # noqa: E402
+from infercast.measure.closed_loop_rows import convert_rows  # noqa: E402
+from infercast.measure.records import write_records  # noqa: E402
 
 DEFAULT = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"  # ../shared beside the checkout
 OUT = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
-STEP_BUDGET = {"vllm": 2048}
-"""Engines whose rows ran with a fixed step budget other than the preset's (see the module docstring)."""
-BUDGET_MARGIN = {"trtllm": 500}
-"""Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
-KV_FRACTION = {"trtllm": 0.80}
-"""Engines whose runs gave the KV cache this memory fraction rather than the preset's (see the docstring)."""
-FP8_KV_ENGINES = {"trtllm"}
-"""Engines whose fp8 rows ran with an 8-bit KV cache (see the module docstring)."""
-SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
-"""(engine, model) runs whose engine held this many fewer sequence slots than clients (see the docstring)."""
-MODELS = {"Qwen/Qwen3-32B": "qwen3-32b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b"}
-GPUS = {"h100-sxm": "h100-sxm"}
-SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
-NOTES = (
-    "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
-    "ramp-up; KV cache {kv}{fraction}{budget}{slots}"
-)
-
-
-def step_budget(row: dict[str, str]) -> int:
-    """The run's step budget in tokens (0: the preset's; see the module docstring)."""
-    engine = row["engine"]
-    if engine in BUDGET_MARGIN:
-        return int(row["concurrency"]) + int(row["input_len"]) + BUDGET_MARGIN[engine]
-    return STEP_BUDGET.get(engine, 0)
-
-
-def convert(row: dict[str, str]) -> list[Record]:
-    held = SLOTS_BELOW_CLIENTS.get((row["engine"], row["model"]), 0)
-    budget = step_budget(row)
-    kv = "fp8" if row["precision"] == "fp8" and row["engine"] in FP8_KV_ENGINES else "bf16"
-    common = dict(
-        model=MODELS[row["model"]], gpu=GPUS[row["gpu"]], engine=row["engine"], precision=row["precision"],
-        kv_precision=kv, tp=int(row["tp"]), batch=int(row["concurrency"]), input_len=int(row["input_len"]),
-        output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row["id"]),
-        min_len_ratio=1.0, max_num_batched_tokens=budget,
-        max_num_seqs=int(row["concurrency"]) - held if held else 0,
-        gpu_memory_utilization=KV_FRACTION.get(row["engine"], 0.0),
-        notes=NOTES.format(engine=row["engine"], version=row["engine_version"], c=row["concurrency"],
-                           kv="8-bit (read from the data)" if kv == "fp8" else "16-bit",
-                           fraction=(f" in {KV_FRACTION[row['engine']]:.2f} of free memory (aiconfigurator's engine "
-                                     "template)" if row["engine"] in KV_FRACTION else ""),
-                           lengths="fixed lengths (the benchmark client's)",
-                           budget=(f"; {budget} tokens per step ("
-                                   + ("aiconfigurator's generator rule C + L + 500)" if row["engine"] in BUDGET_MARGIN
-                                      else "read from the data)") if budget else ""),
-                           slots=(f"; {int(row['concurrency']) - held} sequence slots (read from the data)"
-                                  if held else "")),
-    )  # fmt: skip
-    return [
-        Record(kind="closed_loop_ttft", value=float(row["ttft_ms_mean"]), **common),
-        Record(kind="closed_loop_tpot", value=float(row["tpot_ms_mean"]), **common),
-    ]
-
-
-def concurrency_recorded(row: dict[str, str]) -> bool:
-    """Whether the source id names the benchmark's concurrency (``..._c16_...``; see the module docstring)."""
-    return "_c_" not in row["id"]
 
 
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
     with path.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    kept = [row for row in rows if concurrency_recorded(row)]
-    records = [r for row in kept for r in convert(row)]
-    write_records(OUT, records, "generated by: python scripts/import_closed_loop.py (see its docstring)")
-    print(f"{len(records)} records -> {OUT.relative_to(ROOT)} ({len(rows) - len(kept)} rows without a recorded "
-          "concurrency left out)")
+        rows = [(f"{path}:{n}", row) for n, row in enumerate(csv.DictReader(handle), start=2)]
+    records, skipped = convert_rows(rows)
+    write_records(OUT, records, "generated by: python scripts/import_closed_loop.py (readings: "
+                                "infercast.measure.closed_loop_rows)")  # fmt: skip
+    print(f"{len(records)} records -> {OUT.relative_to(ROOT)} ({skipped} rows without a recorded concurrency left "
+          "out)")
 
 
 if __name__ == "__main__":

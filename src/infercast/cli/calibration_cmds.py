@@ -239,19 +239,25 @@ def validate(
         emit_json({"summary": summary, "points": [r.to_dict() for r in rows] if points else None})
         return
     t = Table(title="Prediction vs measurement")
-    for col in ("metric", "points", "median |error|", "p90 |error|", "median signed"):
+    for col in ("metric", "points", "median |error|", "p90 |error|", "median signed", "inside p90 band"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for metric, s in summary.items():
-        t.add_row(
-            metric, str(s["points"]), f"{s['median_ape']:.1%}", f"{s['p90_ape']:.1%}", f"{s['median_signed']:+.1%}"
-        )
+        inside = f"{s['within_p90_band']:.0%} of {s['banded_points']}" if "within_p90_band" in s else "-"
+        t.add_row(metric, str(s["points"]), f"{s['median_ape']:.1%}", f"{s['p90_ape']:.1%}",
+                  f"{s['median_signed']:+.1%}", inside)  # fmt: skip
     console.print(t)
+    if any(r.band for r in rows):
+        console.print("inside p90 band: points whose error lies within the p90 of the error band predict/simulate "
+                      "print for their regime (about 90 % where the bands hold)")  # fmt: skip
     if points:
         p = Table(title="Points")
-        for col in ("metric", "model", "gpu", "engine", "tp", "batch", "in", "out", "measured", "predicted", "error"):
+        for col in ("metric", "model", "gpu", "engine", "tp", "batch", "in", "out", "measured", "predicted", "error",
+                    "band (p90)"):  # fmt: skip
             p.add_column(col)
         for r in rows:
             rec = r.record
+            band = f"± {r.band.typical:.0%} ({r.band.p90:.0%})" if r.band else "-"
             p.add_row(r.metric, rec.model, rec.gpu, rec.engine, str(rec.tp), str(rec.batch), str(rec.input_len),
-                      str(rec.output_len), f"{r.measured:.4g}", f"{r.predicted:.4g}", f"{r.error:+.1%}")  # fmt: skip
+                      str(rec.output_len), f"{r.measured:.4g}", f"{r.predicted:.4g}", f"{r.error:+.1%}",
+                      band)  # fmt: skip
         console.print(p)

@@ -43,7 +43,7 @@ from typing import Any
 
 from infercast.errors import InfercastError
 from infercast.measure.records import Record, check_record
-from infercast.specs.catalog import get_hardware, get_model, model_catalog
+from infercast.specs.catalog import get_hardware, get_model, model_id_for_repo
 
 FORMATS = ("auto", "vllm", "guidellm", "aiperf")
 TOOL_NAMES = {"vllm": "vllm bench serve", "guidellm": "GuideLLM", "aiperf": "AIPerf"}
@@ -374,26 +374,10 @@ class RunFacts:
 
 
 def catalog_model_for(name: str) -> str | None:
-    """The catalog id of a model a benchmark names (an HF repo id or a local path); None when unknown.
-
-    Matches the catalog id, or the repository name of the entry's config.json source, ignoring case and an
-    ``-Instruct``/``-Chat``/``-it`` suffix (instruct and base checkpoints share the architecture).
-    """
-    if not name:
-        return None
-    base = _strip_variant(name.rstrip("/").split("/")[-1].lower())
-    for mid, spec in model_catalog().items():
-        repo = spec.source.split("huggingface.co/")[-1].split("/blob/")[0].split("/")[-1].lower()
-        if base in (mid, _strip_variant(repo)):
-            return mid
-    return None
-
-
-def _strip_variant(name: str) -> str:
-    for suffix in ("-instruct", "-chat", "-it"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+    """The catalog id of a model a benchmark names (an HF repo id or a local path); None when unknown
+    (:func:`infercast.specs.catalog.model_id_for_repo`: -Instruct, -FP8, dated and other checkpoint suffixes
+    ignored, instruct, base and quantised checkpoints sharing the architecture)."""
+    return model_id_for_repo(name) if name else None
 
 
 def _fact(given: Any, from_file: Any, what: str, why: str) -> Any:

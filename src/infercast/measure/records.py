@@ -45,6 +45,9 @@ Closed-loop kinds describe a published sweep point run as ``vllm bench serve --m
 10*C --random-range-ratio 0.8`` (``batch`` = C; ``input_len``/``output_len`` = L, the top of the length range)
 with means over all requests, ramp-up included (:mod:`infercast.measure.closed_loop`).
 
+A CSV of closed-loop benchmark rows in aiconfigurator's silicon format (``ttft_ms_mean``, ``tpot_ms_mean``, ...)
+is read as such records too (:mod:`infercast.measure.closed_loop_rows`).
+
 ``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
 that row use the same truncated model (:func:`infercast.specs.truncate.truncated`).
 
@@ -280,8 +283,16 @@ def read_records(path: str | Path) -> list[Record]:
         columns = reader.fieldnames or []
     except csv.Error as exc:
         raise InfercastError(f"{path} is not a readable CSV: {exc}", field="data") from None
+    from infercast.measure.closed_loop_rows import is_closed_loop_table, read_closed_loop_rows
+
+    if is_closed_loop_table(columns):  # aiconfigurator's closed-loop benchmark rows (their own columns)
+        return read_closed_loop_rows(path, numbered)
     if "kind" not in columns or "value" not in columns:
-        raise InfercastError(f"{path} needs at least the columns 'kind' and 'value'", field="data")
+        raise InfercastError(
+            f"{path} needs at least the columns 'kind' and 'value' (or, for closed-loop benchmark rows in "
+            "aiconfigurator's format, 'ttft_ms_mean' and its companions)",
+            field="data",
+        )
     unknown = [c for c in columns if c not in _CSV]
     if unknown:
         hints = [f"{c!r} (did you mean {', '.join(map(repr, nearest(c, FIELDS, n=1)))}?)" if nearest(c, FIELDS, n=1)

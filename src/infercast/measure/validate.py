@@ -1,4 +1,9 @@
-"""Prediction vs measurement, per point and summarised by metric (median / p90 absolute % error)."""
+"""Prediction vs measurement, per point and summarised by metric (median / p90 absolute % error).
+
+Points of a metric the error bands cover (TTFT and TPOT of serving and closed-loop runs) also carry the band
+``predict``/``simulate`` would print for their regime (:func:`infercast.analysis.error_bands.confidence`), and
+the summary says how many points fell inside its p90: about 90 % where the bands are honest, on data the bands
+were not measured on too."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from infercast.analysis.error_bands import ErrorBand, confidence
 from infercast.cost.profile import CostProfile
 from infercast.measure.predictors import metric_of, predict_located
 from infercast.measure.records import Record
@@ -19,6 +25,8 @@ class Comparison:
     record: Record
     predicted: float
     measured: float
+    band: ErrorBand | None = None
+    """The expected error a prediction of this regime prints (None: a metric the bands do not cover)."""
 
     @property
     def error(self) -> float:
@@ -47,18 +55,40 @@ class Comparison:
             "measured": self.measured,
             "predicted": self.predicted,
             "error": self.error,
+            "band_typical": self.band.typical if self.band else None,
+            "band_p90": self.band.p90 if self.band else None,
             "source": r.source,
         }
+
+    @property
+    def within_band(self) -> bool | None:
+        """Whether the error lies inside the band's p90 (None without a band)."""
+        return abs(self.error) <= self.band.p90 if self.band else None
 
 
 def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None = None) -> list[Comparison]:
     """Predict every record (with ``profiles`` keyed 'gpu/engine', else the installed profiles); errors name the
     record's ``path:row``."""
-    return [Comparison(r, predict_located(r, profiles), r.value_si) for r in records]
+    return [Comparison(r, predict_located(r, profiles), r.value_si, band_of(r)) for r in records]
+
+
+BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving_ttft": "ttft",
+                "serving_tpot": "tpot"}  # fmt: skip
+"""Record kinds whose predictions carry an error band, and the band's metric."""
+
+
+def band_of(rec: Record) -> ErrorBand | None:
+    """The error band of a serving or closed-loop record's regime (GPU fitted or not, engine, load, TP)."""
+    metric = BAND_METRICS.get(rec.kind)
+    if metric is None:
+        return None
+    load = rec.concurrency or rec.batch
+    return confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,)).bands.get(metric)
 
 
 def summarize(rows: Sequence[Comparison]) -> dict[str, dict[str, float]]:
-    """Per metric: number of points, median and p90 absolute percentage error, and signed median."""
+    """Per metric: number of points, median and p90 absolute percentage error, signed median, and where points
+    carry an error band, how many (``banded_points``) and the share inside its p90 (``within_p90_band``)."""
     out: dict[str, dict[str, float]] = {}
     groups: dict[str, list[float]] = {}
     for row in rows:
@@ -72,4 +102,8 @@ def summarize(rows: Sequence[Comparison]) -> dict[str, dict[str, float]]:
             "p90_ape": float(np.percentile(np.abs(e), 90)) if e.size else float("nan"),
             "median_signed": float(np.median(e)) if e.size else float("nan"),
         }
+        inside = [r.within_band for r in rows if (metric == "all" or r.metric == metric) and r.band is not None]
+        if inside:
+            out[metric]["banded_points"] = len(inside)
+            out[metric]["within_p90_band"] = float(np.mean(inside))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -77,6 +78,48 @@ def get_model(ref: str | ModelSpec) -> ModelSpec:
 
         return load_hf_config(path)
     raise unknown_choice("model", ref, catalog)
+
+
+CHECKPOINT_SUFFIX = re.compile(
+    r"-(instruct|chat|hf|it|base|thinking|fp8|fp8-dynamic|fp8-block|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|"
+    r"v\d+(\.\d+)?|\d{4})$"
+)
+"""Checkpoint-name endings that do not change the architecture: chat tuning, quantised releases, dated refreshes
+(``-0528``, ``-2507``) and version tags (``-v0.1``)."""
+
+
+def model_id_for_repo(name: str) -> str | None:
+    """The catalog id of a HuggingFace repo id (or a local checkpoint folder); None when the catalog has no such
+    model. The entry whose cited ``config.json`` is that repo's wins; else the one whose id or source repo name
+    equals the name with checkpoint suffixes stripped one at a time (``nvidia/DeepSeek-R1-FP4`` ->
+    ``deepseek-r1``, ``meta-llama/Llama-3.1-8B-Instruct`` -> ``llama-3.1-8b``)."""
+    by_repo, by_name = _catalog_names()
+    key = name.strip().rstrip("/").lower()
+    if key in by_repo:
+        return by_repo[key]
+    bare = key.rsplit("/", 1)[-1].removeprefix("meta-")
+    while bare not in by_name:
+        stripped = CHECKPOINT_SUFFIX.sub("", bare)
+        if stripped == bare:
+            return None
+        bare = stripped
+    return by_name[bare]
+
+
+@cache
+def _catalog_names() -> tuple[dict[str, str], dict[str, str]]:
+    """(source repo -> id, bare name -> id) over the model catalog, lower case; ids win over repo names."""
+    by_repo: dict[str, str] = {}
+    by_name: dict[str, str] = {cid: cid for cid in model_catalog()}
+    for cid, spec in model_catalog().items():
+        found = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)", spec.source or "")
+        if found:
+            repo = found.group(1).lower()
+            by_repo[repo] = cid
+            bare = repo.rsplit("/", 1)[-1].removeprefix("meta-")
+            by_name.setdefault(bare, cid)
+            by_name.setdefault(CHECKPOINT_SUFFIX.sub("", bare), cid)
+    return by_repo, by_name
 
 
 def is_builtin(model: object, gpu: object) -> bool:

@@ -1,0 +1,142 @@
+"""Closed-loop benchmark rows in aiconfigurator's silicon format: read directly by ``validate --data``, mapped
+onto the catalogs (other GPUs, models, precisions and EP than the committed H100 rows), bad rows refused by
+name."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from pathlib import Path
+
+import pytest
+
+from infercast.errors import InfercastError
+from infercast.measure.closed_loop_rows import catalog_gpu_id, catalog_model_id, convert
+from infercast.measure.records import load_records, read_records
+from tests.cli_helpers import run, run_json
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
+COMMITTED = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
+HEADER = "id,engine,engine_version,model,gpu,precision,tp,input_len,output_len,concurrency,ttft_ms_mean,tpot_ms_mean"
+
+
+@pytest.mark.parametrize(
+    ("repo", "catalog_id"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("Qwen/Qwen3-32B", "qwen3-32b"),
+        ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b"),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
+        ("nvidia/DeepSeek-R1-FP4", "deepseek-r1"),
+        ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP8", "llama-3.3-70b"),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"),
+        ("openai/gpt-oss-120b", "gpt-oss-120b"),
+        ("moonshotai/Kimi-K2.5", "kimi-k2.5"),
+    ],
+)
+def test_hugging_face_repo_ids_map_onto_the_catalog(repo: str, catalog_id: str) -> None:
+    assert catalog_model_id(repo) == catalog_id
+
+
+def test_a_model_outside_the_catalog_is_refused_naming_it() -> None:
+    with pytest.raises(InfercastError, match="Qwen2-VL-7B") as err:
+        catalog_model_id("Qwen/Qwen2-VL-7B")
+    assert err.value.field == "model" and "qwen3-32b" in (err.value.allowed or [])
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"),
+    [("h100-sxm", "h100-sxm"), ("h100_sxm", "h100-sxm"), ("h200_sxm", "h200"), ("b200-sxm", "b200"),
+     ("gb200_sxm", "gb200"), ("a100_sxm", "a100-80gb"), ("l40s", "l40s")],
+)  # fmt: skip
+def test_benchmark_system_names_map_onto_the_hardware_catalog(name: str, gpu: str) -> None:
+    assert catalog_gpu_id(name) == gpu
+
+
+def test_an_unknown_system_is_refused_with_the_catalog() -> None:
+    with pytest.raises(InfercastError, match="tpu_v5") as err:
+        catalog_gpu_id("tpu_v5")
+    assert err.value.field == "gpu"
+
+
+def _row(**kw: str) -> dict[str, str]:
+    row = dict(zip(HEADER.split(","), ["x_c16_tp2_epnone_1", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B", "h100-sxm",
+                                       "fp8", "2", "1024", "128", "16", "300.0", "15.0"], strict=True))  # fmt: skip
+    return {**row, **kw}
+
+
+def test_a_row_becomes_a_ttft_and_a_tpot_record_with_the_engine_readings() -> None:
+    ttft, tpot = convert(_row())
+    assert (ttft.kind, tpot.kind) == ("closed_loop_ttft", "closed_loop_tpot")
+    assert ttft.value_si == pytest.approx(0.3) and tpot.value_si == pytest.approx(0.015)
+    assert ttft.batch == 16 and ttft.min_len_ratio == 1.0
+    assert ttft.max_num_batched_tokens == 16 + 1024 + 500  # TensorRT-LLM: C + L + 500
+    assert ttft.kv_precision == "fp8" and ttft.gpu_memory_utilization == 0.80
+    vllm = convert(_row(engine="vllm", engine_version="0.12.0"))[0]
+    assert vllm.max_num_batched_tokens == 2048 and vllm.kv_precision == "bf16" and vllm.gpu_memory_utilization == 0
+
+
+def test_expert_parallelism_comes_from_the_id_or_an_ep_column_and_release_formats_from_the_model() -> None:
+    moe = convert(_row(id="r_c32_tp8_ep8_1", model="Qwen/Qwen3-235B-A22B-FP8", tp="8"))[0]
+    assert (moe.model, moe.tp, moe.ep) == ("qwen3-235b-a22b", 8, 8)
+    assert convert(_row(id="r_c32_tp8_epnone_1", ep="4", model="Qwen/Qwen3-235B-A22B-FP8", tp="8"))[0].ep == 4
+    oss = convert(_row(model="openai/gpt-oss-120b", precision="mxfp4", engine="vllm", gpu="h200_sxm"))[0]
+    assert (oss.precision, oss.gpu) == ("mxfp4-moe", "h200")
+
+
+def test_the_committed_records_are_the_shared_rows_read_this_way() -> None:
+    """scripts/import_closed_loop.py wrote data/measurements/closed_loop/ from the shared file with this module:
+    reading the shared file directly gives the same records."""
+    if not SHARED.is_file():
+        pytest.skip("../shared/reference/closed_loop_h100.csv not beside the checkout")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        direct = read_records(SHARED)
+    assert any("left out 7 rows" in str(w.message) for w in caught)
+    assert [r.to_row() for r in direct] == [r.to_row() for r in load_records([COMMITTED])]
+
+
+def _write(path: Path, rows: list[list[str]], header: str = HEADER) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header.split(","))
+        writer.writerows(rows)
+    return path
+
+
+def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path, capsys) -> None:
+    path = _write(tmp_path / "heldout.csv", [
+        ["a_c16_tp2_epnone_1", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B-FP8", "h200_sxm", "fp8", "2", "1024", "128", "16",
+         "300.0", "15.0"],
+        ["b_c8_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "bf16", "1", "1024",
+         "256", "8", "60.0", "7.0"],
+    ])  # fmt: skip
+    out = run_json(capsys, "validate", "--data", str(path), "--points")
+    assert {p["gpu"] for p in out["points"]} == {"h200", "h100-sxm"}
+    for point in out["points"]:
+        assert point["predicted"] > 0 and point["band_p90"] > 0
+        assert point["error"] == pytest.approx(point["predicted"] / point["measured"] - 1)
+    ttft = out["summary"]["closed-loop ttft (mean)"]
+    assert ttft["points"] == 2 and ttft["banded_points"] == 2 and 0 <= ttft["within_p90_band"] <= 1
+
+
+def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Path, capsys) -> None:
+    unknown = _write(tmp_path / "unknown.csv", [
+        ["a_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "tpu_v5", "bf16", "2", "1024", "128", "16", "3", "1"],
+    ])  # fmt: skip
+    code, _, err = run(capsys, "validate", "--data", str(unknown))
+    assert code == 2 and f"{unknown}:2" in err and "gpu" in err and "tpu_v5" in err
+    missing = _write(tmp_path / "missing.csv", [
+        ["a_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "h100-sxm", "bf16", "2", "1024", "128", "16", "",
+         "1"],
+    ])  # fmt: skip
+    code, _, err = run(capsys, "validate", "--data", str(missing))
+    assert code == 2 and f"{missing}:2" in err and "ttft_ms_mean" in err
+    only_unrecorded = _write(tmp_path / "nocount.csv", [
+        ["a_c_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "h100-sxm", "bf16", "2", "1024", "128", "16", "3", "1"],
+    ])  # fmt: skip
+    code, _, err = run(capsys, "validate", "--data", str(only_unrecorded))
+    assert code == 2 and "no closed-loop rows with a recorded concurrency" in err
