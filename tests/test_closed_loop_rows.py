@@ -83,6 +83,9 @@ def test_expert_parallelism_comes_from_the_id_or_an_ep_column_and_release_format
     moe = convert(_row(id="r_c32_tp8_ep8_1", model="Qwen/Qwen3-235B-A22B-FP8", tp="8"))[0]
     assert (moe.model, moe.tp, moe.ep) == ("qwen3-235b-a22b", 8, 8)
     assert convert(_row(id="r_c32_tp8_epnone_1", ep="4", model="Qwen/Qwen3-235B-A22B-FP8", tp="8"))[0].ep == 4
+    wide = convert(_row(id="r_c256_tp1_ep8_1", model="deepseek-ai/DeepSeek-R1", tp="1", engine="sglang"))[0]
+    assert (wide.tp, wide.ep, wide.attention_dp) == (1, 8, 8)  # experts over 8 GPUs, one attention copy each
+    assert convert(_row(id="r_c256_tp2_ep8_dp2_1", model="deepseek-ai/DeepSeek-R1", tp="2"))[0].attention_dp == 2
     oss = convert(_row(model="openai/gpt-oss-120b", precision="mxfp4", engine="vllm", gpu="h200_sxm"))[0]
     assert (oss.precision, oss.gpu) == ("mxfp4-moe", "h200")
 
@@ -113,14 +116,17 @@ def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path,
          "300.0", "15.0"],
         ["b_c8_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "bf16", "1", "1024",
          "256", "8", "60.0", "7.0"],
+        ["c_c64_tp1_ep8_1", "sglang", "0.5.1.post1", "deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", "1", "1024", "256",
+         "64", "500.0", "40.0"],
     ])  # fmt: skip
     out = run_json(capsys, "validate", "--data", str(path), "--points")
-    assert {p["gpu"] for p in out["points"]} == {"h200", "h100-sxm"}
+    assert {(p["gpu"], p["model"]) for p in out["points"]} == {("h200", "qwen3-32b"), ("h100-sxm", "llama-3.1-8b"),
+                                                               ("h200", "deepseek-r1")}  # fmt: skip
     for point in out["points"]:
         assert point["predicted"] > 0 and point["band_p90"] > 0
         assert point["error"] == pytest.approx(point["predicted"] / point["measured"] - 1)
     ttft = out["summary"]["closed-loop ttft (mean)"]
-    assert ttft["points"] == 2 and ttft["banded_points"] == 2 and 0 <= ttft["within_p90_band"] <= 1
+    assert ttft["points"] == 3 and ttft["banded_points"] == 3 and 0 <= ttft["within_p90_band"] <= 1
 
 
 def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Path, capsys) -> None:

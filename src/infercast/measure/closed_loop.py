@@ -66,7 +66,8 @@ def simulate_closed_loop(
 
     measured = num_requests or PROMPTS_PER_CLIENT * concurrency
     res = simulate(
-        dep.model, dep.hardware, tp=dep.tp, ep=dep.ep, precision=dep.scheme.name, kv_precision=dep.kv_format.name,
+        dep.model, dep.hardware, tp=dep.tp, ep=dep.ep, attention_dp=dep.attention_dp, precision=dep.scheme.name,
+        kv_precision=dep.kv_format.name,
         engine=dep.engine.id, scheduler=scheduler or engine_scheduler(dep.engine),
         input_len=length_range(input_len, range_ratio), output_len=length_range(max(output_len, 2), range_ratio),
         concurrency=concurrency, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,

@@ -2,12 +2,14 @@
 
 The format (one row per benchmark point; ``../shared/reference/closed_loop_h100.csv`` is a file of it, cut from
 ``systems/silicon_sample.csv`` in the aiconfigurator-core wheel): ``id, engine, engine_version, model, gpu,
-precision, tp, input_len, output_len, concurrency, ttft_ms_mean, tpot_ms_mean`` (``ep`` optional; else the id's
-``_epN_``). ``model`` is a HuggingFace repo id, mapped onto the catalog (:func:`catalog_model_id`: exact source
-repo, else the name without checkpoint suffixes such as -Instruct, -FP8 or a date); ``gpu`` a system name such as
-``h100-sxm``, ``h200_sxm`` or ``b200-sxm`` (:func:`catalog_gpu_id`). ``infercast validate --data FILE`` and
-``calibrate --data FILE`` read such a file directly (:func:`infercast.measure.records.read_records` recognises
-it by its ``ttft_ms_mean`` column); ``scripts/import_closed_loop.py`` writes the committed calibration records.
+precision, tp, input_len, output_len, concurrency, ttft_ms_mean, tpot_ms_mean``. ``ep`` and ``attention_dp`` are
+optional: else the id's ``_epN_`` / ``_dpN_``, and experts spread wider than tp read as attention data
+parallelism (:func:`layout_of`); concurrency counts all clients of the replica. ``model`` is a HuggingFace repo
+id, mapped onto the catalog (:func:`catalog_model_id`: exact source repo, else the name without checkpoint
+suffixes such as -Instruct, -FP8 or a date); ``gpu`` a system name such as ``h100-sxm``, ``h200_sxm`` or
+``b200-sxm`` (:func:`catalog_gpu_id`). ``infercast validate --data FILE`` and ``calibrate --data FILE`` read such
+a file directly (:func:`infercast.measure.records.read_records` recognises it by its ``ttft_ms_mean`` column);
+``scripts/import_closed_loop.py`` writes the committed calibration records.
 
 Each row (mean TTFT and mean TPOT of one closed-loop benchmark point) becomes two records,
 ``closed_loop_ttft`` and ``closed_loop_tpot`` (batch = concurrency C, input_len / output_len = the top L of
@@ -148,12 +150,26 @@ def row_precision(precision: str, model: str) -> str:
     return get_scheme(key).name
 
 
-def ep_of(row: dict[str, str]) -> int:
-    """Expert-parallel ways: the ``ep`` column, else the id's ``_epN_`` (``_epnone_``: 1)."""
-    if (row.get("ep") or "").strip():
-        return int(row["ep"])
-    found = re.search(r"_ep(\d+)_", row.get("id") or "")
-    return int(found.group(1)) if found else 1
+def layout_of(row: dict[str, str]) -> tuple[int, int, int]:
+    """(tp, ep, attention_dp) of a row. ``ep``: the column, else the id's ``_epN_`` (``_epnone_``: 1).
+    ``attention_dp``: an ``attention_dp`` or ``dp`` column, else the id's ``_dpN_``, else ep / tp where the experts
+    span more GPUs than one attention copy: aiconfigurator's layouts put tp x attention_dp GPUs under ep-way
+    experts (moe_tp x moe_ep = tp x dp), so tp 1 with ep 8 is eight attention copies."""
+    tp = int(row["tp"])
+    ep = _given(row, ("ep",), r"_ep(\d+)_") or 1
+    dp = _given(row, ("attention_dp", "dp"), r"_dp(\d+)_")
+    if dp is None:
+        dp = ep // tp if ep > tp and ep % tp == 0 else 1
+    return tp, ep, dp
+
+
+def _given(row: dict[str, str], columns: tuple[str, ...], id_pattern: str) -> int | None:
+    """The first non-empty of ``columns``, else the number the id's pattern captures, else None."""
+    for column in columns:
+        if (row.get(column) or "").strip():
+            return int(row[column])
+    found = re.search(id_pattern, row.get("id") or "")
+    return int(found.group(1)) if found else None
 
 
 def step_budget(row: dict[str, str]) -> int:
@@ -179,9 +195,10 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     precision = row_precision(row["precision"], model)
     kv = "fp8" if precision == "fp8" and engine in FP8_KV_ENGINES else "bf16"
     c = int(row["concurrency"])
+    tp, ep, attention_dp = layout_of(row)
     common = dict(
         model=model, gpu=catalog_gpu_id(row["gpu"]), engine=engine, precision=precision, kv_precision=kv,
-        tp=int(row["tp"]), ep=ep_of(row), batch=c, input_len=int(row["input_len"]),
+        tp=tp, ep=ep, attention_dp=attention_dp, batch=c, input_len=int(row["input_len"]),
         output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row.get("id") or "(none)"),
         min_len_ratio=1.0, max_num_batched_tokens=budget, max_num_seqs=c - held if held else 0,
         gpu_memory_utilization=KV_FRACTION.get(engine, 0.0), origin=origin,

@@ -71,18 +71,19 @@ def located(rec: Record) -> Iterator[None]:
 
 @cache
 def record_deployment(
-    model: str, gpu: str, precision: str, kv_precision: str, tp: int, ep: int, engine: str, layers: int
-) -> Deployment:
+    model: str, gpu: str, precision: str, kv_precision: str, tp: int, ep: int, engine: str, layers: int,
+    attention_dp: int = 1,
+) -> Deployment:  # fmt: skip
     """The deployment a record describes (cached: records share a few)."""
     spec = truncated(get_model(model), layers)
     return Deployment.resolve(spec, gpu, tp=tp, ep=ep, precision=precision or None,
-                              kv_precision=kv_precision or None, engine=engine)  # fmt: skip
+                              kv_precision=kv_precision or None, engine=engine, attention_dp=attention_dp)  # fmt: skip
 
 
 def deployment_of(rec: Record, engine: str | None = None, layers: int | None = None) -> Deployment:
     return record_deployment(
         rec.model, rec.gpu, rec.precision, rec.kv_precision, rec.tp, rec.ep, engine or rec.engine,
-        rec.layers if layers is None else layers,
+        rec.layers if layers is None else layers, rec.attention_dp,
     )  # fmt: skip
 
 
@@ -186,8 +187,8 @@ def _serving(rec: Record, profile: CostProfile) -> float:
     mean TTFT, median TPOT or output throughput from the simulator."""
     from infercast.sim.api import simulate
 
-    key = (rec.model, rec.gpu, rec.engine, rec.precision, rec.kv_precision, rec.tp, rec.ep, rec.layers,
-           rec.batch, rec.input_len, rec.output_len, rec.concurrency, rec.request_rate, rec.arrival,
+    key = (rec.model, rec.gpu, rec.engine, rec.precision, rec.kv_precision, rec.tp, rec.ep, rec.attention_dp,
+           rec.layers, rec.batch, rec.input_len, rec.output_len, rec.concurrency, rec.request_rate, rec.arrival,
            rec.burstiness, rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization,
            id(profile))  # fmt: skip
     hit = _SERVING_RUNS.get(key)
@@ -200,9 +201,9 @@ def _serving(rec: Record, profile: CostProfile) -> float:
         else:
             load = {"offline": True}
         res = simulate(
-            dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, precision=rec.precision or None,
-            kv_precision=rec.kv_precision or None, engine=rec.engine, input_len=rec.input_len,
-            output_len=max(rec.output_len, 2), num_requests=rec.batch, profile=profile,
+            dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, attention_dp=rec.attention_dp,
+            precision=rec.precision or None, kv_precision=rec.kv_precision or None, engine=rec.engine,
+            input_len=rec.input_len, output_len=max(rec.output_len, 2), num_requests=rec.batch, profile=profile,
             max_num_batched_tokens=rec.max_num_batched_tokens or None, max_num_seqs=rec.max_num_seqs or None,
             gpu_memory_utilization=rec.gpu_memory_utilization or None, **load,
         )  # fmt: skip

@@ -121,7 +121,7 @@ ARRIVALS = ("", "poisson", "gamma", "constant")
 """Open-loop arrival processes of serving rows ('' = poisson when ``request_rate`` is given)."""
 LAUNCH_OPS = ("", "eager", "cuda_graph", "cpu_op")
 """``launch_overhead`` variants: eager launches (``cpu_op`` on the CPU harness) or kernels in a CUDA graph."""
-_MINIMUM = {"tp": 1, "ep": 1, "batch": 1}
+_MINIMUM = {"tp": 1, "ep": 1, "attention_dp": 1, "batch": 1}
 """Integer fields that can never be 0 (the others may be 0 = not applicable, e.g. ``layers`` = whole model)."""
 
 
@@ -137,6 +137,8 @@ class Record:
     kv_precision: str = ""
     tp: int = 1
     ep: int = 1
+    attention_dp: int = 1
+    """Attention data-parallel ways (wide EP: ``tp x attention_dp`` GPUs hold ``ep``-way experts)."""
     batch: int = 1
     input_len: int = 0
     output_len: int = 0
