@@ -5,6 +5,7 @@ name."""
 from __future__ import annotations
 
 import csv
+import json
 import warnings
 from pathlib import Path
 
@@ -129,12 +130,31 @@ def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path,
     assert ttft["points"] == 3 and ttft["banded_points"] == 3 and 0 <= ttft["within_p90_band"] <= 1
 
 
+def test_rows_the_catalogs_cannot_place_or_predict_are_listed_and_the_rest_validated(tmp_path: Path, capsys) -> None:
+    """A published table spans GPUs and layouts infercast refuses: those rows are named with the reason, the
+    others still validate; a file of nothing else is an error naming the first reason."""
+    ok = ["a_c8_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "bf16", "1", "1024",
+          "256", "8", "60.0", "7.0"]  # fmt: skip
+    unknown_gpu = ["b_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "tpu_v5", "bf16", "2", "1024", "128", "16",
+                   "3", "1"]  # fmt: skip
+    too_big = ["c_c16_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-405B-Instruct", "h100_sxm", "bf16", "1",
+               "1024", "128", "16", "900", "40"]  # fmt: skip
+    mixed = _write(tmp_path / "mixed.csv", [ok, unknown_gpu, too_big])
+    code, stdout, err = run(capsys, "validate", "--data", str(mixed), "--json")
+    assert code == 0 and "left out 1 rows the catalogs cannot place" in err and f"{mixed}:3" in err and "tpu_v5" in err
+    out = json.loads(stdout)
+    assert out["summary"]["all"]["points"] == 2
+    assert {u["where"] for u in out["unpredicted"]} == {f"{mixed}:4"}
+    assert all("does not fit" in u["reason"] for u in out["unpredicted"])
+    only_unknown = _write(tmp_path / "unknown.csv", [unknown_gpu])
+    code, _, err = run(capsys, "validate", "--data", str(only_unknown))
+    assert code == 2 and f"{only_unknown}:2" in err and "tpu_v5" in err
+    only_too_big = _write(tmp_path / "big.csv", [too_big])
+    code, _, err = run(capsys, "validate", "--data", str(only_too_big))
+    assert code == 2 and "no point could be predicted" in err and "does not fit" in err
+
+
 def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Path, capsys) -> None:
-    unknown = _write(tmp_path / "unknown.csv", [
-        ["a_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "tpu_v5", "bf16", "2", "1024", "128", "16", "3", "1"],
-    ])  # fmt: skip
-    code, _, err = run(capsys, "validate", "--data", str(unknown))
-    assert code == 2 and f"{unknown}:2" in err and "gpu" in err and "tpu_v5" in err
     missing = _write(tmp_path / "missing.csv", [
         ["a_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "h100-sxm", "bf16", "2", "1024", "128", "16", "",
          "1"],
@@ -145,4 +165,4 @@ def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Pa
         ["a_c_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "h100-sxm", "bf16", "2", "1024", "128", "16", "3", "1"],
     ])  # fmt: skip
     code, _, err = run(capsys, "validate", "--data", str(only_unrecorded))
-    assert code == 2 and "no closed-loop rows with a recorded concurrency" in err
+    assert code == 2 and "with a recorded concurrency" in err

@@ -15,7 +15,7 @@ from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_record
 from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
 from infercast.measure.engine_fit import LOAD_KINDS
 from infercast.measure.records import Record, load_records, measurement_files
-from infercast.measure.validate import compare, summarize
+from infercast.measure.validate import compare_each, summarize
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
@@ -233,10 +233,18 @@ def validate(
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
     records, _ = _measurements(data, bench, bench_format, facts, "validate")
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
-    rows = compare(records, profiles)
+    rows, refused = compare_each(records, profiles)
+    if not rows:
+        raise InfercastError(f"no point could be predicted; first: {refused[0].reason}", field="data")
     summary = summarize(rows)
+    if refused:
+        reasons = sorted({u.reason.split(": ", 1)[-1] for u in refused})
+        err_console.print(f"[yellow]note[/] {len(refused)} of {len(records)} points not predicted, e.g. "
+                          f"{refused[0].reason}" + (f" ({len(reasons)} distinct reasons; --json lists them all)"
+                                                   if len(reasons) > 1 else ""))  # fmt: skip
     if json_out:
-        emit_json({"summary": summary, "points": [r.to_dict() for r in rows] if points else None})
+        emit_json({"summary": summary, "points": [r.to_dict() for r in rows] if points else None,
+                   "unpredicted": [u.to_dict() for u in refused]})  # fmt: skip
         return
     t = Table(title="Prediction vs measurement")
     for col in ("metric", "points", "median |error|", "p90 |error|", "median signed", "inside p90 band"):

@@ -226,11 +226,18 @@ def is_closed_loop_table(columns: Iterable[str]) -> bool:
     return "ttft_ms_mean" in set(columns)
 
 
-def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], int]:
-    """Records of ``(origin, row)`` pairs and how many rows were left out for not recording their concurrency;
-    every error names the row's origin."""
+UNPLACED_FIELDS = ("model", "gpu", "precision")
+"""A row naming a model, GPU or weight format the catalogs lack is left out (with a warning), not an error: a
+published table spans more than any catalog."""
+
+
+def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], int, list[str]]:
+    """Records of ``(origin, row)`` pairs, how many rows were left out for not recording their concurrency, and
+    the reasons (``origin: field: why``) of the rows left out because the catalogs cannot place them. Any other
+    problem is an error naming the row's origin."""
     records: list[Record] = []
     skipped = 0
+    unplaced: list[str] = []
     for origin, row in rows:
         if not concurrency_recorded(row):
             skipped += 1
@@ -242,10 +249,13 @@ def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], 
                                      field="data")  # fmt: skip
             records += convert(row, origin)
         except InfercastError as exc:
+            if exc.field in UNPLACED_FIELDS:
+                unplaced.append(f"{origin}: {exc}")
+                continue
             raise InfercastError(f"{origin}: {exc.message}", field=exc.field, allowed=exc.allowed) from None
         except ValueError as exc:
             raise InfercastError(f"{origin}: not a number where one is needed ({exc})", field="data") from None
-    return records, skipped
+    return records, skipped, unplaced
 
 
 def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> list[Record]:
@@ -253,10 +263,15 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
     rows without a recorded concurrency are left out with a warning that counts them."""
     reader = csv.DictReader(line for _, line in numbered)
     rows = [(f"{path}:{numbered[reader.line_num - 1][0]}", row) for row in reader]
-    records, skipped = convert_rows(rows)
+    records, skipped, unplaced = convert_rows(rows)
     if skipped:
         warnings.warn(f"{path}: left out {skipped} rows whose id records no concurrency ('_c_'; see "
                       "infercast.measure.closed_loop_rows)", stacklevel=2)  # fmt: skip
+    if unplaced:
+        shown = "; ".join(unplaced[:3]) + (f"; and {len(unplaced) - 3} more" if len(unplaced) > 3 else "")
+        warnings.warn(f"{path}: left out {len(unplaced)} rows the catalogs cannot place: {shown}", stacklevel=2)
     if not records:
-        raise InfercastError(f"{path} holds no closed-loop rows with a recorded concurrency", field="data")
+        why = f" (first: {unplaced[0]})" if unplaced else ""
+        raise InfercastError(f"{path} holds no closed-loop rows infercast can place, with a recorded concurrency{why}",
+                             field="data")  # fmt: skip
     return records

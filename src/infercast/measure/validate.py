@@ -14,6 +14,7 @@ import numpy as np
 
 from infercast.analysis.error_bands import ErrorBand, confidence
 from infercast.cost.profile import CostProfile
+from infercast.errors import InfercastError
 from infercast.measure.predictors import metric_of, predict_located
 from infercast.measure.records import Record
 
@@ -70,6 +71,33 @@ def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None =
     """Predict every record (with ``profiles`` keyed 'gpu/engine', else the installed profiles); errors name the
     record's ``path:row``."""
     return [Comparison(r, predict_located(r, profiles), r.value_si, band_of(r)) for r in records]
+
+
+@dataclass(frozen=True)
+class Unpredicted:
+    """A measured point infercast cannot predict, and why (it does not fit, a format the GPU lacks, ...)."""
+
+    record: Record
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"where": self.record.where, "kind": self.record.kind, "reason": self.reason}
+
+
+def compare_each(
+    records: Sequence[Record], profiles: dict[str, CostProfile] | None = None
+) -> tuple[list[Comparison], list[Unpredicted]]:
+    """:func:`compare`, except that a point whose prediction is refused is listed with its reason rather than
+    stopping the others (a published table holds layouts infercast refuses, e.g. ones its memory model says do
+    not fit)."""
+    rows: list[Comparison] = []
+    refused: list[Unpredicted] = []
+    for r in records:
+        try:
+            rows.append(Comparison(r, predict_located(r, profiles), r.value_si, band_of(r)))
+        except InfercastError as exc:
+            refused.append(Unpredicted(r, str(exc)))
+    return rows, refused
 
 
 BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving_ttft": "ttft",
