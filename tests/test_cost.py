@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -69,8 +70,9 @@ def test_decode_only_graphs_launch_a_small_prompt_step_eagerly():
     piecewise = Deployment.resolve(
         dep.model, dep.hardware, engine=dep.engine.model_copy(update={"cuda_graphs": "tokens"})
     )
-    decode_only, tokens = StepCostModel(dep), StepCostModel(piecewise)
-    p = decode_only.profile
+    # launches alone: without the eager host floor (tested below), which would hide them in a small prompt step
+    p = replace(StepCostModel(dep).profile, eager_layer_host_s=0.0)
+    decode_only, tokens = StepCostModel(dep, p), StepCostModel(piecewise, p)
     assert p == tokens.profile and p.kernel_overhead_eager_s > p.kernel_overhead_graph_s
     decodes = StepBatch.from_items((), [300] * 8)
     assert decode_only.step_time(decodes)[0] == tokens.step_time(decodes)[0]
@@ -97,6 +99,33 @@ def test_an_unfused_engine_pays_its_layer_overhead_once_per_layer_per_step():
         engine = torch_model.breakdown(batch).engine_overhead_s[0]
         base = p.step_overhead_s + p.seq_overhead_s * float(batch.x[F["seqs"], 0])
         assert engine == pytest.approx(base + layers * per_layer)
+
+
+def test_an_eager_prompt_step_takes_at_least_the_hosts_time_per_layer():
+    """With eager_layer_host_s (TensorRT-LLM's closed-loop mixed steps suggest ~0.65 ms per layer:
+    benchmarks/mixed_steps.py; no preset sets it), a small step with prompt tokens, launched eagerly, takes layers x
+    eager_layer_host_s plus the engine's step overhead, a big one its kernels' time; decode steps (CUDA graphs)
+    keep the kernels' time; the breakdown counts the gap as engine overhead."""
+    dep = _dep("llama-8b", "trtllm")
+    kernels = StepCostModel(dep)
+    assert kernels.profile.eager_layer_host_s == 0.0  # no preset sets it (README, Accuracy)
+    p = replace(kernels.profile, eager_layer_host_s=0.65e-3)
+    trt = StepCostModel(dep, p)
+    floor = dep.model.num_layers * p.eager_layer_host_s
+    small = StepBatch.from_items([(256, 0)], [1000] * 8)
+    engine = p.step_overhead_s + p.seq_overhead_s * 9
+    assert kernels.step_time(small)[0] < floor
+    assert trt.step_time(small)[0] == pytest.approx(floor + engine, rel=1e-12)
+    out = trt.breakdown(small)
+    assert out.time_s[:, 0].sum() + out.engine_overhead_s[0] == pytest.approx(floor + engine, rel=1e-12)
+    big = StepBatch.from_items([(8192, 0)], [1000] * 8)
+    assert kernels.step_time(big)[0] > floor + engine and trt.step_time(big)[0] == kernels.step_time(big)[0]
+    decodes = StepBatch.from_items((), [1000] * 8)
+    assert trt.step_time(decodes)[0] == kernels.step_time(decodes)[0] < floor
+    fn = compile_scalar(trt)  # the simulator's fast path agrees
+    for batch in (small, big, decodes):
+        features = dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))
+        assert fn(**features) == pytest.approx(float(trt.step_time(batch)[0]), rel=1e-12)
 
 
 def test_decode_attention_without_split_kv_is_bound_by_its_thread_blocks():

@@ -59,6 +59,7 @@ ENGINE_PARAMS = (
     "layer_overhead_graph_s",
     "layer_overhead_eager_s",
     "decode_attn_cta_bytes_s",
+    "eager_layer_host_s",
 )
 
 
@@ -106,6 +107,12 @@ class CostProfile:
     """Bytes per second one thread block of decode attention streams, for kernels that split the work only
     over sequences x KV heads (no split-KV / flash-decoding): with fewer blocks than the GPU needs to saturate
     HBM, the blocks, not the bandwidth, bind. 0: split-KV kernels (FlashInfer, FlashAttention-3, XQA)."""
+    eager_layer_host_s: float = 0.0
+    """Host time per decoder layer of a step that carries prompt tokens and runs eagerly (outside CUDA graphs):
+    the CPU launches ahead of the GPU, so such a step takes at least ``layers x`` this, whatever its GPU time
+    (TensorRT-LLM's PyTorch backend: its closed-loop mixed steps at TP 4-8 take ~0.65 ms per layer for a 1k or a
+    2k prompt alike, benchmarks/mixed_steps.py; no preset sets it, as its closed-loop TTFT then cross-validates
+    worse: README; 0: the GPU always binds)."""
     gemm_latency_s: float = 0.0
     """Fixed time per GEMM kernel beyond max(compute, memory) (see KERNEL_LATENCY_PARAMS)."""
     attn_prefill_latency_s: float = 0.0

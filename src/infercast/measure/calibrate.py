@@ -67,6 +67,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # one decode-attention thread block without split-KV: ~40 GB/s on an H100 (the harness's batch-1 decode
     # steps); from a tenth of that to a whole GPU's bandwidth
     "decode_attn_cta_bytes_s": (4e9, 4e12),
+    # host time per layer of an eager prompt step: ~0.65 ms in TensorRT-LLM 1.0's PyTorch backend (its closed-loop
+    # mixed steps, benchmarks/mixed_steps.py); from a tenth of that to ten times
+    "eager_layer_host_s": (6e-5, 6e-3),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
@@ -76,6 +79,9 @@ HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s", "decode_attn
 """Parameters of an unfused engine's layers and its decode attention without split-KV, fitted only when asked for
 by name: measure/harness_fit.py fits the layer overheads; decode_attn_cta_bytes_s is read off the harness's decode
 steps (benchmarks/harness_h100.py), and its bounds serve a user who fits it with ``calibrate``."""
+READ_OFF = ("eager_layer_host_s",)
+"""Parameters read off measurements by a script (benchmarks/mixed_steps.py: TensorRT-LLM's mixed steps in its
+closed-loop runs), fitted only when asked for by name."""
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3
@@ -317,7 +323,7 @@ def fit(
             raise InfercastError(f"cannot fit {sorted(unknown)}; candidates: {sorted(priors)}", field="parameters")
         priors = {k: priors[k] for k in parameters}
     else:
-        priors = {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY + HARNESS_ONLY}
+        priors = {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY + HARNESS_ONLY + READ_OFF}
     names = list(priors)
     pairs = sorted({(r.gpu, r.engine) for r in usable})
     measured = np.array([r.value_si for r in usable])
