@@ -92,10 +92,12 @@ from pathlib import Path
 
 from infercast.errors import InfercastError, unknown_choice
 from infercast.measure.records import Record, check_record
+from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
+from infercast.specs.precision import get_scheme
 
 REQUIRED = ("engine", "model", "gpu", "precision", "tp", "input_len", "output_len", "concurrency", "ttft_ms_mean",
             "tpot_ms_mean")  # fmt: skip
-"""Columns a closed-loop row needs (``id``, ``engine_version`` and ``ep`` are optional)."""
+"""Columns a closed-loop row needs (``id``, ``engine_version``, ``ep`` and ``attention_dp`` are optional)."""
 STEP_BUDGET = {"vllm": 2048}
 """Engines whose rows ran with a fixed step budget other than the preset's (see the module docstring)."""
 BUDGET_MARGIN = {"trtllm": 500}
@@ -111,11 +113,11 @@ NOTES = (
     "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
     "ramp-up; KV cache {kv}{fraction}{budget}{slots}"
 )
+
+
 def catalog_model_id(repo: str) -> str:
     """The catalog id of a row's HuggingFace repo id (:func:`infercast.specs.catalog.model_id_for_repo`); a model
     outside the catalog is refused naming it and the catalog's ids."""
-    from infercast.specs.catalog import model_catalog, model_id_for_repo
-
     found = model_id_for_repo(repo)
     if found is None:
         raise unknown_choice("model", repo, list(model_catalog()))
@@ -126,8 +128,6 @@ def catalog_gpu_id(name: str) -> str:
     """The hardware catalog id of a benchmark system name: ``h100_sxm``/``h100-sxm`` -> ``h100-sxm``, ``h200_sxm``
     -> ``h200``, ``b200-sxm`` -> ``b200`` (the catalog names the SXM part without the form factor where no
     other form exists), ``a100_sxm`` -> ``a100-80gb``."""
-    from infercast.specs.catalog import aliases, hardware_catalog
-
     catalog, alias = hardware_catalog(), aliases("gpu")
     key = name.strip().lower().replace("_", "-")
     for candidate in (key, key.removesuffix("-sxm"), key.removesuffix("-sxm").removesuffix("-nvl")):
@@ -140,9 +140,6 @@ def catalog_gpu_id(name: str) -> str:
 def row_precision(precision: str, model: str) -> str:
     """The weight scheme of a row: its own name, or the model's release format where that names the row's format
     for the routed experts only (``mxfp4`` on gpt-oss is ``mxfp4-moe``)."""
-    from infercast.specs.catalog import get_model
-    from infercast.specs.precision import get_scheme
-
     key = precision.strip().lower().replace("_", "-")
     default = get_model(model).default_precision
     if default.startswith(key + "-"):
