@@ -128,6 +128,14 @@ def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path,
         assert point["error"] == pytest.approx(point["predicted"] / point["measured"] - 1)
     ttft = out["summary"]["closed-loop ttft (mean)"]
     assert ttft["points"] == 3 and ttft["banded_points"] == 3 and 0 <= ttft["within_p90_band"] <= 1
+    grouped = run_json(capsys, "validate", "--data", str(path), "--by", "engine,load")["groups"]
+    assert {(g["group"]["engine"], g["group"]["load"], g["metric"]) for g in grouped} == {
+        (engine, load, f"closed-loop {m} (mean)") for engine, load in (("trtllm", "light"), ("vllm", "light"),
+                                                                       ("sglang", "medium")) for m in ("ttft", "tpot")
+    }  # fmt: skip
+    assert all(g["points"] == 1 for g in grouped)
+    code, _, err = run(capsys, "validate", "--data", str(path), "--by", "engine,colour")
+    assert code == 2 and "by: cannot group by colour" in err and "allowed: engine, model" in err
 
 
 def test_rows_the_catalogs_cannot_place_or_predict_are_listed_and_the_rest_validated(tmp_path: Path, capsys) -> None:

@@ -15,7 +15,7 @@ from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_record
 from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
 from infercast.measure.engine_fit import LOAD_KINDS
 from infercast.measure.records import Record, load_records, measurement_files
-from infercast.measure.validate import compare_each, summarize
+from infercast.measure.validate import GROUP_FIELDS, compare_each, summarize, summarize_by
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
@@ -227,12 +227,19 @@ def validate(
     engine: EngineOpt = "",
     concurrency: ConcurrencyOpt = None,
     request_rate: RateOpt = None,
+    by: Annotated[
+        str,
+        typer.Option("--by", help=f"Also summarise per group of points: comma-separated {', '.join(GROUP_FIELDS)} "
+                     "(load: light <= 16 concurrent requests, medium <= 64, heavy)."),
+    ] = "",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
     records, _ = _measurements(data, bench, bench_format, facts, "validate")
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
+    fields = [f.strip() for f in by.split(",") if f.strip()]
+    summarize_by([], fields)  # an unknown field is refused before any prediction
     rows, refused = compare_each(records, profiles)
     if not rows:
         raise InfercastError(f"no point could be predicted; first: {refused[0].reason}", field="data")
@@ -242,8 +249,10 @@ def validate(
         err_console.print(f"[yellow]note[/] {len(refused)} of {len(records)} points not predicted, e.g. "
                           f"{refused[0].reason}" + (f" ({len(reasons)} distinct reasons; --json lists them all)"
                                                    if len(reasons) > 1 else ""))  # fmt: skip
+    grouped = summarize_by(rows, fields) if fields else []
     if json_out:
-        emit_json({"summary": summary, "points": [r.to_dict() for r in rows] if points else None,
+        emit_json({"summary": summary, "groups": grouped or None,
+                   "points": [r.to_dict() for r in rows] if points else None,
                    "unpredicted": [u.to_dict() for u in refused]})  # fmt: skip
         return
     t = Table(title="Prediction vs measurement")
@@ -254,6 +263,15 @@ def validate(
         t.add_row(metric, str(s["points"]), f"{s['median_ape']:.1%}", f"{s['p90_ape']:.1%}",
                   f"{s['median_signed']:+.1%}", inside)  # fmt: skip
     console.print(t)
+    if grouped:
+        g = Table(title=f"By {', '.join(fields)}")
+        for col in (*fields, "metric", "points", "median |error|", "p90 |error|", "median signed", "inside p90 band"):
+            g.add_column(col, justify="left" if col in (*fields, "metric") else "right")
+        for s in grouped:
+            inside = f"{s['within_p90_band']:.0%}" if "within_p90_band" in s else "-"
+            g.add_row(*s["group"].values(), s["metric"], str(s["points"]), f"{s['median_ape']:.1%}",
+                      f"{s['p90_ape']:.1%}", f"{s['median_signed']:+.1%}", inside)  # fmt: skip
+        console.print(g)
     if any(r.band for r in rows):
         console.print("inside p90 band: points whose error lies within the p90 of the error band predict/simulate "
                       "print for their regime (about 90 % where the bands hold)")  # fmt: skip

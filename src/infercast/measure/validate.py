@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.analysis.error_bands import ErrorBand, confidence
+from infercast.analysis.error_bands import ErrorBand, confidence, load_level
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.measure.predictors import metric_of, predict_located
@@ -112,6 +112,34 @@ def band_of(rec: Record) -> ErrorBand | None:
         return None
     load = rec.concurrency or rec.batch
     return confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,)).bands.get(metric)
+
+
+GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
+"""What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
+the error bands' levels."""
+
+
+def group_key(row: Comparison, by: Sequence[str]) -> tuple[str, ...]:
+    """The values of ``by`` (names in :data:`GROUP_FIELDS`) for one point."""
+    rec = row.record
+    return tuple(load_level(rec.concurrency or rec.batch) if f == "load" else str(getattr(rec, f)) for f in by)
+
+
+def summarize_by(rows: Sequence[Comparison], by: Sequence[str]) -> list[dict[str, object]]:
+    """:func:`summarize` per group of points sharing the values of ``by`` (sorted by group, then metric)."""
+    unknown = [f for f in by if f not in GROUP_FIELDS]
+    if unknown:
+        raise InfercastError(f"cannot group by {', '.join(unknown)}; allowed: {', '.join(GROUP_FIELDS)}", field="by",
+                             allowed=GROUP_FIELDS)  # fmt: skip
+    groups: dict[tuple[str, ...], list[Comparison]] = {}
+    for row in rows:
+        groups.setdefault(group_key(row, by), []).append(row)
+    out = []
+    for key in sorted(groups):
+        for metric, stats in summarize(groups[key]).items():
+            if metric != "all":
+                out.append({"group": dict(zip(by, key, strict=True)), "metric": metric, **stats})
+    return out
 
 
 def summarize(rows: Sequence[Comparison]) -> dict[str, dict[str, float]]:
