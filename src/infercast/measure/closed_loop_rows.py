@@ -22,7 +22,9 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   hold 64 x 4.2k tokens = 66 GiB of 16-bit KV, against the ~39 GiB KV pool beside 32 GiB of FP8 weights (0.9 of the
   free memory), yet mean TTFT is 1.6 s (queueing for KV would add ~10 s: the 16-bit reading over-predicts
   those nine TP 1-2 points 2-6x); an 8-bit cache (33 GiB) holds them, as ModelOpt FP8 checkpoints'
-  kv_cache_quant_algo FP8 sets. An interpretation, stated in every row.
+  kv_cache_quant_algo FP8 sets. An interpretation, stated in every row. nvfp4 rows (none in the H100 file) get
+  an 8-bit cache on every engine: their checkpoints are TensorRT Model Optimizer's, which quantises the KV cache
+  to FP8 by default (:data:`FP8_KV_SCHEMES`).
 - Lengths: fixed (min_len_ratio 1) for every engine. The file comes from aiconfigurator's silicon runs, whose
   benchmark client is NVIDIA's (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
   ``ignore_eos`` and min_tokens = max_tokens; aiconfigurator's generator/config/backend_templates/benchmark/
@@ -106,6 +108,11 @@ KV_FRACTION = {"trtllm": 0.80}
 """Engines whose runs gave the KV cache this memory fraction rather than the preset's (see the docstring)."""
 FP8_KV_ENGINES = {"trtllm"}
 """Engines whose fp8 rows ran with an 8-bit KV cache (see the module docstring)."""
+FP8_KV_SCHEMES = {"nvfp4"}
+"""Weight schemes whose checkpoints carry an 8-bit KV cache on every engine: NVFP4 checkpoints come from NVIDIA's
+TensorRT Model Optimizer, whose PTQ script quantises the KV cache to FP8 unless told otherwise
+(examples/llm_ptq/hf_ptq.py, ``--kv_cache_qformat`` default ``fp8``, written to hf_quant_config.json as
+``kv_cache_quant_algo``), and the engines' 'auto' KV dtype follows the checkpoint."""
 SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
 """(engine, model) runs whose engine held this many fewer sequence slots than clients (see the docstring)."""
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
@@ -190,7 +197,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     held = SLOTS_BELOW_CLIENTS.get((engine, row["model"]), 0)
     budget = step_budget(row)
     precision = row_precision(row["precision"], model)
-    kv = "fp8" if precision == "fp8" and engine in FP8_KV_ENGINES else "bf16"
+    fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES)
+    kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
     common = dict(
