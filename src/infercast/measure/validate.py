@@ -48,6 +48,8 @@ class Comparison:
             "engine": r.engine,
             "precision": r.precision,
             "tp": r.tp,
+            "ep": r.ep,
+            "attention_dp": r.attention_dp,
             "batch": r.batch,
             "input_len": r.input_len,
             "output_len": r.output_len,
