@@ -136,6 +136,8 @@ def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path,
                                                                        ("sglang", "medium")) for m in ("ttft", "tpot")
     }  # fmt: skip
     assert all(g["points"] == 1 for g in grouped)
+    parallel = run_json(capsys, "validate", "--data", str(path), "--points", "--workers", "2")
+    assert parallel["points"] == out["points"] and parallel["summary"] == out["summary"]  # same answers, same order
     code, _, err = run(capsys, "validate", "--data", str(path), "--by", "engine,colour")
     assert code == 2 and "by: cannot group by colour" in err and "allowed: engine, model" in err
 

@@ -8,6 +8,7 @@ were not measured on too."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,19 +88,41 @@ class Unpredicted:
 
 
 def compare_each(
-    records: Sequence[Record], profiles: dict[str, CostProfile] | None = None
+    records: Sequence[Record], profiles: dict[str, CostProfile] | None = None, workers: int = 1
 ) -> tuple[list[Comparison], list[Unpredicted]]:
     """:func:`compare`, except that a point whose prediction is refused is listed with its reason rather than
     stopping the others (a published table holds layouts infercast refuses, e.g. ones its memory model says do
-    not fit)."""
-    rows: list[Comparison] = []
-    refused: list[Unpredicted] = []
-    for r in records:
-        try:
-            rows.append(Comparison(r, predict_located(r, profiles), r.value_si, band_of(r)))
-        except InfercastError as exc:
-            refused.append(Unpredicted(r, str(exc)))
+    not fit). ``workers`` > 1: predicted in that many processes, the results in record order as one process
+    gives them; the records of one row (a closed-loop row's TTFT and TPOT share one simulation) stay together."""
+    indexed = list(enumerate(records))
+    if workers <= 1 or len(records) < 2:
+        done = _compare_part(indexed, profiles)
+    else:
+        rows_of: dict[str, list[tuple[int, Record]]] = {}
+        for i, r in indexed:
+            rows_of.setdefault(r.origin or f"#{i}", []).append((i, r))
+        runs = list(rows_of.values())
+        size = -(-len(runs) // (workers * 4))
+        parts = [[item for run in runs[k : k + size] for item in run] for k in range(0, len(runs), size)]
+        with ProcessPoolExecutor(workers) as pool:
+            done = [item for part in pool.map(_compare_part, parts, [profiles] * len(parts)) for item in part]
+    done.sort(key=lambda item: item[0])
+    rows = [c for _, c in done if isinstance(c, Comparison)]
+    refused = [u for _, u in done if isinstance(u, Unpredicted)]
     return rows, refused
+
+
+def _compare_part(
+    items: list[tuple[int, Record]], profiles: dict[str, CostProfile] | None
+) -> list[tuple[int, Comparison | Unpredicted]]:
+    """(index, comparison or refusal) for each record of one task."""
+    out: list[tuple[int, Comparison | Unpredicted]] = []
+    for i, r in items:
+        try:
+            out.append((i, Comparison(r, predict_located(r, profiles), r.value_si, band_of(r))))
+        except InfercastError as exc:
+            out.append((i, Unpredicted(r, str(exc))))
+    return out
 
 
 BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving_ttft": "ttft",
