@@ -80,6 +80,7 @@ def test_a_row_becomes_a_ttft_and_a_tpot_record_with_the_engine_readings() -> No
     assert vllm.max_num_batched_tokens == 2048 and vllm.kv_precision == "bf16" and vllm.gpu_memory_utilization == 0
     fp4 = convert(_row(engine="vllm", model="nvidia/DeepSeek-R1-FP4", precision="nvfp4", gpu="b200_sxm", tp="8"))[0]
     assert (fp4.model, fp4.precision, fp4.kv_precision) == ("deepseek-r1", "nvfp4", "fp8")  # ModelOpt's FP8 KV
+    assert "8-bit (TensorRT Model Optimizer's" in fp4.notes and "8-bit (read from the data)" in ttft.notes
 
 
 def test_expert_parallelism_comes_from_the_id_or_an_ep_column_and_release_formats_from_the_model() -> None:

@@ -208,7 +208,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         min_len_ratio=1.0, max_num_batched_tokens=budget, max_num_seqs=c - held if held else 0,
         gpu_memory_utilization=KV_FRACTION.get(engine, 0.0), origin=origin,
         notes=NOTES.format(engine=engine, version=row.get("engine_version") or "(version not given)", c=c,
-                           kv="8-bit (read from the data)" if kv == "fp8" else "16-bit",
+                           kv=("16-bit" if kv != "fp8" else "8-bit (TensorRT Model Optimizer's checkpoint default)"
+                               if precision in FP8_KV_SCHEMES else "8-bit (read from the data)"),
                            fraction=(f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine "
                                      "template)" if engine in KV_FRACTION else ""),
                            lengths="fixed lengths (the benchmark client's)",
