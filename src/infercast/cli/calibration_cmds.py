@@ -15,14 +15,18 @@ from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_record
 from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
 from infercast.measure.engine_fit import LOAD_KINDS
 from infercast.measure.records import Record, load_records, measurement_files
-from infercast.measure.validate import GROUP_FIELDS, compare_each, summarize, summarize_by
+from infercast.measure.validate import GROUP_FIELDS, compare_each, group_fields, summarize, summarize_by
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
 DEFAULT_OUT = Path("infercast-profiles")
 
 
-DataOpt = Annotated[list[Path] | None, typer.Option("--data", help="Measurement CSV files or folders (repeatable).")]
+DataOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--data", help="Measurement CSV files or folders (repeatable): infercast record CSVs, or closed-loop "
+                 "benchmark rows in aiconfigurator's silicon format (ttft_ms_mean, tpot_ms_mean, ...)."),
+]
 BenchOpt = Annotated[
     list[Path] | None,
     typer.Option(
@@ -211,6 +215,21 @@ def calibrate(
                   f"{np.median(after):.1%} after{where}")  # fmt: skip
 
 
+ERROR_COLUMNS = ("points", "median |error|", "p90 |error|", "median signed", "inside p90 band")
+
+
+def _error_table(title: str, keys: list[str], rows: list[tuple[tuple, str, dict]]) -> Table:
+    """One row per (group values, metric, summary stats) of :func:`summarize` / :func:`summarize_by`."""
+    t = Table(title=title)
+    for col in (*keys, "metric", *ERROR_COLUMNS):
+        t.add_column(col, justify="left" if col in (*keys, "metric") else "right")
+    for values, metric, s in rows:
+        inside = f"{s['within_p90_band']:.0%} of {s['banded_points']}" if "within_p90_band" in s else "-"
+        t.add_row(*values, metric, str(s["points"]), f"{s['median_ape']:.1%}", f"{s['p90_ape']:.1%}",
+                  f"{s['median_signed']:+.1%}", inside)  # fmt: skip
+    return t
+
+
 def validate(
     data: DataOpt = None,
     bench: BenchOpt = None,
@@ -239,11 +258,10 @@ def validate(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
+    fields = group_fields(by)  # an unknown field is refused before any file is read
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
     records, _ = _measurements(data, bench, bench_format, facts, "validate")
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
-    fields = [f.strip() for f in by.split(",") if f.strip()]
-    summarize_by([], fields)  # an unknown field is refused before any prediction
     rows, refused = compare_each(records, profiles, workers=workers)
     if not rows:
         raise InfercastError(f"no point could be predicted; first: {refused[0].reason}", field="data")
@@ -259,23 +277,10 @@ def validate(
                    "points": [r.to_dict() for r in rows] if points else None,
                    "unpredicted": [u.to_dict() for u in refused]})  # fmt: skip
         return
-    t = Table(title="Prediction vs measurement")
-    for col in ("metric", "points", "median |error|", "p90 |error|", "median signed", "inside p90 band"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
-    for metric, s in summary.items():
-        inside = f"{s['within_p90_band']:.0%} of {s['banded_points']}" if "within_p90_band" in s else "-"
-        t.add_row(metric, str(s["points"]), f"{s['median_ape']:.1%}", f"{s['p90_ape']:.1%}",
-                  f"{s['median_signed']:+.1%}", inside)  # fmt: skip
-    console.print(t)
+    console.print(_error_table("Prediction vs measurement", [], [((), m, s) for m, s in summary.items()]))
     if grouped:
-        g = Table(title=f"By {', '.join(fields)}")
-        for col in (*fields, "metric", "points", "median |error|", "p90 |error|", "median signed", "inside p90 band"):
-            g.add_column(col, justify="left" if col in (*fields, "metric") else "right")
-        for s in grouped:
-            inside = f"{s['within_p90_band']:.0%}" if "within_p90_band" in s else "-"
-            g.add_row(*s["group"].values(), s["metric"], str(s["points"]), f"{s['median_ape']:.1%}",
-                      f"{s['p90_ape']:.1%}", f"{s['median_signed']:+.1%}", inside)  # fmt: skip
-        console.print(g)
+        console.print(_error_table(f"By {', '.join(fields)}", fields,
+                                   [(tuple(s["group"].values()), s["metric"], s) for s in grouped]))  # fmt: skip
     if any(r.band for r in rows):
         console.print("inside p90 band: points whose error lies within the p90 of the error band predict/simulate "
                       "print for their regime (about 90 % where the bands hold)")  # fmt: skip

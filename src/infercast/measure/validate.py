@@ -73,7 +73,12 @@ class Comparison:
 def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None = None) -> list[Comparison]:
     """Predict every record (with ``profiles`` keyed 'gpu/engine', else the installed profiles); errors name the
     record's ``path:row``."""
-    return [Comparison(r, predict_located(r, profiles), r.value_si, band_of(r)) for r in records]
+    return [comparison(r, profiles) for r in records]
+
+
+def comparison(rec: Record, profiles: dict[str, CostProfile] | None = None) -> Comparison:
+    """One record, predicted (an InfercastError naming the record's ``path:row`` where refused), with its band."""
+    return Comparison(rec, predict_located(rec, profiles), rec.value_si, band_of(rec))
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ def _compare_part(
     out: list[tuple[int, Comparison | Unpredicted]] = []
     for i, r in items:
         try:
-            out.append((i, Comparison(r, predict_located(r, profiles), r.value_si, band_of(r))))
+            out.append((i, comparison(r, profiles)))
         except InfercastError as exc:
             out.append((i, Unpredicted(r, str(exc))))
     return out
@@ -150,12 +155,19 @@ def group_key(row: Comparison, by: Sequence[str]) -> tuple[str, ...]:
     return tuple(load_level(rec.concurrency or rec.batch) if f == "load" else str(getattr(rec, f)) for f in by)
 
 
-def summarize_by(rows: Sequence[Comparison], by: Sequence[str]) -> list[dict[str, object]]:
-    """:func:`summarize` per group of points sharing the values of ``by`` (sorted by group, then metric)."""
-    unknown = [f for f in by if f not in GROUP_FIELDS]
+def group_fields(by: str) -> list[str]:
+    """The fields of a comma-separated ``--by`` value, each one of :data:`GROUP_FIELDS` (else refused, naming it)."""
+    fields = [f.strip() for f in by.split(",") if f.strip()]
+    unknown = [f for f in fields if f not in GROUP_FIELDS]
     if unknown:
         raise InfercastError(f"cannot group by {', '.join(unknown)}; allowed: {', '.join(GROUP_FIELDS)}", field="by",
                              allowed=GROUP_FIELDS)  # fmt: skip
+    return fields
+
+
+def summarize_by(rows: Sequence[Comparison], by: Sequence[str]) -> list[dict[str, object]]:
+    """:func:`summarize` per group of points sharing the values of ``by`` (fields of :data:`GROUP_FIELDS`; sorted
+    by group, then metric)."""
     groups: dict[tuple[str, ...], list[Comparison]] = {}
     for row in rows:
         groups.setdefault(group_key(row, by), []).append(row)
