@@ -112,3 +112,30 @@ def test_matching_the_summed_time_takes_out_the_bias_of_skewed_noise() -> None:
     assert StepCostModel(dep, plain).step_time(batch).sum() < 0.99 * noisy.sum()
     assert StepCostModel(dep, matched).step_time(batch).sum() == pytest.approx(noisy.sum(), rel=1e-6)
     assert stats["total_scale"] > 1.01 and "summed time matched" in matched.provenance["hbm_efficiency"]
+
+
+def test_calibrate_on_a_catalog_gpu_fits_served_steps_without_measuring_cpu_peaks(monkeypatch) -> None:
+    """``calibrate(hardware=...)``: the engine on a GPU is priced with that GPU's catalog spec (datasheet peaks
+    in place of measured ones), and the fit to its served steps is the same fit."""
+    import infercast.engine.cpu as cpu
+    import infercast.engine.cpu_steps as cpu_steps
+    from infercast.specs.catalog import get_hardware
+
+    gpu = get_hardware("h100-sxm")
+    features = _served_like_steps()
+    truth = base_profile().with_values(TRUTH, "truth")
+    seconds = StepCostModel(deployment(CONFIG, gpu), truth).step_time(StepBatch(features))
+    served = EngineSteps(Sweep(features, seconds), np.zeros(seconds.size, dtype=int), [])
+
+    def no_peaks(*_a, **_k):
+        raise AssertionError("CPU peaks measured for a GPU run")
+
+    monkeypatch.setattr(cpu, "measure_peaks", no_peaks)
+    monkeypatch.setattr(cpu_steps, "engine_steps", lambda *a, **k: served)
+    grid = Sweep(features[:, :40], seconds[:40], [f"step {k}" for k in range(40)])
+    monkeypatch.setattr(cpu, "step_sweep", lambda *a, **k: grid)
+    hardware, profile, peaks, fit = cpu.calibrate(None, CONFIG, rounds=1, hardware=gpu)
+    assert hardware is gpu and peaks["device"] == "h100-sxm"
+    assert fit["points"] == seconds.size and fit["held_out"] == {}
+    predicted = StepCostModel(deployment(CONFIG, gpu), profile).step_time(StepBatch(features))
+    assert np.max(np.abs(predicted / seconds - 1)) < 0.02

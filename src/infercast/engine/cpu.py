@@ -366,16 +366,28 @@ def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[
 
 
 def calibrate(
-    model: TransformerModel, config: EngineConfig, *, threads: int = 2, repeats: int = 5, rounds: int = 2
+    model: TransformerModel,
+    config: EngineConfig,
+    *,
+    threads: int = 2,
+    repeats: int = 5,
+    rounds: int = 2,
+    hardware: HardwareSpec | None = None,
 ) -> tuple[HardwareSpec, CostProfile, dict[str, Any], dict[str, Any]]:
     """Peaks; the engine's own steps on calibration workloads
     (:mod:`infercast.engine.cpu_steps`, ``rounds`` rounds); the fit to them, with its error on rounds held out;
     and, for comparison, the synthetic grid (:func:`step_sweep`) and how far a fit to it is from the served
-    steps. Returns ``(cpu spec, profile, peaks, fit record)``."""
+    steps. Returns ``(spec, profile, peaks, fit record)``.
+
+    ``hardware``: the catalog spec of the GPU the model runs on; its datasheet peaks stand in for measured ones
+    (``peaks`` then names the device), and the same fit sets the efficiencies and overheads."""
     from infercast.engine.cpu_steps import engine_steps, errors, held_out
 
-    peaks = measure_peaks(threads, repeats)
-    hardware = cpu_hardware(peaks)
+    if hardware is None:
+        peaks = measure_peaks(threads, repeats)
+        hardware = cpu_hardware(peaks)
+    else:
+        peaks = {**provenance(), "device": hardware.id, "device_name": hardware.name}
     dep = deployment(config, hardware)
     data = engine_steps(model, config, rounds=rounds, threads=threads)
     grid = step_sweep(model, config, repeats=repeats, threads=threads)
