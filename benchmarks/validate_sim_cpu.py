@@ -81,24 +81,17 @@ def main() -> None:
               f"{grid['total_rel_error']:+.1%}, per step mean {grid['mean_abs_rel_error']:.1%}")  # fmt: skip
     results: dict[str, Validation] = {}
     rows = []
-    for scheduler in SCHEDULERS:
-        config = EngineConfig(**{**base.__dict__, "scheduler": scheduler})
-        capacity = simulate_engine(config, hardware, profile, workload(None, 200, args.seed)).summary[
-            "request_throughput_req_s"
-        ]
-        for load, frac in LOADS.items():
-            rate = frac * capacity
-            n = max(16, round(rate * args.duration))
-            v = validate_sim(model, config, hardware, profile, workload(rate, n, args.seed), threads=args.threads)
-            label = f"{scheduler}/{load}"
-            results[label] = v
-            for row in v.rows:
-                i = v.info
-                rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
-                             "speed_factor": i["speed_factor"], "step_time_ratio_sum": i["step_time_ratio_sum"],
-                             "loadavg_before": i["loadavg_before"][0],
-                             "loadavg_after": i["loadavg_after"][0]})  # fmt: skip
-            _print(label, rate, v)
+    for scheduler, load, rate, n, v in load_runs(model, base, hardware, profile, duration=args.duration,
+                                                 seed=args.seed, threads=args.threads):  # fmt: skip
+        label = f"{scheduler}/{load}"
+        results[label] = v
+        for row in v.rows:
+            i = v.info
+            rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
+                         "speed_factor": i["speed_factor"], "step_time_ratio_sum": i["step_time_ratio_sum"],
+                         "loadavg_before": i["loadavg_before"][0],
+                         "loadavg_after": i["loadavg_after"][0]})  # fmt: skip
+        _print(label, rate, v)
     worst = _verdict(results)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "validate_sim_cpu.csv", "w", newline="") as f:
@@ -113,6 +106,22 @@ def main() -> None:
     plot = plot_cdfs(results, out / "validate_sim_cpu_cdf.png")
     print(f"\nwrote {out / 'validate_sim_cpu.csv'}, {out / 'validate_sim_cpu.json'}, {plot}; "
           f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+
+
+def load_runs(model, base: EngineConfig, hardware, profile, *, duration: float, seed: int, threads: int):
+    """Each scheduler at each load, in order: ``(scheduler, load, rate, requests, Validation)``. A load's rate is
+    its fraction (:data:`LOADS`) of the simulator's offline capacity for that scheduler; it runs for
+    ``duration`` seconds of arrivals (at least 16 requests)."""
+    for scheduler in SCHEDULERS:
+        config = EngineConfig(**{**base.__dict__, "scheduler": scheduler})
+        capacity = simulate_engine(config, hardware, profile, workload(None, 200, seed)).summary[
+            "request_throughput_req_s"
+        ]
+        for load, frac in LOADS.items():
+            rate = frac * capacity
+            n = max(16, round(rate * duration))
+            yield scheduler, load, rate, n, validate_sim(model, config, hardware, profile, workload(rate, n, seed),
+                                                         threads=threads)  # fmt: skip
 
 
 def _print(label: str, rate: float, v: Validation) -> None:

@@ -30,11 +30,11 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
-from validate_sim_cpu import LOADS, SCHEDULERS, _print, _verdict, workload  # noqa: E402
+from validate_sim_cpu import _print, _verdict, load_runs  # noqa: E402
 
 from infercast.engine.cpu import FIT_PARAMS, calibrate  # noqa: E402
-from infercast.engine.simulate import EngineConfig, simulate_engine  # noqa: E402
-from infercast.engine.validate import Validation, build_model, plot_cdfs, validate_sim  # noqa: E402
+from infercast.engine.simulate import EngineConfig  # noqa: E402
+from infercast.engine.validate import Validation, build_model, plot_cdfs  # noqa: E402
 from infercast.specs.catalog import get_hardware, get_model  # noqa: E402
 
 
@@ -71,28 +71,21 @@ def main() -> None:
     print("fitted: " + ", ".join(f"{k} {v:.3g}" for k, v in fitted.items()), flush=True)
     results: dict[str, Validation] = {}
     rows = []
-    for scheduler in SCHEDULERS:
-        config = EngineConfig(**{**base.__dict__, "scheduler": scheduler})
-        capacity = simulate_engine(config, hardware, profile, workload(None, 200, args.seed)).summary[
-            "request_throughput_req_s"
-        ]
-        for load, frac in LOADS.items():
-            rate = frac * capacity
-            n = max(16, round(rate * args.duration))
-            v = validate_sim(model, config, hardware, profile, workload(rate, n, args.seed), threads=1)
-            label = f"{scheduler}/{load}"
-            results[label] = v
-            for row in v.rows:
-                rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
-                             "speed_factor": v.info["speed_factor"],
-                             "step_time_ratio_sum": v.info["step_time_ratio_sum"]})  # fmt: skip
-            _print(label, rate, v)
-            meta = {"model": base.model_cut.id, "layers": base.model_cut.num_layers, "precision": args.precision,
-                    "device": device_name, "gpu_spec": hardware.id, "torch": str(torch.__version__),
-                    "calibration": {k: v for k, v in fit.items() if k not in ("grid", "runs")}, "peaks": peaks,
-                    "profile": profile.flat(), "wall_s": time.perf_counter() - t0, "loadavg_end": os.getloadavg(),
-                    "runs": {k: v.to_dict() for k, v in results.items()}}  # fmt: skip
-            _write(out, rows, meta)  # after every run: a run cut short keeps what it measured
+    for scheduler, load, rate, n, v in load_runs(model, base, hardware, profile, duration=args.duration,
+                                                 seed=args.seed, threads=1):  # fmt: skip
+        label = f"{scheduler}/{load}"
+        results[label] = v
+        for row in v.rows:
+            rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
+                         "speed_factor": v.info["speed_factor"],
+                         "step_time_ratio_sum": v.info["step_time_ratio_sum"]})  # fmt: skip
+        _print(label, rate, v)
+        meta = {"model": base.model_cut.id, "layers": base.model_cut.num_layers, "precision": args.precision,
+                "device": device_name, "gpu_spec": hardware.id, "torch": str(torch.__version__),
+                "calibration": {k: v for k, v in fit.items() if k not in ("grid", "runs")}, "peaks": peaks,
+                "profile": profile.flat(), "wall_s": time.perf_counter() - t0, "loadavg_end": os.getloadavg(),
+                "runs": {k: v.to_dict() for k, v in results.items()}}  # fmt: skip
+        _write(out, rows, meta)  # after every run: a run cut short keeps what it measured
     meta["worst_rel_error"] = _verdict(results)
     _write(out, rows, meta)
     plot = plot_cdfs(results, out / "validate_sim_gpu_cdf.png")
