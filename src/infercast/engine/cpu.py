@@ -8,7 +8,9 @@ this engine, so the simulator can predict the engine on this machine.
   simulator prices a CPU step through the same code path as a GPU step.
 * :func:`calibrate` — fits that form to the engine's own served steps
   (:mod:`infercast.engine.cpu_steps`), scores it on a round held out, and records the synthetic grid
-  (:func:`step_sweep`, decode batches, prefill chunks, mixed steps) and a fit to it for comparison.
+  (:func:`step_sweep`, decode batches, prefill chunks, mixed steps) and a fit to it for comparison. Given a
+  GPU's catalog spec (``hardware``), it does the same for the engine running on that GPU
+  (``benchmarks/validate_sim_gpu.py``).
 * :func:`speed_factor` — served steps timed just before a validation run against the profile: how much
   slower or faster the machine is now.
 
