@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from infercast.engine.clock import WallClock  # noqa: E402
 from infercast.engine.cpu_steps import RequestShape  # noqa: E402
@@ -98,6 +99,8 @@ def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cuda"
     model_id = sys.argv[2] if len(sys.argv) > 2 else "llama-3.1-8b"
     layers = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    if device == "cuda" and not torch.cuda.is_available():
+        sys.exit("served_steps.py: no CUDA device here (pass cpu as the first argument to run on the CPU)")
     config = EngineConfig(get_model(model_id), num_layers=layers, num_blocks=128, block_size=16, max_num_seqs=16,
                           max_num_batched_tokens=256, scheduler="chunked")  # fmt: skip
     model = build_model(config, device=device)

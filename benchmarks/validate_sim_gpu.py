@@ -51,6 +51,9 @@ def main() -> None:
     ap.add_argument("--warmup-s", type=float, default=60.0,
                     help="serve unmeasured requests this long before calibrating (see _warm_up)")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"validate_sim_gpu.py: torch {torch.__version__} sees no CUDA device (--device cpu runs the script "
+                 "on the CPU as a smoke test)")  # fmt: skip
     out = Path(args.out)
     t0 = time.perf_counter()
     hardware = get_hardware(args.gpu)
