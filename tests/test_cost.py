@@ -101,11 +101,12 @@ def test_an_unfused_engine_pays_its_layer_overhead_once_per_layer_per_step():
         assert engine == pytest.approx(base + layers * per_layer)
 
 
-def test_an_eager_prompt_step_takes_at_least_the_hosts_time_per_layer():
+def test_an_eager_step_takes_at_least_the_hosts_time_per_layer():
     """With eager_layer_host_s (TensorRT-LLM's closed-loop mixed steps suggest ~0.65 ms per layer:
     benchmarks/mixed_steps.py; no preset sets it), a small step with prompt tokens, launched eagerly, takes layers x
     eager_layer_host_s plus the engine's step overhead, a big one its kernels' time; decode steps (CUDA graphs)
-    keep the kernels' time; the breakdown counts the gap as engine overhead."""
+    keep the kernels' time; the breakdown counts the gap as engine overhead. Any step outside the graphs is
+    floored, decode-only ones too."""
     dep = _dep("llama-8b", "trtllm")
     kernels = StepCostModel(dep)
     assert kernels.profile.eager_layer_host_s == 0.0  # no preset sets it (README, Accuracy)
@@ -126,6 +127,21 @@ def test_an_eager_prompt_step_takes_at_least_the_hosts_time_per_layer():
     for batch in (small, big, decodes):
         features = dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))
         assert fn(**features) == pytest.approx(float(trt.step_time(batch)[0]), rel=1e-12)
+    # a decode-only step outside the graphs (vLLM graphs up to 512 tokens: 600 sequences run eagerly) is floored
+    # too, and one inside them is not
+    vdep = _dep("llama-8b", "vllm")
+    vp = replace(StepCostModel(vdep).profile, eager_layer_host_s=1.1e-3)  # this repository's engine on an H100
+    vfloor = vdep.model.num_layers * vp.eager_layer_host_s
+    vllm_kernels, vllm_floored = StepCostModel(vdep), StepCostModel(vdep, vp)
+    eager, graphed = StepBatch.from_items((), [16] * 600), StepBatch.from_items((), [16] * 8)
+    per_step = lambda n: vp.step_overhead_s + vp.seq_overhead_s * n  # noqa: E731
+    assert vllm_kernels.step_time(eager)[0] < vfloor
+    assert vllm_floored.step_time(eager)[0] == pytest.approx(vfloor + per_step(600), rel=1e-12)
+    assert vllm_floored.step_time(graphed)[0] == vllm_kernels.step_time(graphed)[0] < vfloor
+    vfn = compile_scalar(vllm_floored)
+    for batch in (eager, graphed):
+        features = dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))
+        assert vfn(**features) == pytest.approx(float(vllm_floored.step_time(batch)[0]), rel=1e-12)
 
 
 def test_decode_attention_without_split_kv_is_bound_by_its_thread_blocks():

@@ -38,7 +38,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
                 m = <bytes / bandwidth>                       # or a measured curve of the message size
                 [m = max(m, <bytes x s/B per block> / decode_tokens)]   # decode attention without split-KV
                 total += max(c, m) + <kernels> * pk + <latency> [+ <s> * decode_tokens] [+ <s> * tokens]
-            [if prefill_tokens > 0 and not graphed: total = max(total, <layers x eager host s>)]   # host-bound
+            [if tokens > 0 and not graphed: total = max(total, <layers x eager host s>)]   # host-bound
             if tokens > 0:
                 total += <step overhead> + <seq overhead> * seqs
                 [total += <layers x layer overhead, graph> if graphed else <..., eager>]   # unfused engines
@@ -110,9 +110,9 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         extra += "".join(f" + {float(sec)!r} * decode_tokens" for j, sec in model.per_decode if j == i)
         extra += "".join(f" + {float(sec)!r} * tokens" for j, sec in model.per_token if j == i)
         lines.append(f"        total += (c if c > m else m){extra}")
-    if model.eager_floor_s:  # an eager step with prompt tokens: the host launching it may bind
+    if model.eager_floor_s:  # an eager step: the host launching it may bind
         floor = float(model.eager_floor_s)
-        lines.append(f"    if prefill_tokens > 0.0 and not graphed and total < {floor!r}:\n        total = {floor!r}")
+        lines.append(f"    if tokens > 0.0 and not graphed and total < {floor!r}:\n        total = {floor!r}")
     so, ss = float(p.step_overhead_s), float(p.seq_overhead_s)
     lines.append(f"    if tokens > 0:\n        total += {so!r} + {ss!r} * seqs")
     if any(model.layer_overhead_s):  # an unfused engine's extra kernels per layer (graph or eager, as pk)

@@ -11,8 +11,9 @@ bytes, per engine and group size) take ``calls · curve(message)`` in place of t
 
 with ``eff(M) = eff_max · M / (M + m_half)`` for GEMMs of M rows (M at least ``gemm_m_floor``); plus a per-step
 engine overhead ``step_overhead + seq_overhead · sequences`` (plus, for an engine that runs its layers unfused,
-``layers · layer_overhead``, graph or eager). An eager step with prompt tokens takes at least ``layers ·
-eager_layer_host_s`` before that overhead (the host launching it binds; the gap is counted as engine overhead).
+``layers · layer_overhead``, graph or eager). An eager step (any step outside CUDA graphs) takes at least
+``layers · eager_layer_host_s`` before that overhead (the host launching it binds; the gap is counted as engine
+overhead).
 All parameters come from :mod:`infercast.cost.profile`.
 
 The routed experts (``experts_gate_up``, ``experts_down``) take the fused-MoE parameters where the GPU's kernel
@@ -154,8 +155,8 @@ class StepCostModel:
         self.graphs_decode_only = dep.engine.cuda_graphs == "decode"
         layers = -(-dep.model.num_layers // dep.pp)  # the most loaded pipeline stage's
         self.layer_overhead_s = (p.layer_overhead_graph_s * layers, p.layer_overhead_eager_s * layers)
-        # an eager step with prompt tokens is host-bound below this (whole model: under pipeline parallelism a
-        # step's micro-batches pass every stage, so the floor is the model's layers once)
+        # an eager step is host-bound below this (whole model: under pipeline parallelism a step's micro-batches
+        # pass every stage, so the floor is the model's layers once)
         self.eager_floor_s = p.eager_layer_host_s * dep.model.num_layers
         hops = np.array([r.hops for r in rows])
         hops[[i for i, *_ in self.curves]] = 0.0
@@ -254,9 +255,9 @@ class StepCostModel:
             overhead[i] = overhead[i] + on[i] * seconds * tokens
         # (per-sequence CPU work is per sequence of the whole step: ``columns`` keeps that count undivided)
         engine = (tokens > 0) * per_step
-        if self.eager_floor_s:  # the host launching an eager prompt step binds where the GPU finishes sooner
+        if self.eager_floor_s:  # the host launching an eager step binds where the GPU finishes sooner
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
-            host_bound = ~graphed & (cols[F["prefill_tokens"]] > 0)
+            host_bound = ~graphed & (tokens > 0)
             engine = engine + host_bound * np.maximum(self.eager_floor_s - gpu, 0.0)
         return flops, nbytes, compute, memory, overhead, engine
 
