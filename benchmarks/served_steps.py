@@ -19,9 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from validate_sim_cpu import ENGINE_LIMITS  # noqa: E402
 
 from infercast.engine.clock import WallClock  # noqa: E402
 from infercast.engine.cpu_steps import RequestShape  # noqa: E402
@@ -101,8 +103,7 @@ def main() -> None:
     layers = int(sys.argv[3]) if len(sys.argv) > 3 else None
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("served_steps.py: no CUDA device here (pass cpu as the first argument to run on the CPU)")
-    config = EngineConfig(get_model(model_id), num_layers=layers, num_blocks=128, block_size=16, max_num_seqs=16,
-                          max_num_batched_tokens=256, scheduler="chunked")  # fmt: skip
+    config = EngineConfig(get_model(model_id), num_layers=layers, scheduler="chunked", **ENGINE_LIMITS)
     model = build_model(config, device=device)
     PagedRunner.step = _timed_forward
     served(model, config, "offline", None, 8, 1, True)  # the first run of the process

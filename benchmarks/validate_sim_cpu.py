@@ -41,6 +41,9 @@ LOADS = {"light": 0.3, "near-saturation": 0.85, "overloaded": 1.3}
 SCHEDULERS = ("prefill-first", "chunked")
 TARGET = 0.10  # the issue's bar: simulated TTFT and TPOT mean and p90 within 10 % of the engine's
 INPUT_LEN, OUTPUT_LEN, PREFIX = "uniform:64,256", "uniform:16,64", (4, 64)
+ENGINE_LIMITS = {"num_blocks": 128, "block_size": 16, "max_num_seqs": 16, "max_num_batched_tokens": 256}
+"""The engine's KV blocks and per-step limits in every validation run (CPU and GPU): a pool small enough that the
+overloaded runs preempt."""
 
 
 def workload(rate: float | None, n: int, seed: int):
@@ -63,8 +66,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     t0 = time.perf_counter()
-    base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, num_blocks=128,
-                        block_size=16, max_num_seqs=16, max_num_batched_tokens=256)  # fmt: skip
+    base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
     model = build_model(base)
     if args.calibration:
         hardware, profile, fit = load_calibration(args.calibration)

@@ -30,11 +30,14 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
-from validate_sim_cpu import _print, _verdict, load_runs  # noqa: E402
+from validate_sim_cpu import ENGINE_LIMITS, _print, _verdict, load_runs  # noqa: E402
 
+from infercast.engine.clock import WallClock  # noqa: E402
 from infercast.engine.cpu import FIT_PARAMS, calibrate  # noqa: E402
+from infercast.engine.cpu_steps import RequestShape  # noqa: E402
+from infercast.engine.loadgen import replay  # noqa: E402
 from infercast.engine.simulate import EngineConfig  # noqa: E402
-from infercast.engine.validate import Validation, build_model, plot_cdfs  # noqa: E402
+from infercast.engine.validate import Validation, build_model, make_engine, plot_cdfs  # noqa: E402
 from infercast.specs.catalog import get_hardware, get_model  # noqa: E402
 
 
@@ -57,8 +60,7 @@ def main() -> None:
     out = Path(args.out)
     t0 = time.perf_counter()
     hardware = get_hardware(args.gpu)
-    base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, num_blocks=128,
-                        block_size=16, max_num_seqs=16, max_num_batched_tokens=256)  # fmt: skip
+    base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
     model = build_model(base, device=args.device)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(f"{base.model_cut.id} ({base.model_cut.num_layers} layers, {args.precision}) on {device_name}; "
@@ -100,11 +102,6 @@ def _warm_up(model, config: EngineConfig, seconds: float) -> None:
     """Serve the calibration's request shapes, unmeasured, for ``seconds``. On the lent H100 (2026-11-26) the
     engine's served steps took 2x as long in the first minute as afterwards (decode 72-86 ms, then 34-36 ms;
     a one-off probe), so a calibration taken cold described a slower engine than the runs it predicted."""
-    from infercast.engine.clock import WallClock
-    from infercast.engine.cpu_steps import RequestShape
-    from infercast.engine.loadgen import replay
-    from infercast.engine.validate import make_engine
-
     t0, k = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
         replay(make_engine(model, config), RequestShape().workload("offline", None, 32, 5000 + k), WallClock())

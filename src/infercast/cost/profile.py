@@ -108,8 +108,8 @@ class CostProfile:
     over sequences x KV heads (no split-KV / flash-decoding): with fewer blocks than the GPU needs to saturate
     HBM, the blocks, not the bandwidth, bind. 0: split-KV kernels (FlashInfer, FlashAttention-3, XQA)."""
     eager_layer_host_s: float = 0.0
-    """Host time per decoder layer of a step that carries prompt tokens and runs eagerly (outside CUDA graphs):
-    the CPU launches ahead of the GPU, so such a step takes at least ``layers x`` this, whatever its GPU time
+    """Host time per decoder layer of a step that runs eagerly (outside CUDA graphs), with or without prompt
+    tokens: the CPU launches ahead of the GPU, so such a step takes at least ``layers x`` this, whatever its GPU time
     (TensorRT-LLM's PyTorch backend: its closed-loop mixed steps at TP 4-8 take ~0.65 ms per layer for a 1k or a
     2k prompt alike, benchmarks/mixed_steps.py; no preset sets it, as its closed-loop TTFT then cross-validates
     worse: README; 0: the GPU always binds)."""
