@@ -11,7 +11,9 @@ batching, eager PyTorch, one Python process; its per-step host time is part of w
 
 Writes ``DIR/validate_sim_gpu.json``/``.csv`` (after every run) and the CDF plot. The H100 runs of 2026-11-26 are
 ``benchmarks/results/validate_sim_gpu*_h100_run1.*`` (``--warmup-s 0 --duration 15``) and ``*_run2.*``
-(``--warmup-s 50 --duration 8``, four of six runs); README, "On a GPU". ``--device cpu`` runs the same code on the CPU
+(``--warmup-s 50 --duration 8``, four of six runs); those of 2026-11-27, with the host floor in the GPU fit, are
+``*_run3.*`` (the floor stuck at its start) and ``*_run4.*`` (fitted from two starts; ``--warmup-s 50 --duration
+8``); README, "On a GPU". ``--device cpu`` runs the same code on the CPU
 (a smoke test of the script; the numbers then describe nothing).
 """
 
@@ -33,7 +35,7 @@ import torch  # noqa: E402
 from validate_sim_cpu import ENGINE_LIMITS, _print, _verdict, load_runs  # noqa: E402
 
 from infercast.engine.clock import WallClock  # noqa: E402
-from infercast.engine.cpu import FIT_PARAMS, calibrate  # noqa: E402
+from infercast.engine.cpu import calibrate, fit_params  # noqa: E402
 from infercast.engine.cpu_steps import RequestShape  # noqa: E402
 from infercast.engine.loadgen import replay  # noqa: E402
 from infercast.engine.simulate import EngineConfig  # noqa: E402
@@ -72,7 +74,7 @@ def main() -> None:
           f"{held['mean_abs_rel_error']:.1%}, summed time {held['total_rel_error']:+.1%} (decode "
           f"{held['decode_total_rel_error']:+.1%}, prefill {held['prefill_total_rel_error']:+.1%}, mixed "
           f"{held['mixed_total_rel_error']:+.1%})", flush=True)  # fmt: skip
-    fitted = {k.format(key=args.precision): profile.flat()[k.format(key=args.precision)] for k in FIT_PARAMS}
+    fitted = {k.format(key=args.precision): profile.flat()[k.format(key=args.precision)] for k in fit_params(hardware)}
     print("fitted: " + ", ".join(f"{k} {v:.3g}" for k, v in fitted.items()), flush=True)
     results: dict[str, Validation] = {}
     rows = []

@@ -9,7 +9,15 @@ import pytest
 
 from infercast.cost.batch import StepBatch
 from infercast.cost.step import StepCostModel
-from infercast.engine.cpu import Sweep, base_profile, cpu_hardware, fit_profile, scaled_profile, speed_factor
+from infercast.engine.cpu import (
+    Sweep,
+    base_profile,
+    cpu_hardware,
+    fit_params,
+    fit_profile,
+    scaled_profile,
+    speed_factor,
+)
 from infercast.engine.cpu_steps import EngineSteps, errors, held_out, kinds
 from infercast.engine.simulate import EngineConfig, deployment, simulate_engine
 from infercast.sim.workload import WorkloadSpec
@@ -116,15 +124,23 @@ def test_matching_the_summed_time_takes_out_the_bias_of_skewed_noise() -> None:
 
 def test_calibrate_on_a_catalog_gpu_fits_served_steps_without_measuring_cpu_peaks(monkeypatch) -> None:
     """``calibrate(hardware=...)``: the engine on a GPU is priced with that GPU's catalog spec (datasheet peaks
-    in place of measured ones), and the fit to its served steps is the same fit."""
+    in place of measured ones), and the fit to its served steps is the same fit plus a host floor per layer
+    (steps the engine's Python launches hold up), here on steps made with one; on the CPU that floor stays out
+    of the fit."""
     import infercast.engine.cpu as cpu
     import infercast.engine.cpu_steps as cpu_steps
     from infercast.specs.catalog import get_hardware
 
     gpu = get_hardware("h100-sxm")
     features = _served_like_steps()
-    truth = base_profile().with_values(TRUTH, "truth")
-    seconds = StepCostModel(deployment(CONFIG, gpu), truth).step_time(StepBatch(features))
+    dep = deployment(CONFIG, gpu)
+    kernels = StepCostModel(dep, base_profile().with_values(TRUTH, "truth")).step_time(StepBatch(features))
+    gpu_only = base_profile().with_values(TRUTH | {"step_overhead_s": 0.0, "seq_overhead_s": 0.0}, "truth")
+    gpu_time = StepCostModel(dep, gpu_only).step_time(StepBatch(features))
+    floor = float(np.median(gpu_time)) / dep.model.num_layers  # the host binds in about half the steps
+    truth = base_profile().with_values(TRUTH | {"eager_layer_host_s": floor}, "truth")
+    seconds = StepCostModel(dep, truth).step_time(StepBatch(features))
+    assert 0.3 < np.mean(seconds > kernels * 1.001) < 0.7
     served = EngineSteps(Sweep(features, seconds), np.zeros(seconds.size, dtype=int), [])
 
     def no_peaks(*_a, **_k):
@@ -138,4 +154,9 @@ def test_calibrate_on_a_catalog_gpu_fits_served_steps_without_measuring_cpu_peak
     assert hardware is gpu and peaks["device"] == "h100-sxm"
     assert fit["points"] == seconds.size and fit["held_out"] == {}
     predicted = StepCostModel(deployment(CONFIG, gpu), profile).step_time(StepBatch(features))
-    assert np.max(np.abs(predicted / seconds - 1)) < 0.02
+    # a GPU fit may set a host floor (fitted from where it binds and from where it does not, the better kept); on
+    # these steps the per-step and per-sequence overheads nearly stand in for it, so only the fit is checked:
+    # within 1 % on the typical step, 3 % on any
+    assert np.median(np.abs(predicted / seconds - 1)) < 0.01
+    assert np.max(np.abs(predicted / seconds - 1)) < 0.03
+    assert "eager_layer_host_s" in fit_params(gpu) and "eager_layer_host_s" not in fit_params(HW)

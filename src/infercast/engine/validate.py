@@ -16,7 +16,7 @@ from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
 from infercast.engine.clock import WallClock
 from infercast.engine.core import Engine
-from infercast.engine.cpu import FIT_PARAMS, fit_profile, scaled_profile, speed_factor, sweep_from_steps
+from infercast.engine.cpu import fit_params, fit_profile, scaled_profile, speed_factor, sweep_from_steps
 from infercast.engine.loadgen import EngineRun, replay
 from infercast.engine.simulate import EngineConfig, deployment, simulate_engine
 from infercast.measure.torch_model import TransformerModel
@@ -133,7 +133,7 @@ def validate_sim(
             "step_time_ratio_mean": float(np.mean(ratio)),
             "step_time_ratio_sum": float(steps.seconds.sum() / (steps.seconds / ratio).sum())}  # fmt: skip
     out = Validation(compare(run.summary, sim.summary), run, sim, info)
-    if len(run_steps) >= 2 * len(FIT_PARAMS):
+    if len(run_steps) >= 2 * len(fit_params(hardware)):
         own, _ = fit_profile(steps, config, hardware, balance=True, match_total=True)
         out.replayed_rows = compare(run.summary, simulate_engine(config, hardware, own, work).summary)
     return out
