@@ -1,16 +1,19 @@
 """The fast simulator agrees with the step-by-step reference (:mod:`infercast.sim.reference`) on every summary
 metric and every request's timestamps, to 1e-9 relative, over generated configurations: all schedulers,
 recompute and swap preemption under memory pressure, prefix caching, sliding windows, MoE, several replicas
-behind each router, closed loops and disaggregated pools, with and without an overlap scheduler."""
+behind each router, closed loops and disaggregated pools, with and without an overlap scheduler, with and without
+an API server front-end that binds."""
 
 from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
 from infercast.sim.api import run, simulation_config
 from infercast.sim.config import DisaggConfig, KVLink
@@ -35,6 +38,11 @@ BLOCK_SIZES = {"phi-3-mini": [None, 11, 31]}
 """Block sizes dividing phi-3's window - 1 (2,046): its last windowed block is taken at the window itself."""
 LONG_PROMPTS = ("gemma-2-9b", "mistral-7b")
 """Models whose prompts reach past their 4,096-token window in half the unpressured cases."""
+
+
+FRONT_ENDS = (0.0, 0.0, 5e-5, 3e-4)
+"""Front-end time per streamed token (``stream_token_s``): half the cases without one, a quarter at 20k tokens/s,
+a quarter at 3.3k tokens/s, a ceiling most loaded cases reach."""
 
 
 def _case(rng: random.Random, models: list[tuple[str, float]] = MODELS) -> dict:
@@ -84,6 +92,7 @@ def _case(rng: random.Random, models: list[tuple[str, float]] = MODELS) -> dict:
     if rng.random() < 0.2:
         kw["goodput"] = ["ttft:300", "tpot:40"]
     kw["overlap_scheduler"] = kw["seed"] % 3 == 0  # a third plan the next step while one runs (no new draw)
+    kw["stream_token_s"] = FRONT_ENDS[kw["seed"] // 3 % len(FRONT_ENDS)]  # an API server that binds (no new draw)
     return kw
 
 
@@ -115,6 +124,9 @@ def _compare(kw: dict) -> tuple[object, list] | None:
     """Run case ``kw`` on both simulators: (fast result, differences), or None when both refuse it."""
     kw = dict(kw)
     model = kw.pop("model")
+    stream = kw.pop("stream_token_s", 0.0)
+    if stream:
+        kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
     try:
         config = simulation_config(model, "h100-sxm", **kw)
         fast = run(config)
@@ -128,7 +140,8 @@ def _compare(kw: dict) -> tuple[object, list] | None:
 
 def test_fast_simulator_equals_the_reference_on_generated_cases():
     rng = random.Random(20261123)
-    compared, refused, seen = 0, 0, {"preemptions": 0, "prefix hits": 0, "swap": 0, "disagg": 0, "window": 0}
+    compared, refused = 0, 0
+    seen = {"preemptions": 0, "prefix hits": 0, "swap": 0, "disagg": 0, "window": 0, "front-end": 0}
     failures = []
     for n in range(NUM_CASES):
         kw = _case(rng)
@@ -147,6 +160,7 @@ def test_fast_simulator_equals_the_reference_on_generated_cases():
         seen["prefix hits"] += s.prefix_cache_hit_rate > 0
         seen["disagg"] += kw["scheduler"] == "disagg"
         seen["window"] += model in ("gpt-oss-20b", "gemma-2-9b")
+        seen["front-end"] += kw["stream_token_s"] > 0
     assert not failures, failures[:3]
     assert compared >= 200, (compared, refused)
     assert min(seen.values()) >= 10, seen  # the generator reaches every mechanism

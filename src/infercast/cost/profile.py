@@ -60,6 +60,7 @@ ENGINE_PARAMS = (
     "layer_overhead_eager_s",
     "decode_attn_cta_bytes_s",
     "eager_layer_host_s",
+    "stream_token_s",
 )
 
 
@@ -113,6 +114,10 @@ class CostProfile:
     (TensorRT-LLM's PyTorch backend: its closed-loop mixed steps at TP 4-8 take ~0.65 ms per layer for a 1k or a
     2k prompt alike, benchmarks/mixed_steps.py; no preset sets it, as its closed-loop TTFT then cross-validates
     worse: README; 0: the GPU always binds)."""
+    stream_token_s: float = 0.0
+    """Serial front-end time per streamed output token (the API server's process detokenises and sends each one):
+    one first-in-first-out queue per server that new requests also pass through, so past its rate requests wait
+    before they reach the engine and every token reaches its client late (0: the front-end never binds)."""
     gemm_latency_s: float = 0.0
     """Fixed time per GEMM kernel beyond max(compute, memory) (see KERNEL_LATENCY_PARAMS)."""
     attn_prefill_latency_s: float = 0.0

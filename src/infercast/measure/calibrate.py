@@ -70,10 +70,13 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # host time per layer of an eager prompt step: ~0.65 ms in TensorRT-LLM 1.0's PyTorch backend (its closed-loop
     # mixed steps, benchmarks/mixed_steps.py); from a tenth of that to ten times
     "eager_layer_host_s": (6e-5, 6e-3),
+    # an API server's serial time per streamed token: ~60-120 us for a Python process that detokenises and sends
+    # every response (engine_fit.FRONT_END_GRID); from a hundredth of that to ten times
+    "stream_token_s": (1e-6, 1e-3),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
-LOAD_ONLY = ("request_jitter_s",)
+LOAD_ONLY = ("request_jitter_s", "stream_token_s")
 """Parameters only closed-loop serving runs inform (fitted when asked for by name: the engine load fit)."""
 HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s", "decode_attn_cta_bytes_s")
 """Parameters of an unfused engine's layers and its decode attention without split-KV, fitted only when asked for

@@ -111,6 +111,9 @@ class Coordinator:
                 self.table.arrival[j] = t
                 heapq.heappush(self.events, (t, next(self._order), j))
 
+    def _front_ends(self) -> bool:
+        return any(rep.front_end is not None for rep in self.replicas)
+
     # ----- driving -----------------------------------------------------------------------------------------
     def run(self) -> None:
         tb = self.table
@@ -124,8 +127,10 @@ class Coordinator:
             order: list[int] = []
         else:
             order = np.argsort(tb.arrival, kind="stable").tolist()
-        if not self.router.needs_state and not self.decode and not self.closed_loop:
-            for i in order:  # independent replicas: give each its share up front and run them to the end
+        # independent replicas: give each its share up front and run them to the end (not behind an API server's
+        # front-end, whose queue when a request is sent depends on the steps before)
+        if not (self.router.needs_state or self.decode or self.closed_loop or self._front_ends()):
+            for i in order:
                 self.router.pick(i, self.replicas).enqueue(i)
             for rep in self.replicas:
                 rep.run_until(np.inf)

@@ -167,6 +167,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             rec.step_count += k
             rec.busy_time += total
             rec.decode_seqs += n * k
+        if rep.front_end is not None:
+            rep.stream_delay = rep.front_end.emit(start, end, n, k, first)
         finished = batch.heap[0][0] <= batch.D and rep.complete(end)
         if end >= rep.next_sample:
             rep.next_sample = rec.sample(rep.rid, end, kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
@@ -211,6 +213,8 @@ def speculative_step(rep: Replica) -> None:
     blocks.settle(grown)
     start, end = rep.t, rep.t + dt
     rep.last_step_start = start
+    if rep.front_end is not None:
+        rep.stream_delay = rep.front_end.emit(start, end, n * m)
     decode_gaps(rep, end)
     batch.advance(m, grown)
     batch.last_decode = end

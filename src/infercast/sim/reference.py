@@ -39,6 +39,7 @@ from infercast.sim.api import SimulationResult, summarize, with_tp
 from infercast.sim.blocks import replica_pool
 from infercast.sim.cluster import Router
 from infercast.sim.config import SimulationConfig
+from infercast.sim.front_end import FrontEnd
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder
 from infercast.sim.scheduler import engine_scheduler, make_scheduler
@@ -106,6 +107,9 @@ class ReferenceReplica:
         self.model = cost_model(dep, config.profile)
         self.overhead = self.model.profile.request_overhead_s
         self.jitter = self.model.profile.request_jitter_s
+        token_s = self.model.profile.stream_token_s
+        self.front_end = FrontEnd(token_s) if token_s > 0 else None
+        self.stream_delay = 0.0
         self.overlap = dep.engine.overlap_scheduler if engine.overlap_scheduler is None else engine.overlap_scheduler
         self.last_start = -math.inf
         self.window = dep.model.attention_window
@@ -224,7 +228,10 @@ class ReferenceReplica:
     def enqueue(self, i: int, t: float | None = None) -> None:
         r = self.requests[i]
         r.replica = self.rid
-        r.visible = (r.arrival if t is None else t) + self.overhead + self.jitter * r.intake
+        sent = r.arrival if t is None else t
+        r.visible = sent + self.overhead + self.jitter * r.intake
+        if self.front_end is not None:
+            r.visible += self.front_end.backlog_at(sent)
         k = len(self.pending)  # the intake queue stays in the order requests reach the engine
         while k and self.requests[self.pending[k - 1]].visible > r.visible:
             k -= 1
@@ -272,6 +279,9 @@ class ReferenceReplica:
         self.busy += duration
         self.decode_seqs += len(decodes)
         self.prefill_only_steps += not decodes
+        if self.front_end is not None:
+            self.stream_delay = self.front_end.emit(start, end, len(decodes) + sampled)
+        seen = end + self.stream_delay
         finished = []
         for i in decodes:
             r = reqs[i]
@@ -281,10 +291,10 @@ class ReferenceReplica:
                 finished.append(i)
         for i in sorted(finished):
             self.running.remove(i)
-            reqs[i].finish = end
+            reqs[i].finish = seen
             self._free(reqs[i])
         if finished and self.on_finish:
-            self.on_finish(sorted(finished), end)
+            self.on_finish(sorted(finished), seen)
         for i, c in plan.prefill:
             r = reqs[i]
             if math.isnan(r.scheduled):
@@ -300,16 +310,16 @@ class ReferenceReplica:
             r.shared += moved
         self.prefilling.remove(r.id)
         if r.generated == 0:
-            r.first_token = t
+            r.first_token = t + self.stream_delay
         else:
             self.gaps.append(t - r.last_token)
         r.generated += 1
         r.last_token = t
         if r.generated >= r.output:
             self._free(r)
-            r.finish = t
+            r.finish = t + self.stream_delay
             if self.on_finish:
-                self.on_finish([r.id], t)
+                self.on_finish([r.id], t + self.stream_delay)
         elif self.hand_off is not None:
             self._free(r)
             self.hand_off(r.id, t)

@@ -24,6 +24,7 @@ from infercast.sim.config import EngineConfig
 from infercast.sim.decode_cost import compiled_costs
 from infercast.sim.decode_runner import decode_gaps, decode_span, single_line, speculative_step
 from infercast.sim.decode_set import DecodeSet, WindowDecodeSet
+from infercast.sim.front_end import FrontEnd
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
@@ -93,6 +94,9 @@ class Replica:
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
         self.request_jitter = model.profile.request_jitter_s
+        token_s = model.profile.stream_token_s
+        self.front_end = FrontEnd(token_s) if token_s > 0 else None  # None: the API server never binds
+        self.stream_delay = 0.0  # how late the last step's tokens reach their clients (front-end queue)
         # a request arriving during a step joins the step after next (the engine planned the next one already)
         self.overlap = eng.overlap_scheduler if config.overlap_scheduler is None else config.overlap_scheduler
         self.last_step_start = -np.inf  # start of the last step run (of a decode span: of its last step)
@@ -174,13 +178,17 @@ class Replica:
         """Hand request ``i`` (sent at ``t``, default its arrival) to this replica.
 
         It reaches the engine after the engine's per-request overhead (API server, tokenisation: a fixed part
-        and a varying one, ``request_jitter_s`` x the request's intake draw); requests must be enqueued in the
-        order they are sent, and reach the engine in the order their overheads end.
+        and a varying one, ``request_jitter_s`` x the request's intake draw) and, with a front-end that
+        binds, after the responses queued in it; requests must be enqueued in the order they are sent, and reach
+        the engine in the order their overheads end.
         """
         tb = self.table
         tb.replica[i] = self.rid
+        sent = tb.arrival[i] if t is None else t
         delay = self.request_overhead + self.request_jitter * tb.intake[i]
-        tb.visible[i] = (tb.arrival[i] if t is None else t) + delay
+        if self.front_end is not None:  # behind the responses queued in the API server
+            delay += self.front_end.backlog_at(sent)
+        tb.visible[i] = sent + delay
         enter_in_visible_order(self.pending, i, tb.visible)
 
     def admit(self, i: int, budget: int | None, *, limit: int | None = None, reserve: bool = False) -> int | None:
@@ -345,6 +353,8 @@ class Replica:
                                      prefill_ids=tuple(i for i, _ in plan.prefill)))  # fmt: skip
         else:
             self.rec.count(1, dt, n)
+        if self.front_end is not None:
+            self.stream_delay = self.front_end.emit(start, end, n + sampled)
         if n:
             decode_gaps(self, end)
             batch.advance(1, self.blocks.reserved)
@@ -374,7 +384,7 @@ class Replica:
         self.prefilling.remove(i)
         generated = tb.generated[i]
         if generated == 0:
-            tb.first_token[i] = t
+            tb.first_token[i] = t + self.stream_delay  # when its client gets it
         else:
             self.rec.gaps.add(t - tb.last_token[i])
         generated += 1
@@ -382,10 +392,10 @@ class Replica:
         tb.last_token[i] = t
         if generated >= tb.output[i]:
             self.blocks.release(i)
-            tb.finish[i] = t
+            tb.finish[i] = t + self.stream_delay
             self._event = True
             if self.on_finish:
-                self.on_finish([i], t)
+                self.on_finish([i], t + self.stream_delay)
             return
         if self.on_prefilled is not None:  # disaggregated: the decode pool takes over
             self.blocks.release(i)
@@ -423,19 +433,22 @@ class Replica:
 
     # ----- completions, preemption, swapping --------------------------------------------------------------------
     def complete(self, t: float) -> bool:
-        """Finish the sequences whose last token came out in the decode steps just accounted."""
+        """Finish the sequences whose last token came out in the decode steps just accounted (their clients
+        get it ``stream_delay`` later, and send their next request then)."""
         done = self.decoding.remove_finished()
         if not done:
             return False
         tb = self.table
         finish, last, generated, output = tb.finish, tb.last_token, tb.generated, tb.output
+        seen = t + self.stream_delay
         for i, _ in done:
-            finish[i] = last[i] = t
+            last[i] = t
+            finish[i] = seen
             generated[i] = output[i]
         self.blocks.release_finished(done)
         self._event = True
         if self.on_finish:
-            self.on_finish([i for i, _ in done], t)
+            self.on_finish([i for i, _ in done], seen)
         return True
 
     def ensure_decode_blocks(self) -> None:

@@ -1,0 +1,45 @@
+"""An API server's serial front-end: the process that post-processes and streams every output token.
+
+TensorRT-LLM 1.0's ``trtllm-serve`` detokenises and sends each streamed response in its main process (its
+post-processing workers, which move that work out, are an opt-in experiment: TensorRT-LLM PR 5122, 2025-06).
+Past the rate that process sustains, responses queue in it first-in-first-out, new requests queue behind
+them, and every token reaches its client late by the queue's length. Modelled as a fluid queue of seconds of
+work, fed at the end of each engine step (``CostProfile.stream_token_s`` per token); both simulators use it. The
+simulators' ITL samples stay the engine's step gaps; TTFT, TPOT and E2E are what the clients see.
+"""
+
+from __future__ import annotations
+
+
+class FrontEnd:
+    """Seconds of front-end work queued at ``t`` (after the last step fed in), drained at one second per second."""
+
+    def __init__(self, token_s: float):
+        self.token_s = token_s
+        self.backlog = 0.0
+        self.t = 0.0
+        self.delay = 0.0
+        """How late the tokens of the last step fed in reach their clients, on average (seconds)."""
+
+    def backlog_at(self, t: float) -> float:
+        """Work queued at ``t`` (what a request sent then waits for before the engine sees it); at or before the
+        last step fed in, the backlog then."""
+        return self.backlog if t <= self.t else max(0.0, self.backlog - (t - self.t))
+
+    def emit(self, start: float, end: float, tokens: int, steps: int = 1, first: float | None = None) -> float:
+        """``steps`` engine steps from ``start`` to ``end`` (the first ``first`` seconds long, default an equal
+        share) emit ``tokens`` tokens each, at each step's end. Returns (and keeps as :attr:`delay`) how late the
+        last step's tokens reach their clients on average.
+
+        Per step the queue drains for the step's time, then takes the step's tokens: ``q = max(0, q - dt) + w``.
+        Over steps that do not get shorter (a decode span's context only grows) that recursion has the closed
+        form ``max(q1 + sum of (w - dt) over steps 2..k, w)`` (its suffix sums peak at an end), so a span of any
+        length is one update, exact."""
+        work = tokens * self.token_s
+        dt0 = (end - start) / steps if first is None else first
+        queued = max(0.0, self.backlog_at(start) - dt0) + work
+        if steps > 1:
+            queued = max(queued + (steps - 1) * work - (end - start - dt0), work)
+        self.backlog, self.t = queued, max(end, self.t)
+        self.delay = queued - (tokens - 1) * self.token_s / 2  # the step's tokens leave one after another
+        return self.delay

@@ -1,0 +1,59 @@
+"""The API server's serial front-end (infercast.sim.front_end): its queue arithmetic, and what it does to a
+simulated closed loop: output tokens/s capped near 1 / stream_token_s, the wait landing in TTFT, not TPOT."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from infercast.cost.profile import load_profile
+from infercast.sim.api import simulate
+from infercast.sim.front_end import FrontEnd
+
+
+def test_an_idle_front_end_delays_a_step_s_tokens_by_their_own_work():
+    fe = FrontEnd(1e-4)
+    # 10 tokens at the end of a 5 ms step: they leave 0.1 ms apart, on average 0.55 ms after the step
+    assert fe.emit(0.0, 0.005, 10) == pytest.approx(0.55e-3)
+    assert fe.backlog_at(0.005) == pytest.approx(1e-3)
+    assert fe.backlog_at(0.0055) == pytest.approx(0.5e-3)
+    assert fe.backlog_at(0.5) == 0.0
+    assert fe.backlog_at(0.001) == pytest.approx(1e-3)  # before the last step fed in: its backlog then
+
+
+def test_a_span_equals_its_steps_one_at_a_time():
+    """One update for k steps (the fast simulator's decode spans) equals k updates (the reference's steps), for
+    steps that grow longer, whether the queue grows (w > dt), drains (w < dt) or crosses over."""
+    for tokens, dts in ((64, [3e-3, 3.5e-3, 4e-3, 4.5e-3]), (8, [3e-3, 3.1e-3, 3.3e-3]),
+                        (40, [3.0e-3, 3.8e-3, 4.2e-3, 5.0e-3, 6.0e-3])):  # fmt: skip
+        stepwise, span = FrontEnd(1e-4), FrontEnd(1e-4)
+        for fe in (stepwise, span):
+            fe.emit(0.0, 0.01, 100)  # a backlog of 10 ms at t = 10 ms
+        t = 0.012
+        for dt in dts:
+            stepwise.emit(t, t + dt, tokens)
+            t += dt
+        span.emit(0.012, t, tokens, steps=len(dts), first=dts[0])
+        assert span.backlog == pytest.approx(stepwise.backlog, rel=1e-12)
+        assert span.delay == pytest.approx(stepwise.delay, rel=1e-12)
+
+
+def test_a_saturated_front_end_caps_the_closed_loop():
+    """128 clients on a TP 8 Llama-3.1-8B stream ~16k tokens/s without a front-end; behind one that takes 200 us
+    per token they get at most 5k tokens/s. Far past its rate the front-end shares itself among the streams, so
+    each client's tokens arrive ~128 x 200 us apart (TPOT ~26 ms against ~7 ms) and first tokens come later."""
+    base = load_profile("h100-sxm", "hopper", "vllm")
+    runs = {}
+    for token_s in (0.0, 2e-4):
+        res = simulate("llama-3.1-8b", "h100-sxm", tp=8, input_len=256, output_len=128, concurrency=128,
+                       num_requests=1280, profile=replace(base, stream_token_s=token_s))  # fmt: skip
+        df = res.requests()
+        span = float(df.finish_s.max() - df.arrival_s.min())
+        runs[token_s] = (float(df.output_tokens.sum()) / span, res["ttft_s"]["mean"], res["tpot_s"]["mean"])
+    free, capped = runs[0.0], runs[2e-4]
+    assert free[0] > 1.5 / 2e-4
+    assert 0.9 / 2e-4 <= capped[0] <= 1.02 / 2e-4
+    assert capped[1] > 1.3 * free[1]
+    assert capped[2] == pytest.approx(128 * 2e-4, rel=0.15)
+    assert free[2] < capped[2] / 2
