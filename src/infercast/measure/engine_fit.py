@@ -67,8 +67,8 @@ FRONT_END_TOLERANCE = 0.02
 data never reach a ceiling the objective is flat, and the front-end stays off (0)."""
 FRONT_END_GAIN = 0.10
 """A front-end is kept only if it lowers the mean objective by at least this fraction. Below a ceiling its small
-per-step delays act as a generic TTFT knob: fitted on TensorRT-LLM's Qwen3-32B points alone (at most 6.2k tokens/s
-but one point) 60 us per token gained 6 % and carried badly to Llama-3.1-8B (benchmarks/accuracy.py, leaving a
+per-step delays act as a generic TTFT knob: fitted on TensorRT-LLM's Qwen3-32B points alone (at most 6.2k tokens/s)
+60 us per token gained 6 % and carried badly to Llama-3.1-8B (benchmarks/accuracy.py, leaving a
 model out: its 17-64-client TTFT 8 % -> 30 %); on Llama-3.1-8B's points, which reach a shared ~9.2k tokens/s at
 TP 2, 4 and 8, 100 us gained 41 %. Set after seeing those two numbers (README, Accuracy)."""
 
