@@ -60,7 +60,9 @@ GPU_FIT_PARAMS = (*FIT_PARAMS, "eager_layer_host_s")
 Python process, so its steps take 34-48 ms on an H100 whatever the batch, with the GPU idle between launches
 (Llama-3.1-8B, 32 layers: ~1.1 ms per layer; ``benchmarks/results/served_steps_h100.txt``). On a CPU the host
 does the work itself, and the floor stays out of the fit."""
-
+HOST_FLOOR_OFF = 1e-6
+"""Seconds per layer of the host-floor fit's start out of the way: 32 us a step for a 32-layer model, below any
+step's GPU time, so that fit is the one without a floor (the floor has no gradient there and stays)."""
 
 
 def fit_params(hardware: HardwareSpec) -> tuple[str, ...]:
@@ -306,7 +308,7 @@ def fit_profile(
     names = [p.format(key=key) for p in fit_params(hardware)]
     base = base_profile()
     flat = base.flat()
-    x0 = np.log([flat[n] if n != "eager_layer_host_s" else 1e-6 for n in names])
+    x0 = np.log([flat[n] if n != "eager_layer_host_s" else HOST_FLOOR_OFF for n in names])
     lo = np.log([1e-3 if "eff" in n else 1e-2 if "m_half" in n else 1e-8 for n in names])
     hi = np.log([1.0 if "eff" in n else 4096.0 if "m_half" in n else 0.5 for n in names])
     batch = StepBatch(sweep.features)
@@ -317,7 +319,7 @@ def fit_profile(
         prof = base.with_values(dict(zip(names, np.exp(logp).tolist(), strict=True)), "fit")
         return StepCostModel(dep, prof).step_time(batch, fast=True)
 
-    def solve(start: np.ndarray):
+    def solve(start: np.ndarray) -> Any:  # scipy's OptimizeResult
         return least_squares(lambda p: weight * (np.log(predict(p)) - target), np.clip(start, lo, hi), bounds=(lo, hi))
 
     res = solve(x0)

@@ -41,5 +41,6 @@ class FrontEnd:
         if steps > 1:
             queued = max(queued + (steps - 1) * work - (end - start - dt0), work)
         self.backlog, self.t = queued, max(end, self.t)
-        self.delay = queued - (tokens - 1) * self.token_s / 2  # the step's tokens leave one after another
+        # the step's tokens leave one after another: on average half their own work before the last one
+        self.delay = queued - max(tokens - 1, 0) * self.token_s / 2
         return self.delay
