@@ -11,6 +11,7 @@ collective latency tables measured per GPU (``profiles/kernels/<gpu>.yaml``, wri
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
@@ -186,6 +187,7 @@ class CostProfile:
         moe = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
         prov = dict(self.provenance)
         for key, value in values.items():
+            value = checked_parameter(key, value)
             if key.split(".", 1)[0] in moe and "." in key:
                 group, fmt = key.split(".", 1)
                 for alias in MOE_SAME_KERNEL.get(fmt, (fmt,)):
@@ -216,6 +218,28 @@ class CostProfile:
             if f.name in KERNEL_PARAMS or f.name in ENGINE_PARAMS:
                 out[f.name] = getattr(self, f.name)
         return out
+
+
+UNBOUNDED_PARAMS = ("graph_max_tokens",)
+"""Parameters that may be infinite (every step replayed as a CUDA graph)."""
+
+
+def checked_parameter(key: str, value: Any) -> float:
+    """``value`` as a float, refused unless it is a number >= 0 (> 0 for an efficiency) and finite (but for
+    :data:`UNBOUNDED_PARAMS`): a negative time or a zero efficiency would silently switch a cost off or make
+    one infinite."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InfercastError(f"{key} must be a number, got {value!r}", field="profile") from None
+    base = key.split(".", 1)[0]
+    efficiency = base.endswith(("efficiency", "_eff_max"))
+    if math.isnan(number) or number < 0 or (efficiency and number == 0):
+        allowed = "> 0 (a fraction of the peak)" if efficiency else ">= 0"
+        raise InfercastError(f"{key} must be {allowed}, got {value!r}", field="profile")
+    if math.isinf(number) and base not in UNBOUNDED_PARAMS:
+        raise InfercastError(f"{key} must be finite, got {value!r}", field="profile")
+    return number
 
 
 def _read_yaml(name: str) -> dict[str, Any] | None:
