@@ -27,6 +27,7 @@ from infercast.measure.engine_fit import (
     at_grid_edge,
     engine_versions,
     fit_load,
+    front_end_candidates,
     median_cost,
     metric_errors,
     spread,
@@ -236,6 +237,17 @@ def test_load_fit_finds_the_front_end_a_loaded_synthetic_engine_streamed_through
     off = build_profiles([("h100-sxm", "vllm")], truth | {"vllm:stream_token_s": 0.0}, "off", "kernels")
     loaded = records[3]
     assert predict_located(loaded, off) * 1e3 < 0.9 * loaded.value
+
+
+def test_the_front_end_is_at_its_edge_at_the_slowest_value_the_measured_rates_allow():
+    """A point that streamed 9.2k output tokens/s (128 clients, 13.9 ms TPOT) rules out 120 us per token, so
+    100 us is the slowest the fit tried: at its edge there, though not at the grid's top."""
+    loaded = [_closed("closed_loop_ttft", batch=128, value=1.0), _closed("closed_loop_tpot", batch=128, value=13.9)]
+    assert front_end_candidates(loaded, "vllm", 0.0) == [0.0, 6e-5, 8e-5, 1e-4]
+    assert at_grid_edge({"vllm:stream_token_s": 1e-4}, loaded) == ["vllm:stream_token_s"]
+    assert at_grid_edge({"vllm:stream_token_s": 8e-5}, loaded) == []
+    assert at_grid_edge({"vllm:stream_token_s": 1e-4}) == []  # without records: the grid's top, 120 us
+    assert at_grid_edge({"vllm:stream_token_s": 0.0}, loaded) == []  # off is a value, not an edge
 
 
 def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):

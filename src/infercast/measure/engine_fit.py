@@ -156,9 +156,7 @@ def fit_load(records: Sequence[Record], engine: str, *, source: str = "") -> Fit
     message = f"least-median grid search: {line}"
     kinds = np.array([r.kind for r in records])
     at = dict(zip(names, best, strict=True))
-    # the front-end sustained every rate measured: its time per token is at most 1 / the highest
-    top = highest_served_rates(records).get(engine, {}).get("output_tokens_per_s", 0.0)
-    allowed = [c for c in sorted({priors[stream], *FRONT_END_GRID}) if c == priors[stream] or c * top <= 1.0]
+    allowed = front_end_candidates(records, engine, priors[stream])
     tail = {c: mean_cost(log_errors(at | {stream: c}), kinds) for c in allowed}
     lowest = min(tail.values())
     front_end = min(c for c, v in tail.items() if v <= lowest * (1 + FRONT_END_TOLERANCE))
@@ -173,13 +171,22 @@ def fit_load(records: Sequence[Record], engine: str, *, source: str = "") -> Fit
                      base="kernels", message=message)
 
 
-def at_grid_edge(values: dict[str, float]) -> list[str]:
-    """Fitted parameters at the smallest or largest value the search tries (the optimum may lie beyond)."""
+def front_end_candidates(records: Sequence[Record], engine: str, prior: float) -> list[float]:
+    """The front-end times per token the fit tries: the prior and every :data:`FRONT_END_GRID` value no slower
+    than the highest output rate ``records`` sustained (the front-end kept up with every rate measured)."""
+    top = highest_served_rates(records).get(engine, {}).get("output_tokens_per_s", 0.0)
+    return [c for c in sorted({prior, *FRONT_END_GRID}) if c == prior or c * top <= 1.0]
+
+
+def at_grid_edge(values: dict[str, float], records: Sequence[Record] = ()) -> list[str]:
+    """Fitted parameters at the smallest or largest value the search tries (the optimum may lie beyond). The
+    front-end's largest is the slowest its records' rates allow (:func:`front_end_candidates`), given them."""
     out = []
     for name, v in values.items():
-        base = name.split(":", 1)[1]
+        engine, base = name.split(":", 1)
         if base == FRONT_END_PARAM:  # no refinement; 0 (off) is a value, not an edge
-            if v >= max(FRONT_END_GRID):
+            tried = front_end_candidates(records, engine, 0.0) if records else FRONT_END_GRID
+            if v > 0 and v >= max(tried):
                 out.append(name)
             continue
         grid = GRID[base]
@@ -238,7 +245,7 @@ def write_engine_load(results: dict[str, FitResult], records: Sequence[Record], 
             "points": len(res.records),
             "median_abs_error": metric_errors(res),
             "method": res.message,
-            "at_edge": at_grid_edge(res.values),
+            "at_edge": at_grid_edge(res.values, res.records),
             "priors": {k: float(f"{v:.5g}") for k, v in res.priors.items()},
         }
     sources = [s for s in [*str(data.get("fitted_from", "")).split(", "), source] if s]
