@@ -65,8 +65,10 @@ READINGS = (
             profile={"kernel_overhead_eager_s": 20e-6}),
     Reading("trtllm-eager-40us", "TensorRT-LLM eager kernel launch 40 us", ("trtllm",),
             profile={"kernel_overhead_eager_s": 40e-6}),
-    *(Reading(f"vllm-budget-{b}", f"vLLM step budget {b} tokens (imported: 2048)", ("vllm",), record=_budget(b))
-      for b in (1024, 4096, 8192)),
+    *(Reading(f"vllm-budget-{b}", f"vLLM step budget a fixed {b} tokens (imported: C + L + 500)", ("vllm",),
+              record=_budget(b)) for b in (1024, 2048, 4096, 8192)),
+    Reading("vllm-margin-1500", "vLLM step budget C + L + 1500 (aiconfigurator's rule now)", ("vllm",),
+            record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500)),
     Reading("overlap-scheduler", "TensorRT-LLM and SGLang admit a request arriving mid-step a step later",
             ("sglang", "trtllm"), overlap_scheduler=True),
     Reading("sglang-mixed-chunk", "aiconfigurator's SGLang rule: prefill chunks beside the decodes, L + 1500 tokens",

@@ -34,14 +34,17 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   (TTFT x tp / (C x L) = 56-120 us per token, against 12 us for the vLLM rows), i.e. the clients stayed
   synchronised in waves, which only equal lengths sustain. How far equal-length clients drift apart is the
   engines' varying per-request latency (``request_jitter_s``, fitted with the load fit).
-- vLLM rows: a step budget of 2048 tokens (``max_num_batched_tokens``:
-  vLLM's SchedulerConfig default, which holds when a harness builds the engine itself rather than through the
-  OpenAI server's usage context, whose H100 default is 8192; the NVIDIA Dynamo vLLM worker of the 0.12 fp8 rows
-  is such a harness). The data's signature: at 8 clients mean TTFT grows with the prompt 2.8-3.4x as fast as
-  the kernel-level prefill time while TPOT follows the kernel-level prefill cost (benchmarks/ttft_signatures.py),
-  i.e. synchronised waves of prompts prefilled a budget at a time. The budget is chosen on this data (2048
-  against 1024, 4096 and 8192: median TTFT error 12 % against 15 %, 22 % and 45 % before the refit), so it is
-  an interpretation, stated in every row.
+- vLLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), the rule of the TensorRT-LLM rows
+  below: aiconfigurator's generator gives aggregated vLLM workers ``max_num_tokens`` = max_batch_size + isl + a
+  margin (generator/rule_plugin/vllm.rule and benchmark/vllm.rule, + 1500 in both now; its backend mapping passes
+  it as ``--max-num-batched-tokens``), so 1k prompts at 8 clients run with 1532 tokens per step and 4k prompts
+  at 128 clients with 4724. The margin is chosen on the data, as for TensorRT-LLM: + 500 against + 0, + 250,
+  + 1000 and + 1500 at the priors' per-request times: median TTFT error 7.1 % against 10.5, 7.3, 13.0 and 13.9 %
+  (fitted as before: 13.0 %). The reading it replaces, a fixed 2048 tokens (vLLM's SchedulerConfig default),
+  matched the light-load waves (at 8 clients mean TTFT grows with the prompt 2.8-3.4x as fast as the kernel-level
+  prefill time: benchmarks/ttft_signatures.py) but not 4k prompts at 128 clients, TP 4 and 8, whose measured
+  TPOT (99-159 ms) needs ~4k prompt tokens in every step and whose TTFT (0.9-1.4 s) no queue behind 2048-token
+  steps allows (simulated: 7.7-11.8 s). An interpretation, stated in every row.
 - TensorRT-LLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), whole prompts beside
   the decodes (the trtllm preset's in-flight scheduler: enable_chunked_prefill off), so a step holds one prompt
   (1k, 2k or 4k) beside the decodes. aiconfigurator's generator sets ``max_batch_size`` = the batch size (the
@@ -100,9 +103,7 @@ from infercast.specs.precision import get_scheme
 REQUIRED = ("engine", "model", "gpu", "precision", "tp", "input_len", "output_len", "concurrency", "ttft_ms_mean",
             "tpot_ms_mean")  # fmt: skip
 """Columns a closed-loop row needs (``id``, ``engine_version``, ``ep`` and ``attention_dp`` are optional)."""
-STEP_BUDGET = {"vllm": 2048}
-"""Engines whose rows ran with a fixed step budget other than the preset's (see the module docstring)."""
-BUDGET_MARGIN = {"trtllm": 500}
+BUDGET_MARGIN = {"trtllm": 500, "vllm": 500}
 """Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
 KV_FRACTION = {"trtllm": 0.80}
 """Engines whose runs gave the KV cache this memory fraction rather than the preset's (see the docstring)."""
@@ -181,7 +182,7 @@ def step_budget(row: dict[str, str]) -> int:
     engine = row["engine"]
     if engine in BUDGET_MARGIN:
         return int(row["concurrency"]) + int(row["input_len"]) + BUDGET_MARGIN[engine]
-    return STEP_BUDGET.get(engine, 0)
+    return 0
 
 
 def concurrency_recorded(row: dict[str, str]) -> bool:
@@ -213,9 +214,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
                            fraction=(f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine "
                                      "template)" if engine in KV_FRACTION else ""),
                            lengths="fixed lengths (the benchmark client's)",
-                           budget=(f"; {budget} tokens per step ("
-                                   + ("aiconfigurator's generator rule C + L + 500)" if engine in BUDGET_MARGIN
-                                      else "read from the data)") if budget else ""),
+                           budget=(f"; {budget} tokens per step (aiconfigurator's generator rule C + L + "
+                                   f"{BUDGET_MARGIN[engine]})" if budget else ""),
                            slots=f"; {c - held} sequence slots (read from the data)" if held else ""),
     )  # fmt: skip
     records = [
