@@ -38,9 +38,10 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   below: aiconfigurator's generator gives aggregated vLLM workers ``max_num_tokens`` = max_batch_size + isl + a
   margin (generator/rule_plugin/vllm.rule and benchmark/vllm.rule, + 1500 in both now; its backend mapping passes
   it as ``--max-num-batched-tokens``), so 1k prompts at 8 clients run with 1532 tokens per step and 4k prompts
-  at 128 clients with 4724. The margin is chosen on the data, as for TensorRT-LLM: + 500 against + 0, + 250,
-  + 1000 and + 1500 at the priors' per-request times: median TTFT error 7.1 % against 10.5, 7.3, 13.0 and 13.9 %
-  (fitted as before: 13.0 %). The reading it replaces, a fixed 2048 tokens (vLLM's SchedulerConfig default),
+  at 128 clients with 4724. The margin is chosen on the data, as for TensorRT-LLM: at the priors' per-request
+  times (5 + 5 ms), + 500 gives a median TTFT error of 7.1 % against 10.5, 7.3, 13.0 and 13.9 % for + 0, + 250,
+  + 1000 and + 1500, and 14.3 % for the reading it replaces (13.0 % at that reading's own fitted times): a fixed
+  2048 tokens (vLLM's SchedulerConfig default), which
   matched the light-load waves (at 8 clients mean TTFT grows with the prompt 2.8-3.4x as fast as the kernel-level
   prefill time: benchmarks/ttft_signatures.py) but not 4k prompts at 128 clients, TP 4 and 8, whose measured
   TPOT (99-159 ms) needs ~4k prompt tokens in every step and whose TTFT (0.9-1.4 s) no queue behind 2048-token
