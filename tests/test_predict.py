@@ -246,7 +246,7 @@ def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
     """kv_cache_bytes and fits of every sweep row equal memory_budget's, including where sliding-window layers
     make the per-sequence block count fractional before rounding (gpt-oss: half the layers hold 128 tokens)."""
     cases = [
-        ("gpt-oss-20b", "l4", [1, 64, 229, 230, 512], [1000, 4000, 30000], [100, 1000]),
+        ("gpt-oss-20b", "l4", [1, 64, 166, 167, 512], [1000, 4000, 30000], [100, 1000]),
         ("gpt-oss-120b", "h100-sxm", [1, 100, 400], [127, 129, 60000], [1, 2000]),
         ("gemma-2-9b", "l40s", [1, 17, 40, 200], [1000, 4095, 4097, 7000], [50, 1000]),
         ("mistral-7b", "l4", [1, 33, 128], [2000, 9000, 30000], [64, 1000]),
@@ -259,8 +259,9 @@ def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
             mem = infercast.memory_budget(model, gpu, context=r.input_len + r.output_len, concurrency=r.batch)
             assert r.kv_cache_bytes == mem.kv_cache_bytes, (model, r.batch, r.input_len, r.output_len)
             assert bool(r.fits) == mem.fits, (model, r.batch, r.input_len, r.output_len)
-    # at the edge (the two once disagreed there): 231 x 1,100 tokens of gpt-oss-20b fit an L4, 232 do not
-    rows = infercast.sweep(models="gpt-oss-20b", gpus="l4", batches=[231, 232], input_lens=1000, output_lens=100)
+    # at the edge (the two once disagreed there): 166 x 1,100 tokens of gpt-oss-20b fit an L4's usable 22 GiB,
+    # 167 do not
+    rows = infercast.sweep(models="gpt-oss-20b", gpus="l4", batches=[166, 167], input_lens=1000, output_lens=100)
     assert rows["fits"].tolist() == [True, False]
     assert not infercast.predict("gpt-oss-20b", "l4", batch=232, input_len=1000, output_len=100,
                                  strict=False).memory.fits  # fmt: skip

@@ -85,6 +85,7 @@ class MemoryBudget:
     kv_precision: str
     engine: str
     capacity_bytes: float
+    """Memory one GPU exposes to the engine (``MemorySpec.usable``: the driver's figure where recorded)."""
     weights_bytes: float
     weights_breakdown: dict[str, float]
     kv_bytes_per_token: float
@@ -322,7 +323,7 @@ def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
     weights = sum(breakdown.values())
     act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp)
     runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
-    capacity = hw.memory.capacity_bytes
+    capacity = hw.memory.usable  # what the driver exposes: the engines take their fractions of it
     reserved = weights + act + runtime
     if eng.kv_fraction_of == "total":
         pool = fraction * capacity - reserved

@@ -44,7 +44,8 @@ def gpus(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = Fal
         emit_json([h.model_dump() for h in rows])
         return
     t = Table(title="Built-in accelerators (dense peaks, SI units)")
-    for col in ("id", "name", "HBM", "TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "link GB/s", "$/h"):
+    columns = ("id", "name", "HBM", "usable", "TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "link GB/s", "$/h")
+    for col in columns:
         t.add_column(col, justify="left" if col in ("id", "name") else "right")
     for h in rows:
         peak = h.peak_flops
@@ -56,6 +57,7 @@ def gpus(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = Fal
             h.id,
             h.name,
             fmt_bytes(h.memory.capacity_bytes),
+            fmt_bytes(h.memory.usable),
             f"{h.memory.bandwidth_bytes_s / 1e12:.2f}",
             tf("bf16") if "bf16" in peak else tf("fp16") + " (fp16)",
             tf("fp8"),

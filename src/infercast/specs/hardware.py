@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from infercast.errors import InfercastError
 
@@ -22,8 +22,26 @@ class MemorySpec(BaseModel):
     capacity_bytes: float = Field(gt=0, description="Physical capacity in bytes (SI).")
     capacity_as_sold: str = Field(description='Capacity as marketed, e.g. "80 GB".')
     capacity_note: str = ""
+    usable_bytes: float | None = Field(
+        default=None, gt=0, description="Memory the CUDA/HIP driver exposes (cudaGetDeviceProperties totalGlobalMem, "
+        "torch's 'total capacity'), bytes; None where not recorded (the physical capacity is used then).")
+    usable_note: str = ""
     bandwidth_bytes_s: float = Field(gt=0, description="Datasheet peak bandwidth, bytes/s (SI).")
     type: str = ""
+
+    @property
+    def usable(self) -> float:
+        """Bytes the engines size their KV caches against: what the driver exposes, less than the physical
+        capacity by its reserve (and, on GDDR with ECC on, by 1/16 more); the capacity where not recorded."""
+        return self.capacity_bytes if self.usable_bytes is None else self.usable_bytes
+
+    @field_validator("usable_bytes")
+    @classmethod
+    def _usable_within_capacity(cls, v: float | None, info: ValidationInfo) -> float | None:
+        cap = info.data.get("capacity_bytes")
+        if v is not None and cap is not None and v > cap:
+            raise ValueError(f"usable_bytes {v:.0f} exceeds capacity_bytes {cap:.0f}")
+        return v
 
 
 class LinkSpec(BaseModel):

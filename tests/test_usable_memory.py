@@ -1,0 +1,45 @@
+"""The memory the engines size their KV caches against: the driver's figure, not the physical capacity."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from infercast.memory import memory_budget
+from infercast.specs.catalog import get_hardware, list_hardware
+from infercast.specs.hardware import MemorySpec
+
+
+def test_usable_memory_is_below_capacity_by_a_driver_reserve():
+    for h in list_hardware():
+        mem = h.memory
+        assert 0 < mem.usable <= mem.capacity_bytes, h.id
+        if mem.usable_bytes is not None:
+            assert mem.usable_note, f"{h.id}: a recorded usable size cites its source"
+            # a driver reserve of ~0.5-1 GiB, plus 1/16 of GDDR with ECC on: never a tenth of the chip
+            assert mem.usable > 0.9 * mem.capacity_bytes, h.id
+
+
+def test_ecc_gddr_exposes_less_than_hbm_of_the_same_generation():
+    l4, h100 = get_hardware("l4").memory, get_hardware("h100-sxm").memory
+    assert l4.usable / l4.capacity_bytes < 0.93  # ECC takes 1/16 of GDDR6, then the driver its reserve
+    assert h100.usable / h100.capacity_bytes > 0.98  # HBM's ECC is out of band: only the reserve
+
+
+def test_unrecorded_gpu_falls_back_to_the_physical_capacity():
+    a10g = get_hardware("a10g").memory
+    assert a10g.usable_bytes is None and a10g.usable == a10g.capacity_bytes
+
+
+def test_usable_above_capacity_is_refused():
+    with pytest.raises(ValidationError, match="usable_bytes"):
+        MemorySpec(capacity_bytes=16 * 2**30, capacity_as_sold="16 GB", bandwidth_bytes_s=3e11, usable_bytes=17 * 2**30)
+
+
+def test_kv_pool_is_sized_against_the_usable_memory():
+    t4 = get_hardware("t4")
+    b = memory_budget("llama-3.2-1b", "t4", precision="fp16", engine="vllm")
+    assert b.capacity_bytes == t4.memory.usable < t4.memory.capacity_bytes
+    # vLLM: 0.9 of what the driver exposes, less weights, activations and runtime
+    pool = 0.9 * t4.memory.usable - b.weights_bytes - b.activation_bytes - b.runtime_overhead_bytes
+    assert b.num_blocks == int(pool // b.block_bytes)
