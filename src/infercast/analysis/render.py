@@ -21,7 +21,7 @@ def render_memory(mem: MemoryBudget) -> Table:
               f"kv {mem.kv_precision}, {mem.engine})", show_header=False)  # fmt: skip
     t.add_column("item")
     t.add_column("value", justify="right")
-    t.add_row("capacity", fmt_bytes(mem.capacity_bytes))
+    t.add_row("capacity (as the driver exposes it)", fmt_bytes(mem.capacity_bytes))
     t.add_row("weights", fmt_bytes(mem.weights_bytes))
     for k, v in mem.weights_breakdown.items():
         t.add_row(f"  {k}", fmt_bytes(v))
