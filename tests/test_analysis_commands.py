@@ -23,6 +23,7 @@ from infercast.analysis.scenario import predict
 from infercast.cli import analysis_cmds
 from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
+from infercast.memory import memory_budget
 from infercast.plan.select import select
 from infercast.specs.catalog import get_hardware, register_hardware
 from infercast.specs.precision import get_scheme
@@ -415,3 +416,28 @@ def test_cli_analysis_commands_take_ep_and_kv_precision(tmp_path: Path):
     roof = _run("roofline", "--gpus", "h100-sxm", "--out", str(tmp_path / "r.svg"), *common)
     assert roof.exit_code == 0, roof.output
     assert json.loads(roof.stdout)["gpus"][0]["kv_precision"] == "fp8"
+
+
+def test_crossover_says_when_the_prompt_does_not_fit_in_memory():
+    """On an L4 (22 GiB usable) Llama-3.1-8B's KV pool holds ~20k tokens; TTFT overtakes decode far beyond that."""
+    res = crossover(MODEL, "l4", output_len=256)
+    longest = memory_budget(MODEL, "l4").max_context(1) - 256
+    assert res["max_fitting_input"] == longest > 0
+    assert res["found"] and res["crossover_input_len"] > longest and res["fits"] is False
+    assert "does not fit in memory" in res["message"] and f"{longest:,}-token prompt" in res["message"]
+    curve = res["curve"]
+    for n, fits in zip(curve["input_len"], curve["fits"], strict=True):
+        assert fits == (n <= longest), n
+    on_h100 = crossover(MODEL, "h100-sxm", output_len=256)
+    assert on_h100["fits"] is True and "does not fit" not in on_h100["message"]
+
+
+def test_crossover_when_no_prompt_fits_at_all():
+    res = crossover("qwen3-32b", "t4", output_len=256)  # 65 GB of weights on a 16 GB card
+    assert res["max_fitting_input"] == 0 and not any(res["curve"]["fits"])
+    assert "no prompt fits in memory" in res["message"]
+
+
+def test_crossover_absent_but_past_memory_says_so():
+    res = crossover(MODEL, "l4", output_len=256, max_input=40000)  # past the ~20k tokens an L4's KV pool holds
+    assert not res["found"] and "do not fit in memory" in res["message"]

@@ -20,7 +20,7 @@ from infercast.analysis.scenario import check_context, predict
 from infercast.analysis.sweep import cost_per_mtok, sweep
 from infercast.display import fmt_bytes, fmt_time
 from infercast.errors import InfercastError, require_positive_int
-from infercast.memory import MemoryBudget
+from infercast.memory import MemoryBudget, memory_budget
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment, default_precision
 from infercast.specs.hardware import HardwareSpec
@@ -211,7 +211,9 @@ def crossover(
     lengths in one vectorised :func:`sweep`, bracketing the first sign change, then evaluating every token
     of that bracket (another single vectorised call) to get the exact first token. Returns the length
     (None when TTFT stays below the decode time up to ``max_input``, by default the model's context minus
-    ``output_len``), TTFT and decode time there, and the grid curve.
+    ``output_len``), TTFT and decode time there, and the grid curve with whether each prompt fits in memory
+    (``batch`` sequences of prompt + output in the engine's KV pool). ``max_fitting_input`` is the longest prompt
+    that does; a crossover past it is reported, and its message says that the prompt does not fit.
     """
     spec = get_model(model)
     hw = get_hardware(gpu)
@@ -242,8 +244,10 @@ def crossover(
         return df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy() * output_len, df["fits"].to_numpy()
 
     grid = np.unique(np.round(np.geomspace(1, max_input, GRID_POINTS)).astype(np.int64))
-    ttft, decode, _ = evaluate(grid)
+    ttft, decode, grid_fits = evaluate(grid)
     over = ttft >= decode
+    # the longest prompt whose batch fits beside its outputs (0: not even a one-token prompt does)
+    max_fitting = max(memory_budget(dep).max_context(batch) - output_len, 0)
     result: dict[str, object] = {
         "model": spec.id,
         "gpu": hw.id,
@@ -255,13 +259,16 @@ def crossover(
         "engine": dep.engine.id,
         "output_len": output_len,
         "max_input": max_input,
-        "curve": {"input_len": grid.tolist(), "ttft_s": ttft.tolist(), "decode_s": decode.tolist()},
+        "max_fitting_input": max_fitting,
+        "curve": {"input_len": grid.tolist(), "ttft_s": ttft.tolist(), "decode_s": decode.tolist(),
+                  "fits": grid_fits.astype(bool).tolist()},
     }
     if not over.any():
         result.update(
             found=False, crossover_input_len=None, ttft_s=float(ttft[-1]), decode_s=float(decode[-1]), fits=None,
             message=f"no crossover: at {max_input:,} prompt tokens TTFT ({_ms(ttft[-1])}) is still below the "
-            f"{output_len}-token decode time ({_ms(decode[-1])})",
+            f"{output_len}-token decode time ({_ms(decode[-1])})"
+            + (f"; prompts past {max_fitting:,} tokens do not fit in memory" if max_fitting < max_input else ""),
         )  # fmt: skip
         return result
     k = int(np.argmax(over))
@@ -287,6 +294,13 @@ def crossover(
             else f"prefill dominates at every prompt length: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
         ),
     )
+    if not fits[-1]:
+        result["message"] = str(result["message"]) + (
+            f"; that prompt does not fit in memory: {dep.hardware.id} holds {batch} x (prompt + {output_len}) "
+            f"tokens of KV up to a {max_fitting:,}-token prompt" if max_fitting else
+            f"; no prompt fits in memory: the weights and runtime leave {dep.hardware.id} no room for the KV of "
+            f"{batch} sequence(s) of {output_len} output tokens"
+        )
     if x > 1:
         result["ttft_before_s"], result["decode_before_s"] = float(t[0]), float(d[0])
     return result

@@ -271,16 +271,17 @@ def crossover(
         f"batch {res['batch']}), {output_len} output tokens",
         caption=str(res["message"]),
     )
-    for col in ("prompt tokens", "TTFT", f"decode ({output_len} x TPOT)", "TTFT / decode"):
+    for col in ("prompt tokens", "TTFT", f"decode ({output_len} x TPOT)", "TTFT / decode", "fits memory"):
         t.add_column(col, justify="right")
     curve: dict[str, list] = res["curve"]  # type: ignore[assignment]
     x0 = res["crossover_input_len"]
     shown = sorted(set(np.linspace(0, len(curve["input_len"]) - 1, 12).round().astype(int).tolist()))
-    rows = [(curve["input_len"][i], curve["ttft_s"][i], curve["decode_s"][i], False) for i in shown]
+    rows = [(curve["input_len"][i], curve["ttft_s"][i], curve["decode_s"][i], curve["fits"][i], False)
+            for i in shown]  # fmt: skip
     if x0 is not None:
-        rows.append((x0, res["ttft_s"], res["decode_s"], True))
-    for n, tt, dd, mark in sorted(rows, key=lambda r: (r[0], r[3])):
+        rows.append((x0, res["ttft_s"], res["decode_s"], res["fits"], True))
+    for n, tt, dd, fits, mark in sorted(rows, key=lambda r: (r[0], r[4])):
         style = "bold green" if mark else ("" if tt < dd else "yellow")
         t.add_row(f"{n:,}" + (" <- crossover" if mark else ""), fmt_time(tt), fmt_time(dd), f"{tt / dd:.2f}",
-                  style=style)  # fmt: skip
+                  "yes" if fits else "[red]no[/]", style=style)  # fmt: skip
     console.print(t)
