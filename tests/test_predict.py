@@ -81,6 +81,11 @@ def test_tpot_grows_with_context():
     assert long.memory.kv_cache_bytes > 50 * short.memory.kv_cache_bytes
     with pytest.raises(DoesNotFitError, match=r"at most \d+ sequences fit"):
         infercast.predict("llama-3.1-8b", "h100-sxm", input_len=32000, output_len=128, batch=16)
+    # not even one: the error names the longest context that does fit (an L4 holds ~20k tokens of KV)
+    longest = infercast.memory_budget("llama-3.1-8b", "l4").max_context(1)
+    with pytest.raises(DoesNotFitError, match=f"not one sequence of this context fits: the longest that does is "
+                                              f"{longest:,} tokens"):
+        infercast.predict("llama-3.1-8b", "l4", input_len=30000, output_len=256)
 
 
 def test_chunked_prefill_is_never_faster_than_one_pass():

@@ -494,10 +494,12 @@ def require_fit(budget: MemoryBudget) -> None:
             field="memory",
         )
     need, tokens = budget.required_blocks, 1 if budget.context is None else budget.context
+    most = budget.max_concurrency(tokens)
+    hint = (f"at this context at most {most} sequences fit" if most else
+            f"not one sequence of this context fits: the longest that does is {budget.max_context(1):,} tokens")
     raise DoesNotFitError(
         f"{budget.sequences} x {tokens} tokens need {need} KV blocks "
         f"({need * budget.block_bytes / gb:.1f} GB) but the pool holds {budget.num_blocks} "
-        f"({budget.kv_pool_bytes / gb:.1f} GB); at this context at most {budget.max_concurrency(tokens)} "
-        f"sequences fit",
+        f"({budget.kv_pool_bytes / gb:.1f} GB); {hint}",
         field="memory",
     )
