@@ -31,9 +31,10 @@ def test_unrecorded_gpu_falls_back_to_the_physical_capacity():
     assert a10g.usable_bytes is None and a10g.usable == a10g.capacity_bytes
 
 
-def test_usable_above_capacity_is_refused():
-    with pytest.raises(ValidationError, match="usable_bytes"):
-        MemorySpec(capacity_bytes=16 * 2**30, capacity_as_sold="16 GB", bandwidth_bytes_s=3e11, usable_bytes=17 * 2**30)
+@pytest.mark.parametrize("usable", [17 * 2**30, 7 * 2**30, 1.0])
+def test_usable_outside_half_to_all_of_capacity_is_refused(usable):
+    with pytest.raises(ValidationError, match=r"usable_bytes .* must lie between half of capacity_bytes"):
+        MemorySpec(capacity_bytes=16 * 2**30, capacity_as_sold="16 GB", bandwidth_bytes_s=3e11, usable_bytes=usable)
 
 
 def test_kv_pool_is_sized_against_the_usable_memory():

@@ -39,8 +39,10 @@ class MemorySpec(BaseModel):
     @classmethod
     def _usable_within_capacity(cls, v: float | None, info: ValidationInfo) -> float | None:
         cap = info.data.get("capacity_bytes")
-        if v is not None and cap is not None and v > cap:
-            raise ValueError(f"usable_bytes {v:.0f} exceeds capacity_bytes {cap:.0f}")
+        if v is not None and cap is not None and not 0.5 * cap <= v <= cap:
+            # drivers reserve a few percent (ECC on GDDR 1/16 more): below half the chip is a typo
+            raise ValueError(f"usable_bytes {v:.0f} must lie between half of capacity_bytes and capacity_bytes "
+                             f"{cap:.0f}")
         return v
 
 
