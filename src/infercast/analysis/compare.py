@@ -268,7 +268,8 @@ def crossover(
             found=False, crossover_input_len=None, ttft_s=float(ttft[-1]), decode_s=float(decode[-1]), fits=None,
             message=f"no crossover: at {max_input:,} prompt tokens TTFT ({_ms(ttft[-1])}) is still below the "
             f"{output_len}-token decode time ({_ms(decode[-1])})"
-            + (f"; prompts past {max_fitting:,} tokens do not fit in memory" if max_fitting < max_input else ""),
+            + ("" if max_fitting >= max_input else f"; prompts past {max_fitting:,} tokens do not fit in memory"
+               if max_fitting else "; no prompt fits in memory"),
         )  # fmt: skip
         return result
     k = int(np.argmax(over))
