@@ -263,18 +263,23 @@ def _weight_bytes(
 
 
 def activation_bytes(
-    model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act_bytes: float, attention_dp: int = 1
+    model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act_bytes: float, attention_dp: int = 1,
+    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
 ) -> float:
     """Peak activation workspace at the engine's batched-token budget (prior estimate).
 
     The largest live tensors in a step of T tokens: the FFN up-projection output and its activation
     (3 x width per token for a gated FFN, 2 x for a plain one), a handful of hidden-size buffers, the query
-    projection, and float32 logits for up to max_num_seqs sampled tokens. A prior: no engine's peak
-    workspace has been measured by this project.
+    projection, and float32 logits for up to max_num_seqs sampled tokens. T and max_num_seqs are the run's
+    (``max_num_batched_tokens`` / ``max_num_seqs``; None: the preset's): the engines size this reserve from
+    them (vLLM's profiling run is a dummy step of ``max_num_batched_tokens`` tokens and a sampler pass over
+    ``max_num_seqs`` sequences; SGLang reserves 1.5 MB per token of ``chunked_prefill_size``). A prior: no
+    engine's peak workspace has been measured by this project.
     """
     if engine.id == "ideal":
         return 0.0
-    tokens = engine.max_num_batched_tokens
+    tokens = engine.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    seqs = engine.max_num_seqs if max_num_seqs is None else max_num_seqs
     width = model.intermediate_size / tp if model.num_dense_ffn_layers else 0.0
     if model.moe:
         width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size / (tp * attention_dp // ep))
@@ -285,7 +290,7 @@ def activation_bytes(
     hidden_buffers = 6 * model.hidden_size + model.q_proj_dim / tp
     per_token = (ffn_buffers + hidden_buffers) * act_bytes
     # float32 logits of each sampled sequence and the sampler's float32 probabilities (2 vocab-sized tensors)
-    logits = engine.max_num_seqs * model.vocab_size * LOGIT_BYTES * 2
+    logits = seqs * model.vocab_size * LOGIT_BYTES * 2
     return tokens * per_token + logits
 
 
@@ -314,14 +319,14 @@ class _Pool:
 _pools: SpecCache[_Pool] = SpecCache(1024)
 
 
-def _pool_part(dep: Deployment, fraction: float, block: int) -> _Pool:
+def _pool_part(dep: Deployment, fraction: float, block: int, tokens: int | None, seqs: int | None) -> _Pool:
     model, hw, eng, scheme, kv_fmt, tp, ep = (
         dep.model, dep.hardware, dep.engine, dep.scheme, dep.kv_format, dep.tp, dep.ep,
     )  # fmt: skip
     pp, dp = dep.pp, dep.attention_dp
     breakdown = weight_bytes_per_gpu(model, scheme, tp, ep, dp, pp)
     weights = sum(breakdown.values())
-    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp)
+    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp, tokens, seqs)
     runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
     capacity = hw.memory.usable  # what the driver exposes: the engines take their fractions of it
     reserved = weights + act + runtime
@@ -402,10 +407,14 @@ def memory_budget(
     concurrency: int | None = None,
     gpu_memory_utilization: float | None = None,
     block_size: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
 ) -> MemoryBudget:
     """Per-GPU memory budget; see :class:`MemoryBudget`. Raises InfercastError on invalid input.
 
     ``model`` may be a resolved :class:`Deployment` (then ``gpu``/``tp``/... are taken from it).
+    ``max_num_batched_tokens`` / ``max_num_seqs``: the run's step budget and sequence limit, which size the
+    activation reserve (None: the engine preset's).
     """
     if isinstance(model, Deployment):
         dep = model
@@ -433,9 +442,13 @@ def memory_budget(
         else require_fraction("gpu_memory_utilization", gpu_memory_utilization)
     )
     block = eng.block_size if block_size is None else require_positive_int("block_size", block_size)
+    tokens = None if max_num_batched_tokens is None else require_positive_int(
+        "max_num_batched_tokens", max_num_batched_tokens)
+    seqs = None if max_num_seqs is None else require_positive_int("max_num_seqs", max_num_seqs)
 
     objects, values = spec_key(dep)
-    part = _pools.get(objects, (*values, fraction, block), lambda: _pool_part(dep, fraction, block))
+    part = _pools.get(objects, (*values, fraction, block, tokens, seqs),
+                      lambda: _pool_part(dep, fraction, block, tokens, seqs))  # fmt: skip
     pool, reserved, capacity = part.pool, part.reserved, part.capacity
     if pool <= 0 and gpu_memory_utilization is not None:
         need = reserved / capacity if eng.kv_fraction_of == "total" else None

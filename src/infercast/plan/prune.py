@@ -54,7 +54,8 @@ def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> 
     try:
         dep = Deployment.resolve(model, hw, tp=tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
                                  engine=c.engine, pp=c.pp, attention_dp=c.attention_dp)  # fmt: skip
-        mem = memory_budget(dep, context=longest, concurrency=1)
+        mem = memory_budget(dep, context=longest, concurrency=1, max_num_batched_tokens=c.max_num_batched_tokens,
+                            max_num_seqs=c.max_num_seqs)  # the run's knobs size the activation reserve
     except InfercastError as exc:
         return exc.message
     if not mem.fits:
@@ -122,7 +123,7 @@ def _static_batch(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, 
                   attention_dp: int = 1) -> tuple[int, float, float]:  # fmt: skip
     """(B, TTFT, TPOT) of the largest static batch the unit holds, at pure roofline (engine 'ideal')."""
     mem = memory_budget(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv, engine=engine, pp=pp,
-                        attention_dp=attention_dp)  # fmt: skip
+                        attention_dp=attention_dp, max_num_seqs=max_seqs)  # fmt: skip
     seqs = max_seqs or get_engine(engine).max_num_seqs
     batch = max(1, min(seqs, mem.max_concurrency(input_len + output_len)))
     p = predict(model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, pp=pp,

@@ -92,7 +92,8 @@ class ReferenceReplica:
         self.reserves = self.scheduler.reserves
         self.max_seqs = engine.max_num_seqs or dep.engine.max_num_seqs
         self.max_batched_tokens = engine.max_num_batched_tokens or dep.engine.max_num_batched_tokens
-        mem = memory_budget(dep, gpu_memory_utilization=engine.gpu_memory_utilization, block_size=engine.block_size)
+        mem = memory_budget(dep, gpu_memory_utilization=engine.gpu_memory_utilization, block_size=engine.block_size,
+                            max_num_batched_tokens=self.max_batched_tokens, max_num_seqs=self.max_seqs)
         prefix_cache = engine.prefix_caching and hash_block_size is not None
         _, num_blocks, self.block_bytes, self.state_blocks = replica_pool(mem, prefix_cache)
         self.bs, self.token_bytes = mem.block_size, mem.kv_bytes_per_token

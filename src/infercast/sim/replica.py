@@ -69,7 +69,8 @@ class Replica:
         self.max_batched_tokens = (
             eng.max_num_batched_tokens if config.max_num_batched_tokens is None else config.max_num_batched_tokens
         )
-        mem = memory_budget(dep, gpu_memory_utilization=config.gpu_memory_utilization, block_size=config.block_size)
+        mem = memory_budget(dep, gpu_memory_utilization=config.gpu_memory_utilization, block_size=config.block_size,
+                            max_num_batched_tokens=self.max_batched_tokens, max_num_seqs=self.max_seqs)
         if mem.num_blocks <= 0:
             raise DoesNotFitError(
                 f"{dep.model.id} does not fit on {dep.tp}x {dep.hardware.id} at {dep.scheme.name}: no room for "
