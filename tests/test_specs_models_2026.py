@@ -179,12 +179,13 @@ def test_simulate_runs(capsys, model_id):
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
 def test_simulator_takes_linear_state_from_the_kv_pool(preemption):
     # a small pool: each sequence needs its token blocks plus its fixed state blocks; all are freed at the end
-    b = memory_budget("qwen3.5-397b-a17b", "h200", tp=8, gpu_memory_utilization=0.68)
+    b = memory_budget("qwen3.5-397b-a17b", "h200", tp=8, gpu_memory_utilization=0.69, max_num_seqs=512)
     per_seq = -(-(256 + 32) // b.block_size) + b.state_blocks_per_sequence
     res = simulate(
         "qwen3.5-397b-a17b", "h200", tp=8, input_len=256, output_len=32, num_requests=200, concurrency=200,
-        gpu_memory_utilization=0.68, max_num_seqs=512, preemption=preemption,
+        gpu_memory_utilization=0.69, max_num_seqs=512, preemption=preemption,
     )  # fmt: skip
+    assert res.config["kv_blocks_per_replica"] == b.num_blocks
     assert res["completed"] == 200
     assert res["mean_decode_batch"] <= b.num_blocks // per_seq
     ledger = res.replicas[0].blocks

@@ -279,7 +279,8 @@ def activation_bytes(
     if engine.id == "ideal":
         return 0.0
     tokens = engine.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
-    seqs = engine.max_num_seqs if max_num_seqs is None else max_num_seqs
+    # a step samples at most one sequence per token (vLLM's dummy run: min(max_num_seqs, max_num_batched_tokens))
+    seqs = min(engine.max_num_seqs if max_num_seqs is None else max_num_seqs, tokens)
     width = model.intermediate_size / tp if model.num_dense_ffn_layers else 0.0
     if model.moe:
         width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size / (tp * attention_dp // ep))
@@ -452,7 +453,9 @@ def memory_budget(
     pool, reserved, capacity = part.pool, part.reserved, part.capacity
     if pool <= 0 and gpu_memory_utilization is not None:
         need = reserved / capacity if eng.kv_fraction_of == "total" else None
-        hint = f"; at least {need:.2f} is needed for any KV cache" if need is not None and need < 1 else ""
+        # rounded up, so that the fraction named does leave a KV cache
+        hint = (f"; at least {math.ceil(need * 1000) / 1000:g} is needed for any KV cache"
+                if need is not None and need < 1 else "")  # fmt: skip
         raise DoesNotFitError(
             f"{fraction:g} of {capacity / 1e9:.1f} GB leaves no KV cache after {reserved / 1e9:.1f} GB of weights, "
             f"activations and runtime per GPU{hint}",
