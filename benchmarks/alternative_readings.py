@@ -1,4 +1,4 @@
-"""Re-run the readings of the closed-loop data that README's accuracy section records as checked and not adopted.
+"""Re-run the readings of the closed-loop data that docs/accuracy-notes.md records as checked and not adopted.
 
 Usage:  python benchmarks/alternative_readings.py [READING ...] [--workers N]
         (no READING: all of them; ``--list`` names them)
@@ -8,8 +8,8 @@ replayed (how the benchmark client averaged, an engine setting the runs did not 
 prints the median and p90 |error| of mean TTFT and TPOT per engine, beside the committed reading
 (``as-committed``: the installed fitted profiles and the records as imported, what ``benchmarks/accuracy.py``
 calls fitted). Nothing is refitted: a reading that needs other per-request times to shine is not shown at its
-best, which the README says where it matters (the overlap scheduler was also refitted and cross-validated, with
-numbers there). A full run takes a couple of minutes on two cores.
+best, which docs/accuracy-notes.md says where it matters (the overlap scheduler was also refitted and
+cross-validated, with numbers there). A full run takes a couple of minutes on two cores.
 """
 
 from __future__ import annotations
@@ -35,6 +35,14 @@ DATA = ROOT / "data" / "measurements" / "closed_loop"
 WARM_UP_ROUNDS = 2
 """aiconfigurator's benchmark script (bench_run.sh.j2): aiperf with 50 x C requests, the first 2 x C a warm-up
 left out of the means; replayed as 12 x C requests (10 x C after the warm-up), the first 2 x C dropped."""
+
+
+OTHERS_PER_REQUEST = {
+    "vllm": {"request_overhead_s": 0.055, "request_jitter_s": 0.0017},  # TensorRT-LLM 20 + 0.67, SGLang 150 + 4.5 ms
+    "trtllm": {"request_overhead_s": 0.015, "request_jitter_s": 0.0067},  # vLLM 1.5 + 10, SGLang 150 + 4.5 ms
+}
+"""Per-request overhead and jitter at the geometric mean of the other engines' fitted values (engines.yaml,
+2026-11-27), front-ends as installed."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,11 @@ READINGS = (
             ("sglang", "trtllm"), overlap_scheduler=True),
     Reading("sglang-mixed-chunk", "aiconfigurator's SGLang rule: prefill chunks beside the decodes, L + 1500 tokens",
             ("sglang",), record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500), scheduler="chunked"),
+    Reading("sglang-prefill-1500", "SGLang prefill batches of at most L + 1500 tokens (the rule's max_prefill_tokens), "
+            "mixing off", ("sglang",), record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500)),
+    *(Reading(f"{engine}-others-per-request", f"{engine} at the other two engines' per-request times (geometric mean "
+              "of their fitted values), as an engine without closed-loop data could be given", (engine,),
+              profile=values) for engine, values in OTHERS_PER_REQUEST.items()),
     Reading("sglang-kv-0.80", "SGLang KV memory fraction 0.80 (preset 0.88; TP 1 does not fit)", ("sglang",),
             record=lambda r: replace(r, gpu_memory_utilization=0.80)),
 )  # fmt: skip
