@@ -1,5 +1,5 @@
 """TensorRT-LLM's mixed steps, read off its closed-loop points: the evidence for an eager host floor
-(``eager_layer_host_s``), which no preset adopts (README, Accuracy: with it TPOT cross-validates better and TTFT
+(``eager_layer_host_s``), which no preset adopts (docs/accuracy-notes.md: with it TPOT cross-validates better and TTFT
 worse).
 
 Usage:  python benchmarks/mixed_steps.py        (a few seconds)

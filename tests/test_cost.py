@@ -109,7 +109,7 @@ def test_an_eager_step_takes_at_least_the_hosts_time_per_layer():
     floored, decode-only ones too."""
     dep = _dep("llama-8b", "trtllm")
     kernels = StepCostModel(dep)
-    assert kernels.profile.eager_layer_host_s == 0.0  # no preset sets it (README, Accuracy)
+    assert kernels.profile.eager_layer_host_s == 0.0  # no preset sets it (docs/accuracy-notes.md)
     p = replace(kernels.profile, eager_layer_host_s=0.65e-3)
     trt = StepCostModel(dep, p)
     floor = dep.model.num_layers * p.eager_layer_host_s

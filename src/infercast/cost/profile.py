@@ -114,7 +114,7 @@ class CostProfile:
     tokens: the CPU launches ahead of the GPU, so such a step takes at least ``layers x`` this, whatever its GPU time
     (TensorRT-LLM's PyTorch backend: its closed-loop mixed steps at TP 4-8 take ~0.65 ms per layer for a 1k or a
     2k prompt alike, benchmarks/mixed_steps.py; no preset sets it, as its closed-loop TTFT then cross-validates
-    worse: README; 0: the GPU always binds)."""
+    worse: docs/accuracy-notes.md; 0: the GPU always binds)."""
     stream_token_s: float = 0.0
     """Serial front-end time per streamed output token (the API server's process detokenises and sends each one):
     one first-in-first-out queue per server that new requests also pass through, so past its rate requests wait

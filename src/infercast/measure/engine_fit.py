@@ -70,7 +70,7 @@ FRONT_END_GAIN = 0.10
 per-step delays act as a generic TTFT knob: fitted on TensorRT-LLM's Qwen3-32B points alone (at most 6.2k tokens/s)
 60 us per token gained 6 % and carried badly to Llama-3.1-8B (benchmarks/accuracy.py, leaving a
 model out: its 17-64-client TTFT 8 % -> 30 %); on Llama-3.1-8B's points, which reach a shared ~9.2k tokens/s at
-TP 2, 4 and 8, 100 us gained 41 %. Set after seeing those two numbers (README, Accuracy)."""
+TP 2, 4 and 8, 100 us gained 41 %. Set after seeing those two numbers (docs/accuracy-notes.md)."""
 
 
 def load_records(records: Sequence[Record]) -> list[Record]:

@@ -150,7 +150,7 @@ def simulation_config(
     :meth:`Deployment.resolve`); its steps cost what the cost layer charges such a layout (micro-batches crossing
     every stage). Disaggregated pools take TP only.
     ``overlap_scheduler``: the engine plans step k + 1 while step k runs, so a request arriving during a step
-    joins the step after next (None: the preset's, off in every preset: see the README's accuracy notes).
+    joins the step after next (None: the preset's, off in every preset: see docs/accuracy-notes.md).
     ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
     spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
