@@ -28,6 +28,15 @@ MAX_INPUT_BYTES = 2 * 1024**3
 """Largest user file read (2 GiB): the published traces are a few hundred MB at most."""
 MAX_NESTING = 64
 """Deepest JSON/YAML nesting accepted; HF configs nest 3-4 levels, hardware YAML 2."""
+PACKAGE_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""Loader of the package's own YAML (catalogs, profiles, error bands): libyaml's safe loader where PyYAML was
+built with it, about 10x faster than the pure-Python one, which reading them at start-up otherwise spends
+~0.5 s in."""
+
+
+def parse_package_yaml(text: str) -> Any:
+    """YAML the package ships (safe loader, libyaml's when available). User files go through :func:`load_yaml`."""
+    return yaml.load(text, Loader=PACKAGE_YAML_LOADER)
 
 
 def is_file(path: str | Path) -> bool:

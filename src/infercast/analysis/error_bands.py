@@ -26,9 +26,9 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from infercast.cost.profile import harness_fit, has_fitted_profile
+from infercast.files import parse_package_yaml
 
 if TYPE_CHECKING:
     from infercast.specs.deployment import Deployment
@@ -57,7 +57,7 @@ def tp_group(tp: int) -> str:
 def bands_table() -> dict[str, Any]:
     """The committed bands file (empty when it was never written)."""
     ref = resources.files("infercast.data").joinpath(BANDS_FILE)
-    return yaml.safe_load(ref.read_text()) if ref.is_file() else {}
+    return parse_package_yaml(ref.read_text()) if ref.is_file() else {}
 
 
 @cache

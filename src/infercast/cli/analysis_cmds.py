@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-import pandas as pd
 import typer
 from rich.table import Table
 
-from infercast.analysis import compare as analysis
-from infercast.analysis.roofline_plot import image_format, roofline_data, save_roofline
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, parse_duration
-from infercast.plan.select import select as plan_select
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
 MODEL_HELP = "Catalog id or config.json path."
@@ -44,6 +43,8 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _missing(value: object) -> bool:
+    import pandas as pd  # loaded already: the values come from a DataFrame
+
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
@@ -76,6 +77,8 @@ def compare(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Compare GPUs (and precisions) on one scenario: TTFT tracks FLOP/s, TPOT tracks HBM bandwidth."""
+    from infercast.analysis import compare as analysis
+
     df = analysis.compare(
         model, parse_names("gpus", gpus) or [], parse_names("precisions", precisions), input_len=input_len,
         output_len=output_len, batch=batch, tp=tp, ep=ep, kv_precision=kv_precision, engine=engine,
@@ -149,6 +152,8 @@ def roofline(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Draw each GPU's roofline with the prefill and decode points of the scenario (PNG or SVG)."""
+    from infercast.analysis.roofline_plot import image_format, roofline_data, save_roofline
+
     image_format(out)  # checked before predicting anything
     data = roofline_data(
         parse_names("gpus", gpus) or [], model, input_len=input_len, output_len=output_len, batch=batch,
@@ -207,6 +212,10 @@ def select(
 ) -> None:
     """Which GPUs meet a TTFT/TPOT SLA for a static batch (the planner's analytic screen); under traffic, with
     percentiles and a fleet size: `infercast plan`."""
+    import pandas as pd
+
+    from infercast.plan.select import select as plan_select
+
     ttft_s = parse_duration("ttft", ttft)
     tpot_s = parse_duration("tpot", tpot)
     df = plan_select(
@@ -259,6 +268,8 @@ def crossover(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prompt length where TTFT overtakes the decode time of OUTPUT_LEN tokens (prefill starts to dominate)."""
+    from infercast.analysis import compare as analysis
+
     res = analysis.crossover(
         model, gpu, output_len=output_len, batch=batch, precision=precision, tp=tp, ep=ep, kv_precision=kv_precision,
         engine=engine, max_input=max_input,

@@ -12,10 +12,7 @@ from rich.table import Table
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console
 from infercast.errors import InfercastError
 from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_records
-from infercast.measure.calibrate import CPU_LABEL, PROFILE_DIR, build_profiles, fit, write_gpu_profile
-from infercast.measure.engine_fit import LOAD_KINDS
-from infercast.measure.records import Record, load_records, measurement_files
-from infercast.measure.validate import GROUP_FIELDS, compare_each, group_fields, summarize, summarize_by
+from infercast.measure.records import GROUP_FIELDS, Record, load_records, measurement_files
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
@@ -68,6 +65,8 @@ def _measurements(
 
 def _without_cpu(records: list[Record], what: str) -> list[Record]:
     """Drop rows measured on the CPU (plumbing checks), saying so; refuse when nothing is left."""
+    from infercast.measure.calibrate import CPU_LABEL
+
     kept = [r for r in records if r.gpu.strip().lower() != CPU_LABEL]
     dropped = len(records) - len(kept)
     if dropped and not kept:
@@ -140,6 +139,9 @@ def calibrate(
     with --install. Predictions use only the installed profiles; to try a written one from Python, call
     set_profile_override(gpu, load_profile_file(path)) from infercast.cost.profile.
     """
+    from infercast.measure.calibrate import PROFILE_DIR, fit, write_gpu_profile
+    from infercast.measure.engine_fit import LOAD_KINDS
+
     if install and out is not None:
         raise InfercastError("give --out FOLDER or --install, not both", field="out")
     if from_source is not None:
@@ -258,6 +260,9 @@ def validate(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
+    from infercast.measure.calibrate import build_profiles
+    from infercast.measure.validate import compare_each, group_fields, summarize, summarize_by
+
     fields = group_fields(by)  # an unknown field is refused before any file is read
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
     records, _ = _measurements(data, bench, bench_format, facts, "validate")

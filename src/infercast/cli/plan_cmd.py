@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from infercast.analysis.roofline_plot import image_format
 from infercast.cli.analysis_cmds import parse_names
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
 from infercast.errors import InfercastError
-from infercast.plan import plan as run_plan
-from infercast.plan.costing import parse_prices
-from infercast.plan.result import TABLE_FORMATS, PlanResult
+
+if TYPE_CHECKING:
+    from infercast.plan.result import PlanResult
 
 SLO_HELP = ("Objectives, space-separated: METRIC:pNN:TIME (ttft, tpot, e2e; e.g. ttft:p99:200ms tpot:p90:50ms "
             "e2e:p99:20s) or METRIC:TIME (a goodput limit met by --attainment of the requests).")  # fmt: skip
@@ -69,6 +68,11 @@ def plan(
 ) -> None:
     """Cheapest deployment serving --rate within --slo: pruned analytically, max rate per unit bisected on the
     simulator, fleet sized and re-simulated; ranked table, Pareto plot and launch command."""
+    from infercast.analysis.roofline_plot import image_format
+    from infercast.plan import plan as run_plan
+    from infercast.plan.costing import parse_prices
+    from infercast.plan.result import TABLE_FORMATS
+
     executor = "ray" if ray or ray_address else "local"
     if out is not None and out.suffix.lower() not in TABLE_FORMATS:  # refused before a long search, not after
         raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {out.name!r}", field="out")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,11 +14,12 @@ from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
 from infercast.files import check_output_dir, check_output_file, make_dir
-from infercast.sim.api import run as run_simulation
-from infercast.sim.api import simulation_config
-from infercast.sim.config import DisaggConfig, KVLink
 from infercast.sim.export import CSV_SUFFIXES, PARQUET_SUFFIXES
+from infercast.sim.kv_link import KVLink
 from infercast.sim.speculative import SpeculativeConfig
+
+if TYPE_CHECKING:
+    from infercast.sim.config import DisaggConfig
 
 SCHEDULERS = (
     "static | prefill-first (continuous batching, whole prompts first) | chunked (chunked prefill) | "
@@ -178,6 +179,9 @@ def simulate(
         else:
             _render_sweep(sweep)
         return
+    from infercast.sim.api import run as run_simulation
+    from infercast.sim.api import simulation_config
+
     config = simulation_config(
         model, gpu, rate=rate, concurrency=concurrency, offline=offline, goodput=goodput,
         trace_steps=200_000 if trace_out else 0, sample_interval=0.05 if (trace_out or plot_dir) else 1.0, **common,
@@ -247,6 +251,8 @@ def _disagg(scheduler: str | None, given: dict) -> DisaggConfig | None:
     gbps = given["kv_link_gbps"]
     link = KVLink() if gbps is None else KVLink(bandwidth_bytes_s=require_positive_number("kv_link_gbps", gbps) * 1e9)
     sizes = {k: given[k] for k in ("prefill_instances", "decode_instances") if given[k] is not None}
+    from infercast.sim.config import DisaggConfig
+
     return DisaggConfig(**sizes, prefill_tp=given["prefill_tp"], decode_tp=given["decode_tp"], link=link)
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 from rich.table import Table
 
-from infercast.analysis.sweep import sweep as run_sweep
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
@@ -17,6 +15,9 @@ from infercast.files import atomic_path, check_output_file
 
 OUT_FORMATS = (".csv", ".parquet", ".json")
 """Extensions ``--out`` writes: CSV, Parquet (needs pyarrow) or JSON (one record per row)."""
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _names(text: str) -> list[str]:
@@ -67,6 +68,8 @@ def sweep(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
+    from infercast.analysis.sweep import sweep as run_sweep
+
     if out is not None:
         check_out_path(out)
     df = run_sweep(

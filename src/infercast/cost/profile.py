@@ -23,6 +23,7 @@ import yaml
 from infercast.cost.curves import Curve, lerp_curves
 from infercast.cost.ring import ring_share
 from infercast.errors import InfercastError
+from infercast.files import parse_package_yaml
 
 SAME_RATE = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "int8": ("fp8", "int8")}
 """Compute formats whose GEMMs share a tensor-core rate (and so one fitted efficiency curve)."""
@@ -246,7 +247,7 @@ def _read_yaml(name: str) -> dict[str, Any] | None:
     ref = resources.files("infercast.cost.profiles").joinpath(name)
     if not ref.is_file():
         return None
-    return yaml.safe_load(ref.read_text())
+    return parse_package_yaml(ref.read_text())
 
 
 @cache

@@ -66,6 +66,10 @@ from pathlib import Path
 
 from infercast.errors import InfercastError, nearest, require_positive_int
 
+GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
+"""What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
+the error bands' levels."""
+
 KINDS = (
     "prefill_step",
     "decode_step",

@@ -17,7 +17,7 @@ from infercast.analysis.error_bands import ErrorBand, confidence, load_level
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.measure.predictors import metric_of, predict_located
-from infercast.measure.records import Record
+from infercast.measure.records import GROUP_FIELDS, Record
 
 
 @dataclass(frozen=True)
@@ -142,11 +142,6 @@ def band_of(rec: Record) -> ErrorBand | None:
         return None
     load = rec.concurrency or rec.batch
     return confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,)).bands.get(metric)
-
-
-GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
-"""What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
-the error bands' levels."""
 
 
 def group_key(row: Comparison, by: Sequence[str]) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from infercast.errors import (
     unknown_choice,
 )
 from infercast.limits import BYTES_PER_SEQUENCE_SLOT, require_count
+from infercast.sim.kv_link import KVLink
 from infercast.sim.metrics import SLO
 from infercast.sim.scheduler import engine_scheduler, scheduler_name
 from infercast.sim.speculative import SpeculativeConfig
@@ -45,21 +46,6 @@ def require_at_most(name: str, value: int, limit: int) -> int:
 def _require_type(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
     if not isinstance(value, kind):
         raise InfercastError(f"must be {what}, got {type(value).__name__}", field=name)
-
-
-@dataclass(frozen=True)
-class KVLink:
-    """The link KV caches cross from the prefill to the decode pool (per GPU)."""
-
-    bandwidth_bytes_s: float = 50e9
-    """Default: one 400 Gb/s InfiniBand NDR port per GPU (50 GB/s), the common disaggregation fabric."""
-    latency_s: float = 20e-6
-    """Per transfer: RDMA setup and completion notification (tens of microseconds)."""
-
-    def __post_init__(self) -> None:
-        bandwidth = require_positive_number("bandwidth_bytes_s", self.bandwidth_bytes_s)
-        object.__setattr__(self, "bandwidth_bytes_s", bandwidth)
-        object.__setattr__(self, "latency_s", require_positive_number("latency_s", self.latency_s, allow_zero=True))
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from infercast.errors import InfercastError, unknown_choice
+from infercast.files import parse_package_yaml
 from infercast.specs.hardware import HardwareSpec, load_hardware_file
 from infercast.specs.model import ModelSpec
 
@@ -18,7 +17,7 @@ _DATA = "infercast.specs.data"
 
 def _load_yaml(name: str) -> list[dict]:
     text = resources.files(_DATA).joinpath(name).read_text()
-    data = yaml.safe_load(text)
+    data = parse_package_yaml(text)
     if not isinstance(data, list):
         raise RuntimeError(f"catalog {name} must be a YAML list")
     return data
@@ -164,7 +163,7 @@ def get_hardware(ref: str | HardwareSpec) -> HardwareSpec:
 def aliases(kind: str) -> dict[str, str]:
     """Short names for catalog ids (``specs/data/aliases.yaml``): ``aliases("gpu")["h100"] == "h100-sxm"``."""
     text = resources.files(_DATA).joinpath("aliases.yaml").read_text()
-    table = (yaml.safe_load(text) or {}).get(kind) or {}
+    table = (parse_package_yaml(text) or {}).get(kind) or {}
     return {str(k).strip().lower(): str(v).strip().lower() for k, v in table.items()}
 
 

@@ -6,10 +6,10 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from infercast.errors import unknown_choice
+from infercast.files import parse_package_yaml
 
 
 class EngineSpec(BaseModel):
@@ -59,7 +59,7 @@ class EngineSpec(BaseModel):
 @cache
 def engine_catalog() -> dict[str, EngineSpec]:
     text = resources.files("infercast.specs.data").joinpath("engines.yaml").read_text()
-    return {e.id: e for e in (EngineSpec.model_validate(x) for x in yaml.safe_load(text))}
+    return {e.id: e for e in (EngineSpec.model_validate(x) for x in parse_package_yaml(text))}
 
 
 def get_engine(ref: str | EngineSpec) -> EngineSpec:
