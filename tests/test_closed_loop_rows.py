@@ -95,6 +95,11 @@ def test_expert_parallelism_comes_from_the_id_or_an_ep_column_and_release_format
     assert convert(_row(id="r_c256_tp2_ep8_dp2_1", model="deepseek-ai/DeepSeek-R1", tp="2"))[0].attention_dp == 2
     oss = convert(_row(model="openai/gpt-oss-120b", precision="mxfp4", engine="vllm", gpu="h200_sxm"))[0]
     assert (oss.precision, oss.gpu) == ("mxfp4-moe", "h200")
+    # a bare fp4 row of a model released in FP4 runs that release; of a 16/8-bit release, an NVFP4 quantisation
+    assert convert(_row(model="openai/gpt-oss-120b", precision="fp4", engine="trtllm", gpu="h200_sxm"))[0].precision \
+        == "mxfp4-moe"
+    assert convert(_row(model="deepseek-ai/DeepSeek-R1", precision="fp4", tp="8", gpu="b200_sxm"))[0].precision \
+        == "nvfp4"
 
 
 def test_the_committed_records_are_the_shared_rows_read_this_way() -> None:

@@ -340,6 +340,31 @@ def test_out_of_calibration_scenarios_are_flagged():
     assert any("compressed" in w and "not in the calibration data" in w for w in v4)
 
 
+def test_a_gpu_or_model_the_serving_data_never_measured_is_flagged():
+    scope = calibration_scope()
+    seen_gpu, seen_model = scope["gpus"][0], scope["models"][0]
+
+    def unseen(**kw):
+        return unseen_in(confidence(kw.pop("gpu", seen_gpu), "vllm", **kw))
+
+    assert not unseen(model=seen_model)
+    assert not unseen()  # no model given: nothing to check
+    (one,) = unseen(model="llama-3.1-70b")
+    assert "model llama-3.1-70b" in one and seen_gpu in one and seen_model in one
+    (both,) = unseen(gpu="h200", model="llama-3.1-70b")  # h200 has a fitted kernel profile, no serving runs
+    assert "GPU h200 and model llama-3.1-70b" in both
+    assert not unseen(gpu="mi300x", model=seen_model)  # a prior-only GPU has its own warning
+    from infercast.analysis.scenario import predict
+
+    # predictions pass their model
+    assert unseen_in(predict("llama-3.1-70b", "h100-sxm", tp=2, input_len=512, output_len=64).confidence)
+    assert not unseen_in(predict(seen_model, seen_gpu, input_len=512, output_len=64).confidence)
+
+
+def unseen_in(conf) -> list[str]:
+    return [w for w in conf.warnings if "never measured under load" in w]
+
+
 def test_closed_loop_rates_follow_littles_law():
     # 128 clients, 2 s to the first token, then 511 tokens at 10 ms: a 7.11 s cycle
     running, requests, tokens = closed_loop_rates(128, 2.0, 0.010, 512)

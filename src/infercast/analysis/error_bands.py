@@ -142,11 +142,12 @@ CALIBRATED_ATTENTION = ("GQA", "MHA")
 def confidence(
     gpu: str, engine: str, *, tp: int = 1, ep: int = 1, pp: int = 1, attention_dp: int = 1, concurrency: int = 1,
     moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
-    attention: str = "GQA", rates: dict[str, float] | None = None,
+    attention: str = "GQA", rates: dict[str, float] | None = None, model: str | None = None,
 ) -> Confidence:  # fmt: skip
     """Error bands and out-of-calibration warnings for a prediction (see the module docstring); ``attention``:
     the model's attention kind (``ModelSpec.attention_kind``); ``rates``: what one server serves in the
-    scenario (``requests_per_s``, ``output_tokens_per_s``), checked against the calibration data's highest."""
+    scenario (``requests_per_s``, ``output_tokens_per_s``), checked against the calibration data's highest;
+    ``model``: the catalog id, checked against the models the serving data measured."""
     fitted = has_fitted_profile(gpu)
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
@@ -159,6 +160,11 @@ def confidence(
     warnings = []
     if not fitted:
         warnings.append(f"{gpu} has no fitted kernel profile: priors only, error band of prior-only predictions")
+    unseen = _unseen(scope, gpu if fitted else None, model)
+    if unseen:
+        warnings.append(f"{' and '.join(unseen)} never measured under load: the error band comes from serving runs "
+                        f"of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))} and may "
+                        "understate the error here")  # fmt: skip
     if harness and engine == harness.get("engine"):
         warnings.append(f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
                         "runs (data/harness/), never measured under load")  # fmt: skip
@@ -180,6 +186,17 @@ def confidence(
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
+
+
+def _unseen(scope: dict[str, Any], gpu: str | None, model: str | None) -> list[str]:
+    """The GPU (one with a fitted kernel profile; a prior-only GPU has its own warning) and the model of a
+    prediction that the serving calibration data never measured."""
+    out = []
+    if gpu is not None and scope.get("gpus") and gpu not in scope["gpus"]:
+        out.append(f"GPU {gpu}")
+    if model is not None and scope.get("models") and model not in scope["models"]:
+        out.append(f"model {model}")
+    return out
 
 
 def _harness_bands(harness: dict[str, Any], metrics: tuple[str, ...]) -> dict[str, ErrorBand]:

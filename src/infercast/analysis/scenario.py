@@ -224,5 +224,6 @@ def predict(
         confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
                               attention_dp=dep.attention_dp, concurrency=batch, moe=dep.model.is_moe,
                               mla=dep.model.mla is not None, attention=dep.model.attention_kind,
-                              rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate}),
+                              rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate},
+                              model=dep.model.id),
     )  # fmt: skip

@@ -148,10 +148,12 @@ def catalog_gpu_id(name: str) -> str:
 
 def row_precision(precision: str, model: str) -> str:
     """The weight scheme of a row: its own name, or the model's release format where that names the row's format
-    for the routed experts only (``mxfp4`` on gpt-oss is ``mxfp4-moe``)."""
+    for the routed experts only (``mxfp4`` on gpt-oss is ``mxfp4-moe``), or where a bare ``fp4`` row runs a model
+    released in a 4-bit float format: the checkpoint named is that release (gpt-oss's MXFP4 experts, run as such
+    on Hopper too, where there is no NVFP4 to quantise to), not an NVFP4 re-quantisation."""
     key = precision.strip().lower().replace("_", "-")
     default = get_model(model).default_precision
-    if default.startswith(key + "-"):
+    if default.startswith(key + "-") or (key == "fp4" and "fp4" in default):
         return default
     return get_scheme(key).name
 

@@ -232,7 +232,7 @@ def run(config: SimulationConfig) -> SimulationResult:
     conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
                       concurrency=load,
                       moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued),
-                      attention=dep.model.attention_kind, rates=rates)  # fmt: skip
+                      attention=dep.model.attention_kind, rates=rates, model=dep.model.id)  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 

@@ -1,0 +1,149 @@
+"""Held-out check: infercast against the published serving sweeps it was never fitted to.
+
+Usage:  python benchmarks/heldout_silicon.py [--workers 2] [--write] [--limit N]
+
+aiconfigurator-core 0.12.0 ships ``systems/silicon_sample.csv``: closed-loop benchmark points measured by NVIDIA on
+H100, H200, B200, B300 and GB200 with TensorRT-LLM, vLLM and SGLang, for 15 models (dense, MoE, MLA, gpt-oss,
+the 2026 families). The project calibrates only on the H100 rows that ``../shared/reference/closed_loop_h100.csv``
+holds; every other aggregated row (one engine serving prefill and decode) with a recorded concurrency is held
+out, and this script predicts each of them as ``infercast validate`` does (read as
+``measure/closed_loop_rows.py`` reads the calibration rows: fixed lengths, 10 x C requests, the same engine
+settings) and reports median and p90 |error| of mean TTFT and TPOT by GPU, engine and model, and how many points
+fall inside the p90 error band that ``predict`` and ``simulate`` print for their regime. Nothing here is fitted:
+the numbers say how far the tool carries beyond its calibration. Disaggregated rows are left out (the simulator's
+disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
+
+``--write`` saves the tables to ``benchmarks/heldout_silicon.md``. Needs the ``aiconfigurator`` extra
+(``pip install -e '.[aiconfigurator]'``). About 5-10 minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from infercast.measure.aiconfigurator import locate  # noqa: E402
+from infercast.measure.records import load_records  # noqa: E402
+from infercast.measure.validate import Comparison, compare_each  # noqa: E402
+
+CALIBRATION = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
+OUT_MD = ROOT / "benchmarks" / "heldout_silicon.md"
+COLUMNS = ("id", "engine", "engine_version", "model", "gpu", "precision", "tp", "ep", "attention_dp", "input_len",
+           "output_len", "concurrency", "ttft_ms_mean", "tpot_ms_mean")  # fmt: skip
+
+
+def concurrency_of(source: str) -> str | None:
+    """The benchmark's concurrency, from the row's ``silicon_data_source`` (``...; silicon_concurrency=64; ...``)."""
+    for part in source.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "silicon_concurrency" and value.strip().isdigit():
+            return value.strip()
+    return None
+
+
+def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
+    """The wheel's aggregated rows with a recorded concurrency that the calibration file does not hold, in the
+    closed-loop row format ``measure/closed_loop_rows.py`` reads (a blank precision is the 16-bit checkpoint, as
+    in the calibration rows)."""
+    out = []
+    with sample.open(newline="") as f:
+        for row in csv.DictReader(f):
+            concurrency = concurrency_of(row.get("silicon_data_source") or "")
+            if row["mode"] != "agg" or row["id"] in calibration_ids or concurrency is None:
+                continue
+            out.append({
+                "id": row["id"], "engine": row["backend"], "engine_version": row["backend_version"],
+                "model": row["model_path"], "gpu": row["system"], "precision": row["precision"] or "bf16",
+                "tp": str(int(float(row["tp_size"]))), "ep": str(max(1, int(float(row["moe_ep_size"] or 1)))),
+                "attention_dp": str(max(1, int(float(row["attention_dp_size"] or 1)))), "input_len": row["isl"],
+                "output_len": row["osl"], "concurrency": concurrency, "ttft_ms_mean": row["silicon_ttft_ms"],
+                "tpot_ms_mean": row["silicon_tpot_ms"],
+            })  # fmt: skip
+    return out
+
+
+def table(rows: Sequence[Comparison], key: Callable[[Comparison], str], title: str) -> list[str]:
+    """Markdown rows: per group and metric, points, median / p90 |error|, signed median, share inside the p90 band."""
+    groups: dict[tuple[str, str], list[Comparison]] = {}
+    for r in rows:
+        groups.setdefault((key(r), r.metric.split(" (")[0].removeprefix("closed-loop ")), []).append(r)
+    lines = [f"| {title} | metric | points | median / p90 \\|error\\| | signed median | inside p90 band |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for (group, metric), items in sorted(groups.items()):
+        e = np.array([r.error for r in items])
+        banded = [r.within_band for r in items if r.band is not None]
+        inside = f"{100 * np.mean(banded):.0f} % of {len(banded)}" if banded else "-"
+        spread = f"{100 * np.median(np.abs(e)):.1f} % / {100 * np.percentile(np.abs(e), 90):.1f} %"
+        lines.append(f"| {group} | {metric} | {len(items)} | {spread} | {100 * np.median(e):+.1f} % | {inside} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=0, help="predict only every k-th row, k = rows / LIMIT")
+    parser.add_argument("--write", action="store_true", help=f"save the tables to {OUT_MD.relative_to(ROOT)}")
+    args = parser.parse_args()
+    source = locate()
+    sample = source.data.parent / "silicon_sample.csv"
+    with CALIBRATION.open(newline="") as f:
+        calibration_ids = {row["id"] for row in csv.DictReader(f)}
+    rows = held_out_rows(sample, calibration_ids)
+    if args.limit and len(rows) > args.limit:
+        rows = rows[:: -(-len(rows) // args.limit)]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "heldout.csv"
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            records = load_records([path])
+        skipped = len(rows) - len({r.origin for r in records})
+        compared, refused = compare_each(records, None, workers=args.workers)
+    seconds = time.perf_counter() - t0
+    reasons: dict[str, int] = {}
+    for u in refused:
+        reason = u.reason.split(": ", 1)[-1]
+        reasons[reason[:140]] = reasons.get(reason[:140], 0) + 1
+    lines = [
+        "# Held-out check: published serving sweeps never fitted",
+        "",
+        "Generated by `python benchmarks/heldout_silicon.py --write` (see its docstring). Do not edit by hand.",
+        "",
+        f"Source: aiconfigurator-core {source.version} `systems/silicon_sample.csv`, aggregated rows with a "
+        f"recorded concurrency, less the {len(calibration_ids)} calibration rows: {len(rows)} rows; {skipped} left "
+        f"out when read (a model, GPU or format the catalogs lack; {len(caught)} warnings), {len(refused)} of the "
+        f"{len(records)} records refused (reasons below), {len(compared)} predicted in {seconds:.0f} s.",
+        "",
+        *table(compared, lambda r: "all", "points"),
+        "",
+        *table(compared, lambda r: f"{r.record.gpu} {r.record.engine}", "GPU, engine"),
+        "",
+        *table(compared, lambda r: r.record.model, "model"),
+        "",
+        "Refused (reason: records):",
+        "",
+        *[f"- {n}: {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1])[:15]],
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write:
+        OUT_MD.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
