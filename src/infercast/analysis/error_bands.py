@@ -152,7 +152,8 @@ def confidence(
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
     harness = harness_fit()
-    if harness and engine == harness.get("engine"):
+    on_harness = bool(harness) and engine == harness.get("engine")
+    if on_harness:
         bands = _harness_bands(harness, metrics)
     else:
         bands = {m: b for m in metrics if (b := _lookup(m, regime)) is not None}
@@ -160,12 +161,12 @@ def confidence(
     warnings = []
     if not fitted:
         warnings.append(f"{gpu} has no fitted kernel profile: priors only, error band of prior-only predictions")
-    unseen = _unseen(scope, gpu if fitted else None, model)
+    unseen = [] if on_harness else _unseen(scope, gpu if fitted else None, model)
     if unseen:
         warnings.append(f"{' and '.join(unseen)} never measured under load: the error band comes from serving runs "
                         f"of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))} and may "
                         "understate the error here")  # fmt: skip
-    if harness and engine == harness.get("engine"):
+    if on_harness:
         warnings.append(f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
                         "runs (data/harness/), never measured under load")  # fmt: skip
     elif engine not in scope.get("engines", [engine]):
