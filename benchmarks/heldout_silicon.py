@@ -25,17 +25,15 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.measure.aiconfigurator import locate  # noqa: E402
 from infercast.measure.records import load_records  # noqa: E402
-from infercast.measure.validate import Comparison, compare_each  # noqa: E402
+from infercast.measure.validate import compare_each, summarize_by  # noqa: E402
 
 CALIBRATION = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
 OUT_MD = ROOT / "benchmarks" / "heldout_silicon.md"
@@ -73,19 +71,18 @@ def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str
     return out
 
 
-def table(rows: Sequence[Comparison], key: Callable[[Comparison], str], title: str) -> list[str]:
-    """Markdown rows: per group and metric, points, median / p90 |error|, signed median, share inside the p90 band."""
-    groups: dict[tuple[str, str], list[Comparison]] = {}
-    for r in rows:
-        groups.setdefault((key(r), r.metric.split(" (")[0].removeprefix("closed-loop ")), []).append(r)
+def table(stats: Sequence[dict[str, object]], title: str) -> list[str]:
+    """Markdown rows of :func:`summarize_by`'s groups: points, median / p90 |error|, signed median, share inside
+    the printed p90 band."""
     lines = [f"| {title} | metric | points | median / p90 \\|error\\| | signed median | inside p90 band |",
              "|---|---|---|---|---|---|"]  # fmt: skip
-    for (group, metric), items in sorted(groups.items()):
-        e = np.array([r.error for r in items])
-        banded = [r.within_band for r in items if r.band is not None]
-        inside = f"{100 * np.mean(banded):.0f} % of {len(banded)}" if banded else "-"
-        spread = f"{100 * np.median(np.abs(e)):.1f} % / {100 * np.percentile(np.abs(e), 90):.1f} %"
-        lines.append(f"| {group} | {metric} | {len(items)} | {spread} | {100 * np.median(e):+.1f} % | {inside} |")
+    for row in stats:
+        group = " ".join(str(v) for v in row["group"].values()) if row["group"] else "all"
+        metric = str(row["metric"]).split(" (")[0].removeprefix("closed-loop ")
+        inside = f"{100 * row['within_p90_band']:.0f} % of {row['banded_points']}" if "banded_points" in row else "-"
+        spread = f"{100 * row['median_ape']:.1f} % / {100 * row['p90_ape']:.1f} %"
+        lines.append(f"| {group} | {metric} | {row['points']} | {spread} | {100 * row['median_signed']:+.1f} % | "
+                     f"{inside} |")  # fmt: skip
     return lines
 
 
@@ -129,11 +126,11 @@ def main() -> None:
         f"out when read (a model, GPU or format the catalogs lack; {len(caught)} warnings), {len(refused)} of the "
         f"{len(records)} records refused (reasons below), {len(compared)} predicted in {seconds:.0f} s.",
         "",
-        *table(compared, lambda r: "all", "points"),
+        *table(summarize_by(compared, []), "points"),
         "",
-        *table(compared, lambda r: f"{r.record.gpu} {r.record.engine}", "GPU, engine"),
+        *table(summarize_by(compared, ["gpu", "engine"]), "GPU, engine"),
         "",
-        *table(compared, lambda r: r.record.model, "model"),
+        *table(summarize_by(compared, ["model"]), "model"),
         "",
         "Refused (reason: records):",
         "",
