@@ -30,8 +30,8 @@ MAX_NESTING = 64
 """Deepest JSON/YAML nesting accepted; HF configs nest 3-4 levels, hardware YAML 2."""
 PACKAGE_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """Loader of the package's own YAML (catalogs, profiles, error bands): libyaml's safe loader where PyYAML was
-built with it, about 10x faster than the pure-Python one, which reading them at start-up otherwise spends
-~0.5 s in."""
+built with it. The pure-Python one took 1.26 s for the 11 files a first prediction reads, libyaml's 0.16 s (both
+under cProfile, 2026-11-27); the data are the same (checked on every file the package ships)."""
 
 
 def parse_package_yaml(text: str) -> Any:
