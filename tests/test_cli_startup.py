@@ -57,3 +57,20 @@ def test_heavy_commands_still_load_what_they_need():
     assert res["code"] in (0, None), res["output"][-500:]
     assert "pandas" in res["loaded"]
     assert json.loads(res["output"])["rows"]
+
+
+def test_the_package_yaml_reads_the_same_with_the_fast_loader():
+    """parse_package_yaml (libyaml's safe loader where present) gives the pure-Python safe loader's data for every
+    YAML file the package ships."""
+    from pathlib import Path
+
+    import yaml
+
+    import infercast
+    from infercast.files import parse_package_yaml
+
+    files = sorted(Path(infercast.__file__).parent.rglob("*.yaml"))
+    assert len(files) >= 10
+    for path in files:
+        text = path.read_text()
+        assert parse_package_yaml(text) == yaml.safe_load(text), path.name
