@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.measure.aiconfigurator import locate  # noqa: E402
+from infercast.measure.closed_loop_rows import from_wheel_row  # noqa: E402
 from infercast.measure.records import load_records  # noqa: E402
 from infercast.measure.validate import compare_each, summarize_by  # noqa: E402
 
@@ -41,34 +42,12 @@ COLUMNS = ("id", "engine", "engine_version", "model", "gpu", "precision", "tp", 
            "output_len", "concurrency", "ttft_ms_mean", "tpot_ms_mean")  # fmt: skip
 
 
-def concurrency_of(source: str) -> str | None:
-    """The benchmark's concurrency, from the row's ``silicon_data_source`` (``...; silicon_concurrency=64; ...``)."""
-    for part in source.split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == "silicon_concurrency" and value.strip().isdigit():
-            return value.strip()
-    return None
-
-
 def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
     """The wheel's aggregated rows with a recorded concurrency that the calibration file does not hold, in the
-    closed-loop row format ``measure/closed_loop_rows.py`` reads (a blank precision is the 16-bit checkpoint, as
-    in the calibration rows)."""
-    out = []
+    closed-loop row format, as ``validate --data`` reads the wheel's file (``closed_loop_rows.from_wheel_row``)."""
     with sample.open(newline="") as f:
-        for row in csv.DictReader(f):
-            concurrency = concurrency_of(row.get("silicon_data_source") or "")
-            if row["mode"] != "agg" or row["id"] in calibration_ids or concurrency is None:
-                continue
-            out.append({
-                "id": row["id"], "engine": row["backend"], "engine_version": row["backend_version"],
-                "model": row["model_path"], "gpu": row["system"], "precision": row["precision"] or "bf16",
-                "tp": str(int(float(row["tp_size"]))), "ep": str(max(1, int(float(row["moe_ep_size"] or 1)))),
-                "attention_dp": str(max(1, int(float(row["attention_dp_size"] or 1)))), "input_len": row["isl"],
-                "output_len": row["osl"], "concurrency": concurrency, "ttft_ms_mean": row["silicon_ttft_ms"],
-                "tpot_ms_mean": row["silicon_tpot_ms"],
-            })  # fmt: skip
-    return out
+        rows = (from_wheel_row(row) for row in csv.DictReader(f) if row["id"] not in calibration_ids)
+        return [row for row in rows if row is not None]
 
 
 def table(stats: Sequence[dict[str, object]], title: str) -> list[str]:

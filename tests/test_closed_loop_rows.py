@@ -122,6 +122,43 @@ def _write(path: Path, rows: list[list[str]], header: str = HEADER) -> Path:
     return path
 
 
+WHEEL_HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,batch_size,"
+                "tp_size,attention_dp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")  # fmt: skip
+
+
+def test_the_wheels_own_silicon_sample_layout_is_read_too(tmp_path: Path, capsys) -> None:
+    """aiconfigurator-core's systems/silicon_sample.csv as shipped: its aggregated rows with a recorded
+    concurrency are validated; disaggregated rows and rows without a concurrency are left out, saying so."""
+    path = _write(tmp_path / "silicon_sample.csv", [
+        ["a", "db; silicon_concurrency=16", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B", "h200_sxm", "fp8", "agg", "1024",
+         "128", "16", "2", "", "1", "300.0", "15.0"],
+        ["b", "db; silicon_concurrency=8", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "", "agg",
+         "1024", "256", "8", "1", "", "", "60.0", "7.0"],
+        ["c", "db; config_id=1", "vllm", "0.12.0", "Qwen/Qwen3-32B", "h100_sxm", "", "agg", "1024", "256", "8", "1",
+         "", "", "60.0", "7.0"],
+        ["d", "db; silicon_concurrency=8", "sglang", "0.5.9", "Qwen/Qwen3-32B", "h100_sxm", "", "disagg", "1024", "256",
+         "8", "1", "", "", "60.0", "7.0"],
+    ], header=WHEEL_HEADER)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = read_records(path)
+    assert any("left out 2 disaggregated rows or rows without a recorded concurrency" in str(w.message)
+               for w in caught)  # fmt: skip
+    assert [(r.kind, r.model, r.gpu, r.precision, r.tp, r.batch) for r in records] == [
+        ("closed_loop_ttft", "qwen3-32b", "h200", "fp8", 2, 16),
+        ("closed_loop_tpot", "qwen3-32b", "h200", "fp8", 2, 16),
+        ("closed_loop_ttft", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
+        ("closed_loop_tpot", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
+    ]  # fmt: skip
+    out = run_json(capsys, "validate", "--data", str(path))
+    assert out["summary"]["closed-loop ttft (mean)"]["points"] == 2
+    bad = _write(tmp_path / "bad.csv", [["e", "silicon_concurrency=8", "vllm", "0.12.0", "Qwen/Qwen3-32B", "h100_sxm",
+                                         "", "agg", "1024", "256", "8", "two", "", "", "60.0", "7.0"]],
+                 header=WHEEL_HEADER)  # fmt: skip
+    code, _, err = run(capsys, "validate", "--data", str(bad))
+    assert code == 2 and "bad.csv:2: not a number" in err and "Traceback" not in err
+
+
 def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path, capsys) -> None:
     path = _write(tmp_path / "heldout.csv", [
         ["a_c16_tp2_epnone_1", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B-FP8", "h200_sxm", "fp8", "2", "1024", "128", "16",

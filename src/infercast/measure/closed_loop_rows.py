@@ -8,7 +8,8 @@ parallelism (:func:`layout_of`); concurrency counts all clients of the replica. 
 id, mapped onto the catalog (:func:`catalog_model_id`: exact source repo, else the name without checkpoint
 suffixes such as -Instruct, -FP8 or a date); ``gpu`` a system name such as ``h100-sxm``, ``h200_sxm`` or
 ``b200-sxm`` (:func:`catalog_gpu_id`). ``infercast validate --data FILE`` and ``calibrate --data FILE`` read such
-a file directly (:func:`infercast.measure.records.read_records` recognises it by its ``ttft_ms_mean`` column);
+a file directly (:func:`infercast.measure.records.read_records` recognises it by its ``ttft_ms_mean`` column), and
+the wheel's own ``silicon_sample.csv`` too (its aggregated rows with a recorded concurrency: :func:`from_wheel_row`);
 ``scripts/import_closed_loop.py`` writes the committed calibration records.
 
 Each row (mean TTFT and mean TPOT of one closed-loop benchmark point) becomes two records,
@@ -231,8 +232,42 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
 
 
 def is_closed_loop_table(columns: Iterable[str]) -> bool:
-    """Whether a CSV header is this format's (it has the mean-TTFT column)."""
-    return "ttft_ms_mean" in set(columns)
+    """Whether a CSV header is this format's (it has the mean-TTFT column), or the wheel's own
+    ``silicon_sample.csv`` layout (:func:`from_wheel_row`)."""
+    names = set(columns)
+    return "ttft_ms_mean" in names or WHEEL_TTFT in names
+
+
+WHEEL_TTFT = "silicon_ttft_ms"
+"""The mean-TTFT column of ``systems/silicon_sample.csv`` as the aiconfigurator-core wheel ships it."""
+
+
+def wheel_concurrency(source: str) -> str | None:
+    """The benchmark's concurrency from a wheel row's ``silicon_data_source`` (``...; silicon_concurrency=64; ...``;
+    None where it is not recorded)."""
+    for part in source.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "silicon_concurrency" and value.strip().isdigit():
+            return value.strip()
+    return None
+
+
+def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
+    """A row of the wheel's ``silicon_sample.csv`` (``backend, system, model_path, isl, osl, tp_size, moe_ep_size,
+    attention_dp_size, silicon_ttft_ms, ...``) in this module's format; None for a disaggregated row (the
+    simulator's disaggregated pools take TP only) or one whose concurrency is not recorded. A blank precision is
+    the 16-bit checkpoint, as in the calibration file cut from it."""
+    concurrency = wheel_concurrency(row.get("silicon_data_source") or "")
+    if (row.get("mode") or "").strip() != "agg" or concurrency is None:
+        return None
+    return {
+        "id": row.get("id") or "", "engine": row["backend"], "engine_version": row.get("backend_version") or "",
+        "model": row["model_path"], "gpu": row["system"], "precision": (row.get("precision") or "").strip() or "bf16",
+        "tp": str(int(float(row["tp_size"]))), "ep": str(max(1, int(float(row.get("moe_ep_size") or 1)))),
+        "attention_dp": str(max(1, int(float(row.get("attention_dp_size") or 1)))), "input_len": row["isl"],
+        "output_len": row["osl"], "concurrency": concurrency, "ttft_ms_mean": row[WHEEL_TTFT],
+        "tpot_ms_mean": row["silicon_tpot_ms"],
+    }  # fmt: skip
 
 
 UNPLACED_FIELDS = ("model", "gpu", "precision")
@@ -267,12 +302,31 @@ def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], 
     return records, skipped, unplaced
 
 
+def _wheel_row(origin: str, row: dict[str, str]) -> dict[str, str] | None:
+    """:func:`from_wheel_row`, a missing column or a non-number refused naming the row."""
+    try:
+        return from_wheel_row(row)
+    except KeyError as exc:
+        raise InfercastError(f"{origin}: missing column {exc.args[0]!r} of aiconfigurator's silicon_sample.csv",
+                             field="data") from None  # fmt: skip
+    except (TypeError, ValueError) as exc:
+        raise InfercastError(f"{origin}: not a number where one is needed ({exc})", field="data") from None
+
+
 def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> list[Record]:
     """Records of a closed-loop file already split into ``(line number, text)`` lines (comments removed);
     rows without a recorded concurrency are left out with a warning that counts them."""
     reader = csv.DictReader(line for _, line in numbered)
     rows = [(f"{path}:{numbered[reader.line_num - 1][0]}", row) for row in reader]
+    wheel_skipped = 0
+    if WHEEL_TTFT in (reader.fieldnames or []):
+        kept = [(origin, _wheel_row(origin, row)) for origin, row in rows]
+        wheel_skipped = sum(row is None for _, row in kept)
+        rows = [(origin, row) for origin, row in kept if row is not None]
     records, skipped, unplaced = convert_rows(rows)
+    if wheel_skipped:
+        warnings.warn(f"{path}: left out {wheel_skipped} disaggregated rows or rows without a recorded concurrency",
+                      stacklevel=2)  # fmt: skip
     if skipped:
         warnings.warn(f"{path}: left out {skipped} rows whose id records no concurrency ('_c_'; see "
                       "infercast.measure.closed_loop_rows)", stacklevel=2)  # fmt: skip
