@@ -60,7 +60,13 @@ def test_length_range_is_the_benchmark_clients_range():
 
 def test_engine_presets_carry_their_documented_limits():
     vllm, sglang, trtllm = (get_engine(e) for e in ("vllm", "sglang", "trtllm"))
-    assert (vllm.max_num_batched_tokens, vllm.scheduler) == (8192, "chunked")
+    assert (vllm.max_num_seqs, vllm.max_num_batched_tokens, vllm.scheduler) == (256, 2048, "chunked")
+    # vLLM's get_batch_defaults (OpenAI server): larger limits where the device reports >= 70 GiB, A100 excepted
+    on = {g: Deployment.resolve("llama-3.1-8b", g).engine for g in ("h100-sxm", "h200", "mi300x", "a100-80gb", "l40s")}
+    assert {g: (e.max_num_seqs, e.max_num_batched_tokens) for g, e in on.items()} == {
+        "h100-sxm": (1024, 8192), "h200": (1024, 8192), "mi300x": (1024, 8192), "a100-80gb": (256, 2048),
+        "l40s": (256, 2048)}  # fmt: skip
+    assert Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="sglang").engine == sglang  # no large-GPU rule
     assert sglang.scheduler == "prefill-first"  # enable_mixed_chunk off: prefill batches run without decodes
     assert trtllm.max_num_seqs == 2048 and trtllm.max_num_batched_tokens == 8192
     assert trtllm.scheduler == "inflight"  # enable_chunked_prefill off: whole prompts beside the decodes

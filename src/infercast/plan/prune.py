@@ -124,7 +124,7 @@ def _static_batch(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, 
     """(B, TTFT, TPOT) of the largest static batch the unit holds, at pure roofline (engine 'ideal')."""
     mem = memory_budget(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv, engine=engine, pp=pp,
                         attention_dp=attention_dp, max_num_seqs=max_seqs)  # fmt: skip
-    seqs = max_seqs or get_engine(engine).max_num_seqs
+    seqs = max_seqs or get_engine(engine).for_hardware(get_hardware(gpu)).max_num_seqs
     batch = max(1, min(seqs, mem.max_concurrency(input_len + output_len)))
     p = predict(model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, pp=pp,
                 attention_dp=attention_dp, precision=precision, kv_precision=kv, engine=ROOFLINE_ENGINE,

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from infercast.errors import unknown_choice
 from infercast.files import parse_package_yaml
+
+if TYPE_CHECKING:
+    from infercast.specs.hardware import HardwareSpec
+
+
+class LargeGpuDefaults(BaseModel):
+    """Batch limits an engine takes by default on large GPUs instead of its base ones (vLLM's
+    ``EngineArgs.get_batch_defaults``: at least 70 GiB of device memory, A100 excepted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_memory_gib: float = Field(gt=0, description="Device memory as the driver reports it (MemorySpec.usable).")
+    excluded: tuple[str, ...] = Field(default=(), description="GPU ids containing one of these keep the base values.")
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
 
 
 class EngineSpec(BaseModel):
@@ -53,7 +68,16 @@ class EngineSpec(BaseModel):
         "harness); the other steps launch their kernels eagerly.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
+    large_gpu: LargeGpuDefaults | None = None
     sources: dict[str, str] = Field(default_factory=dict)
+
+    def for_hardware(self, hw: HardwareSpec) -> EngineSpec:
+        """The preset as the engine sets itself up on ``hw``: its large-GPU batch limits where they apply."""
+        big = self.large_gpu
+        if big is None or hw.memory.usable < big.min_memory_gib * 2**30 or any(x in hw.id for x in big.excluded):
+            return self
+        return self.model_copy(update={"max_num_seqs": big.max_num_seqs,
+                                       "max_num_batched_tokens": big.max_num_batched_tokens})  # fmt: skip
 
 
 @cache
