@@ -270,6 +270,17 @@ def test_summary_table(result: SimulationResult) -> None:
     assert "saturated" not in text.lower()
 
 
+def test_summary_table_shows_every_warning_in_full() -> None:
+    """Warnings go under the table, wrapped, not into a cell that cuts them off."""
+    from infercast.sim.api import simulate
+
+    res = simulate("llama-3.2-1b", "l4", input_len=500, output_len=20, rate=2.0, num_requests=10)
+    assert len(res.confidence.warnings) >= 2  # a prior-only GPU and a model never measured under load
+    text = " ".join(_render(res).split())
+    for warning in res.confidence.warnings:
+        assert f"warning: {warning}" in text
+
+
 def test_summary_table_saturated(saturated: SimulationResult) -> None:
     assert saturated.summary["saturated"]
     text = _render(saturated)

@@ -114,14 +114,13 @@ def summary_table(result: SimulationResult) -> Table:
         t.add_row("Mean decode batch (sequences per decode step)", _num(s["mean_decode_batch"], ".1f"))
     if "busy_fraction" in s:
         t.add_row("Busy fraction", _num(100 * s["busy_fraction"], ".1f") + " %")
-    if conf and conf.warnings:
-        t.add_section()
-        for warning in conf.warnings:
-            t.add_row("[yellow]warning[/]", f"[yellow]{warning}[/]")
     if s.get("saturated"):
         reason = s.get("saturation_reason", "the queue grows through the run: the offered load exceeds capacity")
         t.add_section()
         t.add_row("[bold red]WARNING: saturated[/]", "[red]latencies grow with the run length[/]")
         t.caption = f"[red]Saturated: {reason}[/]\n{caption}"
+    if conf and conf.warnings:  # in the caption, which wraps (the value column does not)
+        t.caption = "\n".join(f"[yellow]warning: {w}[/]" for w in conf.warnings) + f"\n{t.caption}"
+        t.caption_justify = "left"
     return t
 
