@@ -11,8 +11,10 @@ regime, the most specific row with enough points winning:
 - ``load``: ``light`` (<= 16 concurrent requests), ``medium`` (<= 64), ``heavy`` (more);
 - ``tp``: 1-2 or 4-8.
 
-Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a parallelism never
-measured (tp > 8, expert parallelism, pipeline), a model family never measured (MoE, MLA), a load near
+Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a GPU or a model the serving
+data never measured (the bands then understate the error: ``benchmarks/heldout_silicon.py`` measured it on
+published runs of other GPUs and models), a parallelism never measured (tp > 8, expert parallelism, pipeline),
+a model family never measured (MoE, MLA), a load near
 saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up), or a rate per
 server (requests/s, output tokens/s) above the highest the engine served in the calibration data, where
 host-side limits the cost model does not price bound the measured runs (``benchmarks/ttft_signatures.py``).
