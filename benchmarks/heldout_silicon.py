@@ -8,13 +8,19 @@ the 2026 families). The project calibrates only on the H100 rows that ``../share
 holds; every other aggregated row (one engine serving prefill and decode) with a recorded concurrency is held
 out, and this script predicts each of them as ``infercast validate`` does (read as
 ``measure/closed_loop_rows.py`` reads the calibration rows: fixed lengths, 10 x C requests, the same engine
-settings) and reports median and p90 |error| of mean TTFT and TPOT by GPU, engine and model, and how many points
-fall inside the p90 error band that ``predict`` and ``simulate`` print for their regime. Nothing here is fitted:
-the numbers say how far the tool carries beyond its calibration. Disaggregated rows are left out (the simulator's
-disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
+settings) and reports median and p90 |error| of mean TTFT and TPOT by GPU, engine and model. Nothing here is
+fitted: the numbers say how far the tool carries beyond its calibration. Disaggregated rows are left out (the
+simulator's disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
 
-``--write`` saves the tables to ``benchmarks/heldout_silicon.md``. Needs the ``aiconfigurator`` extra
-(``pip install -e '.[aiconfigurator]'``). About 5-10 minutes on two cores.
+The same errors, by engine and load, are the error bands that ``predict``, ``simulate`` and ``sweep`` print for a
+GPU or a model outside the serving calibration (``src/infercast/data/heldout_bands.yaml``,
+``analysis/error_bands.py``). They set how sure such a prediction says it is, never what it predicts. The
+bands are checked the way the predictions are, on points they were not built from: the "inside p90 band" columns
+build each point's band without its model (and, in the summary, without its GPU), and count the points inside it.
+
+``--write`` saves the tables to ``benchmarks/heldout_silicon.md`` and the bands to
+``src/infercast/data/heldout_bands.yaml``. Needs the ``aiconfigurator`` extra
+(``pip install -e '.[aiconfigurator]'``). About 1.5 minutes on two cores.
 """
 
 from __future__ import annotations
@@ -24,17 +30,23 @@ import csv
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from infercast.analysis.error_bands import HELDOUT_DIMENSIONS, HELDOUT_FILE, find_band, load_level  # noqa: E402
 from infercast.measure.aiconfigurator import locate  # noqa: E402
 from infercast.measure.closed_loop_rows import convert_rows, from_wheel_row  # noqa: E402
-from infercast.measure.validate import compare_each, summarize_by  # noqa: E402
+from infercast.measure.validate import BAND_METRICS, Comparison, compare_each, summarize_by  # noqa: E402
 
 CALIBRATION = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
 OUT_MD = ROOT / "benchmarks" / "heldout_silicon.md"
+OUT_BANDS = ROOT / "src" / "infercast" / "data" / HELDOUT_FILE
 
 
 def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
@@ -45,11 +57,60 @@ def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str
         return [row for row in rows if row is not None]
 
 
+def regime_of(c: Comparison) -> dict[str, str]:
+    """A point's held-out regime (:data:`HELDOUT_DIMENSIONS`)."""
+    return {"engine": c.record.engine, "load": load_level(c.record.concurrency or c.record.batch)}
+
+
+def band_rows(compared: Sequence[Comparison]) -> list[dict[str, object]]:
+    """Band rows: per metric, median (typical) and p90 |error| by engine x load and every coarser level."""
+    rows: list[dict[str, object]] = []
+    for metric in ("ttft", "tpot"):
+        points = [c for c in compared if BAND_METRICS.get(c.record.kind) == metric]
+        for depth in range(len(HELDOUT_DIMENSIONS) + 1):
+            dims = HELDOUT_DIMENSIONS[:depth]
+            groups: dict[tuple[str, ...], list[float]] = {}
+            for c in points:
+                regime = regime_of(c)
+                groups.setdefault(tuple(regime[d] for d in dims), []).append(abs(c.error))
+            for key, errors in sorted(groups.items()):
+                a = np.asarray(errors)
+                rows.append({"metric": metric, **dict(zip(dims, key, strict=True)),
+                             "typical": round(float(np.median(a)), 4), "p90": round(float(np.percentile(a, 90)), 4),
+                             "points": int(a.size)})  # fmt: skip
+    return rows
+
+
+def with_bands(compared: Sequence[Comparison], left_out: str | None = None) -> list[Comparison]:
+    """The points with the band that :func:`band_rows` gives their regime: built from all points, or, with
+    ``left_out`` (a record field: model, gpu), from the points that do not share the point's value of it."""
+    key = (lambda c: getattr(c.record, left_out)) if left_out else (lambda c: "")
+    tables = {v: {"bands": band_rows([c for c in compared if key(c) != v or not left_out])}
+              for v in {key(c) for c in compared}}  # fmt: skip
+    return [replace(c, band=find_band(tables[key(c)], BAND_METRICS[c.record.kind], regime_of(c), HELDOUT_DIMENSIONS))
+            for c in compared]  # fmt: skip
+
+
+def coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, float]]:
+    """Per metric, the share of points inside the p90 band: built with the point's model left out, with its GPU
+    left out, and from all points (in-sample). A point left without a band (no other model or GPU in its regime)
+    counts as outside."""
+    runs = {"model_left_out": with_bands(compared, "model"), "gpu_left_out": with_bands(compared, "gpu"),
+            "in_sample": with_bands(compared)}  # fmt: skip
+    out: dict[str, dict[str, float]] = {}
+    for name, rows in runs.items():
+        for metric in ("ttft", "tpot"):
+            inside = [bool(c.within_band) for c in rows if BAND_METRICS[c.record.kind] == metric]
+            if inside:
+                out.setdefault(metric, {})[name] = round(float(np.mean(inside)), 3)
+    return out
+
+
 def table(stats: Sequence[dict[str, object]], title: str) -> list[str]:
     """Markdown rows of :func:`summarize_by`'s groups: points, median / p90 |error|, signed median, share inside
-    the printed p90 band."""
-    lines = [f"| {title} | metric | points | median / p90 \\|error\\| | signed median | inside p90 band |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    the points' p90 bands (:func:`with_bands`)."""
+    lines = [f"| {title} | metric | points | median / p90 \\|error\\| | signed median | inside p90 band "
+             "(model left out) |", "|---|---|---|---|---|---|"]  # fmt: skip
     for row in stats:
         group = " ".join(str(v) for v in row["group"].values()) if row["group"] else "all"
         metric = str(row["metric"]).split(" (")[0].removeprefix("closed-loop ")
@@ -64,7 +125,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="predict only every k-th row, k = rows / LIMIT")
-    parser.add_argument("--write", action="store_true", help=f"save the tables to {OUT_MD.relative_to(ROOT)}")
+    parser.add_argument("--write", action="store_true",
+                        help=f"save the tables to {OUT_MD.relative_to(ROOT)} and the bands to "
+                             f"{OUT_BANDS.relative_to(ROOT)}")  # fmt: skip
     args = parser.parse_args()
     if not CALIBRATION.is_file():
         parser.error(f"needs {CALIBRATION} (the calibration rows, left out here) beside the checkout")
@@ -83,6 +146,11 @@ def main() -> None:
     for u in refused:
         reason = u.reason.split(": ", 1)[-1]
         reasons[reason[:140]] = reasons.get(reason[:140], 0) + 1
+    shares = coverage(compared)
+    left_out = with_bands(compared, "model")
+    inside = "; ".join(f"{metric.upper()} {100 * c['model_left_out']:.0f} % with the point's model left out, "
+                       f"{100 * c['gpu_left_out']:.0f} % with its GPU left out, {100 * c['in_sample']:.0f} % in-sample"
+                       for metric, c in shares.items())  # fmt: skip
     lines = [
         "# Held-out check: published serving sweeps never fitted",
         "",
@@ -93,11 +161,14 @@ def main() -> None:
         f"left out when read (a model, GPU or format the catalogs lack), {len(refused)} of the {len(records)} records "
         f"refused (reasons below), {len(compared)} predicted in {seconds:.0f} s.",
         "",
-        *table(summarize_by(compared, []), "points"),
+        "These errors, by engine and load, are the bands predictions print outside the serving calibration "
+        f"(`{OUT_BANDS.relative_to(ROOT)}`). Inside their p90 band: {inside}.",
         "",
-        *table(summarize_by(compared, ["gpu", "engine"]), "GPU, engine"),
+        *table(summarize_by(left_out, []), "points"),
         "",
-        *table(summarize_by(compared, ["model"]), "model"),
+        *table(summarize_by(left_out, ["gpu", "engine"]), "GPU, engine"),
+        "",
+        *table(summarize_by(left_out, ["model"]), "model"),
         "",
         "Refused (reason: records):",
         "",
@@ -107,6 +178,19 @@ def main() -> None:
     print(text)
     if args.write:
         OUT_MD.write_text(text)
+        bands = {
+            "generated_by": "python benchmarks/heldout_silicon.py --write",
+            "source": f"aiconfigurator-core {source.version} systems/silicon_sample.csv: {len(compared) // 2} "
+                      "aggregated closed-loop points outside the calibration file (other GPUs, models, engine "
+                      "releases); nothing is fitted to them",
+            "method": "median (typical) and p90 of |error| of infercast's predictions of those points, by engine x "
+                      "load and every coarser level; used for a GPU or a model the serving calibration never measured",
+            "coverage": shares,
+            "bands": band_rows(compared),
+        }  # fmt: skip
+        OUT_BANDS.write_text("# Error bands outside the serving calibration; written by "
+                             "benchmarks/heldout_silicon.py --write. Do not edit.\n"
+                             + yaml.safe_dump(bands, sort_keys=False))  # fmt: skip
 
 
 if __name__ == "__main__":

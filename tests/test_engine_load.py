@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from infercast.analysis.error_bands import (
+    HELDOUT_REGIME,
     ErrorBand,
     _lookup,
     bands_table,
@@ -331,9 +332,40 @@ def test_bands_pick_the_most_specific_row_with_enough_points(monkeypatch):
     ]  # fmt: skip
     monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: {"bands": rows})
     regime = {"gpu": "fitted", "engine": "vllm", "load": "heavy", "tp": "1-2"}
-    assert _lookup("tpot", regime) == ErrorBand("tpot", 0.05, 0.2, 40, {"gpu": "fitted", "engine": "vllm"})
-    assert _lookup("tpot", regime | {"engine": "trtllm"}).typical == 0.10
-    assert _lookup("ttft", regime) is None
+    assert _lookup("tpot", regime, False) == ErrorBand("tpot", 0.05, 0.2, 40, {"gpu": "fitted", "engine": "vllm"})
+    assert _lookup("tpot", regime | {"engine": "trtllm"}, False).typical == 0.10
+    assert _lookup("ttft", regime, False) is None
+
+
+def test_outside_the_calibration_the_held_out_bands_answer(monkeypatch):
+    cv = [{"metric": "tpot", "gpu": "fitted", "typical": 0.04, "p90": 0.13, "points": 500}]
+    held = [
+        {"metric": "tpot", "typical": 0.17, "p90": 0.56, "points": 2989},
+        {"metric": "tpot", "engine": "sglang", "typical": 0.15, "p90": 0.52, "points": 824},
+        {"metric": "tpot", "engine": "sglang", "load": "heavy", "typical": 0.18, "p90": 0.44, "points": 135},
+    ]
+    monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: {"bands": cv})
+    monkeypatch.setattr("infercast.analysis.error_bands.heldout_table", lambda: {"bands": held})
+    regime = {"gpu": "fitted", "engine": "sglang", "load": "heavy", "tp": "1-2"}
+    assert _lookup("tpot", regime, False).typical == 0.04  # inside: the cross-validated band
+    band = _lookup("tpot", regime, True)
+    assert (band.typical, band.p90) == (0.18, 0.44)
+    assert band.regime == {"data": HELDOUT_REGIME, "engine": "sglang", "load": "heavy"}
+    assert _lookup("tpot", regime | {"engine": "trtllm"}, True).typical == 0.17  # coarser row when no engine row
+    monkeypatch.setattr("infercast.analysis.error_bands.heldout_table", lambda: {})
+    assert _lookup("tpot", regime, True).typical == 0.04  # no held-out table: the cross-validated band
+
+
+def test_predictions_outside_the_calibration_print_the_held_out_band():
+    scope = calibration_scope()
+    inside = confidence(scope["gpus"][0], "vllm", concurrency=8, model=scope["models"][0])
+    assert inside.bands["ttft"].regime.get("data") is None
+    for kw in ({"gpu": "h200"}, {"model": "llama-3.1-70b"}, {"gpu": "mi300x"}):
+        conf = confidence(kw.get("gpu", scope["gpus"][0]), "vllm", concurrency=8,
+                          model=kw.get("model", scope["models"][0]))  # fmt: skip
+        for metric in ("ttft", "tpot"):
+            assert conf.bands[metric].regime["data"] == HELDOUT_REGIME, kw
+            assert conf.bands[metric].p90 > inside.bands[metric].p90  # measured outside, wider
 
 
 def test_out_of_calibration_scenarios_are_flagged():
@@ -359,7 +391,8 @@ def test_a_gpu_or_model_the_serving_data_never_measured_is_flagged():
     assert "model llama-3.1-70b" in one and seen_gpu in one and seen_model in one
     (both,) = unseen(gpu="h200", model="llama-3.1-70b")  # h200 has a fitted kernel profile, no serving runs
     assert "GPU h200 and model llama-3.1-70b" in both
-    assert not unseen(gpu="mi300x", model=seen_model)  # a prior-only GPU has its own warning
+    (prior,) = unseen(gpu="mi300x", model=seen_model)  # a prior-only GPU: never measured under load either
+    assert "GPU mi300x never measured" in prior
     assert not unseen_in(confidence(seen_gpu, "torch", model="llama-3.1-70b"))  # its bands come from its harness
     from infercast.analysis.scenario import predict
 
@@ -369,7 +402,7 @@ def test_a_gpu_or_model_the_serving_data_never_measured_is_flagged():
 
 
 def unseen_in(conf) -> list[str]:
-    return [w for w in conf.warnings if "the error band comes from serving runs" in w]
+    return [w for w in conf.warnings if "never measured under load (calibrated on serving runs" in w]
 
 
 def test_closed_loop_rates_follow_littles_law():

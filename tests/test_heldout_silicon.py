@@ -51,3 +51,47 @@ def test_a_blank_precision_is_the_16_bit_checkpoint(tmp_path: Path) -> None:
                          "1024", "128", "16", "2", "", "", "800", "15"])  # fmt: skip
     (row,) = _script().held_out_rows(raw, calibration_ids=set())
     assert row["precision"] == "bf16" and convert(row)[0].precision == "bf16"
+
+
+def _point(model: str, engine: str, clients: int, error: float, kind: str = "closed_loop_ttft"):
+    from infercast.measure.records import Record
+    from infercast.measure.validate import Comparison
+
+    record = Record(kind=kind, model=model, gpu="h200", engine=engine, batch=clients, value=100.0, unit="ms")
+    return Comparison(record, predicted=0.1 * (1 + error), measured=0.1)
+
+
+def test_bands_are_the_error_quantiles_by_engine_and_load() -> None:
+    points = [_point("m", "vllm", 8, e) for e in (0.1, -0.2, 0.3, 0.4)] + [_point("m", "sglang", 128, 2.0)]
+    rows = {(r["metric"], r.get("engine"), r.get("load")): r for r in _script().band_rows(points)}
+    assert rows[("ttft", "vllm", "light")]["typical"] == 0.25  # median |error|
+    assert rows[("ttft", "vllm", "light")]["points"] == 4
+    assert rows[("ttft", "sglang", "heavy")]["typical"] == 2.0
+    assert rows[("ttft", None, None)]["points"] == 5 and ("tpot", None, None) not in rows
+
+
+def test_a_band_checked_with_the_model_left_out_is_built_without_it() -> None:
+    script = _script()
+    calm = [_point(f"m{i}", "vllm", 8, 0.01 * (i % 5)) for i in range(30)]  # 30 models, small errors
+    wild = [_point("wild", "vllm", 8, 3.0) for _ in range(10)]  # one model far off
+    in_sample = {c.record.model: c for c in script.with_bands(calm + wild)}
+    left_out = {c.record.model: c for c in script.with_bands(calm + wild, "model")}
+    assert in_sample["wild"].within_band  # its own errors widen the in-sample band to cover it
+    assert not left_out["wild"].within_band  # the other models' band cannot
+    assert left_out["wild"].band.p90 < 0.1
+    cover = script.coverage(calm + wild)["ttft"]
+    assert cover["model_left_out"] < cover["in_sample"]
+
+
+def test_the_committed_held_out_bands_cover_about_nine_in_ten_points_they_were_not_built_from() -> None:
+    from infercast.analysis.error_bands import HELDOUT_DIMENSIONS, MIN_POINTS, heldout_table
+
+    table = heldout_table()
+    for metric in ("ttft", "tpot"):
+        shares = table["coverage"][metric]
+        assert 0.8 <= shares["model_left_out"] <= 0.95 and 0.8 <= shares["gpu_left_out"] <= 0.95
+        rows = [r for r in table["bands"] if r["metric"] == metric]
+        assert all(0 < r["typical"] <= r["p90"] for r in rows)
+        finest = [r for r in rows if all(d in r for d in HELDOUT_DIMENSIONS) and r["points"] >= MIN_POINTS]
+        assert {r["engine"] for r in finest} == {"sglang", "trtllm", "vllm"}
+        assert {r["load"] for r in finest} == {"light", "medium", "heavy"}

@@ -136,12 +136,14 @@ BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving
 
 
 def band_of(rec: Record) -> ErrorBand | None:
-    """The error band of a serving or closed-loop record's regime (GPU fitted or not, engine, load, TP)."""
+    """The error band that ``predict`` prints for a serving or closed-loop record's regime (GPU fitted or not,
+    engine, load, TP; the held-out band where the record's GPU or model is outside the serving calibration)."""
     metric = BAND_METRICS.get(rec.kind)
     if metric is None:
         return None
     load = rec.concurrency or rec.batch
-    return confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,)).bands.get(metric)
+    conf = confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,), model=rec.model or None)
+    return conf.bands.get(metric)
 
 
 def group_key(row: Comparison, by: Sequence[str]) -> tuple[str, ...]:
