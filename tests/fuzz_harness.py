@@ -49,7 +49,7 @@ class Case:
     args: list[str]
     files: dict[str, bytes] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
-    """Output paths the command was asked to write (checked to exist, complete, on success)."""
+    """Output paths the command was asked to write (checked to exist, complete, on success; a folder ends in ``/``)."""
     num_requests: int | None = None
     """Requests a simulate case sends (all must complete on success)."""
 
@@ -238,13 +238,15 @@ def _check_sweep(doc: dict, case: Case) -> str:
 
 
 def _outputs_problem(case: Case) -> str:
+    """A promised output that is missing or empty: a folder where the case names it with a trailing ``/`` (a
+    folder's name may hold a dot), else a file."""
     for out in case.outputs:
         path = Path(out)
-        if path.suffix in (".png", ".svg", ".csv", ".json", ".gz", ".parquet", ".pq") or "." in path.name:
-            if not path.is_file() or path.stat().st_size == 0:
-                return f"output {path} missing or empty"
-        elif not path.is_dir() or not any(path.iterdir()):
-            return f"plot folder {path} missing or empty"
+        if out.endswith("/"):
+            if not path.is_dir() or not any(path.iterdir()):
+                return f"plot folder {path} missing or empty"
+        elif not path.is_file() or path.stat().st_size == 0:
+            return f"output {path} missing or empty"
     return ""
 
 
@@ -558,7 +560,8 @@ def output_path_case(draw, base: Path | None = None) -> Case:
                 str(n), "--rate", "5", option, target]  # fmt: skip
     if draw(st.booleans()):
         args.append("--json")
-    return Case(args, files, outputs=[target] if where in ("ok", "deep", "odd_name") else [])
+    promised = target + "/" if option == "--plot-dir" else target
+    return Case(args, files, outputs=[promised] if where in ("ok", "deep", "odd_name") else [])
 
 
 def resolve_outputs(case: Case, folder: Path) -> Case:

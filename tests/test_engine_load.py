@@ -372,6 +372,8 @@ def test_out_of_calibration_scenarios_are_flagged():
     conf = confidence("mi300x", "vllm", tp=16, ep=8, concurrency=8, moe=True, saturated=True)
     text = " ".join(conf.warnings)
     assert "mi300x has no fitted kernel profile" in text
+    measured = " ".join(confidence("b200", "vllm").warnings)  # aiconfigurator's B200 tables, no end-to-end fit
+    assert "b200: kernel parameters measured" in measured and "priors only" not in measured
     assert "tp 16 / ep 8" in text and "MoE" in text and "saturation" in text
     assert not any("attention" in w for w in confidence("h100-sxm", "vllm", attention="GQA").warnings)
     v4 = confidence("h100-sxm", "vllm", attention=get_model("deepseek-v4-flash").attention_kind).warnings

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infercast.cost.profile import harness_fit, has_fitted_profile
+from infercast.cost.profile import harness_fit, has_fitted_profile, has_measured_kernels
 from infercast.files import parse_package_yaml
 
 if TYPE_CHECKING:
@@ -191,7 +191,9 @@ def confidence(
     else:
         bands = {m: b for m in metrics if (b := _lookup(m, regime, bool(unseen))) is not None}
     warnings = []
-    if not fitted:
+    if not fitted and has_measured_kernels(gpu):
+        warnings.append(f"{gpu}: kernel parameters measured (profiles/kernels/{gpu}.yaml), no end-to-end fit")
+    elif not fitted:
         warnings.append(f"{gpu} has no fitted kernel profile: priors only")
     if unseen:
         measured = f"serving runs of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))}"

@@ -433,6 +433,11 @@ def has_fitted_profile(hardware_id: str) -> bool:
     return hardware_id in _overrides or _gpu_profile_file(hardware_id) is not None
 
 
+def has_measured_kernels(hardware_id: str) -> bool:
+    """Whether a GPU has measured kernel parameters (``profiles/kernels/<id>.yaml``)."""
+    return _measured_kernels(hardware_id) is not None
+
+
 def _gpu_profile_file(hardware_id: str) -> dict[str, Any] | None:
     """The fitted ``profiles/<id>.yaml`` of a GPU; a file that names another GPU (defaults.yaml and engines.yaml,
     were a user accelerator called "defaults" or "engines") is not its profile."""
