@@ -102,7 +102,7 @@ def coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, float]]:
         for metric in ("ttft", "tpot"):
             inside = [bool(c.within_band) for c in rows if BAND_METRICS[c.record.kind] == metric]
             if inside:
-                out.setdefault(metric, {})[name] = round(float(np.mean(inside)), 3)
+                out.setdefault(metric, {})[name] = float(np.mean(inside))
     return out
 
 
@@ -185,7 +185,7 @@ def main() -> None:
                       "releases); nothing is fitted to them",
             "method": "median (typical) and p90 of |error| of infercast's predictions of those points, by engine x "
                       "load and every coarser level; used for a GPU or a model the serving calibration never measured",
-            "coverage": shares,
+            "coverage": {metric: {k: round(v, 3) for k, v in c.items()} for metric, c in shares.items()},
             "bands": band_rows(compared),
         }  # fmt: skip
         OUT_BANDS.write_text("# Error bands outside the serving calibration; written by "

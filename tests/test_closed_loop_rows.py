@@ -224,3 +224,13 @@ def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Pa
     ])  # fmt: skip
     code, _, err = run(capsys, "validate", "--data", str(only_unrecorded))
     assert code == 2 and "with a recorded concurrency" in err
+
+
+def test_a_vllm_release_from_0_14_on_reads_as_the_async_scheduling_preset() -> None:
+    from infercast.measure.closed_loop_rows import release_preset
+
+    assert [release_preset("vllm", v) for v in ("0.12.0", "0.11.2", "", "garbage")] == ["vllm"] * 4
+    assert [release_preset("vllm", v) for v in ("0.14.0", "0.19.0", "v0.15.1", "1.0", "nightly-5b8c30d")] == [
+        "vllm-0.14"
+    ] * 5
+    assert release_preset("sglang", "0.5.9") == "sglang" and release_preset("trtllm", "1.2.0") == "trtllm"

@@ -488,3 +488,24 @@ def test_predictions_carry_error_bands():
     assert 0 < pred["error_bands"]["tpot"]["typical_pct"] <= pred["error_bands"]["tpot"]["p90_pct"]
     df = sweep(batches=[1, 32, 256])
     assert np.isfinite(df["tpot_error"]).all() and (df["tpot_error"] > 0).all()
+
+
+def test_vllm_from_0_14_hides_its_per_step_cpu_work_and_shares_vllms_fitted_load_parameters():
+    from infercast.analysis.scenario import predict
+    from infercast.cost.profile import fitted_as, load_profile
+
+    sync, async_ = (load_profile("h100-sxm", "hopper", e) for e in ("vllm", "vllm-0.14"))
+    assert sync.step_overhead_s > 0 and sync.seq_overhead_s > 0
+    assert async_.step_overhead_s == 0 and async_.seq_overhead_s == 0  # overlapped with the GPU step
+    for key in ("request_overhead_s", "request_jitter_s", "stream_token_s", "hbm_efficiency"):
+        assert getattr(async_, key) == getattr(sync, key), key
+    assert fitted_as("vllm-0.14") == "vllm" and fitted_as("sglang") == "sglang"
+    kw = dict(input_len=512, output_len=64, batch=32)
+    a, b = predict("llama-3.1-8b", "h100-sxm", **kw), predict("llama-3.1-8b", "h100-sxm", engine="vllm-0.14", **kw)
+    step = sync.step_overhead_s + sync.seq_overhead_s * 32
+    assert a.tpot_s - b.tpot_s == pytest.approx(step, rel=0.02)  # the decode step less vllm's CPU work
+    conf = b.confidence
+    assert all(band.regime == {"data": HELDOUT_REGIME, "engine": "vllm-0.14", "load": "medium"}
+               for band in conf.bands.values())  # fmt: skip
+    (note,) = [w for w in conf.warnings if w.startswith("engine vllm-0.14")]
+    assert "per-request ones vllm's fitted values" in note and "published serving runs" in note

@@ -93,5 +93,5 @@ def test_the_committed_held_out_bands_cover_about_nine_in_ten_points_they_were_n
         rows = [r for r in table["bands"] if r["metric"] == metric]
         assert all(0 < r["typical"] <= r["p90"] for r in rows)
         finest = [r for r in rows if all(d in r for d in HELDOUT_DIMENSIONS) and r["points"] >= MIN_POINTS]
-        assert {r["engine"] for r in finest} == {"sglang", "trtllm", "vllm"}
+        assert {r["engine"] for r in finest} >= {"sglang", "trtllm", "vllm", "vllm-0.14"}
         assert {r["load"] for r in finest} == {"light", "medium", "heavy"}

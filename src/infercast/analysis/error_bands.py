@@ -7,11 +7,12 @@ regime, the most specific row with enough points winning:
 
 - ``gpu``: ``fitted`` (the GPU has a fitted kernel profile) or ``prior`` (priors only: the priors-only error
   measured on the calibration data; used only when the held-out bands below were never written);
-- ``engine``: vllm, sglang, trtllm (or any);
+- ``engine``: vllm, sglang, trtllm (or any; an engine the serving data never measured takes the held-out band);
 - ``load``: ``light`` (<= 16 concurrent requests), ``medium`` (<= 64), ``heavy`` (more);
 - ``tp``: 1-2 or 4-8.
 
-A GPU or a model that the serving calibration never measured (a prior-only GPU included) takes its band from
+A GPU, a model or an engine release that the serving calibration never measured (a prior-only GPU included) takes
+its band from
 ``infercast/data/heldout_bands.yaml`` instead, which ``benchmarks/heldout_silicon.py --write`` derives from
 published serving sweeps of other GPUs and models that nothing is fitted to: the same median and p90 of |error|,
 by engine and load. The cross-validated bands measured how well infercast does inside its calibration; outside
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infercast.cost.profile import harness_fit, has_fitted_profile, has_measured_kernels
+from infercast.cost.profile import fitted_as, harness_fit, has_fitted_profile, has_measured_kernels
 from infercast.files import parse_package_yaml
 
 if TYPE_CHECKING:
@@ -186,10 +187,12 @@ def confidence(
     on_harness = bool(harness) and engine == harness.get("engine")
     scope = calibration_scope()
     unseen = [] if on_harness else _unseen(scope, gpu, model)
+    engine_unseen = not on_harness and engine not in scope.get("engines", [engine])
     if on_harness:
         bands = _harness_bands(harness, metrics)
     else:
-        bands = {m: b for m in metrics if (b := _lookup(m, regime, bool(unseen))) is not None}
+        bands = {m: b for m in metrics if (b := _lookup(m, regime, bool(unseen) or engine_unseen)) is not None}
+    held_out = any(b.regime.get("data") == HELDOUT_REGIME for b in bands.values())
     warnings = []
     if not fitted and has_measured_kernels(gpu):
         warnings.append(f"{gpu}: kernel parameters measured (profiles/kernels/{gpu}.yaml), no end-to-end fit")
@@ -197,7 +200,7 @@ def confidence(
         warnings.append(f"{gpu} has no fitted kernel profile: priors only")
     if unseen:
         measured = f"serving runs of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))}"
-        if any(b.regime.get("data") == HELDOUT_REGIME for b in bands.values()):
+        if held_out:
             warnings.append(f"{' and '.join(unseen)} never measured under load (calibrated on {measured}): the "
                             "error band is infercast's error on published serving runs of other GPUs and models, "
                             "none of them fitted (benchmarks/heldout_silicon.md)")  # fmt: skip
@@ -207,8 +210,16 @@ def confidence(
     if on_harness:
         warnings.append(f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
                         "runs (data/harness/), never measured under load")  # fmt: skip
-    elif engine not in scope.get("engines", [engine]):
-        warnings.append(f"engine {engine} was never measured under load: its overheads are priors")
+    elif engine_unseen:
+        shared = fitted_as(engine)
+        overheads = (
+            f"its per-step overheads are priors, its per-request ones {shared}'s fitted values"
+            if shared != engine and shared in scope.get("engines", [])
+            else "its overheads are priors"
+        )
+        band = ("; the error band is infercast's error on published serving runs outside its calibration "
+                "(benchmarks/heldout_silicon.md)" if held_out and not unseen else "")  # fmt: skip
+        warnings.append(f"engine {engine} was never measured under load: {overheads}{band}")
     if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:
         seen = ", ".join(map(str, scope.get("tp", [])))
         extra = {"ep": ep, "pp": pp, "attention-dp": attention_dp}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
 MODEL_HELP = "Catalog id or config.json path."
-ENGINE_HELP = "Engine profile: vllm, sglang, trtllm, ideal (pure roofline)."
+ENGINE_HELP = "Engine profile: vllm, vllm-0.14 (async scheduling), sglang, trtllm, ideal (pure roofline)."
 EP_HELP = "Expert-parallel ways (MoE; must divide tp)."
 KV_HELP = "KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision)."
 

@@ -26,7 +26,7 @@ def memory(
     kv_precision: Annotated[
         str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
     ] = None,
-    engine: Annotated[str, typer.Option(help="Engine memory policy: vllm, sglang, trtllm, ideal.")] = "vllm",
+    engine: Annotated[str, typer.Option(help="Engine memory policy: vllm, vllm-0.14, sglang, trtllm, ideal.")] = "vllm",
     context: Annotated[int | None, typer.Option(help="Tokens per sequence (prompt + output).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent sequences.")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of memory the engine may use.")] = None,

@@ -46,7 +46,7 @@ def plan(
         typer.Option("--attention-dps", help="Attention data-parallel sizes to try (MoE wide EP), e.g. 1,8."),
     ] = None,
     kv_precisions: Annotated[str | None, typer.Option(help="KV-cache formats to try, e.g. bf16,fp8.")] = None,
-    engines: Annotated[str, typer.Option(help="Engines to try: vllm, sglang, trtllm.")] = "vllm",
+    engines: Annotated[str, typer.Option(help="Engines to try: vllm, vllm-0.14, sglang, trtllm.")] = "vllm",
     max_num_seqs: Annotated[str | None, typer.Option(help="Max running requests to try, e.g. 128,256,512.")] = None,
     chunk: Annotated[str | None, typer.Option(help="Chunk budgets (tokens per step) to try, e.g. 2048,8192.")] = None,
     disagg: Annotated[str | None, typer.Option(help="Also try prefill:decode groups, e.g. 1:1,1:2.")] = None,

@@ -37,7 +37,10 @@ def predict(
     kv_precision: Annotated[
         str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
     ] = None,
-    engine: Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm, ideal (pure roofline).")] = "vllm",
+    engine: Annotated[
+        str,
+        typer.Option(help="Engine profile: vllm, vllm-0.14 (async scheduling), sglang, trtllm, ideal (pure roofline)."),
+    ] = "vllm",
     chunk_size: Annotated[
         int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")
     ] = None,

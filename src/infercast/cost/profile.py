@@ -361,17 +361,19 @@ def load_profile(
     kernels = _measured_kernels(hardware_id) if measured else None
     if kernels:
         profile = _apply_measured(profile, kernels, engine)
+    fitted_key = str(eng.get("fitted_as", engine))  # a later release sharing another's fitted values
+    as_note = f" (fitted for {fitted_key})" if fitted_key != engine else ""
     shared = _read_yaml("engines.yaml") if fitted else None
-    if shared and engine in shared.get("engines", {}):
-        src = f"fitted (engine, all GPUs): {shared.get('fitted_from', 'calibration')}"
-        profile = profile.with_values(_flatten(shared["engines"][engine]), src)
+    if shared and fitted_key in shared.get("engines", {}):
+        src = f"fitted (engine, all GPUs){as_note}: {shared.get('fitted_from', 'calibration')}"
+        profile = profile.with_values(_flatten(shared["engines"][fitted_key]), src)
     data = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id)) if fitted else None
     if data:
         src = f"fitted: {data.get('fitted_from', 'calibration')}"
         kernel_vals = _flatten(data.get("kernels", {}))
         if kernel_vals:
             profile = profile.with_values(kernel_vals, src)
-        engine_vals = _flatten(data.get("engines", {}).get(engine, {}))
+        engine_vals = _flatten(data.get("engines", {}).get(fitted_key, {}))
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
     return profile
@@ -431,6 +433,12 @@ def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> 
 def has_fitted_profile(hardware_id: str) -> bool:
     """Whether a GPU has a fitted profile (installed file or in-process override); read once per process."""
     return hardware_id in _overrides or _gpu_profile_file(hardware_id) is not None
+
+
+def fitted_as(engine: str) -> str:
+    """The engine whose fitted values an engine profile takes (``fitted_as`` in profiles/defaults.yaml: a later
+    release of the same server); itself where it names none or has no priors."""
+    return str((_defaults()["engines"].get(engine) or {}).get("fitted_as", engine))
 
 
 def has_measured_kernels(hardware_id: str) -> bool:

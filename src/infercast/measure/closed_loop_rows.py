@@ -26,6 +26,10 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   kv_cache_quant_algo FP8 sets. An interpretation, stated in every row. nvfp4 rows (none in the H100 file) get
   an 8-bit cache on every engine: their checkpoints are TensorRT Model Optimizer's, which quantises the KV cache
   to FP8 by default (:data:`FP8_KV_SCHEMES`).
+- Engine releases: a vLLM row of release 0.14 or later (or a nightly build) is read with the ``vllm-0.14`` preset,
+  whose scheduler runs asynchronously (on by default since vLLM 0.14: its per-step CPU work overlaps the GPU
+  step); earlier releases and rows without a version keep ``vllm`` (:data:`RELEASE_PRESETS`). The calibration
+  rows are vLLM 0.12.
 - Lengths: fixed (min_len_ratio 1) for every engine. The file comes from aiconfigurator's silicon runs, whose
   benchmark client is NVIDIA's (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
   ``ignore_eos`` and min_tokens = max_tokens; aiconfigurator's generator/config/backend_templates/benchmark/
@@ -118,11 +122,32 @@ TensorRT Model Optimizer, whose PTQ script quantises the KV cache to FP8 unless 
 ``kv_cache_quant_algo``), and the engines' 'auto' KV dtype follows the checkpoint."""
 SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
 """(engine, model) runs whose engine held this many fewer sequence slots than clients (see the docstring)."""
+RELEASE_PRESETS = {"vllm": ((0, 14, "vllm-0.14"),)}
+"""Engine presets of later releases, by the first (major, minor) release they describe: vLLM's scheduler runs
+asynchronously by default from 0.14 (``specs/data/engines.yaml``, ``vllm-0.14``). A row's engine is the latest
+preset its version reaches; a nightly build counts as the latest release, a row without a version as the base
+preset (the calibration's vLLM 0.12)."""
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
 NOTES = (
-    "{engine} {version}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
+    "{engine} {version}{preset}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
     "ramp-up; KV cache {kv}{fraction}{budget}{slots}"
 )
+
+
+def release_preset(engine: str, version: str) -> str:
+    """The engine preset of a release (:data:`RELEASE_PRESETS`): ``vllm`` 0.19.0 -> ``vllm-0.14``."""
+    version = version.strip().lower()
+    releases = RELEASE_PRESETS.get(engine, ())
+    if not releases or not version:
+        return engine
+    if version.startswith("nightly"):
+        return releases[-1][2]
+    parts = re.match(r"v?(\d+)\.(\d+)", version)
+    if parts is None:
+        return engine
+    major_minor = (int(parts.group(1)), int(parts.group(2)))
+    reached = [preset for major, minor, preset in releases if major_minor >= (major, minor)]
+    return reached[-1] if reached else engine
 
 
 def catalog_model_id(repo: str) -> str:
@@ -201,18 +226,20 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     model = catalog_model_id(row["model"])
     held = SLOTS_BELOW_CLIENTS.get((engine, row["model"]), 0)
     budget = step_budget(row)
+    preset = release_preset(engine, row.get("engine_version") or "")
     precision = row_precision(row["precision"], model)
     fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES)
     kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
     common = dict(
-        model=model, gpu=catalog_gpu_id(row["gpu"]), engine=engine, precision=precision, kv_precision=kv,
+        model=model, gpu=catalog_gpu_id(row["gpu"]), engine=preset, precision=precision, kv_precision=kv,
         tp=tp, ep=ep, attention_dp=attention_dp, batch=c, input_len=int(row["input_len"]),
         output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row.get("id") or "(none)"),
         min_len_ratio=1.0, max_num_batched_tokens=budget, max_num_seqs=c - held if held else 0,
         gpu_memory_utilization=KV_FRACTION.get(engine, 0.0), origin=origin,
         notes=NOTES.format(engine=engine, version=row.get("engine_version") or "(version not given)", c=c,
+                           preset=f" (engine preset {preset})" if preset != engine else "",
                            kv=("16-bit" if kv != "fp8" else "8-bit (TensorRT Model Optimizer's checkpoint default)"
                                if precision in FP8_KV_SCHEMES else "8-bit (read from the data)"),
                            fraction=(f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine "
