@@ -67,7 +67,11 @@ def test_engine_presets_carry_their_documented_limits():
     assert {g: (e.max_num_seqs, e.max_num_batched_tokens) for g, e in on.items()} == {
         "h100-sxm": (1024, 8192), "h200": (1024, 8192), "mi300x": (1024, 8192), "a100-80gb": (256, 2048),
         "l40s": (256, 2048)}  # fmt: skip
-    assert Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="sglang").engine == sglang  # no large-GPU rule
+    # SGLang's chunked_prefill_size by device memory: 2048 below 35 GiB, 8192 below 160 GiB, then 16384
+    chunks = {g: Deployment.resolve("llama-3.1-8b", g, engine="sglang").engine.max_num_batched_tokens
+              for g in ("l4", "l40s", "h100-sxm", "h200", "b200", "mi300x")}  # fmt: skip
+    assert chunks == {"l4": 2048, "l40s": 8192, "h100-sxm": 8192, "h200": 8192, "b200": 16384, "mi300x": 16384}
+    assert Deployment.resolve("llama-3.1-8b", "b200", engine="sglang").engine.max_num_seqs == sglang.max_num_seqs
     assert sglang.scheduler == "prefill-first"  # enable_mixed_chunk off: prefill batches run without decodes
     assert trtllm.max_num_seqs == 2048 and trtllm.max_num_batched_tokens == 8192
     assert trtllm.scheduler == "inflight"  # enable_chunked_prefill off: whole prompts beside the decodes

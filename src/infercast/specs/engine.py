@@ -15,16 +15,17 @@ if TYPE_CHECKING:
     from infercast.specs.hardware import HardwareSpec
 
 
-class LargeGpuDefaults(BaseModel):
-    """Batch limits an engine takes by default on large GPUs instead of its base ones (vLLM's
-    ``EngineArgs.get_batch_defaults``: at least 70 GiB of device memory, A100 excepted)."""
+class GpuTier(BaseModel):
+    """Batch limits an engine takes by default on GPUs with at least this much memory instead of its base ones
+    (vLLM's ``EngineArgs.get_batch_defaults``: 70 GiB, A100 excepted; SGLang's ``chunked_prefill_size`` by device
+    memory). A limit left out keeps the base value."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     min_memory_gib: float = Field(gt=0, description="Device memory as the driver reports it (MemorySpec.usable).")
-    excluded: tuple[str, ...] = Field(default=(), description="GPU ids containing one of these keep the base values.")
-    max_num_seqs: int = Field(ge=1)
-    max_num_batched_tokens: int = Field(ge=1)
+    excluded: tuple[str, ...] = Field(default=(), description="GPU ids containing one of these skip this tier.")
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
 
 
 class EngineSpec(BaseModel):
@@ -68,16 +69,20 @@ class EngineSpec(BaseModel):
         "harness); the other steps launch their kernels eagerly.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
-    large_gpu: LargeGpuDefaults | None = None
+    gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 
     def for_hardware(self, hw: HardwareSpec) -> EngineSpec:
-        """The preset as the engine sets itself up on ``hw``: its large-GPU batch limits where they apply."""
-        big = self.large_gpu
-        if big is None or hw.memory.usable < big.min_memory_gib * 2**30 or any(x in hw.id for x in big.excluded):
+        """The preset as the engine sets itself up on ``hw``: the batch limits of the largest memory tier it
+        reaches (and is not excluded from), the base ones below every tier."""
+        memory = hw.memory.usable
+        reached = [t for t in self.gpu_tiers
+                   if memory >= t.min_memory_gib * 2**30 and not any(x in hw.id for x in t.excluded)]  # fmt: skip
+        if not reached:
             return self
-        return self.model_copy(update={"max_num_seqs": big.max_num_seqs,
-                                       "max_num_batched_tokens": big.max_num_batched_tokens})  # fmt: skip
+        tier = max(reached, key=lambda t: t.min_memory_gib)
+        limits = {"max_num_seqs": tier.max_num_seqs, "max_num_batched_tokens": tier.max_num_batched_tokens}
+        return self.model_copy(update={k: v for k, v in limits.items() if v is not None})
 
 
 @cache
