@@ -13,7 +13,7 @@ fitted: the numbers say how far the tool carries beyond its calibration. Disaggr
 simulator's disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
 
 The same errors, by engine and load, are the error bands that ``predict``, ``simulate`` and ``sweep`` print for a
-GPU or a model outside the serving calibration (``src/infercast/data/heldout_bands.yaml``,
+GPU, a model or an engine release outside the serving calibration (``src/infercast/data/heldout_bands.yaml``,
 ``analysis/error_bands.py``). They set how sure such a prediction says it is, never what it predicts. The
 bands are checked the way the predictions are, on points they were not built from: the "inside p90 band" columns
 build each point's band without its model (and, in the summary, without its GPU), and count the points inside it.

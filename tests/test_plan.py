@@ -162,6 +162,10 @@ def test_launch_commands_carry_the_knobs():
     assert "trtllm-serve" in trt and "--tp_size 8" in trt and "--max_batch_size 2048" in trt
     dis = launch_commands(model, Candidate("h200", "fp8", 4, prefill=1, decode=2, decode_tp=2, engine="sglang"), 2)
     assert any("--disaggregation-mode prefill" in x for x in dis) and any("--tp-size 2" in x for x in dis)
+    b200 = "\n".join(launch_commands(model, Candidate("b200", "bf16", 2, engine="sglang"), 1))
+    assert "--chunked-prefill-size 16384" in b200  # SGLang's own default from 160 GiB of device memory
+    new = launch_commands(model, Candidate("h200", "fp8", 4, prefill=1, decode=1, engine="vllm-0.14"), 1)
+    assert any(x.startswith("vllm serve") and "NixlConnector" in x for x in new)  # a later vLLM is still vLLM
 
 
 # ------------------------------------------------------------------------------------------- the search

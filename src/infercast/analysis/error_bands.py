@@ -12,15 +12,15 @@ regime, the most specific row with enough points winning:
 - ``tp``: 1-2 or 4-8.
 
 A GPU, a model or an engine release that the serving calibration never measured (a prior-only GPU included) takes
-its band from
-``infercast/data/heldout_bands.yaml`` instead, which ``benchmarks/heldout_silicon.py --write`` derives from
-published serving sweeps of other GPUs and models that nothing is fitted to: the same median and p90 of |error|,
-by engine and load. The cross-validated bands measured how well infercast does inside its calibration; outside
-it they were 2-4x too narrow (31-41 % of those points inside their p90 band), so those predictions get the error
-measured out there. Nothing is fitted to those points: they set how sure a prediction says it is, not what it says.
+its band from ``infercast/data/heldout_bands.yaml`` instead, which ``benchmarks/heldout_silicon.py --write``
+derives from published serving sweeps of other GPUs and models that nothing is fitted to: the same median and
+p90 of |error|, by engine and load. The cross-validated bands measured how well infercast does inside its
+calibration; outside it they were 2-4x too narrow (31-41 % of those points inside their p90 band), so those
+predictions get the error measured out there. Nothing is fitted to those points: they set how sure a prediction
+says it is, not what it says.
 
-Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a GPU or a model the serving
-data never measured, a parallelism never measured (tp > 8, expert parallelism, pipeline),
+Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a GPU, a model or an engine
+release the serving data never measured, a parallelism never measured (tp > 8, expert parallelism, pipeline),
 a model family never measured (MoE, MLA), a load near
 saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up), or a rate per
 server (requests/s, output tokens/s) above the highest the engine served in the calibration data, where

@@ -26,7 +26,7 @@ def hf_repo(model: ModelSpec) -> str:
 def _role_flags(engine: str, role: str | None) -> list[str]:
     if role is None:
         return []
-    if engine == "vllm":
+    if engine.split("-")[0] == "vllm":  # vllm and its later-release presets (vllm-0.14)
         return ["--kv-transfer-config", "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"]
     if engine == "sglang":
         return ["--disaggregation-mode", role]
