@@ -307,3 +307,51 @@ def test_fits_name_parameters_left_on_a_bound():
     assert fit["gemm.bf16"]["at_bound"] == ["gemm_latency_s"]
     assert fit["moe.bf16"]["at_bound"] == ["moe_eff_max"]
     assert fit["attention.decode"]["at_bound"] == ["attn_decode_efficiency"]
+
+
+def test_each_engine_gets_the_gemm_curves_of_its_own_table(tmp_path):
+    import shutil
+
+    from infercast.specs.catalog import get_hardware
+
+    root = tmp_path / "aic"
+    shutil.copytree(AIC, root)
+    hw = get_hardware("h100-sxm")
+    truth = {"fp8": (0.6, 40.0, 1.0, hw.peak("fp8")), "bfloat16": (0.7, 80.0, 2.0, hw.peak("bf16"))}
+    rows = []
+    for dtype, (eff, half, width, peak) in truth.items():
+        for m in (1, 16, 64, 256, 1024, 4096, 8192):
+            for n, k in ((4096, 4096), (8192, 8192), (14336, 4096)):
+                compute = 2 * m * n * k / (peak * eff * max(m, 16) / (max(m, 16) + half))
+                memory = ((m * k + k * n) * width + 2 * m * n) / (hw.memory.bandwidth_bytes_s * 0.85)
+                rows.append({"kernel_source": "torch_flow", "gemm_dtype": dtype, "m": m, "n": n, "k": k,
+                             "latency": (max(compute, memory) + 5e-6) * 1e3})  # fmt: skip
+    folder = root / "aiconfigurator_core/systems/data/h100_sxm/gemm/trtllm/1.3.0"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    data = build_kernel_profile(locate(root), "h100-sxm")
+    own = data["engine_kernels"]["trtllm"]
+    assert own["gemm_eff_max"]["fp8"] == pytest.approx(0.6, rel=0.02)
+    assert own["gemm_m_half"]["fp8"] == pytest.approx(40.0, rel=0.05)
+    assert own["gemm_eff_max"]["bf16"] == pytest.approx(0.7, rel=0.02)
+    assert set(own) == {"gemm_eff_max", "gemm_m_half"}  # streaming and fixed time stay the base table's
+    assert data["kernels"]["gemm_eff_max"] != own["gemm_eff_max"]  # the base is vLLM's table, untouched
+    assert "gemm/trtllm/1.3.0/gemm_perf.parquet" in data["engine_provenance"]["trtllm"]["gemm_eff_max.fp8"]
+    assert "vllm" not in data["engine_kernels"]  # the base table's engine needs no overlay
+
+
+def test_installed_profiles_give_each_current_engine_its_own_gemm_curves():
+    import yaml
+
+    from infercast.cli.kernel_calibration import KERNEL_PROFILE_DIR
+
+    table = yaml.safe_load((KERNEL_PROFILE_DIR / "b200.yaml").read_text())["engine_kernels"]
+    base, trt, sglang = (load_profile("b200", "blackwell", e) for e in ("vllm", "trtllm", "sglang"))
+    assert trt.gemm_eff_max["fp8"] == table["trtllm"]["gemm_eff_max"]["fp8"] != base.gemm_eff_max["fp8"]
+    assert sglang.gemm_m_half["bf16"] == table["sglang"]["gemm_m_half"]["bf16"]
+    assert "gemm/trtllm/" in trt.provenance["gemm_eff_max.fp8"]
+    assert trt.hbm_efficiency == base.hbm_efficiency and trt.gemm_latency_s == base.gemm_latency_s
+    for older in ("trtllm-0.6", "vllm-0.14"):  # a 2023 release and a later vLLM keep the base curves
+        assert load_profile("b200", "blackwell", older).gemm_eff_max == base.gemm_eff_max
+    h100 = [load_profile("h100-sxm", "hopper", e).gemm_eff_max for e in ("vllm", "trtllm", "sglang")]
+    assert h100[0] == h100[1] == h100[2]  # H100's end-to-end fit overrides the measured curves

@@ -401,16 +401,24 @@ def collective_table_key(engine: str, available: Any) -> str | None:
 
 
 def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> CostProfile:
+    """The GPU's measured kernels: the base tables' values, then the engine's own GEMM curves where its tables
+    have them (``engine_kernels``: current engines by id, a later release by ``fitted_as``), then the collectives."""
     source = data.get("source", "measured kernel tables")
-    sources = data.get("provenance", {})
-    values = _flatten(data.get("kernels", {}))
-    if values:
-        profile = profile.with_values(values, f"measured: {source}")
-        prov = dict(profile.provenance)
-        for key in values:
-            if key in sources:
-                prov[key] = f"measured: {source}: {sources[key]}"
-        profile = replace(profile, provenance=prov)
+    per_engine, per_engine_prov = data.get("engine_kernels", {}), data.get("engine_provenance", {})
+    own = engine if engine in per_engine else fitted_as(engine)
+    layers = [
+        (data.get("kernels", {}), data.get("provenance", {})),
+        (per_engine.get(own, {}), per_engine_prov.get(own, {})),
+    ]
+    for kernels, sources in layers:
+        values = _flatten(kernels)
+        if values:
+            profile = profile.with_values(values, f"measured: {source}")
+            prov = dict(profile.provenance)
+            for key in values:
+                if key in sources:
+                    prov[key] = f"measured: {source}: {sources[key]}"
+            profile = replace(profile, provenance=prov)
     curves: dict[str, dict[int, Curve]] = {}
     prov = dict(profile.provenance)
     for kind, by_engine in (data.get("collectives") or {}).items():

@@ -181,16 +181,20 @@ def import_collectives(source: Source, gpu_id: str) -> dict[str, dict[str, Any]]
 
 def build_kernel_profile(source: Source, gpu_id: str) -> dict[str, Any]:
     """The ``cost/profiles/kernels/<gpu>.yaml`` content for one GPU: collectives and fitted kernel parameters."""
-    from infercast.measure.aiconfigurator_fit import fit_kernels
+    from infercast.measure.aiconfigurator_fit import fit_engine_gemms, fit_kernels
 
     if not source.gpu(gpu_id).is_dir():
         raise InfercastError(f"{source.gpu(gpu_id)} is missing from the aiconfigurator tables", field="from")
     kernels, provenance, fits = fit_kernels(source, gpu_id)
+    base = str(fits.get("gemm.bf16", {}).get("table", ""))
+    engine_kernels, engine_provenance = fit_engine_gemms(source, gpu_id, base, fits) if base else ({}, {})
     return {
         "hardware": gpu_id,
         "source": f"aiconfigurator-core {source.version} systems/data/{GPU_DIRS[gpu_id]}",
         "kernels": kernels,
         "provenance": provenance,
+        "engine_kernels": engine_kernels,
+        "engine_provenance": engine_provenance,
         "fit": fits,
         "collectives": import_collectives(source, gpu_id),
     }

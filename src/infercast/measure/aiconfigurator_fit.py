@@ -248,6 +248,50 @@ def _g(x: float) -> float:
     return float(f"{x:.4g}")
 
 
+def _fit_gemm_table(hw: Any, table: str, frame: Any, kernels: dict, prov: dict, fits: dict, suffix: str = "",
+                    curves_only: bool = False) -> None:  # fmt: skip
+    """GEMM curves (``gemm_eff_max``, ``gemm_m_half`` per compute key) of one engine's table into ``kernels``;
+    unless ``curves_only``, also the streaming efficiency and fixed GEMM time from its 16-bit GEMMs."""
+    for key, (dtype, prefixes) in GEMM_SOURCES.items():
+        if key not in hw.peak_flops:
+            continue
+        r = fit_gemm(frame, hw.peak(key), hw.memory.bandwidth_bytes_s, dtype, prefixes, 1.0 if key == "fp8" else 2.0)
+        if not r:
+            continue
+        note = (f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
+                f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}")  # fmt: skip
+        kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
+        kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
+        prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
+        fits[f"gemm.{key}{suffix}"] = {"table": table, "dtype": dtype, "kernel": r["kernel"], "points": r["points"],
+                                       "rms_log_residual": round(r["rms_log_residual"], 4),
+                                       "hbm_efficiency": _g(r["hbm"]), "latency_s": _g(r["t0"]),
+                                       **_bound_entry(r)}  # fmt: skip
+        if key == "bf16" and not curves_only:  # the streaming efficiency and fixed GEMM time: 16-bit GEMMs
+            kernels["hbm_efficiency"] = _g(r["hbm"])
+            kernels["gemm_latency_s"] = _g(r["t0"])
+            prov["hbm_efficiency"] = prov["gemm_latency_s"] = note
+
+
+def fit_engine_gemms(source: Source, gpu_id: str, base_table: str, fits: dict) -> tuple[dict, dict]:
+    """Per engine whose own GEMM table is not the base one: its GEMM curves (``gemm_eff_max``, ``gemm_m_half``),
+    and their provenance. Each engine runs its own GEMM kernels (TensorRT-LLM's FP8 path is not vLLM's CUTLASS
+    one); streaming efficiency and fixed GEMM time stay the base table's, shared by every engine on the GPU."""
+    hw = get_hardware(gpu_id)
+    curves: dict[str, dict] = {}
+    provenance: dict[str, dict] = {}
+    for engine in ENGINES:
+        path = latest(source.gpu(gpu_id) / "gemm" / engine, "gemm_perf.parquet")
+        if path is None or relative(source, path) == base_table:
+            continue
+        kernels: dict[str, Any] = {}
+        prov: dict[str, str] = {}
+        _fit_gemm_table(hw, relative(source, path), read_table(path), kernels, prov, fits, f".{engine}", True)
+        if kernels:
+            curves[engine], provenance[engine] = kernels, prov
+    return curves, provenance
+
+
 def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
     """(kernel parameter values, provenance per parameter, fit statistics) for one GPU."""
     hw = get_hardware(gpu_id)
@@ -257,26 +301,7 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
     fits: dict[str, Any] = {}
     gemm = _newest(source, gpu_id, "gemm", "gemm_perf.parquet")
     if gemm is not None:
-        table, frame = gemm
-        for key, (dtype, prefixes) in GEMM_SOURCES.items():
-            if key not in hw.peak_flops:
-                continue
-            r = fit_gemm(frame, hw.peak(key), bandwidth, dtype, prefixes, 1.0 if key == "fp8" else 2.0)
-            if not r:
-                continue
-            note = (f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
-                    f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}")  # fmt: skip
-            kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
-            kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
-            prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
-            fits[f"gemm.{key}"] = {"table": table, "dtype": dtype, "kernel": r["kernel"], "points": r["points"],
-                                   "rms_log_residual": round(r["rms_log_residual"], 4),
-                                   "hbm_efficiency": _g(r["hbm"]), "latency_s": _g(r["t0"]),
-                                   **_bound_entry(r)}  # fmt: skip
-            if key == "bf16":  # the streaming efficiency and fixed GEMM time come from the 16-bit GEMMs
-                kernels["hbm_efficiency"] = _g(r["hbm"])
-                kernels["gemm_latency_s"] = _g(r["t0"])
-                prov["hbm_efficiency"] = prov["gemm_latency_s"] = note
+        _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits)
     _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
     attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
     if attn is not None:
