@@ -20,7 +20,7 @@ present: its GEMMs are cuBLAS through torch, as SGLang's), and reports points an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -28,6 +28,9 @@ from scipy.optimize import least_squares
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS
 from infercast.measure.aiconfigurator import Source, latest, read_table, relative, version_key
 from infercast.specs.catalog import get_hardware
+
+if TYPE_CHECKING:
+    from infercast.specs.hardware import HardwareSpec
 
 ENGINES = ("vllm", "sglang", "trtllm")
 """Engine folders searched for kernel tables, in order of preference."""
@@ -248,7 +251,7 @@ def _g(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def _fit_gemm_table(hw: Any, table: str, frame: Any, kernels: dict, prov: dict, fits: dict, suffix: str = "",
+def _fit_gemm_table(hw: HardwareSpec, table: str, frame: Any, kernels: dict, prov: dict, fits: dict, suffix: str = "",
                     curves_only: bool = False) -> None:  # fmt: skip
     """GEMM curves (``gemm_eff_max``, ``gemm_m_half`` per compute key) of one engine's table into ``kernels``;
     unless ``curves_only``, also the streaming efficiency and fixed GEMM time from its 16-bit GEMMs."""

@@ -101,6 +101,8 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from infercast.errors import InfercastError, unknown_choice
 from infercast.measure.records import Record, check_record
 from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
@@ -142,10 +144,10 @@ def release_preset(engine: str, version: str) -> str:
         return engine
     if version.startswith("nightly"):
         return releases[-1][2]
-    parts = re.match(r"v?(\d+)\.(\d+)", version)
-    if parts is None:
+    try:
+        major_minor = Version(version).release[:2]  # a release candidate of 0.14 counts as 0.14
+    except InvalidVersion:
         return engine
-    major_minor = (int(parts.group(1)), int(parts.group(2)))
     reached = [preset for major, minor, preset in releases if major_minor >= (major, minor)]
     return reached[-1] if reached else engine
 
