@@ -247,6 +247,25 @@ def test_advice_names_decode_attention_held_back_by_its_thread_blocks():
     assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="vllm", batch=1, **kw))
 
 
+def test_communication_advice_names_the_collective_that_binds():
+    """Where collectives take a large share of a phase, the advice names the one that dominates and a remedy that
+    fits it: the TP all-reduce for a dense TP group (across nodes at TP 16 on 8-GPU nodes), the all-to-all for
+    wide EP with attention DP (whose TP is 1, so "fewer TP ranks" would be wrong advice); none at TP 1."""
+    kw = dict(input_len=2048, output_len=256)
+
+    def tip(p):
+        return [t for t in p.advice if " takes " in t and "would help" in t]
+
+    (tp8,) = tip(infercast.predict("llama-3.1-8b", "h100-sxm", tp=8, **kw))
+    assert tp8.startswith("the tensor-parallel all-reduce") and "fewer TP ranks" in tp8 and "nodes" not in tp8
+    (tp16,) = tip(infercast.predict("llama-3.1-405b", "h200", tp=16, **kw))
+    assert "all-reduce" in tp16 and "across nodes" in tp16
+    (wide,) = tip(infercast.predict("deepseek-v3", "b200", tp=1, ep=64, attention_dp=64, batch=512, **kw))
+    assert wide.startswith("the expert-parallel all-to-all") and "fewer EP ranks" in wide and "TP" not in wide
+    assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", **kw))
+
+
+
 def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
     """kv_cache_bytes and fits of every sweep row equal memory_budget's, including where sliding-window layers
     make the per-sequence block count fractional before rounding (gpt-oss: half the layers hold 128 tokens)."""

@@ -223,9 +223,43 @@ def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batc
             + (" (fp8 compute doubles the tensor peak on this GPU)" if fp8 else "")
             + ", more TP, or prefix caching to skip shared prompt tokens"
         )
-    comm = max(
-        prefill.time_share_by_ceiling.get("interconnect", 0), decode.time_share_by_ceiling.get("interconnect", 0)
-    )
-    if comm > 0.15:
-        tips.append(f"all-reduce takes {comm:.0%} of a phase: fewer TP ranks or a faster interconnect would help")
+    comm_tip = _communication_tip(prefill, decode, dep)
+    if comm_tip:
+        tips.append(comm_tip)
     return tips
+
+
+_COMM_SHARE = 0.15
+"""Name the communication of a phase once its collectives take more than this share of the phase."""
+
+_COMM_REMEDIES = {
+    "tp_allreduce": ("the tensor-parallel all-reduce", "fewer TP ranks (more replicas) or a faster interconnect"),
+    "expert_allreduce": ("the expert tensor-parallel all-reduce", "fewer expert-TP ranks (more EP) or a faster "
+                         "interconnect"),
+    "ep_all_to_all": ("the expert-parallel all-to-all (dispatch and combine)", "fewer EP ranks, keeping them in "
+                      "one NVLink domain, or overlapping it with compute (two micro-batches)"),
+    "logits_gather": ("the logits gather", "fewer TP ranks"),
+    "pp_send": ("the pipeline-stage sends", "fewer pipeline stages"),
+}  # fmt: skip
+"""What each collective of ``cost/operators.py`` is, and what shrinks it."""
+
+
+def _communication_tip(prefill: PhaseReport, decode: PhaseReport, dep: Deployment) -> str | None:
+    """The collective that takes the largest share of a phase, when communication binds that phase, with what
+    would shrink it (the remedy depends on the collective: TP, EP or pipeline traffic)."""
+    best: tuple[float, str, str] | None = None
+    for phase in (prefill, decode):
+        if phase.time_share_by_ceiling.get("interconnect", 0) <= _COMM_SHARE or not phase._op_data:
+            continue
+        names, _, _, _, times, _, _, ceiling, total = phase._op_data
+        for name, t, c in zip(names, times.tolist(), ceiling.tolist(), strict=True):
+            share = t / total if total else 0.0
+            if c == 2 and (best is None or share > best[0]):
+                best = (share, name, phase.name)
+    if best is None:
+        return None
+    share, name, phase_name = best
+    what, remedy = _COMM_REMEDIES.get(name, (name, "a faster interconnect"))
+    ranks = {"ep_all_to_all": dep.ep, "pp_send": dep.gpus, "expert_allreduce": dep.gpus_per_stage}.get(name, dep.tp)
+    across = " (across nodes here)" if ranks > dep.hardware.max_gpus_per_node else ""
+    return f"{what} takes {share:.0%} of {phase_name}{across}: {remedy} would help"
