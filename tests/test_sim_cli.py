@@ -113,3 +113,13 @@ def test_library_errors_name_fields_and_the_cli_names_its_flags(capsys):
     assert info.value.field == "rate" and "`concurrency`" in info.value.message and "--" not in str(info.value)
     code, _, err = run(capsys, "simulate", "--input-len", "10", "--output-len", "5")
     assert code == 2 and err.strip() == "error: --rate: choose exactly one of --rate, --concurrency, --offline"
+
+
+def test_simulate_without_requests_names_where_they_can_come_from(capsys):
+    """No trace and no lengths (or both): one line naming the flags that give requests and what was given."""
+    code, _, err = run(capsys, "simulate", "--rate", "2")
+    assert code == 2 and err.count("\n") == 1
+    assert "--trace (a file, or azure_conv / azure_code), --input-len and --output-len" in err and "got none" in err
+    code, _, err = run(capsys, "simulate", "--rate", "2", "--trace", "azure_conv", "--input-len", "9",
+                       "--output-len", "9")  # fmt: skip
+    assert code == 2 and "got --trace and lengths" in err

@@ -62,9 +62,14 @@ class WorkloadSpec:
 
     def __post_init__(self) -> None:
         lengths_given = self.input_len is not None or self.output_len is not None
-        if sum((self.workload is not None, self.trace is not None, lengths_given)) != 1:
-            raise InfercastError("give exactly one of: a `workload`, a `trace`, or `input_len` and `output_len`",
-                                 field="workload")  # fmt: skip
+        sources = {"`trace`": self.trace is not None, "lengths": lengths_given, "`workload`": self.workload is not None}
+        if sum(sources.values()) != 1:
+            given = [name for name, on in sources.items() if on]
+            raise InfercastError(
+                "needs one source of requests: a `trace` (a file, or azure_conv / azure_code), `input_len` and "
+                "`output_len`, or a `workload`; " + (f"got {' and '.join(given)}" if given else "got none"),
+                field="workload",
+            )
         if lengths_given and (self.input_len is None or self.output_len is None):
             field = "output_len" if self.output_len is None else "input_len"
             raise InfercastError("both `input_len` and `output_len` are needed", field=field)
