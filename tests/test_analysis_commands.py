@@ -283,6 +283,17 @@ def test_parse_duration_rejects_malformed(bad: str):
         analysis_cmds.parse_duration("ttft", bad)
 
 
+def test_parse_duration_asks_for_a_unit_below_one_millisecond():
+    """A bare number is milliseconds; a bare 0.5 (no LLM step finishes in 500 us) is refused with both readings
+    spelled out, never taken silently as 500 us. With a unit, small times stay valid."""
+    with pytest.raises(InfercastError, match=r"0\.5 would be 500 us; write the unit: 0\.5s or 500ms"):
+        analysis_cmds.parse_duration("ttft", "0.5")
+    assert analysis_cmds.parse_duration("ttft", "500us") == pytest.approx(5e-4)
+    assert analysis_cmds.parse_duration("ttft", "1") == pytest.approx(1e-3)
+    bad = _run("select", "--ttft", "0.5", "--tpot", "0.05")
+    assert bad.exit_code != 0 and "0.5s or 500ms" in str(bad.exception)
+
+
 def test_cli_errors_are_infercast_errors_or_usage_errors():
     bad = _run("select", "--ttft", "soon", "--tpot", "50ms")
     assert bad.exit_code != 0 and isinstance(bad.exception, InfercastError)

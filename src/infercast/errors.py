@@ -106,7 +106,12 @@ def parse_duration(field: str, text: str) -> float:
         raise InfercastError(
             f"expected a time like 200ms, 0.2s or 500us (a bare number means ms), got {text!r}", field=field
         )
-    seconds = float(match["num"]) * _UNIT_S[match["unit"]]
+    number = float(match["num"])
+    seconds = number * _UNIT_S[match["unit"]]
     if not (seconds > 0 and math.isfinite(seconds)):
         raise InfercastError(f"must be > 0, got {text!r}", field=field)
+    if match["unit"] is None and number < 1:
+        # below a millisecond no LLM step finishes: a bare 0.5 is far likelier meant as seconds than as 500 us
+        raise InfercastError(f"a bare number is milliseconds, so {text.strip()} would be {number * 1e3:g} us; write "
+                             f"the unit: {number:g}s or {number * 1e3:g}ms", field=field)  # fmt: skip
     return seconds
