@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.analysis.error_bands import BANDS_FILE, load_level, tp_group  # noqa: E402
 from infercast.measure.calibrate import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
-from infercast.measure.closed_loop import highest_served_rates  # noqa: E402
+from infercast.measure.closed_loop import highest_served_rates, served_concurrency  # noqa: E402
 from infercast.measure.engine_fit import LOAD_KINDS, LOAD_PARAMS, fit_engines, fitted_values  # noqa: E402
 from infercast.measure.predictors import profile_for  # noqa: E402
 from infercast.measure.records import Record, load_records  # noqa: E402
@@ -296,6 +296,7 @@ def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_
             "tp": sorted({r.tp for r in load}),
             "models": sorted({r.model for r in load}),
             "rates": highest_served_rates(load),
+            "concurrency": served_concurrency(load),
         },
         "bands": regime_rows(records, err_cv, err_prior_load),
     }

@@ -22,7 +22,12 @@ from infercast.analysis.error_bands import (
 )
 from infercast.errors import InfercastError
 from infercast.measure.calibrate import FitResult, base_profile
-from infercast.measure.closed_loop import closed_loop_rates, highest_served_rates, simulate_closed_loop
+from infercast.measure.closed_loop import (
+    closed_loop_rates,
+    highest_served_rates,
+    served_concurrency,
+    simulate_closed_loop,
+)
 from infercast.measure.engine_fit import (
     LOAD_PARAMS,
     at_grid_edge,
@@ -450,6 +455,35 @@ def test_rates_above_the_highest_measured_are_flagged(monkeypatch):
     assert flagged[0].startswith("60 requests/s per server") and "40 on one h100-sxm server" in flagged[0]
     unmeasured = confidence("h100-sxm", "vllm", rates={"requests_per_s": 1e6}).warnings  # no rates recorded
     assert not any("calibration data (" in w for w in unmeasured)
+
+
+def test_loads_below_the_fewest_clients_measured_are_flagged(monkeypatch):
+    """The closed-loop points give each engine's span of clients; a prediction below it says its per-request
+    time was fitted on waves of clients, and more strongly where that fit ended on the largest value it tried
+    (above its prior). Engines without a span, or at or above its start, are not flagged."""
+    ttft = dict(kind="closed_loop_ttft", value_si=0.1)
+    points = [SimpleNamespace(engine="a", batch=c, **ttft) for c in (16, 128, 32)]
+    points += [SimpleNamespace(engine="b", batch=8, **ttft), SimpleNamespace(engine="b", batch=0, **ttft)]
+    assert served_concurrency(points) == {"a": [16, 128], "b": [8, 8]}
+    table = {"calibrated": {"gpus": ["h100-sxm"], "engines": ["sglang", "vllm"],
+                            "concurrency": {"sglang": [16, 128], "vllm": [8, 128]}}, "bands": []}  # fmt: skip
+    monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: table)
+    monkeypatch.setattr("infercast.analysis.error_bands.calibration_scope", lambda: table["calibrated"])
+    fit = {"engines": {"sglang": {"at_edge": ["sglang:request_overhead_s"],
+                                  "priors": {"sglang:request_overhead_s": 0.005}},
+                       "vllm": {"at_edge": [], "priors": {"vllm:request_overhead_s": 0.005}}}}  # fmt: skip
+    monkeypatch.setattr("infercast.analysis.error_bands.load_fit", lambda: fit)
+    values = {"sglang": {"request_overhead_s": 0.15}, "vllm": {"request_overhead_s": 0.0015}}
+    monkeypatch.setattr("infercast.analysis.error_bands.fitted_engine_values", lambda: values)
+
+    def below(engine, concurrency):
+        return [w for w in confidence("h100-sxm", engine, concurrency=concurrency).warnings if "is below the" in w]
+
+    (lone,) = below("sglang", 1)
+    assert lone.startswith("1 concurrent request is below the 16-128 clients sglang") and "(150 ms)" in lone
+    (few,) = below("vllm", 4)
+    assert "8-128 clients vllm" in few and "largest value" not in few
+    assert not below("sglang", 16) and not below("vllm", 8) and not below("trtllm", 1)
 
 
 @pytest.mark.skipif(not calibration_scope().get("rates"), reason="no committed calibrated rates")

@@ -22,9 +22,11 @@ says it is, not what it says.
 Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a GPU, a model or an engine
 release the serving data never measured, a parallelism never measured (tp > 8, expert parallelism, pipeline),
 a model family never measured (MoE, MLA), a load near
-saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up), or a rate per
+saturation (preemptions when the KV cache runs out, or an open-loop run that cannot keep up), a rate per
 server (requests/s, output tokens/s) above the highest the engine served in the calibration data, where
-host-side limits the cost model does not price bound the measured runs (``benchmarks/ttft_signatures.py``).
+host-side limits the cost model does not price bound the measured runs (``benchmarks/ttft_signatures.py``),
+or a load below the fewest clients the engine was measured at, where its fitted per-request time (fitted on
+clients arriving together) was never checked.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from infercast.cost.profile import fitted_as, harness_fit, has_fitted_profile, has_measured_kernels
+from infercast.cost.profile import (
+    fitted_as,
+    fitted_engine_values,
+    harness_fit,
+    has_fitted_profile,
+    has_measured_kernels,
+    load_fit,
+)
 from infercast.files import parse_package_yaml
 
 if TYPE_CHECKING:
@@ -233,6 +242,8 @@ def confidence(
         warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
     if rates:
         warnings.extend(_rate_warnings(engine, rates))
+    if not on_harness and not engine_unseen:
+        warnings.extend(_below_measured_load(engine, concurrency, scope))
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
@@ -283,6 +294,27 @@ def _rate_warnings(engine: str, rates: dict[str, float]) -> list[str]:
                        f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "
                        "not price bound those runs, so TTFT may be far too low and throughput too high")  # fmt: skip
     return out
+
+
+def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -> list[str]:
+    """A load below the fewest clients the engine was measured at: its per-request time was fitted on closed
+    loops whose clients arrive together (waves), which a lone request does not see; said more strongly where
+    that fit put the time on the largest value it tried."""
+    span = scope.get("concurrency", {}).get(engine)
+    if not span or concurrency >= span[0]:
+        return []
+    fit = load_fit().get("engines", {}).get(engine, {})
+    name = f"{engine}:request_overhead_s"
+    fitted = (fitted_engine_values().get(engine) or {}).get("request_overhead_s")
+    prior = fit.get("priors", {}).get(name)
+    top = name in fit.get("at_edge", []) and fitted is not None and prior is not None and fitted > prior
+    edge = (f"; its fixed part ({1e3 * fitted:.0f} ms) is the largest value that fit tried, so a request alone "
+            "may see its first token much sooner than predicted" if top else "")  # fmt: skip
+    plural = "s" if concurrency != 1 else ""
+    return [
+        f"{concurrency} concurrent request{plural} is below the {span[0]}-{span[1]} clients {engine} was "
+        f"measured at under load: its per-request time was fitted there, on clients arriving together{edge}"
+    ]
 
 
 def band_columns(dep: Deployment, batch: np.ndarray) -> dict[str, np.ndarray]:

@@ -251,10 +251,26 @@ def _read_yaml(name: str) -> dict[str, Any] | None:
 
 
 @cache
+def _engines_yaml() -> dict[str, Any]:
+    """``engines.yaml`` as installed (read once per process)."""
+    return _read_yaml("engines.yaml") or {}
+
+
 def harness_fit() -> dict[str, Any]:
     """``engines.yaml``'s ``harness_fit``: the torch engine fitted to infercast's harness on real GPUs, with its
     error leaving one model out (measure/harness_fit.py); empty when never fitted."""
-    return (_read_yaml("engines.yaml") or {}).get("harness_fit") or {}
+    return _engines_yaml().get("harness_fit") or {}
+
+
+def load_fit() -> dict[str, Any]:
+    """``engines.yaml``'s ``load_fit``: each serving engine's per-request parameters fitted on closed-loop runs
+    (measure/engine_fit.py), with the ones its grid search left on an edge; empty when never fitted."""
+    return _engines_yaml().get("load_fit") or {}
+
+
+def fitted_engine_values() -> dict[str, dict[str, Any]]:
+    """``engines.yaml``'s fitted values per engine (shared by all GPUs); empty when never fitted."""
+    return _engines_yaml().get("engines") or {}
 
 
 @cache

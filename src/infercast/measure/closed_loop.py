@@ -115,5 +115,15 @@ def highest_served_rates(records: Iterable[Record]) -> dict[str, dict[str, float
     return out
 
 
+def served_concurrency(records: Iterable[Record]) -> dict[str, list[int]]:
+    """Per engine, the fewest and the most concurrent clients among the closed-loop points of ``records``."""
+    out: dict[str, list[int]] = {}
+    for r in records:
+        if r.kind in ("closed_loop_ttft", "closed_loop_tpot") and r.batch > 0:
+            lo, hi = out.setdefault(r.engine, [r.batch, r.batch])
+            out[r.engine] = [min(lo, r.batch), max(hi, r.batch)]
+    return dict(sorted(out.items()))
+
+
 CACHE_SIZE = 20_000
 _CACHE: dict[tuple, ClosedLoopResult] = {}
