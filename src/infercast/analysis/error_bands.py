@@ -298,8 +298,8 @@ def _rate_warnings(engine: str, rates: dict[str, float]) -> list[str]:
 
 def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -> list[str]:
     """A load below the fewest clients the engine was measured at: its per-request time was fitted on closed
-    loops whose clients arrive together (waves), which a lone request does not see; said more strongly where
-    that fit put the time on the largest value it tried."""
+    loops whose clients arrive together (waves), which a lone request does not see; where that fit put the time
+    on the largest value it tried, the warning says so."""
     span = scope.get("concurrency", {}).get(engine)
     if not span or concurrency >= span[0]:
         return []
@@ -308,8 +308,8 @@ def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -
     fitted = (fitted_engine_values().get(engine) or {}).get("request_overhead_s")
     prior = fit.get("priors", {}).get(name)
     top = name in fit.get("at_edge", []) and fitted is not None and prior is not None and fitted > prior
-    edge = (f"; its fixed part ({1e3 * fitted:.0f} ms) is the largest value that fit tried, so a request alone "
-            "may see its first token much sooner than predicted" if top else "")  # fmt: skip
+    edge = (f"; its fixed part ({1e3 * fitted:.0f} ms) is the largest value that fit tried, a stand-in for what "
+            "the simulator does not model there" if top else "")  # fmt: skip
     plural = "s" if concurrency != 1 else ""
     return [
         f"{concurrency} concurrent request{plural} is below the {span[0]}-{span[1]} clients {engine} was "
