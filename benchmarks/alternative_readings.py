@@ -81,6 +81,8 @@ READINGS = (
             ("sglang", "trtllm"), overlap_scheduler=True),
     Reading("sglang-mixed-chunk", "aiconfigurator's SGLang rule: prefill chunks beside the decodes, L + 1500 tokens",
             ("sglang",), record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500), scheduler="chunked"),
+    Reading("sglang-chunk-8192", "SGLang prefill batches of 8,192 tokens, its H100 chunk (imported: 16,384)",
+            ("sglang",), record=_budget(8192)),
     Reading("sglang-prefill-1500", "SGLang prefill batches of at most L + 1500 tokens (the rule's max_prefill_tokens), "
             "mixing off", ("sglang",), record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500)),
     *(Reading(f"{engine}-others-per-request", f"{engine} at the other two engines' per-request times (geometric mean "

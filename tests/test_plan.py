@@ -132,20 +132,20 @@ def test_pruning_reasons():
 
 def test_pruning_floor_credits_the_varying_overhead_above_its_median():
     """predict adds the varying request overhead's mean; an unloaded request's median TTFT has only its median
-    (ln 2 of the mean), so a p50 limit between the two must not prune (SGLang: 4.5 ms mean, 1.4 ms apart)."""
+    (ln 2 of the mean), so a p50 limit between the two must not prune (vLLM: 10 ms mean, 3.1 ms apart)."""
     from infercast.plan.prune import jitter_credit
 
     model = get_model("llama-3.1-8b")
     traffic = Traffic(input_len=1000, output_len=50, num_requests=50)
-    c = resolve(model, Candidate("h100-sxm", "bf16", 1, engine="sglang"))
-    mean_ttft = infercast.predict(model, "h100-sxm", input_len=1000, output_len=50, engine="sglang").ttft_s
-    credit = jitter_credit("h100-sxm", "sglang")
+    c = resolve(model, Candidate("h100-sxm", "bf16", 1, engine="vllm"))
+    mean_ttft = infercast.predict(model, "h100-sxm", input_len=1000, output_len=50, engine="vllm").ttft_s
+    credit = jitter_credit("h100-sxm", "vllm")
     assert credit > 0.001
     between = f"ttft:p50:{(mean_ttft - credit / 2) * 1e3:.3f}ms"
     assert prune_reason(model, c, traffic, SLOSet.parse(between)) is None
     below = f"ttft:p50:{(mean_ttft - 2 * credit) * 1e3:.3f}ms"
     assert "TTFT" in prune_reason(model, c, traffic, SLOSet.parse(below))
-    res = infercast.simulate(model, "h100-sxm", engine="sglang", input_len=1000, output_len=50, num_requests=40,
+    res = infercast.simulate(model, "h100-sxm", engine="vllm", input_len=1000, output_len=50, num_requests=40,
                              rate=0.05, seed=2)  # fmt: skip
     assert mean_ttft - credit - 1e-9 < res["ttft_s"]["p50"] < mean_ttft  # the simulator sits between the two
 

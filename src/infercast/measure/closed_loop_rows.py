@@ -64,6 +64,18 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   come out 8-32 % too slow at TP 2-4 (35-60 % with + 1500), the Qwen3-32B and Llama-3.1-8B rows prefer
   the same per-request overhead (20 ms each in a grid), and TensorRT-LLM's fitted TTFT median falls from 11.4 %
   to 8.5 % (benchmarks/accuracy.py). An interpretation, stated in every row.
+- SGLang rows: prefill batches of up to 16,384 tokens (``max_num_batched_tokens``; the sglang preset prefills
+  without the decodes, ``enable_mixed_chunk`` off), SGLang's ``max_prefill_tokens`` default, not the 8,192-token
+  chunk its memory rule gives an H100 (``chunked_prefill_size``, which also caps a batch). The rows' own signature
+  says so: mean TTFT at 16 clients is about the prefill of all 16 prompts when they total 16k tokens (TP 2, 1k
+  prompts: 841 ms, where two 8,192-token batches give a mean of 1.5 batches, about 640 ms), and 2.5 batches of
+  16k at 4k prompts. Read with 8,192-token batches, the load fit put SGLang's fixed per-request time at 150 ms,
+  the largest value its grid tries, which then stood in every SGLang TTFT (a lone request's included); read
+  with 16,384 at the priors' per-request times (5 + 5 ms) the SGLang points' median TTFT error is 8.1 % (p90
+  19.6 %) against 9.4 % (35.4 %) and TPOT 3.3 % against 4.3 %, flat from 2 to 20 ms
+  (``benchmarks/alternative_readings.py sglang-chunk-8192``). Why the runs' batches were not split at 8,192
+  (chunked prefill off, or a launch that set its size) is not recorded. Chosen on the data, so an
+  interpretation, stated in every row.
 - TensorRT-LLM rows: a KV cache of 0.80 of the memory free after loading (``gpu_memory_utilization``, read by the
   trtllm preset as ``free_gpu_memory_fraction``): aiconfigurator's engine template for these runs
   (generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2: ``free_gpu_memory_fraction``
@@ -113,6 +125,9 @@ REQUIRED = ("engine", "model", "gpu", "precision", "tp", "input_len", "output_le
 """Columns a closed-loop row needs (``id``, ``engine_version``, ``ep`` and ``attention_dp`` are optional)."""
 BUDGET_MARGIN = {"trtllm": 500, "vllm": 500}
 """Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
+PREFILL_BATCH = {"sglang": 16384}
+"""Engines whose prefill batches (prompts prefilled together, decodes aside) held up to this many tokens rather
+than the preset's chunk (SGLang's ``max_prefill_tokens`` default; read from the data: module docstring)."""
 KV_FRACTION = {"trtllm": 0.80}
 """Engines whose runs gave the KV cache this memory fraction rather than the preset's (see the docstring)."""
 FP8_KV_ENGINES = {"trtllm"}
@@ -213,7 +228,7 @@ def step_budget(row: dict[str, str]) -> int:
     engine = row["engine"]
     if engine in BUDGET_MARGIN:
         return int(row["concurrency"]) + int(row["input_len"]) + BUDGET_MARGIN[engine]
-    return 0
+    return PREFILL_BATCH.get(engine, 0)
 
 
 def concurrency_recorded(row: dict[str, str]) -> bool:
@@ -248,7 +263,9 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
                                      "template)" if engine in KV_FRACTION else ""),
                            lengths="fixed lengths (the benchmark client's)",
                            budget=(f"; {budget} tokens per step (aiconfigurator's generator rule C + L + "
-                                   f"{BUDGET_MARGIN[engine]})" if budget else ""),
+                                   f"{BUDGET_MARGIN[engine]})" if engine in BUDGET_MARGIN else
+                                   f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens "
+                                   "default, read from the data)" if budget else ""),
                            slots=f"; {c - held} sequence slots (read from the data)" if held else ""),
     )  # fmt: skip
     records = [
