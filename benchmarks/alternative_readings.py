@@ -41,8 +41,9 @@ OTHERS_PER_REQUEST = {
     "vllm": {"request_overhead_s": 0.055, "request_jitter_s": 0.0017},  # TensorRT-LLM 20 + 0.67, SGLang 150 + 4.5 ms
     "trtllm": {"request_overhead_s": 0.015, "request_jitter_s": 0.0067},  # vLLM 1.5 + 10, SGLang 150 + 4.5 ms
 }
-"""Per-request overhead and jitter at the geometric mean of the other engines' fitted values (engines.yaml,
-2026-11-27), front-ends as installed."""
+"""Per-request overhead and jitter at the geometric mean of the other engines' fitted values as docs/accuracy-notes.md
+checked them (engines.yaml of 2026-11-27, before SGLang's runs were read with 16k-token prefill batches, which
+refitted SGLang to 33 + 1.5 ms), front-ends as installed; fixed here so the replay reproduces that check."""
 
 
 @dataclass(frozen=True)

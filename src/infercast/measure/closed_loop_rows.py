@@ -73,9 +73,10 @@ the length range; see infercast.measure.closed_loop). Interpretation choices, st
   the largest value its grid tries, which then stood in every SGLang TTFT (a lone request's included); read
   with 16,384 at the priors' per-request times (5 + 5 ms) the SGLang points' median TTFT error is 8.1 % (p90
   19.6 %) against 9.4 % (35.4 %) and TPOT 3.3 % against 4.3 %, flat from 2 to 20 ms
-  (``benchmarks/alternative_readings.py sglang-chunk-8192``). Why the runs' batches were not split at 8,192
-  (chunked prefill off, or a launch that set its size) is not recorded. Chosen on the data, so an
-  interpretation, stated in every row.
+  (``benchmarks/alternative_readings.py sglang-chunk-8192``); refitted, 33 + 1.5 ms, off the grid's edge. Why
+  the runs' batches were not split at 8,192 (chunked prefill off, or a launch that set its size) is not
+  recorded, so the sglang preset keeps SGLang's documented chunk. Chosen on the data, so an interpretation,
+  stated in every row.
 - TensorRT-LLM rows: a KV cache of 0.80 of the memory free after loading (``gpu_memory_utilization``, read by the
   trtllm preset as ``free_gpu_memory_fraction``): aiconfigurator's engine template for these runs
   (generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2: ``free_gpu_memory_fraction``
