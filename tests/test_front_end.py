@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from infercast.cost.profile import load_profile
+from infercast.sim import cluster
 from infercast.sim.api import simulate
 from infercast.sim.front_end import FrontEnd
+from infercast.sim.workload import builtin_trace
 
 
 def test_an_idle_front_end_delays_a_step_s_tokens_by_their_own_work():
@@ -57,3 +60,20 @@ def test_a_saturated_front_end_caps_the_closed_loop():
     assert capped[1] > 1.3 * free[1]
     assert capped[2] == pytest.approx(128 * 2e-4, rel=0.15)
     assert free[2] < capped[2] / 2
+
+
+def test_one_replica_behind_a_front_end_runs_the_time_ordered_steps_without_polling(monkeypatch):
+    """An open-loop run of one replica behind a front-end is fed arrival by arrival (``Coordinator._run_alone``);
+    every request's timestamps and the step count equal those of the general time-ordered loop."""
+    work = builtin_trace("azure_conv").head(1500)
+    calls = []
+    alone = cluster.Coordinator._run_alone
+    monkeypatch.setattr(cluster.Coordinator, "_run_alone", lambda self, order: calls.append(1) or alone(self, order))
+    fast = simulate("llama-3.1-8b", "h100-sxm", workload=work, engine="trtllm", rate=12.0)
+    assert calls == [1]
+    monkeypatch.setattr(cluster.Coordinator, "_run_alone", lambda self, order: self._run_in_time_order(order))
+    slow = simulate("llama-3.1-8b", "h100-sxm", workload=work, engine="trtllm", rate=12.0)
+    for field in ("visible", "scheduled", "first_token", "last_token", "finish"):
+        assert np.array_equal(getattr(fast.table, field), getattr(slow.table, field), equal_nan=True), field
+    assert fast.recorder.step_count == slow.recorder.step_count
+    assert fast.summary.ttft_s.mean > 0
