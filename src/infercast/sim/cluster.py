@@ -135,20 +135,39 @@ class Coordinator:
             for rep in self.replicas:
                 rep.run_until(np.inf)
             return
-        if len(self.replicas) == 1 and not (self.decode or self.closed_loop):
+        if len(self.replicas) == 1 and not self.decode:
             self._run_alone(order)
             return
         self._run_in_time_order(order)
 
     def _run_alone(self, order: list[int]) -> None:
-        """One replica fed in time order (behind a front-end): run it up to each arrival, then hand the arrival
-        over. The same steps as :meth:`_run_in_time_order` with one replica and no other events, without its
-        polling between them."""
-        rep, arrival = self.replicas[0], self.table.arrival
-        for i in order:
-            rep.run_until(arrival[i])
-            self.router.pick(i, self.replicas).enqueue(i)
-        rep.run_until(np.inf)
+        """One replica, no decode pool (behind a front-end, or closed loop): the steps of
+        :meth:`_run_in_time_order`, in the same order, without its scan over replicas.
+
+        Open loop: the replica runs up to each arrival, which is then handed over. Closed loop: it runs up to the
+        next client send, returning early after a completion (whose client may send sooner)."""
+        rep, replicas, pick = self.replicas[0], self.replicas, self.router.pick
+        if not self.closed_loop:
+            arrival = self.table.arrival
+            for i in order:
+                rep.run_until(arrival[i])
+                pick(i, replicas).enqueue(i)
+            rep.run_until(np.inf)
+            return
+        events = self.events
+        rep.yield_on_event = True
+        watchdog = Watchdog("the single-replica event loop")
+        while True:
+            watchdog.tick((len(events), rep.t, rep.outstanding))
+            t_next = events[0][0] if events else np.inf
+            t_low = rep.next_activity()
+            if t_low < t_next:
+                rep.run_until(max(t_next, np.nextafter(t_low, np.inf)))
+            elif t_next == np.inf:
+                return
+            else:
+                t, _, i = heapq.heappop(events)
+                pick(i, replicas).enqueue(i, t)
 
     def _run_in_time_order(self, order: list[int]) -> None:
         """Conservative time-stepping: always advance the replica that is furthest behind, never past the next
