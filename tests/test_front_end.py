@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from infercast.analysis.error_bands import FRONT_END_BINDS
 from infercast.cost.profile import load_profile
 from infercast.sim import cluster
 from infercast.sim.api import simulate
@@ -23,6 +24,8 @@ def test_an_idle_front_end_delays_a_step_s_tokens_by_their_own_work():
     assert fe.backlog_at(0.0055) == pytest.approx(0.5e-3)
     assert fe.backlog_at(0.5) == 0.0
     assert fe.backlog_at(0.001) == pytest.approx(1e-3)  # before the last step fed in: its backlog then
+    fe.emit(0.005, 0.02, 8, steps=3)
+    assert fe.work == pytest.approx((10 + 3 * 8) * 1e-4)  # its busy time: every token's work, spans included
 
 
 def test_a_span_equals_its_steps_one_at_a_time():
@@ -60,6 +63,26 @@ def test_a_saturated_front_end_caps_the_closed_loop():
     assert capped[1] > 1.3 * free[1]
     assert capped[2] == pytest.approx(128 * 2e-4, rel=0.15)
     assert free[2] < capped[2] / 2
+
+
+def test_a_binding_front_end_is_reported_with_its_rate():
+    """The summary says how busy the front-end was; past FRONT_END_BINDS a warning names it as what sets the
+    latencies, with the rate it sustains. Without a front-end (vLLM's fit) neither appears."""
+    base = load_profile("h100-sxm", "hopper", "vllm")
+    kw = dict(tp=8, input_len=256, output_len=128, concurrency=128, num_requests=1280)
+    capped = simulate("llama-3.1-8b", "h100-sxm", profile=replace(base, stream_token_s=2e-4), **kw)
+    busy = capped.summary.front_end_busy_fraction
+    tokens = float(capped.requests().output_tokens.sum())
+    assert busy == pytest.approx(tokens * 2e-4 / capped.summary.duration_s, rel=1e-9)
+    assert busy >= FRONT_END_BINDS
+    (warning,) = [w for w in capped.confidence.warnings if "front-end binds" in w]
+    assert f"busy {busy:.0%}" in warning and "5,000 streamed tokens/s per server (200 us per token)" in warning
+    free = simulate("llama-3.1-8b", "h100-sxm", **kw)
+    assert free.summary.front_end_busy_fraction is None and "front_end_busy_fraction" not in free.summary.to_dict()
+    assert not [w for w in free.confidence.warnings if "front-end" in w]
+    light = simulate("llama-3.1-8b", "h100-sxm", profile=replace(base, stream_token_s=2e-5), **kw)
+    assert light.summary.front_end_busy_fraction < FRONT_END_BINDS
+    assert not [w for w in light.confidence.warnings if "front-end" in w]
 
 
 @pytest.mark.parametrize(

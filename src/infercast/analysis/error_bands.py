@@ -172,6 +172,10 @@ def find_band(
     return None
 
 
+FRONT_END_BINDS = 0.9
+"""A front-end busy this share of a run or more sets its latencies: a single server's queue grows without bound as
+its utilisation nears 1 (about nine service times of wait at 0.9 for exponential service)."""
+
 RATE_MARGIN = 1.1
 """A rate up to 10 % above the highest one measured counts as inside the calibrated range."""
 RATE_NAMES = {"requests_per_s": "requests/s", "output_tokens_per_s": "output tokens/s"}
@@ -184,11 +188,13 @@ def confidence(
     gpu: str, engine: str, *, tp: int = 1, ep: int = 1, pp: int = 1, attention_dp: int = 1, concurrency: int = 1,
     moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
     attention: str = "GQA", rates: dict[str, float] | None = None, model: str | None = None,
+    front_end: tuple[float, float] | None = None,
 ) -> Confidence:  # fmt: skip
     """Error bands and out-of-calibration warnings for a prediction (see the module docstring); ``attention``:
     the model's attention kind (``ModelSpec.attention_kind``); ``rates``: what one server serves in the
     scenario (``requests_per_s``, ``output_tokens_per_s``), checked against the calibration data's highest;
-    ``model``: the catalog id, checked against the models the serving data measured."""
+    ``model``: the catalog id, checked against the models the serving data measured; ``front_end``: the share of
+    a simulated run the API server's front-end was busy and its seconds per streamed token (:data:`FRONT_END_BINDS`)."""
     fitted = has_fitted_profile(gpu)
     regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
               "tp": tp_group(tp)}  # fmt: skip
@@ -242,6 +248,8 @@ def confidence(
         warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
     if rates:
         warnings.extend(_rate_warnings(engine, rates))
+    if front_end is not None and front_end[0] >= FRONT_END_BINDS:
+        warnings.append(_front_end_warning(engine, *front_end))
     if not on_harness and not engine_unseen:
         warnings.extend(_below_measured_load(engine, concurrency, scope))
     if not bands:
@@ -294,6 +302,20 @@ def _rate_warnings(engine: str, rates: dict[str, float]) -> list[str]:
                        f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "
                        "not price bound those runs, so TTFT may be far too low and throughput too high")  # fmt: skip
     return out
+
+
+def _front_end_warning(engine: str, busy: float, token_s: float) -> str:
+    """The API server's front-end sets the run's latencies: what it sustains, and what that was fitted on (when the
+    run used the engine's fitted time per token)."""
+    fitted_on = ""
+    if token_s == (fitted_engine_values().get(engine) or {}).get("stream_token_s"):
+        versions = load_fit().get("engines", {}).get(engine, {}).get("versions", [])
+        gpus = calibration_scope().get("gpus", [])
+        fitted_on = f", fitted on {engine} {', '.join(versions)} runs on {', '.join(gpus)}" if versions and gpus else ""
+    return (f"the API server's front-end binds: busy {busy:.0%} of the run at {1 / token_s:,.0f} streamed tokens/s "
+            f"per server ({1e6 * token_s:.0f} us per token{fitted_on}); requests and first tokens wait behind other "
+            "streams' tokens there, not on the GPUs. A release or host whose server streams faster would see a far "
+            "lower TTFT and more throughput")  # fmt: skip
 
 
 def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -> list[str]:

@@ -232,7 +232,8 @@ def run(config: SimulationConfig) -> SimulationResult:
     conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
                       concurrency=load,
                       moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued),
-                      attention=dep.model.attention_kind, rates=rates, model=dep.model.id)  # fmt: skip
+                      attention=dep.model.attention_kind, rates=rates, model=dep.model.id,
+                      front_end=_front_end_load(reps, summary.front_end_busy_fraction))  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 
@@ -295,10 +296,23 @@ def summarize(
         prefix_cache_hit_rate=_hit_rate(reps),
         steps=rec.step_count,
         busy_fraction=rec.busy_time / (span * len(reps)),
+        front_end_busy_fraction=_front_end_busy(reps, span),
         mean_decode_batch=rec.mean_decode_batch(),
         **goodput,
         **saturation(table, work),
     )
+
+
+def _front_end_busy(reps: list[Replica], span: float) -> float | None:
+    """Mean share of the run the replicas' API-server front-ends were busy (None without front-ends)."""
+    ends = [rep.front_end for rep in reps if getattr(rep, "front_end", None) is not None]
+    return min(sum(end.work for end in ends) / (span * len(ends)), 1.0) if ends else None
+
+
+def _front_end_load(reps: list[Replica], busy: float | None) -> tuple[float, float] | None:
+    """(busy fraction, seconds per streamed token) of the replicas' front-ends, for the confidence warnings."""
+    ends = [rep.front_end for rep in reps if getattr(rep, "front_end", None) is not None]
+    return None if busy is None or not ends else (busy, ends[0].token_s)
 
 
 def _hit_rate(reps: list[Replica]) -> float:

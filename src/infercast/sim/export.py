@@ -114,6 +114,8 @@ def summary_table(result: SimulationResult) -> Table:
         t.add_row("Mean decode batch (sequences per decode step)", _num(s["mean_decode_batch"], ".1f"))
     if "busy_fraction" in s:
         t.add_row("Busy fraction", _num(100 * s["busy_fraction"], ".1f") + " %")
+    if s.get("front_end_busy_fraction") is not None:
+        t.add_row("API front-end busy fraction", _num(100 * s["front_end_busy_fraction"], ".1f") + " %")
     if s.get("saturated"):
         reason = s.get("saturation_reason", "the queue grows through the run: the offered load exceeds capacity")
         t.add_section()

@@ -20,6 +20,8 @@ class FrontEnd:
         self.t = 0.0
         self.delay = 0.0
         """How late the tokens of the last step fed in reach their clients, on average (seconds)."""
+        self.work = 0.0
+        """Seconds of work fed in so far (its busy time: every second of work is drained)."""
 
     def backlog_at(self, t: float) -> float:
         """Work queued at ``t`` (what a request sent then waits for before the engine sees it); at or before the
@@ -36,6 +38,7 @@ class FrontEnd:
         form ``max(q1 + sum of (w - dt) over steps 2..k, w)`` (its suffix sums peak at an end), so a span of any
         length is one update, exact."""
         work = tokens * self.token_s
+        self.work += steps * work
         dt0 = (end - start) / steps if first is None else first
         queued = max(0.0, self.backlog_at(start) - dt0) + work
         if steps > 1:

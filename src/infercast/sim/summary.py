@@ -13,9 +13,9 @@ from typing import Any
 
 from infercast.sim.metrics import PERCENTILES
 
-_OPTIONAL = ("slo_attainment", "slo", "offered_rate_req_s", "served_to_arrived", "served_rate_req_s",
-             "saturation_reason")  # fmt: skip
-"""Keys the dict form leaves out when None (no SLO given; saturation not judged)."""
+_OPTIONAL = ("front_end_busy_fraction", "slo_attainment", "slo", "offered_rate_req_s", "served_to_arrived",
+             "served_rate_req_s", "saturation_reason")  # fmt: skip
+"""Keys the dict form leaves out when None (no front-end; no SLO given; saturation not judged)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class SimulationSummary(Mapping[str, Any]):
     prefix_cache_hit_rate: float
     steps: int
     busy_fraction: float
+    front_end_busy_fraction: float | None = None
+    """Share of the run the API server's front-end was busy streaming tokens (mean over replicas); only for an
+    engine profile with one (``CostProfile.stream_token_s``)."""
     mean_decode_batch: float
     goodput_req_s: float
     """Requests per second meeting every SLO (all completed requests without SLOs)."""
