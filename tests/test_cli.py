@@ -16,6 +16,19 @@ def test_memory_contract(capsys):
     assert 35e9 < d["weights_bytes"] < 38e9
 
 
+def test_memory_takes_predicts_defaults_and_layouts(capsys):
+    """`memory` runs on predict's defaults (Llama-3.1-8B on one H100) and takes the layouts predict does: pipeline
+    stages hold their share of the layers, attention data parallelism replicates attention and splits experts."""
+    assert run_json(capsys, "memory") == run_json(capsys, "memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    flat = run_json(capsys, "memory", "--model", "llama-3.1-70b", "--tp", "4", "--precision", "fp8")
+    staged = run_json(capsys, "memory", "--model", "llama-3.1-70b", "--tp", "4", "--pp", "2", "--precision", "fp8")
+    assert (flat["layout"], staged["layout"]) == ("tp4", "tp4-pp2")
+    assert staged["weights_bytes"] == pytest.approx(flat["weights_bytes"] / 2, rel=0.05)
+    wide = run_json(capsys, "memory", "--model", "deepseek-v3", "--gpu", "h200", "--ep", "8", "--attention-dp", "8",
+                    "--precision", "fp8")  # fmt: skip
+    assert wide["layout"] == "tp1-dp8-ep8" and wide["fits"]
+
+
 def test_predict_contract(capsys):
     d = run_json(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--precision", "bf16",
                  "--input-len", "2048", "--output-len", "256")  # fmt: skip

@@ -115,6 +115,8 @@ class MemoryBudget:
     unreserved_bytes: float = 0.0
     """What the engine's fraction leaves for KV after weights, activations and runtime (before block rounding);
     negative when those reservations alone do not fit (then the KV pool is 0)."""
+    layout: str = ""
+    """The replica's parallel layout (``Deployment.layout``: ``tp4``, ``tp1-dp8-ep8``, ``tp8-pp2``)."""
     _sliding_window: int | None = None
     _model_max_context: int | None = None
     _num_layers: int = 1
@@ -490,6 +492,7 @@ def memory_budget(
         _num_layers=model.num_attention_layers,
         _num_sliding_layers=model.num_sliding_layers if model.sliding_window else 0,
         state_blocks_per_sequence=part.state_blocks,
+        layout=dep.layout,
     )
     if context is not None:
         object.__setattr__(budget, "kv_cache_bytes", budget.required_blocks * part.block_bytes)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def render_memory(mem: MemoryBudget) -> Table:
-    t = Table(title=f"Memory per GPU: {mem.model_id} on {mem.gpu_id} (tp={mem.tp}, {mem.precision}, "
+    layout = mem.layout or f"tp{mem.tp}"
+    t = Table(title=f"Memory per GPU: {mem.model_id} on {mem.gpu_id} ({layout}, {mem.precision}, "
               f"kv {mem.kv_precision}, {mem.engine})", show_header=False)  # fmt: skip
     t.add_column("item")
     t.add_column("value", justify="right")

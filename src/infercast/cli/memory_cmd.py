@@ -12,10 +12,21 @@ from infercast.memory import memory_budget
 
 
 def memory(
-    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")],
-    gpu: Annotated[str, typer.Option(help="Accelerator id (see `infercast gpus`) or a hardware YAML file.")],
+    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
+    gpu: Annotated[
+        str, typer.Option(help="Accelerator id (see `infercast gpus`) or a hardware YAML file.")
+    ] = "h100-sxm",
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp).")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages (each tp x attention-dp GPUs holds its layers).")] = 1,
+    attention_dp: Annotated[
+        int,
+        typer.Option(
+            "--attention-dp",
+            help="Attention data parallelism (MoE, DeepSeek-style wide EP): attention replicated this many times, "
+            "experts split --ep ways over all tp x attention-dp GPUs.",
+        ),
+    ] = 1,
     precision: Annotated[
         str | None,
         typer.Option(
@@ -41,8 +52,9 @@ def memory(
 ) -> None:
     """Per-GPU memory budget: weights, KV cache, activations, runtime; fits or not and by how much."""
     budget = memory_budget(
-        model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, context=context,
-        concurrency=concurrency, gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+        model, gpu, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, precision=precision, kv_precision=kv_precision,
+        engine=engine, context=context, concurrency=concurrency, gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
         max_num_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs,
     )  # fmt: skip
     if json_out:
