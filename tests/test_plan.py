@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import infercast
+from infercast.analysis.error_bands import FRONT_END_BINDS
 from infercast.errors import InfercastError
 from infercast.plan import Candidate, CandidateSpace, SLOSet, plan
 from infercast.plan.candidates import parse_ratios
@@ -16,7 +19,9 @@ from infercast.plan.pareto import pareto_mask
 from infercast.plan.planner import candidate_of
 from infercast.plan.prune import prune_reason, resolve
 from infercast.plan.result import rank
+from infercast.plan.search import failure_binding
 from infercast.plan.select import select
+from infercast.plan.slo import SLOCheck
 from infercast.plan.traffic import Traffic
 from infercast.specs.catalog import get_model
 from tests.cli_helpers import run, run_json
@@ -423,3 +428,17 @@ def test_launch_commands_carry_the_layout():
     assert "--dp-size 8 --enable-dp-attention" in sg and "--ep-size 8" in sg
     trt = launch_commands(model, Candidate("h200", "fp8", 8, ep=8, pp=2, engine="trtllm"), 1)[-1]
     assert "--pp_size 2" in trt
+
+
+def test_a_failing_probe_names_the_front_end_when_it_ran_out():
+    """`binds` says `front-end` where the API server's front-end, not the GPUs, ran out in the failing probe (busy
+    at least FRONT_END_BINDS of the run), marks a failed SLO term the same way, and leaves runs without a
+    front-end, or with one that kept up, as the SLO check named them."""
+    def probe(saturated: bool, binding: str, busy: float | None):
+        check = SLOCheck(False, {}, 0.0, saturated, binding, 1.5)
+        return check, SimpleNamespace(summary=SimpleNamespace(front_end_busy_fraction=busy))
+
+    assert failure_binding(*probe(True, "saturated", FRONT_END_BINDS)) == "front-end"
+    assert failure_binding(*probe(False, "ttft p99", 0.97)) == "ttft p99 (front-end)"
+    assert failure_binding(*probe(True, "saturated", FRONT_END_BINDS - 0.01)) == "saturated"
+    assert failure_binding(*probe(True, "saturated", None)) == "saturated"

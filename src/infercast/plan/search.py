@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infercast.analysis.error_bands import FRONT_END_BINDS
 from infercast.plan.candidates import Candidate
 from infercast.plan.slo import SLOCheck, SLOSet
 from infercast.plan.traffic import Traffic
@@ -112,6 +113,15 @@ def judge(result: SimulationResult, slo: SLOSet) -> SLOCheck:
     return slo.check(tb.arrival, tb.first_token, tb.finish, tb.output, bool(result.summary["saturated"]))
 
 
+def failure_binding(check: SLOCheck, result: SimulationResult) -> str:
+    """What fails in a failing probe: its worst SLO term or ``saturated``, marked ``front-end`` where the API
+    server's front-end, not the GPUs, ran out (busy at least :data:`FRONT_END_BINDS` of the run)."""
+    busy = result.summary.front_end_busy_fraction
+    if busy is None or busy < FRONT_END_BINDS:
+        return check.binding
+    return "front-end" if check.saturated else f"{check.binding} (front-end)"
+
+
 def operating_point(result: SimulationResult, check: SLOCheck, rate: float, traffic: Traffic,
                     c: Candidate) -> dict[str, Any]:  # fmt: skip
     """The figures a plan reports at a unit's max rate."""
@@ -174,7 +184,7 @@ def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLO
         if check.passes:
             lo, best = rate, (res, check)
         else:
-            hi, fail_binding = rate, check.binding
+            hi, fail_binding = rate, failure_binding(check, res)
         if hi < math.inf and lo > 0 and hi / lo <= 1 + rel_tol:
             break
         if lo == 0:  # nothing passed yet: step down, below what a saturated probe actually served
