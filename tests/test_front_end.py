@@ -1,4 +1,4 @@
-"""The API server's serial front-end (infercast.sim.front_end): its queue arithmetic, and what it does to a
+"""The API server's serial front-end (infercast.cost.front_end): its queue arithmetic, and what it does to a
 simulated closed loop: output tokens/s capped near 1 / stream_token_s, the wait landing in TTFT, not TPOT."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from infercast.analysis.error_bands import FRONT_END_BINDS
+from infercast.analysis.scenario import predict
+from infercast.analysis.sweep import sweep
+from infercast.cost.front_end import FrontEnd, static_batch_delays
 from infercast.cost.profile import load_profile
 from infercast.sim import cluster
 from infercast.sim.api import simulate
-from infercast.sim.front_end import FrontEnd
 from infercast.sim.workload import builtin_trace
 
 
@@ -107,3 +109,31 @@ def test_one_replica_runs_the_time_ordered_steps_without_polling_every_replica(m
         assert np.array_equal(getattr(fast.table, field), getattr(slow.table, field), equal_nan=True), field
     assert fast.recorder.step_count == slow.recorder.step_count
     assert np.isfinite(fast.table.finish).all()
+
+
+@pytest.mark.parametrize(("batch", "steps", "decode_s"), [(1, 0, 0.0), (8, 1, 0.004), (64, 255, 1.2), (128, 511, 3.3)])
+def test_the_static_batch_case_equals_the_queue_fed_step_by_step(batch, steps, decode_s):
+    """predict's and sweep's static batch behind a front-end (`static_batch_delays`): the first tokens at the
+    prefill's end, then the decode steps, fed to an idle FrontEnd one call each."""
+    fe = FrontEnd(1e-4)
+    first = fe.emit(0.0, 0.5, batch)
+    last = fe.emit(0.5, 0.5 + decode_s, batch, steps=steps) if steps else first
+    got = static_batch_delays(1e-4, batch, decode_s, steps)
+    assert (float(got[0]), float(got[1])) == pytest.approx((first, last), rel=1e-12, abs=1e-15)
+
+
+def test_predict_and_sweep_pace_a_large_batch_at_the_front_end_s_rate():
+    """128 streams through TensorRT-LLM's fitted front-end (100 us per token) take 12.8 ms per token, twice the
+    engine's 6.4 ms decode step on 8 H100s: TPOT is the front-end's pace, ITL the step, throughput under 10k
+    tokens/s; sweep gives the same rows, the simulator the same TPOT within 5 %. One stream is not held up."""
+    kw = dict(tp=8, engine="trtllm", input_len=1024, output_len=512)
+    big, one = predict("llama-3.1-8b", "h100-sxm", batch=128, **kw), predict("llama-3.1-8b", "h100-sxm", batch=1, **kw)
+    assert big.tpot_s == pytest.approx(128 * 1e-4, rel=0.01) and big.itl_s < big.tpot_s / 1.8
+    assert big.output_throughput_tok_s < 1e4 and big.to_dict()["front_end_s"] == big.front_end_s > 0
+    assert one.tpot_s == one.itl_s and one.front_end_s == pytest.approx(1e-4)
+    row = sweep("llama-3.1-8b", "h100-sxm", batches=128, input_lens=1024, output_lens=512, tps=8, engines="trtllm")
+    assert (row.ttft_s.iloc[0], row.tpot_s.iloc[0]) == pytest.approx((big.ttft_s, big.tpot_s), rel=1e-9)
+    sim = simulate("llama-3.1-8b", "h100-sxm", concurrency=128, num_requests=128, **kw)
+    assert sim.summary.tpot_s.mean == pytest.approx(big.tpot_s, rel=0.05)
+    plain = predict("llama-3.1-8b", "h100-sxm", batch=128, **{**kw, "engine": "vllm"})
+    assert plain.front_end_s == 0.0 and plain.tpot_s == plain.itl_s

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from infercast.analysis.error_bands import Confidence, confidence
 from infercast.analysis.phases import prefill_sums, static_batch_phases
 from infercast.analysis.report import PhaseReport, advice, phase_report
+from infercast.cost.front_end import static_batch_delays
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
 from infercast.errors import InfercastError, require_positive_int
@@ -32,12 +33,13 @@ class Prediction:
     output_len: int
     batch: int
     ttft_s: float
-    """Request overhead (API server, tokenisation) + prefill steps."""
+    """Request overhead (API server, tokenisation) + prefill steps + the front-end's delay of the first token."""
     tpot_s: float
-    """Mean decode step of the batch: the time between two tokens of each of its requests."""
+    """Time between two tokens of each request as its client sees it: the mean decode step of the batch, or,
+    where the API server's front-end cannot stream a step's tokens within the step, the front-end's pace."""
     itl_s: float
-    """Inter-token latency as ``vllm bench serve`` defines it: a static batch emits one token per request per
-    step, so it equals ``tpot_s`` (kept as its own key for vLLM-style reports)."""
+    """The engine's mean decode step: a static batch emits one token per request per step (the simulator's ITL
+    samples are its step gaps too); equals ``tpot_s`` unless the front-end paces the stream."""
     single_stream_tpot_s: float
     """Mean decode step of ONE request alone (batch 1): the floor TPOT approaches at low load."""
     e2e_s: float
@@ -54,6 +56,9 @@ class Prediction:
     """GPUs of the replica (tp x attention_dp x pp)."""
     confidence: Confidence | None = None
     """Expected error of TTFT and TPOT in this regime (cross-validated) and out-of-calibration warnings."""
+    front_end_s: float = 0.0
+    """How late the API server's front-end delivers the first tokens, on average (``stream_token_s`` x about
+    half the batch; 0 for an engine without one)."""
 
     def to_dict(self, ops: bool = False) -> dict[str, object]:
         """Plain dict (JSON-ready); ``ops=True`` adds per-operator tables to each phase."""
@@ -73,7 +78,8 @@ class Prediction:
             "output_len": self.output_len,
             "batch": self.batch,
             "ttft_s": self.ttft_s,
-            "request_overhead_s": self.ttft_s - self.prefill.time_s,
+            "request_overhead_s": self.ttft_s - self.prefill.time_s - self.front_end_s,
+            "front_end_s": self.front_end_s,
             "tpot_s": self.tpot_s,
             "itl_s": self.itl_s,
             "single_stream_tpot_s": self.single_stream_tpot_s,
@@ -143,6 +149,15 @@ def as_deployment(
                               pp=pp, attention_dp=attention_dp)  # fmt: skip
 
 
+def _front_end_tip(tpot: float, itl: float, batch: int, token_s: float) -> list[str]:
+    """Where the API server's front-end, not the GPUs, paces the stream: what it costs and what would help."""
+    if not tpot > itl * (1 + 1e-9):
+        return []
+    return [f"the API server's front-end paces the stream: {batch} streams x {1e6 * token_s:.0f} us per token = "
+            f"{tpot * 1e3:.2f} ms per token each, against {itl * 1e3:.2f} ms per decode step; fewer streams per "
+            "server (more replicas), post-processing workers, or a release whose server streams faster"]  # fmt: skip
+
+
 def predict(
     model: str | ModelSpec | Deployment,
     gpu: str | HardwareSpec | None = None,
@@ -164,7 +179,8 @@ def predict(
     """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
 
     TTFT is the prefill of the batch's prompts (chunked when ``chunk_size`` is given); TPOT the mean decode
-    step as the context grows from I+1 to I+O-1; ITL equals it (one token per request per step);
+    step as the context grows from I+1 to I+O-1, or the pace of an API-server front-end that cannot stream a
+    step's tokens within it (:func:`~infercast.cost.front_end.static_batch_delays`); ITL the mean decode step;
     ``single_stream_tpot_s`` the same step for one request alone; throughput that of a
     static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
@@ -188,11 +204,17 @@ def predict(
         pre = prefill_sums(cm, input_len, batch, chunk_size)
     pre_report = phase_report("prefill", pre, cm)
     dec_report = phase_report("decode", dec, cm)
-    ttft = pre_report.time_s + cm.profile.mean_request_overhead_s
     steps = output_len - 1
-    tpot = dec_report.time_s / steps if steps else 0.0
-    single = single_total / steps if steps else 0.0
+    ttft = pre_report.time_s + cm.profile.mean_request_overhead_s
     e2e = ttft + dec_report.time_s
+    itl = tpot = dec_report.time_s / steps if steps else 0.0
+    first = 0.0
+    if cm.profile.stream_token_s > 0:  # the API server streams every token through one process
+        first, last = (float(x) for x in static_batch_delays(cm.profile.stream_token_s, batch, dec_report.time_s,
+                                                             steps))  # fmt: skip
+        ttft, e2e = ttft + first, e2e + last
+        tpot = (e2e - ttft) / steps if steps else 0.0
+    single = single_total / steps if steps else 0.0
     output_rate = batch * output_len / e2e
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}
     return Prediction(
@@ -208,7 +230,8 @@ def predict(
         batch=batch,
         ttft_s=ttft,
         tpot_s=tpot,
-        itl_s=tpot,
+        itl_s=itl,
+        front_end_s=first,
         single_stream_tpot_s=single,
         e2e_s=e2e,
         output_throughput_tok_s=output_rate,
@@ -219,7 +242,7 @@ def predict(
         pp=dep.pp,
         attention_dp=dep.attention_dp,
         gpus=dep.gpus,
-        advice=advice(pre_report, dec_report, cm, batch),
+        advice=_front_end_tip(tpot, itl, batch, cm.profile.stream_token_s) + advice(pre_report, dec_report, cm, batch),
         provenance=prov,
         confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
                               attention_dp=dep.attention_dp, concurrency=batch, moe=dep.model.is_moe,

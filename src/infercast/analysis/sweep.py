@@ -17,6 +17,7 @@ import pandas as pd
 
 from infercast.analysis.error_bands import band_columns, within_rate_limits
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch
+from infercast.cost.front_end import static_batch_delays
 from infercast.cost.series import LinearRun, linear_run
 from infercast.cost.step import StepCostModel, cost_model
 from infercast.errors import InfercastError
@@ -160,9 +161,13 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
     bat, inp, out = (g.ravel() for g in np.meshgrid(batches, inputs, outputs, indexing="ij"))
     ttft = np.broadcast_to(ttft_g[:, :, None], decode_g.shape).ravel()
     decode = decode_g.ravel()
-    e2e = ttft + decode
     steps = np.maximum(out - 1, 0)
+    e2e = ttft + decode
     tpot = decode / np.maximum(steps, 1)
+    if model.profile.stream_token_s > 0:  # the API server's front-end delays first and last tokens (predict's rule)
+        first, last = static_batch_delays(model.profile.stream_token_s, bat, decode, steps)
+        ttft, e2e = ttft + first, e2e + last
+        tpot = (e2e - ttft) / np.maximum(steps, 1)
     out_tput = bat * out / e2e
     mem = memory_budget(dep)
     m = dep.model

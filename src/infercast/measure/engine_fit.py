@@ -5,7 +5,7 @@ are fitted on that engine's closed-loop points (mean TTFT and mean TPOT): ``requ
 ``request_jitter_s``, the fixed and the varying (exponential, drawn per request) parts of the API server,
 tokenisation and client time added to every TTFT and to every closed-loop round trip. The varying part decides
 how far clients sending equal lengths drift out of lockstep, which sets closed-loop TTFT. A third, the API
-server's serial time per streamed token (``stream_token_s``, :mod:`infercast.sim.front_end`), caps the tokens a
+server's serial time per streamed token (``stream_token_s``, :mod:`infercast.cost.front_end`), caps the tokens a
 server streams per second; it is fitted after the two, on the mean error, since only the most loaded points
 reach that ceiling (TensorRT-LLM Llama-3.1-8B at 64-128 clients: ~9.2k output tokens/s at TP 2, 4 and 8 alike).
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.cost.batch import StepBatch
+from infercast.cost.front_end import FrontEnd
 from infercast.cost.step import cost_model
 from infercast.errors import DoesNotFitError, InfercastError
 from infercast.memory import kv_blocks_per_sequence, memory_budget
@@ -39,7 +40,6 @@ from infercast.sim.api import SimulationResult, summarize, with_tp
 from infercast.sim.blocks import replica_pool
 from infercast.sim.cluster import Router
 from infercast.sim.config import SimulationConfig
-from infercast.sim.front_end import FrontEnd
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder
 from infercast.sim.scheduler import engine_scheduler, make_scheduler

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from infercast.cost.front_end import FrontEnd
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
 from infercast.errors import DoesNotFitError
@@ -24,7 +25,6 @@ from infercast.sim.config import EngineConfig
 from infercast.sim.decode_cost import compiled_costs
 from infercast.sim.decode_runner import decode_gaps, decode_span, single_line, speculative_step
 from infercast.sim.decode_set import DecodeSet, WindowDecodeSet
-from infercast.sim.front_end import FrontEnd
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler

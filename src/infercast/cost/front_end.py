@@ -4,11 +4,14 @@ TensorRT-LLM 1.0's ``trtllm-serve`` detokenises and sends each streamed response
 post-processing workers, which move that work out, are an opt-in experiment: TensorRT-LLM PR 5122, 2025-06).
 Past the rate that process sustains, responses queue in it first-in-first-out, new requests queue behind
 them, and every token reaches its client late by the queue's length. Modelled as a fluid queue of seconds of
-work, fed at the end of each engine step (``CostProfile.stream_token_s`` per token); both simulators use it. The
-simulators' ITL samples stay the engine's step gaps; TTFT, TPOT and E2E are what the clients see.
+work, fed at the end of each engine step (``CostProfile.stream_token_s`` per token); both simulators use it, and
+``predict`` and ``sweep`` its static-batch case (:func:`static_batch_delays`). ITL stays the engine's step gaps;
+TTFT, TPOT and E2E are what the clients see.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 
 class FrontEnd:
@@ -47,3 +50,22 @@ class FrontEnd:
         # the step's tokens leave one after another: on average half their own work before the last one
         self.delay = queued - max(tokens - 1, 0) * self.token_s / 2
         return self.delay
+
+
+def static_batch_delays(
+    token_s: float, batch: np.ndarray | float, decode_s: np.ndarray | float, steps: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    """How late a static batch's first and last tokens reach their clients, on average, behind a front-end idle
+    before the batch: :meth:`FrontEnd.emit` of the ``batch`` first tokens at the prefill's end, then of ``steps``
+    decode steps taking ``decode_s`` in all (equal steps: the mean for the first), vectorised over rows for
+    ``sweep``. A front-end that keeps up adds about half a step's tokens' work; one that does not paces the
+    stream at ``batch x token_s`` per step, which then sets TPOT."""
+    batch, decode_s, steps = (np.asarray(x, dtype=float) for x in (batch, decode_s, steps))
+    work = batch * token_s
+    spread = np.maximum(batch - 1, 0) * token_s / 2  # the step's tokens leave one after another
+    first = work - spread
+    dt0 = decode_s / np.maximum(steps, 1)
+    queued = np.maximum(work - dt0, 0.0) + work
+    queued = np.where(steps > 1, np.maximum(queued + (steps - 1) * work - (decode_s - dt0), work), queued)
+    last = np.where(steps > 0, queued - spread, first)
+    return first, last
