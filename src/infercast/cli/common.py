@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 from rich.console import Console
 
 console = Console(width=None if Console().is_terminal else 120)
 err_console = Console(stderr=True)
 
 JSON_HELP = "Print machine-readable JSON instead of tables."
+
+# a replica's layout, as `predict` and `memory` take it
+EpOption = Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")]
+PpOption = Annotated[int, typer.Option(help="Pipeline stages (each tp x attention-dp GPUs; may span nodes).")]
+AttentionDpOption = Annotated[
+    int,
+    typer.Option(
+        "--attention-dp",
+        help="Attention data parallelism (MoE, DeepSeek-style wide EP): attention replicated this many times, "
+        "experts split --ep ways over all tp x attention-dp GPUs.",
+    ),
+]
 
 
 def _default(obj: Any) -> Any:

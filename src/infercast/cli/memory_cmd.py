@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from infercast.analysis.render import render_memory
-from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.cli.common import JSON_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
 from infercast.memory import memory_budget
 
 
@@ -17,16 +17,9 @@ def memory(
         str, typer.Option(help="Accelerator id (see `infercast gpus`) or a hardware YAML file.")
     ] = "h100-sxm",
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline stages (each tp x attention-dp GPUs holds its layers).")] = 1,
-    attention_dp: Annotated[
-        int,
-        typer.Option(
-            "--attention-dp",
-            help="Attention data parallelism (MoE, DeepSeek-style wide EP): attention replicated this many times, "
-            "experts split --ep ways over all tp x attention-dp GPUs.",
-        ),
-    ] = 1,
+    ep: EpOption = 1,
+    pp: PpOption = 1,
+    attention_dp: AttentionDpOption = 1,
     precision: Annotated[
         str | None,
         typer.Option(

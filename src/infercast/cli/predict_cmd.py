@@ -8,7 +8,7 @@ import typer
 
 from infercast.analysis.render import render_prediction
 from infercast.analysis.scenario import predict as run_predict
-from infercast.cli.common import JSON_HELP, console, emit_json
+from infercast.cli.common import JSON_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
 
 PRECISION_HELP = (
     "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe, int4-moe "
@@ -23,16 +23,9 @@ def predict(
     output_len: Annotated[int, typer.Option(help="Output tokens.")] = 256,
     batch: Annotated[int, typer.Option(help="Static batch size (requests run together).")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline stages (each tp x attention-dp GPUs; may span nodes).")] = 1,
-    attention_dp: Annotated[
-        int,
-        typer.Option(
-            "--attention-dp",
-            help="Attention data parallelism (MoE, DeepSeek-style wide EP): attention replicated this many times, "
-            "experts split --ep ways over all tp x attention-dp GPUs.",
-        ),
-    ] = 1,
+    ep: EpOption = 1,
+    pp: PpOption = 1,
+    attention_dp: AttentionDpOption = 1,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[
         str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
