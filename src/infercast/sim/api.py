@@ -233,7 +233,7 @@ def run(config: SimulationConfig) -> SimulationResult:
                       concurrency=load,
                       moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued),
                       attention=dep.model.attention_kind, rates=rates, model=dep.model.id,
-                      front_end=_front_end_load(reps, summary.front_end_busy_fraction))  # fmt: skip
+                      front_end=_front_end_load(reps, summary.duration_s))  # fmt: skip
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 
@@ -276,6 +276,7 @@ def summarize(
     out_tokens = int(table.output[done].sum())
     in_tokens = int(table.prompt[done].sum())
     goodput: dict[str, Any] = {"goodput_req_s": completed / span}
+    front_end = _front_end_load(reps, span)
     if slo is not None:
         ok = slo.met(ttft[done], tpot[done], e2e[done])
         goodput = {"goodput_req_s": int(ok.sum()) / span, "slo_attainment": float(ok.mean()) if ok.size else 0.0,
@@ -296,23 +297,20 @@ def summarize(
         prefix_cache_hit_rate=_hit_rate(reps),
         steps=rec.step_count,
         busy_fraction=rec.busy_time / (span * len(reps)),
-        front_end_busy_fraction=_front_end_busy(reps, span),
+        front_end_busy_fraction=front_end[0] if front_end else None,
         mean_decode_batch=rec.mean_decode_batch(),
         **goodput,
         **saturation(table, work),
     )
 
 
-def _front_end_busy(reps: list[Replica], span: float) -> float | None:
-    """Mean share of the run the replicas' API-server front-ends were busy (None without front-ends)."""
+def _front_end_load(reps: list[Replica], span: float) -> tuple[float, float] | None:
+    """The replicas' API-server front-ends: the mean share of the run they were busy, and their seconds per
+    streamed token (None without front-ends)."""
     ends = [rep.front_end for rep in reps if getattr(rep, "front_end", None) is not None]
-    return min(sum(end.work for end in ends) / (span * len(ends)), 1.0) if ends else None
-
-
-def _front_end_load(reps: list[Replica], busy: float | None) -> tuple[float, float] | None:
-    """(busy fraction, seconds per streamed token) of the replicas' front-ends, for the confidence warnings."""
-    ends = [rep.front_end for rep in reps if getattr(rep, "front_end", None) is not None]
-    return None if busy is None or not ends else (busy, ends[0].token_s)
+    if not ends:
+        return None
+    return min(sum(end.work for end in ends) / (span * len(ends)), 1.0), ends[0].token_s
 
 
 def _hit_rate(reps: list[Replica]) -> float:
