@@ -16,6 +16,7 @@ from infercast.cost.profile import load_profile
 from infercast.sim import cluster
 from infercast.sim.api import simulate
 from infercast.sim.workload import builtin_trace
+from tests.cli_helpers import run, run_json
 
 
 def test_an_idle_front_end_delays_a_step_s_tokens_by_their_own_work():
@@ -137,3 +138,17 @@ def test_predict_and_sweep_pace_a_large_batch_at_the_front_end_s_rate():
     assert sim.summary.tpot_s.mean == pytest.approx(big.tpot_s, rel=0.05)
     plain = predict("llama-3.1-8b", "h100-sxm", batch=128, **{**kw, "engine": "vllm"})
     assert plain.front_end_s == 0.0 and plain.tpot_s == plain.itl_s
+
+
+def test_the_front_end_can_be_set_from_the_command_line(capsys):
+    """`--stream-token-us` replaces the engine profile's front-end: 0 takes TensorRT-LLM's away (as post-processing
+    workers would), a value gives vLLM one; a negative one is refused naming the option."""
+    args = ("--engine", "trtllm", "--tp", "8", "--input-len", "1024", "--output-len", "512")
+    paced = run_json(capsys, "predict", *args, "--batch", "128")
+    free = run_json(capsys, "predict", *args, "--batch", "128", "--stream-token-us", "0")
+    assert paced["tpot_s"] > 1.8 * free["tpot_s"] and free["tpot_s"] == free["itl_s"] and free["front_end_s"] == 0
+    sim = run_json(capsys, "simulate", "--tp", "8", "--concurrency", "64", "--num-requests", "128", "--input-len",
+                   "1024", "--output-len", "256", "--stream-token-us", "150")  # fmt: skip
+    assert sim["front_end_busy_fraction"] > 0.5
+    code, _, err = run(capsys, "predict", "--stream-token-us", "-3")
+    assert code == 2 and "stream_token_us" in err and ">= 0" in err

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from infercast.analysis.error_bands import Confidence, confidence
 from infercast.analysis.phases import prefill_sums, static_batch_phases
 from infercast.analysis.report import PhaseReport, advice, phase_report
-from infercast.cost.front_end import static_batch_delays
+from infercast.cost.front_end import static_batch_delays, with_front_end
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import cost_model
 from infercast.errors import InfercastError, require_positive_int
@@ -175,6 +175,7 @@ def predict(
     strict: bool = True,
     pp: int = 1,
     attention_dp: int = 1,
+    stream_token_s: float | None = None,
 ) -> Prediction:
     """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
 
@@ -185,7 +186,8 @@ def predict(
     static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
     ``model`` may be a :class:`Deployment` (then without ``gpu``, ``tp``, ``ep``, ``precision``,
-    ``kv_precision``, ``engine``).
+    ``kv_precision``, ``engine``). ``stream_token_s``: seconds of the API server's front-end per streamed token
+    (0: none; None: the profile's, TensorRT-LLM's fitted 100 us, none for the others).
     """
     dep = as_deployment(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
                         pp=pp, attention_dp=attention_dp)  # fmt: skip
@@ -198,7 +200,7 @@ def predict(
     mem = memory_budget(dep, context=input_len + output_len, concurrency=batch)
     if strict:
         require_fit(mem)
-    cm = cost_model(dep, profile)
+    cm = cost_model(dep, with_front_end(profile, dep, stream_token_s))
     pre, dec, single_total = static_batch_phases(cm, input_len, output_len, batch)
     if chunk_size is not None:
         pre = prefill_sums(cm, input_len, batch, chunk_size)

@@ -10,6 +10,8 @@ import numpy as np
 import typer
 from rich.console import Console
 
+from infercast.errors import require_positive_number
+
 console = Console(width=None if Console().is_terminal else 120)
 err_console = Console(stderr=True)
 
@@ -18,6 +20,14 @@ JSON_HELP = "Print machine-readable JSON instead of tables."
 # a replica's layout, as `predict` and `memory` take it
 EpOption = Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")]
 PpOption = Annotated[int, typer.Option(help="Pipeline stages (each tp x attention-dp GPUs; may span nodes).")]
+StreamTokenOption = Annotated[
+    float | None,
+    typer.Option(
+        "--stream-token-us",
+        help="The API server's front-end: microseconds of serial work per streamed token (0: none, as with "
+        "post-processing workers; default: the engine profile's, 100 for trtllm, none for the others).",
+    ),
+]
 AttentionDpOption = Annotated[
     int,
     typer.Option(
@@ -121,3 +131,10 @@ def parse_float_list(field: str, text: str | None) -> list[float] | None:
         except InfercastError:
             raise InfercastError(f"expected numbers > 0 like 0.5,1,2.5, got {part!r}", field=field) from None
     return values
+
+
+def stream_token_seconds(microseconds: float | None) -> float | None:
+    """``--stream-token-us`` in seconds (None stays None), refused unless a number >= 0."""
+    if microseconds is None:
+        return None
+    return 1e-6 * require_positive_number("stream_token_us", microseconds, allow_zero=True)

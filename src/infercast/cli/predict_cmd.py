@@ -8,7 +8,16 @@ import typer
 
 from infercast.analysis.render import render_prediction
 from infercast.analysis.scenario import predict as run_predict
-from infercast.cli.common import JSON_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
+from infercast.cli.common import (
+    JSON_HELP,
+    AttentionDpOption,
+    EpOption,
+    PpOption,
+    StreamTokenOption,
+    console,
+    emit_json,
+    stream_token_seconds,
+)
 
 PRECISION_HELP = (
     "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe, int4-moe "
@@ -34,6 +43,7 @@ def predict(
         str,
         typer.Option(help="Engine profile: vllm, vllm-0.14 (async scheduling), sglang, trtllm, ideal (pure roofline)."),
     ] = "vllm",
+    stream_token_us: StreamTokenOption = None,
     chunk_size: Annotated[
         int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")
     ] = None,
@@ -44,6 +54,7 @@ def predict(
     result = run_predict(
         model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, precision=precision,
         kv_precision=kv_precision, engine=engine, chunk_size=chunk_size, pp=pp, attention_dp=attention_dp,
+        stream_token_s=stream_token_seconds(stream_token_us),
     )  # fmt: skip
     if json_out:
         emit_json(result.to_dict(ops=ops))

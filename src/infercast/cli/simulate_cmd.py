@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from infercast.cli.common import JSON_HELP, console, emit_json, parse_float_list
+from infercast.cli.common import (
+    JSON_HELP,
+    StreamTokenOption,
+    console,
+    emit_json,
+    parse_float_list,
+    stream_token_seconds,
+)
 from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
@@ -95,6 +102,7 @@ def simulate(
             "after next (default: the engine preset's, off).",
         ),
     ] = None,
+    stream_token_us: StreamTokenOption = None,
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
     router: Annotated[str, typer.Option(help="round_robin | least_outstanding | prefix_affinity")] = "round_robin",
     prefill_instances: Annotated[int | None, typer.Option(help="disagg: prefill replicas (default 1).")] = None,
@@ -156,7 +164,7 @@ def simulate(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching, preemption=preemption,
         overlap_scheduler=overlap_scheduler, replicas=replicas, router=router, disagg=disagg, speculative=speculative,
-        step_mode=step_mode,
+        step_mode=step_mode, stream_token_s=stream_token_seconds(stream_token_us),
         trace=trace, input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
         num_requests=num_requests, burstiness=burstiness, seed=seed, prefix=prefix,
     )  # fmt: skip

@@ -11,7 +11,13 @@ TTFT, TPOT and E2E are what the clients see.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+
+from infercast.cost.profile import CostProfile, load_profile
+from infercast.errors import require_positive_number
+from infercast.specs.deployment import Deployment
 
 
 class FrontEnd:
@@ -69,3 +75,15 @@ def static_batch_delays(
     queued = np.where(steps > 1, np.maximum(queued + (steps - 1) * work - (decode_s - dt0), work), queued)
     last = np.where(steps > 0, queued - spread, first)
     return first, last
+
+
+def with_front_end(profile: CostProfile | None, dep: Deployment, token_s: float | None) -> CostProfile | None:
+    """``profile`` (None: the deployment's installed one) with its front-end's seconds per streamed token set to
+    ``token_s`` (0: no front-end, as with post-processing workers or a server that keeps up); ``token_s`` None
+    leaves ``profile`` as given."""
+    if token_s is None:
+        return profile
+    token_s = require_positive_number("stream_token_s", token_s, allow_zero=True)
+    hw = dep.hardware
+    base = profile or load_profile(hw.id, hw.architecture, dep.engine.id)
+    return replace(base, stream_token_s=token_s)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.analysis.error_bands import Confidence, confidence
+from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.sim.cluster import Coordinator, Router
@@ -136,6 +137,7 @@ def simulation_config(
     trace_steps: int = 0,
     sample_interval: float = 1.0,
     profile: CostProfile | None = None,
+    stream_token_s: float | None = None,
 ) -> SimulationConfig:
     """A :class:`SimulationConfig` from flat keywords (the ``infercast simulate`` options by their API names).
 
@@ -151,6 +153,8 @@ def simulation_config(
     every stage). Disaggregated pools take TP only.
     ``overlap_scheduler``: the engine plans step k + 1 while step k runs, so a request arriving during a step
     joins the step after next (None: the preset's, off in every preset: see docs/accuracy-notes.md).
+    ``stream_token_s``: seconds of the API server's front-end per streamed token (0: none; None: the profile's,
+    TensorRT-LLM's fitted 100 us, none for the others; :mod:`infercast.cost.front_end`).
     ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
     spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
@@ -173,6 +177,7 @@ def simulation_config(
         )
     engine_config = EngineConfig(sched, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
                                  prefix_caching, preemption, speculative, overlap_scheduler)  # fmt: skip
+    profile = with_front_end(profile, dep, stream_token_s)
     return SimulationConfig(dep, spec, engine_config, ClusterConfig(replicas, router, disagg),
                             ObserveConfig(goodput, trace_steps, sample_interval), profile, step_mode)  # fmt: skip
 
