@@ -315,7 +315,7 @@ def _front_end_warning(engine: str, busy: float, token_s: float) -> str:
     return (f"the API server's front-end binds: busy {busy:.0%} of the run at {1 / token_s:,.0f} streamed tokens/s "
             f"per server ({1e6 * token_s:.0f} us per token{fitted_on}); requests and first tokens wait behind other "
             "streams' tokens there, not on the GPUs. A release or host whose server streams faster would see a far "
-            "lower TTFT and more throughput")  # fmt: skip
+            "lower TTFT and more throughput (--stream-token-us sets the front-end: 0 takes it away)")  # fmt: skip
 
 
 def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -> list[str]:
