@@ -442,3 +442,17 @@ def test_a_failing_probe_names_the_front_end_when_it_ran_out():
     assert failure_binding(*probe(False, "ttft p99", 0.97)) == "ttft p99 (front-end)"
     assert failure_binding(*probe(True, "saturated", FRONT_END_BINDS - 0.01)) == "saturated"
     assert failure_binding(*probe(True, "saturated", None)) == "saturated"
+
+
+def test_a_plan_can_set_every_candidate_s_front_end():
+    """`stream_token_s` (CLI `--stream-token-us`) sets the API-server front-end of every candidate a plan
+    simulates: without TensorRT-LLM's (0), Llama-3.1-8B at TP 8 on H100 serves more than with it, where the
+    front-end binds; the settings record it and a negative value is refused."""
+    kw = dict(slo="ttft:p99:2s tpot:p90:50ms", rate=40, tps=[8], engines=["trtllm"], input_len=1024, output_len=512,
+              executor="serial", exhaustive=True)  # fmt: skip
+    fitted, free = plan(MODEL, "h100-sxm", **kw), plan(MODEL, "h100-sxm", stream_token_s=0.0, **kw)
+    assert free.settings["stream_token_s"] == 0.0 and fitted.settings["stream_token_s"] is None
+    assert free.chosen["max_rate_req_s"] > 1.2 * fitted.chosen["max_rate_req_s"]
+    assert fitted.table["binding"].iloc[0] == "front-end"
+    with pytest.raises(InfercastError, match="stream_token_s"):
+        plan(MODEL, "h100-sxm", stream_token_s=-1e-6, **kw)

@@ -11,7 +11,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from infercast.cli.analysis_cmds import parse_names
-from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
+from infercast.cli.common import (
+    JSON_HELP,
+    StreamTokenOption,
+    console,
+    emit_json,
+    err_console,
+    parse_int_list,
+    stream_token_seconds,
+)
 from infercast.errors import InfercastError
 
 if TYPE_CHECKING:
@@ -61,6 +69,7 @@ def plan(
     exhaustive: Annotated[bool, typer.Option("--exhaustive", help="Search every candidate (no cost bound).")] = False,
     daily: Annotated[str | None, typer.Option(help="Daily load: diurnal[:TROUGH], a CSV of rates, or a trace.")] = None,
     scale_up_delay: Annotated[float, typer.Option(help="Autoscaling what-if: seconds before a new unit serves.")] = 300,
+    stream_token_us: StreamTokenOption = None,
     top: Annotated[int, typer.Option(help="Rows of the table to show.")] = 15,
     out: Annotated[Path | None, typer.Option(help="Write the ranked table: .csv or .parquet.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the Pareto plot: .png or .svg.")] = None,
@@ -88,7 +97,7 @@ def plan(
         attention_dps=parse_int_list("attention_dps", attention_dps), prices=parse_prices(price),
         num_requests=num_requests,
         seed=seed, executor=executor, workers=workers, ray_address=ray_address, exhaustive=exhaustive, daily=daily,
-        scale_up_delay_s=scale_up_delay,
+        scale_up_delay_s=scale_up_delay, stream_token_s=stream_token_seconds(stream_token_us),
     )  # fmt: skip
     if json_out or not err_console.is_terminal:
         result = run_plan(model, parse_names("gpus", gpus), **kwargs)
@@ -129,7 +138,10 @@ def _num(v: object, fmt: str) -> str:
 def render(result: PlanResult, top: int) -> None:
     """Ranked table, the chosen deployment with its fleet check, and its launch command."""
     s, st = result.settings, result.stats
-    t = Table(title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}", box=box.SIMPLE_HEAD, pad_edge=False)
+    front_end = s.get("stream_token_s")
+    streams = "" if front_end is None else f"; API front-end {1e6 * front_end:g} us per streamed token"
+    t = Table(title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}{streams}", box=box.SIMPLE_HEAD,
+              pad_edge=False)  # fmt: skip
     terms = [t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "")
              for t_ in s["slo"]["terms"]]  # fmt: skip
     t.add_column("candidate", no_wrap=True, min_width=12)

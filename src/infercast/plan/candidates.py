@@ -39,6 +39,9 @@ class Candidate:
     """Pipeline stages of an aggregated replica (each ``tp x attention_dp`` GPUs)."""
     attention_dp: int = 1
     """Attention data parallelism of an aggregated replica (MoE wide EP: ``ep`` spans ``tp x attention_dp``)."""
+    stream_token_s: float | None = None
+    """The API server's front-end, seconds per streamed token (None: the engine profile's; 0: none). A plan sets
+    it for every candidate (its title says so), so the label leaves it out."""
 
     @property
     def disaggregated(self) -> bool:

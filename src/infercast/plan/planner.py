@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, require_positive_number
 from infercast.plan.candidates import Candidate, CandidateSpace
 from infercast.plan.costing import Cutoff, gpu_prices, rank_key, replicas_needed, usd_per_mtok
 from infercast.plan.daily import LoadProfile, autoscale, load_profile
@@ -271,6 +272,7 @@ def plan(
     exhaustive: bool = False,
     daily: str | LoadProfile | None = None,
     scale_up_delay_s: float = 300.0,
+    stream_token_s: float | None = None,
     progress: Progress | None = None,
 ) -> PlanResult:
     """Search every GPU x precision x TP (x attention-DP x PP with ``attention_dps`` / ``pps``) x engine knob
@@ -284,7 +286,8 @@ def plan(
     ``executor``: local (processes on ``workers`` cores), serial, or ray (``ray_address`` or a local
     instance). Unless ``exhaustive``, a candidate whose bound (its roofline rate, or its offline throughput x
     :data:`BOUND_SLACK`) cannot beat the best unit verified before is not searched (status ``bounded``): the
-    choice is the same, the Pareto fronts cover the searched candidates only. Returns a
+    choice is the same, the Pareto fronts cover the searched candidates only. ``stream_token_s``: every
+    candidate's API-server front-end, seconds per streamed token (0: none; None: each engine profile's). Returns a
     :class:`~infercast.plan.result.PlanResult`.
     """
     t0 = time.perf_counter()
@@ -310,6 +313,9 @@ def plan(
     price = gpu_prices(list(space.gpus), prices)
     candidates = [resolve(spec, c) for c in space.enumerate()]
     candidates = list(dict.fromkeys(candidates))
+    if stream_token_s is not None:
+        token_s = require_positive_number("stream_token_s", stream_token_s, allow_zero=True)
+        candidates = [replace(c, stream_token_s=token_s) for c in candidates]
 
     pruned: dict[Candidate, str] = {}
     for c in candidates:
@@ -359,7 +365,7 @@ def plan(
     settings = {"model": spec.id, "slo": slos.to_dict(), "slo_text": slos.describe(), "rate_req_s": rate,
                 "traffic": traffic.describe(), "probe_requests": traffic.num_requests, "seed": seed,
                 "mean_input_tokens": traffic.mean_input, "mean_output_tokens": traffic.mean_output,
-                "prices_usd_per_gpu_hour": price}  # fmt: skip
+                "prices_usd_per_gpu_hour": price, "stream_token_s": stream_token_s}  # fmt: skip
     return PlanResult(table, chosen, settings, stats, fleet, launch, day)
 
 

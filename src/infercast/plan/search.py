@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infercast.analysis.error_bands import FRONT_END_BINDS
+from infercast.cost.front_end import with_front_end
 from infercast.plan.candidates import Candidate
 from infercast.plan.slo import SLOCheck, SLOSet
 from infercast.plan.traffic import Traffic
@@ -86,7 +87,8 @@ def unit_config(model: str | ModelSpec, c: Candidate, traffic: Traffic) -> Simul
     cluster = ClusterConfig()
     if c.disaggregated:
         cluster = ClusterConfig(disagg=DisaggConfig(c.prefill, c.decode, c.tp, c.decode_tp or c.tp))
-    return SimulationConfig(dep, WorkloadSpec(workload=traffic.requests, seed=traffic.seed), engine, cluster)
+    return SimulationConfig(dep, WorkloadSpec(workload=traffic.requests, seed=traffic.seed), engine, cluster,
+                            profile=with_front_end(None, dep, c.stream_token_s))  # fmt: skip
 
 
 def simulate_unit(model: str | ModelSpec, c: Candidate, traffic: Traffic, rate: float | None, units: int = 1,
