@@ -15,6 +15,7 @@ from infercast.cost.front_end import FrontEnd, static_batch_delays
 from infercast.cost.profile import load_profile
 from infercast.sim import cluster
 from infercast.sim.api import simulate
+from infercast.sim.config import DisaggConfig
 from infercast.sim.workload import builtin_trace
 from tests.cli_helpers import run, run_json
 
@@ -152,3 +153,16 @@ def test_the_front_end_can_be_set_from_the_command_line(capsys):
     assert sim["front_end_busy_fraction"] > 0.5
     code, _, err = run(capsys, "predict", "--stream-token-us", "-3")
     assert code == 2 and "stream_token_us" in err and ">= 0" in err
+
+
+def test_a_disaggregated_run_reports_its_busiest_front_end():
+    """The prefill pool's front-end streams first tokens only; the decode pool's streams the rest. The summary and
+    the warning follow the busiest (here the decode pool's, past FRONT_END_BINDS), not a mean that would halve it."""
+    res = simulate("llama-3.1-8b", "h100-sxm", engine="trtllm", tp=2, scheduler="disagg",
+                   disagg=DisaggConfig(1, 1, 2, 2), input_len=1024, output_len=512, concurrency=128,
+                   num_requests=512)  # fmt: skip
+    works = sorted(rep.front_end.work for rep in res.replicas)
+    assert works[0] < 0.05 * works[1]  # the prefill pool's front-end is nearly idle
+    assert res.summary.front_end_busy_fraction == pytest.approx(min(works[1] / res.summary.duration_s, 1.0))
+    assert res.summary.front_end_busy_fraction >= FRONT_END_BINDS
+    assert any("front-end binds" in w for w in res.confidence.warnings)

@@ -88,7 +88,7 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     elif serving > 0:  # the engine's per-request serving overhead (fitted per engine; provenance says on what)
         head.add_row("  = prefill + per-request overhead",
                      f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")  # fmt: skip
-    if pred.tpot_s > pred.itl_s * (1 + 1e-9):  # the front-end paces the stream
+    if pred.front_end_paced:
         head.add_row("TPOT (the API front-end's pace)", fmt_time(pred.tpot_s) + band("tpot"))
         head.add_row("ITL (mean decode step of the batch)", fmt_time(pred.itl_s))
     else:

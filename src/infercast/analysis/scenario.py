@@ -60,6 +60,11 @@ class Prediction:
     """How late the API server's front-end delivers the first tokens, on average (``stream_token_s`` x about
     half the batch; 0 for an engine without one)."""
 
+    @property
+    def front_end_paced(self) -> bool:
+        """The API server's front-end, not the engine's steps, sets TPOT (:func:`front_end_paces`)."""
+        return front_end_paces(self.tpot_s, self.itl_s)
+
     def to_dict(self, ops: bool = False) -> dict[str, object]:
         """Plain dict (JSON-ready); ``ops=True`` adds per-operator tables to each phase."""
         mem = self.memory
@@ -149,9 +154,15 @@ def as_deployment(
                               pp=pp, attention_dp=attention_dp)  # fmt: skip
 
 
+def front_end_paces(tpot: float, itl: float) -> bool:
+    """Whether clients see tokens further apart than the engine's steps: the API server's front-end paces the
+    stream (beyond rounding)."""
+    return tpot > itl * (1 + 1e-9)
+
+
 def _front_end_tip(tpot: float, itl: float, batch: int, token_s: float) -> list[str]:
     """Where the API server's front-end, not the GPUs, paces the stream: what it costs and what would help."""
-    if not tpot > itl * (1 + 1e-9):
+    if not front_end_paces(tpot, itl):
         return []
     return [f"the API server's front-end paces the stream: {batch} streams x {1e6 * token_s:.0f} us per token = "
             f"{tpot * 1e3:.2f} ms per token each, against {itl * 1e3:.2f} ms per decode step; fewer streams per "
@@ -187,7 +198,7 @@ def predict(
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
     ``model`` may be a :class:`Deployment` (then without ``gpu``, ``tp``, ``ep``, ``precision``,
     ``kv_precision``, ``engine``). ``stream_token_s``: seconds of the API server's front-end per streamed token
-    (0: none; None: the profile's, TensorRT-LLM's fitted 100 us, none for the others).
+    (0: none; None: the profile's, TensorRT-LLM's fitted one, none for the others).
     """
     dep = as_deployment(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
                         pp=pp, attention_dp=attention_dp)  # fmt: skip

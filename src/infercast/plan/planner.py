@@ -314,8 +314,8 @@ def plan(
     candidates = [resolve(spec, c) for c in space.enumerate()]
     candidates = list(dict.fromkeys(candidates))
     if stream_token_s is not None:
-        token_s = require_positive_number("stream_token_s", stream_token_s, allow_zero=True)
-        candidates = [replace(c, stream_token_s=token_s) for c in candidates]
+        stream_token_s = require_positive_number("stream_token_s", stream_token_s, allow_zero=True)
+        candidates = [replace(c, stream_token_s=stream_token_s) for c in candidates]
 
     pruned: dict[Candidate, str] = {}
     for c in candidates:

@@ -154,7 +154,7 @@ def simulation_config(
     ``overlap_scheduler``: the engine plans step k + 1 while step k runs, so a request arriving during a step
     joins the step after next (None: the preset's, off in every preset: see docs/accuracy-notes.md).
     ``stream_token_s``: seconds of the API server's front-end per streamed token (0: none; None: the profile's,
-    TensorRT-LLM's fitted 100 us, none for the others; :mod:`infercast.cost.front_end`).
+    TensorRT-LLM's fitted one, none for the others; :mod:`infercast.cost.front_end`).
     ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
     spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
@@ -310,12 +310,13 @@ def summarize(
 
 
 def _front_end_load(reps: list[Replica], span: float) -> tuple[float, float] | None:
-    """The replicas' API-server front-ends: the mean share of the run they were busy, and their seconds per
+    """The replicas' API-server front-ends: the share of the run the busiest one was busy (a disaggregated
+    prefill pool's stream only first tokens: a mean would hide the decode pool's), and their seconds per
     streamed token (None without front-ends)."""
     ends = [rep.front_end for rep in reps if getattr(rep, "front_end", None) is not None]
     if not ends:
         return None
-    return min(sum(end.work for end in ends) / (span * len(ends)), 1.0), ends[0].token_s
+    return min(max(end.work for end in ends) / span, 1.0), ends[0].token_s
 
 
 def _hit_rate(reps: list[Replica]) -> float:

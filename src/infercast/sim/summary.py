@@ -62,7 +62,7 @@ class SimulationSummary(Mapping[str, Any]):
     steps: int
     busy_fraction: float
     front_end_busy_fraction: float | None = None
-    """Share of the run the API server's front-end was busy streaming tokens (mean over replicas); only for an
+    """Share of the run the API server's front-end was busy streaming tokens (the busiest replica's); only for an
     engine profile with one (``CostProfile.stream_token_s``)."""
     mean_decode_batch: float
     goodput_req_s: float
