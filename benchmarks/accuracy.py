@@ -135,8 +135,12 @@ def summary(records: list[Record], err: np.ndarray) -> dict[str, dict[str, float
         groups.setdefault(metric_name(r), []).append(i)
     for metric, idx in sorted(groups.items()):
         e = np.abs(err[idx])
-        out[metric] = {"points": len(idx), "median": float(np.median(e)), "p90": float(np.percentile(e, 90)),
-                       "signed_median": float(np.median(err[idx]))}  # fmt: skip
+        out[metric] = {
+            "points": len(idx),
+            "median": float(np.median(e)),
+            "p90": float(np.percentile(e, 90)),
+            "signed_median": float(np.median(err[idx])),
+        }
     return out
 
 
@@ -167,17 +171,33 @@ def closed_loop_breakdown(records: list[Record], err_fit: np.ndarray, err_cv: np
         if is_load(r):
             metric = metric_name(r).removeprefix("closed-loop ")
             groups.setdefault((metric, r.engine, r.model, r.precision, load_level(r.batch)), []).append(i)
-    head = ["metric", "engine", "model", "load", "points", "fitted median / p90", "held-out median / p90",
-            "held-out signed median"]  # fmt: skip
+    head = [
+        "metric",
+        "engine",
+        "model",
+        "load",
+        "points",
+        "fitted median / p90",
+        "held-out median / p90",
+        "held-out signed median",
+    ]
     if not groups:
         return "(no closed-loop points)"
     rows = []
     for (metric, engine, model, precision, level), idx in sorted(groups.items()):
         fit_abs, cv_abs = np.abs(err_fit[idx]), np.abs(err_cv[idx])
-        rows.append([metric, engine, f"{model} {precision}", level, str(len(idx)),
-                     f"{100 * np.median(fit_abs):.1f}% / {100 * np.percentile(fit_abs, 90):.1f}%",
-                     f"{100 * np.median(cv_abs):.1f}% / {100 * np.percentile(cv_abs, 90):.1f}%",
-                     f"{100 * np.median(err_cv[idx]):+.1f}%"])  # fmt: skip
+        rows.append(
+            [
+                metric,
+                engine,
+                f"{model} {precision}",
+                level,
+                str(len(idx)),
+                f"{100 * np.median(fit_abs):.1f}% / {100 * np.percentile(fit_abs, 90):.1f}%",
+                f"{100 * np.median(cv_abs):.1f}% / {100 * np.percentile(cv_abs, 90):.1f}%",
+                f"{100 * np.median(err_cv[idx]):+.1f}%",
+            ]
+        )
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -196,8 +216,11 @@ def regime_rows(records: list[Record], err: np.ndarray, prior_err: np.ndarray) -
     for metric in ("ttft", "tpot"):
         idx = [i for i in load if records[i].kind.endswith(metric)]
         for gpu_kind, e in (("fitted", err), ("prior", prior_err)):
-            dims = [("engine", lambda r: r.engine), ("load", lambda r: load_level(r.batch)),
-                    ("tp", lambda r: tp_group(r.tp))]  # fmt: skip
+            dims = [
+                ("engine", lambda r: r.engine),
+                ("load", lambda r: load_level(r.batch)),
+                ("tp", lambda r: tp_group(r.tp)),
+            ]
             for depth in range(len(dims) + 1):
                 keys: dict[tuple, list[int]] = {}
                 for i in idx:
@@ -206,16 +229,24 @@ def regime_rows(records: list[Record], err: np.ndarray, prior_err: np.ndarray) -
                     a = np.abs(e[members])
                     row: dict[str, object] = {"metric": metric, "gpu": gpu_kind}
                     row.update({d: k for (d, _), k in zip(dims[:depth], key, strict=True)})
-                    row.update({"typical": round(float(np.median(a)), 4), "p90": round(float(np.percentile(a, 90)), 4),
-                                "points": len(members)})  # fmt: skip
+                    row.update(
+                        {
+                            "typical": round(float(np.median(a)), 4),
+                            "p90": round(float(np.percentile(a, 90)), 4),
+                            "points": len(members),
+                        }
+                    )
                     rows.append(row)
     return rows
 
 
 def gate_subset(records: list[Record]) -> list[Record]:
     """What tests/test_accuracy_gate.py recomputes: every published record and the cheap closed-loop ones."""
-    return [r for r in records if not is_load(r)
-            or (r.batch <= GATE["max_concurrency"] and r.output_len <= GATE["max_output_len"])]  # fmt: skip
+    return [
+        r
+        for r in records
+        if not is_load(r) or (r.batch <= GATE["max_concurrency"] and r.output_len <= GATE["max_output_len"])
+    ]
 
 
 def main() -> None:
@@ -241,8 +272,9 @@ def main() -> None:
     err_cv = np.sign(stack.mean(axis=0)) * np.abs(stack).mean(axis=0)
     # prior-only GPU: kernel priors, engine load parameters as installed (they are shared by all GPUs)
     load = [r for r in records if is_load(r)]
-    engine_values = {f"{eng}:{k}": getattr(profile_for(r, None), k) for r in load for eng in [r.engine]
-                     for k in LOAD_PARAMS}  # fmt: skip
+    engine_values = {
+        f"{eng}:{k}": getattr(profile_for(r, None), k) for r in load for eng in [r.engine] for k in LOAD_PARAMS
+    }
     prior_load = compare(load, build_profiles(pairs(load), engine_values, "prior kernels"))
     err_prior_load = err_cv.copy()
     load_idx = [i for i, r in enumerate(records) if is_load(r)]
@@ -259,31 +291,71 @@ def main() -> None:
     print(breakdown)
     if args.points:
         for i, r in enumerate(records):
-            print(f"{metric_name(r):28s} {r.model:12s} {r.engine:8s} tp{r.tp} c{r.batch:<4d} in {r.input_len:<5d} "
-                  f"out {r.output_len:<5d} measured {r.value_si:10.4g}  prior {100 * err_prior[i]:+6.1f}%  "
-                  f"fitted {100 * err_fit[i]:+6.1f}%  held-out {100 * err_cv[i]:+6.1f}%")  # fmt: skip
+            print(
+                f"{metric_name(r):28s} {r.model:12s} {r.engine:8s} tp{r.tp} c{r.batch:<4d} in {r.input_len:<5d} "
+                f"out {r.output_len:<5d} measured {r.value_si:10.4g}  prior {100 * err_prior[i]:+6.1f}%  "
+                f"fitted {100 * err_fit[i]:+6.1f}%  held-out {100 * err_cv[i]:+6.1f}%"
+            )
     if args.write:
         markdown = text if args.markdown else table(columns, True)
         by_engine = breakdown if args.markdown else closed_loop_breakdown(records, err_fit, err_cv, True)
-        markdown += ("\n\n## Closed-loop points by engine, model and load\n\nLoad levels as in the error bands "
-                     "(light <= 16 clients, medium <= 64, heavy above); held-out is the mean over the groupings, "
-                     "signed: + over-predicted, - under-predicted.\n\n" + by_engine)  # fmt: skip
+        markdown += (
+            "\n\n## Closed-loop points by engine, model and load\n\nLoad levels as in the error bands "
+            "(light <= 16 clients, medium <= 64, heavy above); held-out is the mean over the groupings, "
+            "signed: + over-predicted, - under-predicted.\n\n" + by_engine
+        )
         write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_prior_load)
 
 
 def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_prior_load) -> None:
-    head = ("Generated by `python benchmarks/accuracy.py --write` (leave-one-group-out cross-validation; "
-            "see its docstring). Do not edit by hand.\n\n")  # fmt: skip
+    head = (
+        "Generated by `python benchmarks/accuracy.py --write` (leave-one-group-out cross-validation; "
+        "see its docstring). Do not edit by hand.\n\n"
+    )
     OUT_MD.write_text("# Accuracy\n\n" + head + markdown + "\n")
     with OUT_CSV.open("w", newline="") as handle:
         w = csv.writer(handle)
-        w.writerow(["metric", "kind", "model", "gpu", "engine", "precision", "tp", "batch", "input_len",
-                    "output_len", "measured", "error_priors", "error_fitted",
-                    *[f"error_heldout_{g}" for g in per_group], "error_heldout_mean", "source"])  # fmt: skip
+        w.writerow(
+            [
+                "metric",
+                "kind",
+                "model",
+                "gpu",
+                "engine",
+                "precision",
+                "tp",
+                "batch",
+                "input_len",
+                "output_len",
+                "measured",
+                "error_priors",
+                "error_fitted",
+                *[f"error_heldout_{g}" for g in per_group],
+                "error_heldout_mean",
+                "source",
+            ]
+        )
         for i, r in enumerate(records):
-            w.writerow([metric_name(r), r.kind, r.model, r.gpu, r.engine, r.precision, r.tp, r.batch, r.input_len,
-                        r.output_len, f"{r.value_si:.6g}", f"{err_prior[i]:.4f}", f"{err_fit[i]:.4f}",
-                        *[f"{e[i]:.4f}" for e in per_group.values()], f"{err_cv[i]:.4f}", r.source])  # fmt: skip
+            w.writerow(
+                [
+                    metric_name(r),
+                    r.kind,
+                    r.model,
+                    r.gpu,
+                    r.engine,
+                    r.precision,
+                    r.tp,
+                    r.batch,
+                    r.input_len,
+                    r.output_len,
+                    f"{r.value_si:.6g}",
+                    f"{err_prior[i]:.4f}",
+                    f"{err_fit[i]:.4f}",
+                    *[f"{e[i]:.4f}" for e in per_group.values()],
+                    f"{err_cv[i]:.4f}",
+                    r.source,
+                ]
+            )
     load = [r for r in records if is_load(r)]
     bands = {
         "generated_by": "python benchmarks/accuracy.py --write",
@@ -300,8 +372,10 @@ def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_
         },
         "bands": regime_rows(records, err_cv, err_prior_load),
     }
-    OUT_BANDS.write_text("# Error bands by regime; written by benchmarks/accuracy.py --write. Do not edit.\n"
-                         + yaml.safe_dump(bands, sort_keys=False))  # fmt: skip
+    OUT_BANDS.write_text(
+        "# Error bands by regime; written by benchmarks/accuracy.py --write. Do not edit.\n"
+        + yaml.safe_dump(bands, sort_keys=False)
+    )
     subset = gate_subset(records)
     chosen = {id(r) for r in subset}
     idx = [i for i, r in enumerate(records) if id(r) in chosen]
@@ -309,8 +383,10 @@ def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_
     for metric, s in summary([records[i] for i in idx], err_fit[idx]).items():
         gate["metrics"][metric] = {"points": s["points"], "median": round(s["median"], 4)}
     OUT_GATE.write_text(json.dumps(gate, indent=1) + "\n")
-    print(f"\nwrote {OUT_MD.relative_to(ROOT)}, {OUT_CSV.relative_to(ROOT)}, {OUT_BANDS.relative_to(ROOT)}, "
-          f"{OUT_GATE.relative_to(ROOT)}")  # fmt: skip
+    print(
+        f"\nwrote {OUT_MD.relative_to(ROOT)}, {OUT_CSV.relative_to(ROOT)}, {OUT_BANDS.relative_to(ROOT)}, "
+        f"{OUT_GATE.relative_to(ROOT)}"
+    )
 
 
 if __name__ == "__main__":

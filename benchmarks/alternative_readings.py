@@ -66,32 +66,87 @@ def _budget(tokens: int) -> Callable[[Record], Record]:
 
 READINGS = (
     Reading("as-committed", "installed profiles, records as imported", ("vllm", "sglang", "trtllm")),
-    Reading("steady-state", "aiperf warm-up: 12 x C requests, means over all but the first 2 x C",
-            ("vllm", "sglang", "trtllm"), steady_state=True),
-    Reading("trtllm-margin-1500", "TensorRT-LLM step budget C + L + 1500 (two 1k prompts a step)", ("trtllm",),
-            record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500)),
-    Reading("trtllm-eager-20us", "TensorRT-LLM eager kernel launch 20 us (fitted prior 6 us)", ("trtllm",),
-            profile={"kernel_overhead_eager_s": 20e-6}),
-    Reading("trtllm-eager-40us", "TensorRT-LLM eager kernel launch 40 us", ("trtllm",),
-            profile={"kernel_overhead_eager_s": 40e-6}),
-    *(Reading(f"vllm-budget-{b}", f"vLLM step budget a fixed {b} tokens (imported: C + L + 500)", ("vllm",),
-              record=_budget(b)) for b in (1024, 2048, 4096, 8192)),
-    Reading("vllm-margin-1500", "vLLM step budget C + L + 1500 (aiconfigurator's rule now)", ("vllm",),
-            record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500)),
-    Reading("overlap-scheduler", "TensorRT-LLM and SGLang admit a request arriving mid-step a step later",
-            ("sglang", "trtllm"), overlap_scheduler=True),
-    Reading("sglang-mixed-chunk", "aiconfigurator's SGLang rule: prefill chunks beside the decodes, L + 1500 tokens",
-            ("sglang",), record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500), scheduler="chunked"),
-    Reading("sglang-chunk-8192", "SGLang prefill batches of 8,192 tokens, its H100 chunk (imported: 16,384)",
-            ("sglang",), record=_budget(8192)),
-    Reading("sglang-prefill-1500", "SGLang prefill batches of at most L + 1500 tokens (the rule's max_prefill_tokens), "
-            "mixing off", ("sglang",), record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500)),
-    *(Reading(f"{engine}-others-per-request", f"{engine} at the other two engines' per-request times (geometric mean "
-              "of their fitted values), as an engine without closed-loop data could be given", (engine,),
-              profile=values) for engine, values in OTHERS_PER_REQUEST.items()),
-    Reading("sglang-kv-0.80", "SGLang KV memory fraction 0.80 (preset 0.88; TP 1 does not fit)", ("sglang",),
-            record=lambda r: replace(r, gpu_memory_utilization=0.80)),
-)  # fmt: skip
+    Reading(
+        "steady-state",
+        "aiperf warm-up: 12 x C requests, means over all but the first 2 x C",
+        ("vllm", "sglang", "trtllm"),
+        steady_state=True,
+    ),
+    Reading(
+        "trtllm-margin-1500",
+        "TensorRT-LLM step budget C + L + 1500 (two 1k prompts a step)",
+        ("trtllm",),
+        record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500),
+    ),
+    Reading(
+        "trtllm-eager-20us",
+        "TensorRT-LLM eager kernel launch 20 us (fitted prior 6 us)",
+        ("trtllm",),
+        profile={"kernel_overhead_eager_s": 20e-6},
+    ),
+    Reading(
+        "trtllm-eager-40us",
+        "TensorRT-LLM eager kernel launch 40 us",
+        ("trtllm",),
+        profile={"kernel_overhead_eager_s": 40e-6},
+    ),
+    *(
+        Reading(
+            f"vllm-budget-{b}",
+            f"vLLM step budget a fixed {b} tokens (imported: C + L + 500)",
+            ("vllm",),
+            record=_budget(b),
+        )
+        for b in (1024, 2048, 4096, 8192)
+    ),
+    Reading(
+        "vllm-margin-1500",
+        "vLLM step budget C + L + 1500 (aiconfigurator's rule now)",
+        ("vllm",),
+        record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500),
+    ),
+    Reading(
+        "overlap-scheduler",
+        "TensorRT-LLM and SGLang admit a request arriving mid-step a step later",
+        ("sglang", "trtllm"),
+        overlap_scheduler=True,
+    ),
+    Reading(
+        "sglang-mixed-chunk",
+        "aiconfigurator's SGLang rule: prefill chunks beside the decodes, L + 1500 tokens",
+        ("sglang",),
+        record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500),
+        scheduler="chunked",
+    ),
+    Reading(
+        "sglang-chunk-8192",
+        "SGLang prefill batches of 8,192 tokens, its H100 chunk (imported: 16,384)",
+        ("sglang",),
+        record=_budget(8192),
+    ),
+    Reading(
+        "sglang-prefill-1500",
+        "SGLang prefill batches of at most L + 1500 tokens (the rule's max_prefill_tokens), mixing off",
+        ("sglang",),
+        record=lambda r: replace(r, max_num_batched_tokens=r.input_len + 1500),
+    ),
+    *(
+        Reading(
+            f"{engine}-others-per-request",
+            f"{engine} at the other two engines' per-request times (geometric mean "
+            "of their fitted values), as an engine without closed-loop data could be given",
+            (engine,),
+            profile=values,
+        )
+        for engine, values in OTHERS_PER_REQUEST.items()
+    ),
+    Reading(
+        "sglang-kv-0.80",
+        "SGLang KV memory fraction 0.80 (preset 0.88; TP 1 does not fit)",
+        ("sglang",),
+        record=lambda r: replace(r, gpu_memory_utilization=0.80),
+    ),
+)
 
 
 def points(engines: tuple[str, ...]) -> list[tuple[Record, Record]]:
@@ -117,12 +172,19 @@ def _replay(name: str, rec: Record) -> tuple[float, float]:
     reading = next(r for r in READINGS if r.name == name)
     rec = reading.record(rec)
     res = simulate_closed_loop(
-        deployment_of(rec), replace(profile_for(rec, None), **reading.profile), rec.batch, rec.input_len,
-        rec.output_len, range_ratio=rec.min_len_ratio or 0.8,
-        max_num_batched_tokens=rec.max_num_batched_tokens or None, max_num_seqs=rec.max_num_seqs or None,
-        gpu_memory_utilization=rec.gpu_memory_utilization or None, scheduler=reading.scheduler,
-        overlap_scheduler=reading.overlap_scheduler, warm_up_rounds=WARM_UP_ROUNDS if reading.steady_state else 0,
-    )  # fmt: skip
+        deployment_of(rec),
+        replace(profile_for(rec, None), **reading.profile),
+        rec.batch,
+        rec.input_len,
+        rec.output_len,
+        range_ratio=rec.min_len_ratio or 0.8,
+        max_num_batched_tokens=rec.max_num_batched_tokens or None,
+        max_num_seqs=rec.max_num_seqs or None,
+        gpu_memory_utilization=rec.gpu_memory_utilization or None,
+        scheduler=reading.scheduler,
+        overlap_scheduler=reading.overlap_scheduler,
+        warm_up_rounds=WARM_UP_ROUNDS if reading.steady_state else 0,
+    )
     return res.ttft_mean_s, res.tpot_mean_s
 
 
@@ -136,10 +198,12 @@ def report(reading: Reading, pairs: list[tuple[Record, Record]], workers: int) -
         idx = [i for i in idx if i not in unfit]
         ttft = np.array([sim[i][0] / pairs[i][0].value_si - 1 for i in idx])
         tpot = np.array([sim[i][1] / pairs[i][1].value_si - 1 for i in idx])
-        print(f"  {engine:7} {len(idx):>4} points  TTFT median {np.median(abs(ttft)):6.1%} p90 "
-              f"{np.quantile(abs(ttft), 0.9):6.1%} signed {np.median(ttft):+6.1%}  |  TPOT median "
-              f"{np.median(abs(tpot)):6.1%} p90 {np.quantile(abs(tpot), 0.9):6.1%}"
-              + (f"  ({len(unfit)} points do not fit)" if unfit else ""))  # fmt: skip
+        print(
+            f"  {engine:7} {len(idx):>4} points  TTFT median {np.median(abs(ttft)):6.1%} p90 "
+            f"{np.quantile(abs(ttft), 0.9):6.1%} signed {np.median(ttft):+6.1%}  |  TPOT median "
+            f"{np.median(abs(tpot)):6.1%} p90 {np.quantile(abs(tpot), 0.9):6.1%}"
+            + (f"  ({len(unfit)} points do not fit)" if unfit else "")
+        )
 
 
 def main() -> None:

@@ -50,8 +50,14 @@ def bench_sweep(repeats: int = 3) -> tuple[int, float]:
     n = 0
     for _ in range(repeats):
         t = time.perf_counter()
-        df = infercast.sweep(models="llama-3.1-8b", gpus="h100-sxm", precisions="bf16", batches=BATCHES,
-                             input_lens=INPUTS, output_lens=OUTPUTS)  # fmt: skip
+        df = infercast.sweep(
+            models="llama-3.1-8b",
+            gpus="h100-sxm",
+            precisions="bf16",
+            batches=BATCHES,
+            input_lens=INPUTS,
+            output_lens=OUTPUTS,
+        )
         best = min(best, time.perf_counter() - t)
         n = len(df)
     return n, best
@@ -85,16 +91,20 @@ def main() -> None:
     n, seconds = bench_sweep()
     rate = n / seconds
     best, median = bench_predict()
-    print(f"infercast.sweep   : {n:,} configurations in {seconds:.3f} s = {rate:,.0f} configurations/s "
-          f"(target >= 1,000,000)")  # fmt: skip
+    print(
+        f"infercast.sweep   : {n:,} configurations in {seconds:.3f} s = {rate:,.0f} configurations/s "
+        f"(target >= 1,000,000)"
+    )
     print(f"infercast.predict : {median * 1e6:.0f} us median, {best * 1e6:.0f} us best per call (target < 200 us)")
     if args.no_mlsysim:
         return
     ml = bench_mlsysim()
     if ml:
         per_call = ml["seconds"] / ml["calls"]
-        print(f"mlsysim {ml['version']} ServingModel.solve: {per_call * 1e6:.0f} us per configuration "
-              f"= {1 / per_call:,.0f} configurations/s")  # fmt: skip
+        print(
+            f"mlsysim {ml['version']} ServingModel.solve: {per_call * 1e6:.0f} us per configuration "
+            f"= {1 / per_call:,.0f} configurations/s"
+        )
         print(
             f"ratio: sweep is {rate * per_call:,.0f}x mlsysim's configurations/s; "
             f"predict is {per_call / median:,.1f}x faster per call (and returns the full two-phase report)"

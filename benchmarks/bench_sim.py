@@ -40,14 +40,20 @@ def main() -> None:
     t3 = time.perf_counter()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s = res.summary
-    print(f"workload : {len(work):,} requests ({base.name} x {len(work) / len(base):.1f}), "
-          f"{work.duration / 3600:.1f} h of traffic, built in {t1 - t0:.2f} s")  # fmt: skip
-    print(f"simulate : {t3 - t2:.2f} s wall = {len(work) / (t3 - t2):,.0f} requests/s, {s['steps']:,} engine steps "
-          f"(target: 1,000,000 requests < 20 s)")  # fmt: skip
+    print(
+        f"workload : {len(work):,} requests ({base.name} x {len(work) / len(base):.1f}), "
+        f"{work.duration / 3600:.1f} h of traffic, built in {t1 - t0:.2f} s"
+    )
+    print(
+        f"simulate : {t3 - t2:.2f} s wall = {len(work) / (t3 - t2):,.0f} requests/s, {s['steps']:,} engine steps "
+        f"(target: 1,000,000 requests < 20 s)"
+    )
     print(f"memory   : peak RSS {peak_mb:,.0f} MB")
-    print(f"metrics  : TTFT mean {s['ttft_s']['mean'] * 1e3:.1f} ms p99 {s['ttft_s']['p99'] * 1e3:.1f} ms | "
-          f"TPOT mean {s['tpot_s']['mean'] * 1e3:.2f} ms p99 {s['tpot_s']['p99'] * 1e3:.2f} ms | "
-          f"{s['output_throughput_tok_s']:,.0f} output tok/s | saturated: {s['saturated']}")  # fmt: skip
+    print(
+        f"metrics  : TTFT mean {s['ttft_s']['mean'] * 1e3:.1f} ms p99 {s['ttft_s']['p99'] * 1e3:.1f} ms | "
+        f"TPOT mean {s['tpot_s']['mean'] * 1e3:.2f} ms p99 {s['tpot_s']['p99'] * 1e3:.2f} ms | "
+        f"{s['output_throughput_tok_s']:,.0f} output tok/s | saturated: {s['saturated']}"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,18 @@ def interpreted(model):
         memory = [(j, float(c) * float(model.inv_bw[i, 0])) for j, c in enumerate(model.coef[n + i]) if c]
         rows = [(j, float(c)) for j, c in enumerate(model.coef[2 * n + i]) if c]
         per_decode = sum(float(s) for j, s in model.per_decode if j == i)
-        ops.append((int(model.active[i]), compute, memory, rows, float(model.m_half[i, 0]),
-                    float(model.kernels[i, 0]), float(model.latency[i, 0]), per_decode))  # fmt: skip
+        ops.append(
+            (
+                int(model.active[i]),
+                compute,
+                memory,
+                rows,
+                float(model.m_half[i, 0]),
+                float(model.kernels[i, 0]),
+                float(model.latency[i, 0]),
+                per_decode,
+            )
+        )
     moe, log1m = bool(model.table.moe_k_over_e), float(model.log1m_k_over_e) if model.table.moe_k_over_e else 0.0
     floor = float(p.gemm_m_floor)
     tokens_i, seqs_i, decode_i = FEATURES.index("tokens"), FEATURES.index("seqs"), FEATURES.index("decode_tokens")
@@ -76,8 +86,10 @@ def main() -> None:
             call()
         timings[name] = (time.perf_counter() - t0) / args.calls * 1e6
     fast, slow = timings["compiled"], timings["interpreted"]
-    print(f"{args.model}: {model.n_ops} operators; per call: compiled {fast:.2f} us, interpreted {slow:.2f} us "
-          f"({slow / fast:.1f}x)")  # fmt: skip
+    print(
+        f"{args.model}: {model.n_ops} operators; per call: compiled {fast:.2f} us, interpreted {slow:.2f} us "
+        f"({slow / fast:.1f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -25,13 +25,19 @@ from infercast.plan import plan  # noqa: E402
 from infercast.plan.planner import BOUND_SLACK  # noqa: E402
 
 CASES = [
-    dict(model="llama-3.1-8b", gpus="l4,a100-80gb,h100-sxm", slo="ttft:p99:500ms tpot:p90:50ms",
-         input_len=512, output_len=128),
+    dict(
+        model="llama-3.1-8b",
+        gpus="l4,a100-80gb,h100-sxm",
+        slo="ttft:p99:500ms tpot:p90:50ms",
+        input_len=512,
+        output_len=128,
+    ),
     dict(model="llama-3.1-8b", gpus="h100-sxm,h200", slo="ttft:p99:2s tpot:p90:100ms", trace="azure_conv"),
     dict(model="llama-3.1-70b", gpus="h100-sxm,h200,mi300x", slo="ttft:p99:1s tpot:p90:60ms", trace="azure_code"),
-    dict(model="qwen3-30b-a3b", gpus="h100-sxm,l40s", slo="ttft:p99:800ms tpot:p90:40ms",
-         input_len=2048, output_len=256),
-]  # fmt: skip
+    dict(
+        model="qwen3-30b-a3b", gpus="h100-sxm,l40s", slo="ttft:p99:800ms tpot:p90:40ms", input_len=2048, output_len=256
+    ),
+]
 
 
 def main() -> None:
@@ -43,22 +49,36 @@ def main() -> None:
     for case in CASES:
         case = dict(case)
         model, gpus = case.pop("model"), case.pop("gpus")
-        res = plan(model, gpus, tps=[1, 2, 4, 8], precisions="bf16,fp8", executor="local", workers=args.workers,
-                   exhaustive=True, verify=False, num_requests=300, **case)  # fmt: skip
+        res = plan(
+            model,
+            gpus,
+            tps=[1, 2, 4, 8],
+            precisions="bf16,fp8",
+            executor="local",
+            workers=args.workers,
+            exhaustive=True,
+            verify=False,
+            num_requests=300,
+            **case,
+        )
         t = res.table
         ok = t[(t["status"] == "pass") & (t["capacity_req_s"] > 0)]
         r = (ok["max_rate_req_s"] / ok["capacity_req_s"]).to_numpy(dtype=float)
         ratios.extend(r.tolist())
         lengths = case.get("trace") or f"{case['input_len']}/{case['output_len']}"
         if r.size:
-            print(f"{model} on {gpus} ({lengths}, {case['slo']}): {r.size} passing units, max rate / offline "
-                  f"throughput median {np.median(r):.3f}, max {r.max():.3f}")  # fmt: skip
+            print(
+                f"{model} on {gpus} ({lengths}, {case['slo']}): {r.size} passing units, max rate / offline "
+                f"throughput median {np.median(r):.3f}, max {r.max():.3f}"
+            )
         else:
             print(f"{model} on {gpus} ({lengths}, {case['slo']}): no passing unit")
     arr = np.array(ratios)
     verdict = "holds" if arr.size and arr.max() <= BOUND_SLACK else "VIOLATED"
-    print(f"\nall: {arr.size} units, ratio median {np.median(arr):.3f}, p90 {np.quantile(arr, 0.9):.3f}, "
-          f"max {arr.max():.3f}; BOUND_SLACK {BOUND_SLACK} {verdict} ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"\nall: {arr.size} units, ratio median {np.median(arr):.3f}, p90 {np.quantile(arr, 0.9):.3f}, "
+        f"max {arr.max():.3f}; BOUND_SLACK {BOUND_SLACK} {verdict} ({time.perf_counter() - t0:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

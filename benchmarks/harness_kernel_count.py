@@ -25,11 +25,34 @@ from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.truncate import truncated
 
-VIEW_OPS = frozenset((
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "view_as", "expand", "slice", "select", "narrow", "transpose",
-    "t", "permute", "unsqueeze", "squeeze", "flatten", "unflatten", "as_strided", "alias", "detach", "lift_fresh",
-    "split", "split_with_sizes", "unbind", "chunk",
-))  # fmt: skip
+VIEW_OPS = frozenset(
+    (
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "view_as",
+        "expand",
+        "slice",
+        "select",
+        "narrow",
+        "transpose",
+        "t",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "unflatten",
+        "as_strided",
+        "alias",
+        "detach",
+        "lift_fresh",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+    )
+)
 """ATen ops that return a view of their input: no kernel runs."""
 
 

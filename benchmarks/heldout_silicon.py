@@ -75,9 +75,15 @@ def band_rows(compared: Sequence[Comparison]) -> list[dict[str, object]]:
                 groups.setdefault(tuple(regime[d] for d in dims), []).append(abs(c.error))
             for key, errors in sorted(groups.items()):
                 a = np.asarray(errors)
-                rows.append({"metric": metric, **dict(zip(dims, key, strict=True)),
-                             "typical": round(float(np.median(a)), 4), "p90": round(float(np.percentile(a, 90)), 4),
-                             "points": int(a.size)})  # fmt: skip
+                rows.append(
+                    {
+                        "metric": metric,
+                        **dict(zip(dims, key, strict=True)),
+                        "typical": round(float(np.median(a)), 4),
+                        "p90": round(float(np.percentile(a, 90)), 4),
+                        "points": int(a.size),
+                    }
+                )
     return rows
 
 
@@ -85,18 +91,25 @@ def with_bands(compared: Sequence[Comparison], left_out: str | None = None) -> l
     """The points with the band that :func:`band_rows` gives their regime: built from all points, or, with
     ``left_out`` (a record field: model, gpu), from the points that do not share the point's value of it."""
     key = (lambda c: getattr(c.record, left_out)) if left_out else (lambda c: "")
-    tables = {v: {"bands": band_rows([c for c in compared if key(c) != v or not left_out])}
-              for v in {key(c) for c in compared}}  # fmt: skip
-    return [replace(c, band=find_band(tables[key(c)], BAND_METRICS[c.record.kind], regime_of(c), HELDOUT_DIMENSIONS))
-            for c in compared]  # fmt: skip
+    tables = {
+        v: {"bands": band_rows([c for c in compared if key(c) != v or not left_out])}
+        for v in {key(c) for c in compared}
+    }
+    return [
+        replace(c, band=find_band(tables[key(c)], BAND_METRICS[c.record.kind], regime_of(c), HELDOUT_DIMENSIONS))
+        for c in compared
+    ]
 
 
 def coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, float]]:
     """Per metric, the share of points inside the p90 band: built with the point's model left out, with its GPU
     left out, and from all points (in-sample). A point left without a band (no other model or GPU in its regime)
     counts as outside."""
-    runs = {"model_left_out": with_bands(compared, "model"), "gpu_left_out": with_bands(compared, "gpu"),
-            "in_sample": with_bands(compared)}  # fmt: skip
+    runs = {
+        "model_left_out": with_bands(compared, "model"),
+        "gpu_left_out": with_bands(compared, "gpu"),
+        "in_sample": with_bands(compared),
+    }
     out: dict[str, dict[str, float]] = {}
     for name, rows in runs.items():
         for metric in ("ttft", "tpot"):
@@ -109,15 +122,18 @@ def coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, float]]:
 def table(stats: Sequence[dict[str, object]], title: str) -> list[str]:
     """Markdown rows of :func:`summarize_by`'s groups: points, median / p90 |error|, signed median, share inside
     the points' p90 bands (:func:`with_bands`)."""
-    lines = [f"| {title} | metric | points | median / p90 \\|error\\| | signed median | inside p90 band "
-             "(model left out) |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"| {title} | metric | points | median / p90 \\|error\\| | signed median | inside p90 band (model left out) |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in stats:
         group = " ".join(str(v) for v in row["group"].values()) if row["group"] else "all"
         metric = str(row["metric"]).split(" (")[0].removeprefix("closed-loop ")
         inside = f"{100 * row['within_p90_band']:.0f} % of {row['banded_points']}" if "banded_points" in row else "-"
         spread = f"{100 * row['median_ape']:.1f} % / {100 * row['p90_ape']:.1f} %"
-        lines.append(f"| {group} | {metric} | {row['points']} | {spread} | {100 * row['median_signed']:+.1f} % | "
-                     f"{inside} |")  # fmt: skip
+        lines.append(
+            f"| {group} | {metric} | {row['points']} | {spread} | {100 * row['median_signed']:+.1f} % | {inside} |"
+        )
     return lines
 
 
@@ -125,9 +141,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="predict only every k-th row, k = rows / LIMIT")
-    parser.add_argument("--write", action="store_true",
-                        help=f"save the tables to {OUT_MD.relative_to(ROOT)} and the bands to "
-                             f"{OUT_BANDS.relative_to(ROOT)}")  # fmt: skip
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"save the tables to {OUT_MD.relative_to(ROOT)} and the bands to {OUT_BANDS.relative_to(ROOT)}",
+    )
     args = parser.parse_args()
     if not CALIBRATION.is_file():
         parser.error(f"needs {CALIBRATION} (the calibration rows, left out here) beside the checkout")
@@ -148,9 +166,11 @@ def main() -> None:
         reasons[reason[:140]] = reasons.get(reason[:140], 0) + 1
     shares = coverage(compared)
     left_out = with_bands(compared, "model")
-    inside = "; ".join(f"{metric.upper()} {100 * c['model_left_out']:.0f} % with the point's model left out, "
-                       f"{100 * c['gpu_left_out']:.0f} % with its GPU left out, {100 * c['in_sample']:.0f} % in-sample"
-                       for metric, c in shares.items())  # fmt: skip
+    inside = "; ".join(
+        f"{metric.upper()} {100 * c['model_left_out']:.0f} % with the point's model left out, "
+        f"{100 * c['gpu_left_out']:.0f} % with its GPU left out, {100 * c['in_sample']:.0f} % in-sample"
+        for metric, c in shares.items()
+    )
     lines = [
         "# Held-out check: published serving sweeps never fitted",
         "",
@@ -181,16 +201,17 @@ def main() -> None:
         bands = {
             "generated_by": "python benchmarks/heldout_silicon.py --write",
             "source": f"aiconfigurator-core {source.version} systems/silicon_sample.csv: {len(compared) // 2} "
-                      "aggregated closed-loop points outside the calibration file (other GPUs, models, engine "
-                      "releases); nothing is fitted to them",
+            "aggregated closed-loop points outside the calibration file (other GPUs, models, engine "
+            "releases); nothing is fitted to them",
             "method": "median (typical) and p90 of |error| of infercast's predictions of those points, by engine x "
-                      "load and every coarser level; used for a GPU or a model the serving calibration never measured",
+            "load and every coarser level; used for a GPU or a model the serving calibration never measured",
             "coverage": {metric: {k: round(v, 3) for k, v in c.items()} for metric, c in shares.items()},
             "bands": band_rows(compared),
-        }  # fmt: skip
-        OUT_BANDS.write_text("# Error bands outside the serving calibration; written by "
-                             "benchmarks/heldout_silicon.py --write. Do not edit.\n"
-                             + yaml.safe_dump(bands, sort_keys=False))  # fmt: skip
+        }
+        OUT_BANDS.write_text(
+            "# Error bands outside the serving calibration; written by "
+            "benchmarks/heldout_silicon.py --write. Do not edit.\n" + yaml.safe_dump(bands, sort_keys=False)
+        )
 
 
 if __name__ == "__main__":

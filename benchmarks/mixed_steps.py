@@ -71,8 +71,10 @@ def decode_and_mixed(long: dict[str, Record], short: dict[str, Record]) -> tuple
 
 def main() -> None:
     points = pairs()
-    print(f"{'model':14} {'tp':>2} {'C':>4} {'L':>5} | {'D ms':>6} {'M ms':>6} | {'GPU D':>6} {'GPU M':>6} | "
-          f"{'M/GPU':>5} {'ms/layer':>8}")  # fmt: skip
+    print(
+        f"{'model':14} {'tp':>2} {'C':>4} {'L':>5} | {'D ms':>6} {'M ms':>6} | {'GPU D':>6} {'GPU M':>6} | "
+        f"{'M/GPU':>5} {'ms/layer':>8}"
+    )
     per_layer = []
     for (model, tp, c, length, out), long in sorted(points.items()):
         short = points.get((model, tp, c, length, 128))
@@ -85,18 +87,25 @@ def main() -> None:
         running = round(0.92 * c)  # the data's running sequences at these loads (TTFT ~8 % of a request's time)
         context = length + out // 4
         gpu_d = float(kernels.step_time(StepBatch.uniform(decode_seqs=running, context=context))[0])
-        gpu_m = float(kernels.step_time(StepBatch.uniform(prefill_seqs=1, chunk=length, decode_seqs=running - 1,
-                                                          context=context))[0])  # fmt: skip
+        gpu_m = float(
+            kernels.step_time(
+                StepBatch.uniform(prefill_seqs=1, chunk=length, decode_seqs=running - 1, context=context)
+            )[0]
+        )
         layers = dep.model.num_layers
         bound = m >= HOST_BOUND * gpu_m
         if bound and CLIENTS[0] <= c <= CLIENTS[1] and length == PROMPT and tp >= MIN_TP:
             per_layer.append(m / layers)
-        print(f"{model:14} {tp:>2} {c:>4} {length:>5} | {d * 1e3:6.2f} {m * 1e3:6.2f} | {gpu_d * 1e3:6.2f} "
-              f"{gpu_m * 1e3:6.2f} | {m / gpu_m:5.2f} {m / layers * 1e3 if bound else float('nan'):8.3f}")  # fmt: skip
+        print(
+            f"{model:14} {tp:>2} {c:>4} {length:>5} | {d * 1e3:6.2f} {m * 1e3:6.2f} | {gpu_d * 1e3:6.2f} "
+            f"{gpu_m * 1e3:6.2f} | {m / gpu_m:5.2f} {m / layers * 1e3 if bound else float('nan'):8.3f}"
+        )
     values = np.array(per_layer) * 1e3
-    print(f"\nhost-bound mixed steps (TP {MIN_TP}+, {CLIENTS[0]}-{CLIENTS[1]} clients, {PROMPT}-token prompts, "
-          f"M >= {HOST_BOUND} x GPU): {values.size}; host time per layer median {np.median(values):.3f} ms "
-          f"(range {values.min():.3f}-{values.max():.3f})")  # fmt: skip
+    print(
+        f"\nhost-bound mixed steps (TP {MIN_TP}+, {CLIENTS[0]}-{CLIENTS[1]} clients, {PROMPT}-token prompts, "
+        f"M >= {HOST_BOUND} x GPU): {values.size}; host time per layer median {np.median(values):.3f} ms "
+        f"(range {values.min():.3f}-{values.max():.3f})"
+    )
 
 
 if __name__ == "__main__":

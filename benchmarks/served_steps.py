@@ -64,10 +64,13 @@ def served(model, config: EngineConfig, kind: str, clients: int | None, n: int, 
     for name, mask in (("decode-only", decode_only), ("with prompt", ~decode_only), ("mixed", mixed)):
         if mask.any():
             t, b, f, a = total[mask], before[mask], forward[mask], after[mask]
-            print(f"  {kind} {clients} gc={'on' if gc_on else 'off'} {name:12s} n={mask.sum():4d} step ms p50 "
-                  f"{np.median(t):6.2f} p90 {np.percentile(t, 90):6.2f} max {t.max():7.2f} | host-before p50 "
-                  f"{np.median(b):5.2f} forward-call p50 {np.median(f):6.2f} p90 {np.percentile(f, 90):6.2f} | "
-                  f"wait p50 {np.median(a):6.2f} p90 {np.percentile(a, 90):6.2f}", flush=True)  # fmt: skip
+            print(
+                f"  {kind} {clients} gc={'on' if gc_on else 'off'} {name:12s} n={mask.sum():4d} step ms p50 "
+                f"{np.median(t):6.2f} p90 {np.percentile(t, 90):6.2f} max {t.max():7.2f} | host-before p50 "
+                f"{np.median(b):5.2f} forward-call p50 {np.median(f):6.2f} p90 {np.percentile(f, 90):6.2f} | "
+                f"wait p50 {np.median(a):6.2f} p90 {np.percentile(a, 90):6.2f}",
+                flush=True,
+            )
 
 
 def alone(model) -> None:

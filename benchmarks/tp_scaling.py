@@ -30,9 +30,17 @@ DEFAULT_CSV = Path("/work/shared/reference/closed_loop_h100.csv")
 def simulated_tpot(row: pd.Series, requests_per_client: int = 10) -> float:
     """Mean TPOT (s) of the simulated closed-loop run matching one measured row."""
     c, isl, osl = int(row.concurrency), int(row.input_len), int(row.output_len)
-    res = simulate(MODELS[row.model], "h100-sxm", tp=int(row.tp), precision=row.precision, engine=row.engine,
-                   concurrency=c, num_requests=requests_per_client * c, input_len=f"uniform:{int(0.8 * isl)},{isl}",
-                   output_len=f"uniform:{int(0.8 * osl)},{osl}")  # fmt: skip
+    res = simulate(
+        MODELS[row.model],
+        "h100-sxm",
+        tp=int(row.tp),
+        precision=row.precision,
+        engine=row.engine,
+        concurrency=c,
+        num_requests=requests_per_client * c,
+        input_len=f"uniform:{int(0.8 * isl)},{isl}",
+        output_len=f"uniform:{int(0.8 * osl)},{osl}",
+    )
     return float(res.summary["tpot_s"]["mean"])
 
 
@@ -56,9 +64,11 @@ def main() -> None:
         sim = simulated_tpot(row) * 1e3
         err = sim / row.tpot_ms_mean - 1
         errors.append(abs(err))
-        print(f"{row.engine:7s} {row.engine_version:14s} {MODELS[row.model]:13s} {row.precision:5s} tp{row.tp} "
-              f"c{row.concurrency} {row.input_len}/{row.output_len}: measured {row.tpot_ms_mean:6.2f} ms, "
-              f"simulated {sim:6.2f} ms ({err:+.1%})")  # fmt: skip
+        print(
+            f"{row.engine:7s} {row.engine_version:14s} {MODELS[row.model]:13s} {row.precision:5s} tp{row.tp} "
+            f"c{row.concurrency} {row.input_len}/{row.output_len}: measured {row.tpot_ms_mean:6.2f} ms, "
+            f"simulated {sim:6.2f} ms ({err:+.1%})"
+        )
     if errors:
         print(f"median |error| {statistics.median(errors):.1%} over {len(errors)} points")
 

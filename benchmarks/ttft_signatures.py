@@ -49,14 +49,16 @@ DATA = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
 def load() -> pd.DataFrame:
     d = pd.read_csv(DATA, comment="#")
     d = d[d.output_len < 1000]  # the sweep grid (the few 4000/1000 points come from another harness)
-    wide = d.pivot_table(index=["engine", "model", "precision", "tp", "input_len", "output_len", "batch"],
-                         columns="kind", values="value").reset_index()  # fmt: skip
+    wide = d.pivot_table(
+        index=["engine", "model", "precision", "tp", "input_len", "output_len", "batch"], columns="kind", values="value"
+    ).reset_index()
     return wide.rename(columns={"closed_loop_ttft": "ttft_ms", "closed_loop_tpot": "tpot_ms", "batch": "c"})
 
 
 def prefill_ms(model: str, precision: str, tp: int, engine: str, input_len: int) -> float:
-    p = infercast.predict(model, "h100-sxm", tp=tp, precision=precision, engine=engine, input_len=input_len,
-                          output_len=16)  # fmt: skip
+    p = infercast.predict(
+        model, "h100-sxm", tp=tp, precision=precision, engine=engine, input_len=input_len, output_len=16
+    )
     return p.prefill.time_s * 1e3
 
 
@@ -70,8 +72,10 @@ def prompt_slopes(d: pd.DataFrame) -> None:
             continue
         measured = (g[g.input_len == hi].ttft_ms.mean() - g[g.input_len == lo].ttft_ms.mean()) / (hi - lo)
         kernel = (prefill_ms(model, prec, tp, engine, hi) - prefill_ms(model, prec, tp, engine, lo)) / (hi - lo)
-        print(f"{engine:8} {model:14} {tp:>3} {g.c.min():>4} {measured * 1e3:>16.1f} {kernel * 1e3:>15.1f} "
-              f"{measured / kernel:>6.2f}")  # fmt: skip
+        print(
+            f"{engine:8} {model:14} {tp:>3} {g.c.min():>4} {measured * 1e3:>16.1f} {kernel * 1e3:>15.1f} "
+            f"{measured / kernel:>6.2f}"
+        )
 
 
 def output_slopes(d: pd.DataFrame) -> None:
@@ -86,45 +90,69 @@ def output_slopes(d: pd.DataFrame) -> None:
         rows.append((engine, model, tp, c, ratio, c / (1 + ratio)))
     r = pd.DataFrame(rows, columns=["engine", "model", "tp", "C", "slope_over_tpot", "K"])
     r["C_minus_K"] = r.C - r.K
-    summary = r[r.C <= 64].groupby(["engine", "model"]).agg(
-        points=("K", "size"), median_C_minus_K=("C_minus_K", "median"),
-        p10=("C_minus_K", lambda x: np.quantile(x, 0.1)), p90=("C_minus_K", lambda x: np.quantile(x, 0.9)),
-    )  # fmt: skip
+    summary = (
+        r[r.C <= 64]
+        .groupby(["engine", "model"])
+        .agg(
+            points=("K", "size"),
+            median_C_minus_K=("C_minus_K", "median"),
+            p10=("C_minus_K", lambda x: np.quantile(x, 0.1)),
+            p90=("C_minus_K", lambda x: np.quantile(x, 0.9)),
+        )
+    )
     print("concurrency <= 64 (C - K: clients effectively waiting for a slot):")
     print(summary.round(2).to_string())
 
 
 def kv_capacity(d: pd.DataFrame) -> None:
     print("\n3. KV capacity of the fp8 runs at the points with the most KV in flight")
-    print(f"{'engine':8} {'tp':>3} {'C':>4} {'prompt':>6} {'out':>4} {'fits 16-bit':>11} {'fits 8-bit':>10} "
-          f"{'TTFT ms':>8} {'prefill ms':>10}")  # fmt: skip
+    print(
+        f"{'engine':8} {'tp':>3} {'C':>4} {'prompt':>6} {'out':>4} {'fits 16-bit':>11} {'fits 8-bit':>10} "
+        f"{'TTFT ms':>8} {'prefill ms':>10}"
+    )
     fp8 = d[d.precision == "fp8"].assign(kv=lambda x: x.c * (x.input_len + x.output_len))
     for (engine, tp), g in fp8.groupby(["engine", "tp"]):
         for _, r in g.nlargest(2, "kv").iterrows():
             context = int(r.input_len + r.output_len)
-            budgets = [infercast.memory_budget(r.model, "h100-sxm", tp=int(tp), precision="fp8", kv_precision=kv,
-                                               engine=engine) for kv in ("bf16", "fp8")]  # fmt: skip
+            budgets = [
+                infercast.memory_budget(
+                    r.model, "h100-sxm", tp=int(tp), precision="fp8", kv_precision=kv, engine=engine
+                )
+                for kv in ("bf16", "fp8")
+            ]
             fits = [b.max_concurrency(context) for b in budgets]
             pre = prefill_ms(r.model, "fp8", int(tp), engine, int(r.input_len))
-            print(f"{engine:8} {tp:>3} {r.c:>4} {r.input_len:>6} {r.output_len:>4} {fits[0]:>11} {fits[1]:>10} "
-                  f"{r.ttft_ms:>8.0f} {pre:>10.0f}")  # fmt: skip
+            print(
+                f"{engine:8} {tp:>3} {r.c:>4} {r.input_len:>6} {r.output_len:>4} {fits[0]:>11} {fits[1]:>10} "
+                f"{r.ttft_ms:>8.0f} {pre:>10.0f}"
+            )
 
 
 def simulated_means(records: list, row: pd.Series) -> tuple[float, float]:
     """Simulated mean TTFT and TPOT (ms) of one closed-loop point, read as ``benchmarks/accuracy.py`` reads it."""
     from infercast.measure.predictors import predict_record
 
-    recs = [r for r in records if r.engine == row.engine and r.model == row.model
-            and r.precision == row.precision and r.tp == row.tp and r.batch == row.c
-            and r.input_len == row.input_len and r.output_len == row.output_len]  # fmt: skip
+    recs = [
+        r
+        for r in records
+        if r.engine == row.engine
+        and r.model == row.model
+        and r.precision == row.precision
+        and r.tp == row.tp
+        and r.batch == row.c
+        and r.input_len == row.input_len
+        and r.output_len == row.output_len
+    ]
     by_kind = {r.kind: predict_record(r) * 1e3 for r in recs}
     return by_kind["closed_loop_ttft"], by_kind["closed_loop_tpot"]
 
 
 def ceilings(d: pd.DataFrame) -> None:
     print("\n4. Throughput at the highest concurrency (Little's law on mean TTFT / TPOT): measured | simulated")
-    print(f"{'engine':8} {'model':14} {'prompt':>6} {'out':>4} {'C':>4} {'tp':>3} {'K':>6} {'req/s':>6} "
-          f"{'tok/s':>6} | {'K':>6} {'req/s':>6} {'tok/s':>6} {'TTFT ms':>15}")  # fmt: skip
+    print(
+        f"{'engine':8} {'model':14} {'prompt':>6} {'out':>4} {'C':>4} {'tp':>3} {'K':>6} {'req/s':>6} "
+        f"{'tok/s':>6} | {'K':>6} {'req/s':>6} {'tok/s':>6} {'TTFT ms':>15}"
+    )
     from infercast.measure.records import load_records
 
     records = load_records([DATA])
@@ -134,8 +162,10 @@ def ceilings(d: pd.DataFrame) -> None:
             k, rate, tok = closed_loop_rates(r.c, r.ttft_ms / 1e3, r.tpot_ms / 1e3, int(r.output_len))
             sim_ttft, sim_tpot = simulated_means(records, r)
             ks, rates, toks = closed_loop_rates(r.c, sim_ttft / 1e3, sim_tpot / 1e3, int(r.output_len))
-            print(f"{engine:8} {model:14} {isl:>6} {osl:>4} {r.c:>4} {r.tp:>3} {k:>6.0f} {rate:>6.1f} {tok:>6.0f} | "
-                  f"{ks:>6.0f} {rates:>6.1f} {toks:>6.0f} {r.ttft_ms:>7.0f}/{sim_ttft:<7.0f}")  # fmt: skip
+            print(
+                f"{engine:8} {model:14} {isl:>6} {osl:>4} {r.c:>4} {r.tp:>3} {k:>6.0f} {rate:>6.1f} {tok:>6.0f} | "
+                f"{ks:>6.0f} {rates:>6.1f} {toks:>6.0f} {r.ttft_ms:>7.0f}/{sim_ttft:<7.0f}"
+            )
 
 
 def main() -> None:

@@ -48,8 +48,9 @@ overloaded runs preempt."""
 
 def workload(rate: float | None, n: int, seed: int):
     load = {"rate": rate} if rate else {"offline": True}
-    return WorkloadSpec(input_len=INPUT_LEN, output_len=OUTPUT_LEN, num_requests=n, prefix=PREFIX, seed=seed,
-                        **load).build()  # fmt: skip
+    return WorkloadSpec(
+        input_len=INPUT_LEN, output_len=OUTPUT_LEN, num_requests=n, prefix=PREFIX, seed=seed, **load
+    ).build()
 
 
 def main() -> None:
@@ -74,25 +75,37 @@ def main() -> None:
         hardware, profile, peaks, fit = calibrate(model, base, threads=args.threads, repeats=3)
         path = save_calibration(out / "cpu_calibration.yaml", peaks, profile, fit)
         held, grid = fit["held_out"], fit["grid_fit"]["on_engine_steps"]
-        print(f"calibration: {path}  ({fit['points']} served steps, load average {fit['loadavg']}); on rounds held "
-              f"out: per step mean |error| {held['mean_abs_rel_error']:.1%} (max {held['max_abs_rel_error']:.1%}), "
-              f"summed time {held['total_rel_error']:+.1%} (decode {held['decode_total_rel_error']:+.1%}, prefill "
-              f"{held['prefill_total_rel_error']:+.1%}, mixed {held['mixed_total_rel_error']:+.1%}); a fit to the "
-              f"synthetic grid instead: grid error mean {fit['grid_fit']['mean_abs_rel_error']:.1%} (max "
-              f"{fit['grid_fit']['max_abs_rel_error']:.1%}), on the served steps summed time "
-              f"{grid['total_rel_error']:+.1%}, per step mean {grid['mean_abs_rel_error']:.1%}")  # fmt: skip
+        print(
+            f"calibration: {path}  ({fit['points']} served steps, load average {fit['loadavg']}); on rounds held "
+            f"out: per step mean |error| {held['mean_abs_rel_error']:.1%} (max {held['max_abs_rel_error']:.1%}), "
+            f"summed time {held['total_rel_error']:+.1%} (decode {held['decode_total_rel_error']:+.1%}, prefill "
+            f"{held['prefill_total_rel_error']:+.1%}, mixed {held['mixed_total_rel_error']:+.1%}); a fit to the "
+            f"synthetic grid instead: grid error mean {fit['grid_fit']['mean_abs_rel_error']:.1%} (max "
+            f"{fit['grid_fit']['max_abs_rel_error']:.1%}), on the served steps summed time "
+            f"{grid['total_rel_error']:+.1%}, per step mean {grid['mean_abs_rel_error']:.1%}"
+        )
     results: dict[str, Validation] = {}
     rows = []
-    for scheduler, load, rate, n, v in load_runs(model, base, hardware, profile, duration=args.duration,
-                                                 seed=args.seed, threads=args.threads):  # fmt: skip
+    for scheduler, load, rate, n, v in load_runs(
+        model, base, hardware, profile, duration=args.duration, seed=args.seed, threads=args.threads
+    ):
         label = f"{scheduler}/{load}"
         results[label] = v
         for row in v.rows:
             i = v.info
-            rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
-                         "speed_factor": i["speed_factor"], "step_time_ratio_sum": i["step_time_ratio_sum"],
-                         "loadavg_before": i["loadavg_before"][0],
-                         "loadavg_after": i["loadavg_after"][0]})  # fmt: skip
+            rows.append(
+                {
+                    "scheduler": scheduler,
+                    "load": load,
+                    "rate_req_s": rate,
+                    "requests": n,
+                    **row,
+                    "speed_factor": i["speed_factor"],
+                    "step_time_ratio_sum": i["step_time_ratio_sum"],
+                    "loadavg_before": i["loadavg_before"][0],
+                    "loadavg_after": i["loadavg_after"][0],
+                }
+            )
         _print(label, rate, v)
     worst = _verdict(results)
     out.mkdir(parents=True, exist_ok=True)
@@ -100,14 +113,24 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    meta = {"model": base.model_cut.id, "layers": args.layers, "precision": args.precision, "threads": args.threads,
-            "calibration": fit.get("date"), "calibration_loadavg": fit.get("loadavg"), "worst_rel_error": worst,
-            "wall_s": time.perf_counter() - t0, "loadavg_end": os.getloadavg(),
-            "runs": {k: v.to_dict() for k, v in results.items()}}  # fmt: skip
+    meta = {
+        "model": base.model_cut.id,
+        "layers": args.layers,
+        "precision": args.precision,
+        "threads": args.threads,
+        "calibration": fit.get("date"),
+        "calibration_loadavg": fit.get("loadavg"),
+        "worst_rel_error": worst,
+        "wall_s": time.perf_counter() - t0,
+        "loadavg_end": os.getloadavg(),
+        "runs": {k: v.to_dict() for k, v in results.items()},
+    }
     (out / "validate_sim_cpu.json").write_text(json.dumps(meta, indent=1, default=float))
     plot = plot_cdfs(results, out / "validate_sim_cpu_cdf.png")
-    print(f"\nwrote {out / 'validate_sim_cpu.csv'}, {out / 'validate_sim_cpu.json'}, {plot}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"\nwrote {out / 'validate_sim_cpu.csv'}, {out / 'validate_sim_cpu.json'}, {plot}; "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
 
 
 def load_runs(model, base: EngineConfig, hardware, profile, *, duration: float, seed: int, threads: int):
@@ -122,22 +145,28 @@ def load_runs(model, base: EngineConfig, hardware, profile, *, duration: float, 
         for load, frac in LOADS.items():
             rate = frac * capacity
             n = max(16, round(rate * duration))
-            yield scheduler, load, rate, n, validate_sim(model, config, hardware, profile, workload(rate, n, seed),
-                                                         threads=threads)  # fmt: skip
+            yield (
+                scheduler,
+                load,
+                rate,
+                n,
+                validate_sim(model, config, hardware, profile, workload(rate, n, seed), threads=threads),
+            )
 
 
 def _print(label: str, rate: float, v: Validation) -> None:
     i = v.info
-    print(f"\n{label}: {i['requests']} requests at {rate:.2f} req/s, load average {i['loadavg_before'][0]:.2f} -> "
-          f"{i['loadavg_after'][0]:.2f}; speed probe {i['speed_factor']:.2f}x the calibration; the run's steps "
-          f"took {i['step_time_ratio_sum']:.2f}x the probe-scaled times in sum ({i['step_time_ratio_p50']:.2f}x "
-          "median)")  # fmt: skip
+    print(
+        f"\n{label}: {i['requests']} requests at {rate:.2f} req/s, load average {i['loadavg_before'][0]:.2f} -> "
+        f"{i['loadavg_after'][0]:.2f}; speed probe {i['speed_factor']:.2f}x the calibration; the run's steps "
+        f"took {i['step_time_ratio_sum']:.2f}x the probe-scaled times in sum ({i['step_time_ratio_p50']:.2f}x "
+        "median)"
+    )
     print(f"  {'metric':28s} {'measured':>10s} {'simulated':>10s} {'error':>8s}")
     for row in v.rows:
         name = f"{row['metric']} {row['stat']}".strip()
         scale = 1e3 if row["metric"] in LATENCIES else 1.0
-        print(f"  {name:28s} {row['measured'] * scale:10.3f} {row['simulated'] * scale:10.3f} "
-              f"{row['rel_error']:+8.1%}")  # fmt: skip
+        print(f"  {name:28s} {row['measured'] * scale:10.3f} {row['simulated'] * scale:10.3f} {row['rel_error']:+8.1%}")
 
 
 def _verdict(results: dict[str, Validation]) -> float:
@@ -148,8 +177,10 @@ def _verdict(results: dict[str, Validation]) -> float:
     worst = 0.0
     cols = [(m, s) for m in ("ttft_s", "tpot_s") for s in ("mean", "p90")]
     head = f"{'run':30s} {'TTFT mean':>10s} {'TTFT p90':>10s} {'TPOT mean':>10s} {'TPOT p90':>10s}"
-    tables = (("calibrated simulator vs engine", lambda v: v.rows),
-              ("simulator with the run's own step times vs engine", lambda v: v.replayed_rows))  # fmt: skip
+    tables = (
+        ("calibrated simulator vs engine", lambda v: v.rows),
+        ("simulator with the run's own step times vs engine", lambda v: v.replayed_rows),
+    )
     for title, rows_of in tables:
         print(f"\n{title}\n{head}")
         for label, v in results.items():

@@ -53,51 +53,83 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of arrivals per run")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--warmup-s", type=float, default=60.0,
-                    help="serve unmeasured requests this long before calibrating (see _warm_up)")
+    ap.add_argument(
+        "--warmup-s",
+        type=float,
+        default=60.0,
+        help="serve unmeasured requests this long before calibrating (see _warm_up)",
+    )
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
-        sys.exit(f"validate_sim_gpu.py: torch {torch.__version__} sees no CUDA device (--device cpu runs the script "
-                 "on the CPU as a smoke test)")  # fmt: skip
+        sys.exit(
+            f"validate_sim_gpu.py: torch {torch.__version__} sees no CUDA device (--device cpu runs the script "
+            "on the CPU as a smoke test)"
+        )
     out = Path(args.out)
     t0 = time.perf_counter()
     hardware = get_hardware(args.gpu)
     base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
     model = build_model(base, device=args.device)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    print(f"{base.model_cut.id} ({base.model_cut.num_layers} layers, {args.precision}) on {device_name}; "
-          f"priced as {hardware.name}", flush=True)  # fmt: skip
+    print(
+        f"{base.model_cut.id} ({base.model_cut.num_layers} layers, {args.precision}) on {device_name}; "
+        f"priced as {hardware.name}",
+        flush=True,
+    )
     _warm_up(model, base, args.warmup_s)
     hardware, profile, peaks, fit = calibrate(model, base, threads=1, repeats=3, hardware=hardware)
     held = fit["held_out"]
-    print(f"calibration: {fit['points']} served steps; on rounds held out: per step mean |error| "
-          f"{held['mean_abs_rel_error']:.1%}, summed time {held['total_rel_error']:+.1%} (decode "
-          f"{held['decode_total_rel_error']:+.1%}, prefill {held['prefill_total_rel_error']:+.1%}, mixed "
-          f"{held['mixed_total_rel_error']:+.1%})", flush=True)  # fmt: skip
+    print(
+        f"calibration: {fit['points']} served steps; on rounds held out: per step mean |error| "
+        f"{held['mean_abs_rel_error']:.1%}, summed time {held['total_rel_error']:+.1%} (decode "
+        f"{held['decode_total_rel_error']:+.1%}, prefill {held['prefill_total_rel_error']:+.1%}, mixed "
+        f"{held['mixed_total_rel_error']:+.1%})",
+        flush=True,
+    )
     fitted = {k.format(key=args.precision): profile.flat()[k.format(key=args.precision)] for k in fit_params(hardware)}
     print("fitted: " + ", ".join(f"{k} {v:.3g}" for k, v in fitted.items()), flush=True)
     results: dict[str, Validation] = {}
     rows = []
-    for scheduler, load, rate, n, v in load_runs(model, base, hardware, profile, duration=args.duration,
-                                                 seed=args.seed, threads=1):  # fmt: skip
+    for scheduler, load, rate, n, v in load_runs(
+        model, base, hardware, profile, duration=args.duration, seed=args.seed, threads=1
+    ):
         label = f"{scheduler}/{load}"
         results[label] = v
         for row in v.rows:
-            rows.append({"scheduler": scheduler, "load": load, "rate_req_s": rate, "requests": n, **row,
-                         "speed_factor": v.info["speed_factor"],
-                         "step_time_ratio_sum": v.info["step_time_ratio_sum"]})  # fmt: skip
+            rows.append(
+                {
+                    "scheduler": scheduler,
+                    "load": load,
+                    "rate_req_s": rate,
+                    "requests": n,
+                    **row,
+                    "speed_factor": v.info["speed_factor"],
+                    "step_time_ratio_sum": v.info["step_time_ratio_sum"],
+                }
+            )
         _print(label, rate, v)
-        meta = {"model": base.model_cut.id, "layers": base.model_cut.num_layers, "precision": args.precision,
-                "device": device_name, "gpu_spec": hardware.id, "torch": str(torch.__version__),
-                "calibration": {k: v for k, v in fit.items() if k not in ("grid", "runs")}, "peaks": peaks,
-                "profile": profile.flat(), "wall_s": time.perf_counter() - t0, "loadavg_end": os.getloadavg(),
-                "runs": {k: v.to_dict() for k, v in results.items()}}  # fmt: skip
+        meta = {
+            "model": base.model_cut.id,
+            "layers": base.model_cut.num_layers,
+            "precision": args.precision,
+            "device": device_name,
+            "gpu_spec": hardware.id,
+            "torch": str(torch.__version__),
+            "calibration": {k: v for k, v in fit.items() if k not in ("grid", "runs")},
+            "peaks": peaks,
+            "profile": profile.flat(),
+            "wall_s": time.perf_counter() - t0,
+            "loadavg_end": os.getloadavg(),
+            "runs": {k: v.to_dict() for k, v in results.items()},
+        }
         _write(out, rows, meta)  # after every run: a run cut short keeps what it measured
     meta["worst_rel_error"] = _verdict(results)
     _write(out, rows, meta)
     plot = plot_cdfs(results, out / "validate_sim_gpu_cdf.png")
-    print(f"\nwrote {out / 'validate_sim_gpu.csv'}, {out / 'validate_sim_gpu.json'}, {plot}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"\nwrote {out / 'validate_sim_gpu.csv'}, {out / 'validate_sim_gpu.json'}, {plot}; "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
 
 
 def _warm_up(model, config: EngineConfig, seconds: float) -> None:

@@ -56,12 +56,16 @@ def main() -> None:
     for gpu in result.gpus:
         path = write_gpu_profile(result, gpu, folder / f"{gpu}.yaml", with_engines=False)
         data = result.gpu_profile(gpu, with_engines=False)["fit"]
-        print(f"{gpu}: {data['points']} points, median |error| {data['median_abs_error_before']:.1%} -> "
-              f"{data['median_abs_error_after']:.1%} -> {_show(path)}")  # fmt: skip
+        print(
+            f"{gpu}: {data['points']} points, median |error| {data['median_abs_error_before']:.1%} -> "
+            f"{data['median_abs_error_after']:.1%} -> {_show(path)}"
+        )
     path = write_engine_profile(result, folder / "engines.yaml")
-    print(f"engines {sorted(result.engine_values())} -> {_show(path)}; "
-          f"{len(result.values)} parameters fitted on {len(result.records)} points"
-          + (f" ({len(result.skipped)} CPU rows left out)" if result.skipped else ""))  # fmt: skip
+    print(
+        f"engines {sorted(result.engine_values())} -> {_show(path)}; "
+        f"{len(result.values)} parameters fitted on {len(result.records)} points"
+        + (f" ({len(result.skipped)} CPU rows left out)" if result.skipped else "")
+    )
     for line in result.underdetermined():
         print(f"warning: few points: {line} (the weak pull to the priors decides the rest)")
     if not result.converged:
@@ -88,8 +92,10 @@ def main() -> None:
         held_out = summarize_held_out(held_out_errors(harness))
         write_harness_fit(fitted, held_out, path, harness_source)
         values = ", ".join(f"{k.split(':')[1]} {v:.3g}" for k, v in fitted.values.items())
-        print(f"torch engine on the harness: {len(fitted.records)} points, {values}; leaving one model out "
-              f"{held_out['all']:.1%} median")  # fmt: skip
+        print(
+            f"torch engine on the harness: {len(fitted.records)} points, {values}; leaving one model out "
+            f"{held_out['all']:.1%} median"
+        )
 
 
 def _show(path: Path) -> str:

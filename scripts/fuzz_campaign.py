@@ -39,8 +39,9 @@ def run_boundary(name, strategy, per: int, seed_value: int, seconds: float, coun
     """Run ``per`` cases of one boundary, counting outcomes and keeping the failing command lines."""
 
     @seed(seed_value)
-    @settings(max_examples=per, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=per, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
     @given(case=strategy)
     def one(case: Case) -> None:
         with tempfile.TemporaryDirectory(prefix="infercast-fuzz-") as folder:
@@ -48,14 +49,16 @@ def run_boundary(name, strategy, per: int, seed_value: int, seconds: float, coun
         counts[outcome.kind] += 1
         if outcome.kind != "ok":
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:240]
-            examples.append(f"[{outcome.kind}] infercast {' '.join(case.args)[:300]}\n      "
-                              f"{outcome.detail or last}")  # fmt: skip
+            examples.append(f"[{outcome.kind}] infercast {' '.join(case.args)[:300]}\n      {outcome.detail or last}")
 
     start = time.perf_counter()
     one()
     done = sum(counts.values())
-    print(f"{name:14s} {done:5d} cases in {time.perf_counter() - start:6.1f} s: "
-          + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES if counts[k]), flush=True)  # fmt: skip
+    print(
+        f"{name:14s} {done:5d} cases in {time.perf_counter() - start:6.1f} s: "
+        + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES if counts[k]),
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -69,9 +72,11 @@ def main() -> int:
     counts, examples = campaign(opts.cases, opts.seed, opts.seconds)
     total = sum((c for c in counts.values()), Counter())
     n = sum(total.values())
-    print(f"\n{n} cases in {time.perf_counter() - start:.0f} s (seed {opts.seed}): "
-          f"tracebacks {total['traceback']}, hangs {total['hang']}, silent wrong answers {total['wrong']}, "
-          f"malformed errors {total['bad_error']}, ok {total['ok']}")  # fmt: skip
+    print(
+        f"\n{n} cases in {time.perf_counter() - start:.0f} s (seed {opts.seed}): "
+        f"tracebacks {total['traceback']}, hangs {total['hang']}, silent wrong answers {total['wrong']}, "
+        f"malformed errors {total['bad_error']}, ok {total['ok']}"
+    )
     for name, lines in examples.items():
         for line in lines[: opts.show]:
             print(f"  {name}: {line}")

@@ -61,20 +61,43 @@ def convert(row: dict[str, str]) -> Record | None:
         if row["engine"].startswith("vLLM")
         else ("torch-eager")
     )
-    base = dict(model=model, gpu=gpu, engine=engine, precision=precision, kv_precision=kv, tp=tp,
-                source=row["source"], notes=row["notes"])  # fmt: skip
+    base = dict(
+        model=model,
+        gpu=gpu,
+        engine=engine,
+        precision=precision,
+        kv_precision=kv,
+        tp=tp,
+        source=row["source"],
+        notes=row["notes"],
+    )
     if metric.startswith("output_throughput"):
         isl, osl, batch = int(row["isl"]), int(row["osl"]), int(row["concurrency_or_batch"])
-        return Record(kind="static_throughput", batch=batch, input_len=isl, output_len=osl, value=value * tp,
-                      unit="tok/s", **base)  # fmt: skip
+        return Record(
+            kind="static_throughput", batch=batch, input_len=isl, output_len=osl, value=value * tp, unit="tok/s", **base
+        )
     if metric == "ttft" and engine == "trtllm-0.6":
         return Record(kind="ttft", batch=1, input_len=int(row["isl"]), output_len=1, value=value, unit="ms", **base)
     if metric.startswith("ttft"):
-        return Record(kind="serving_ttft", batch=10, input_len=SHAREGPT_MEAN_INPUT, output_len=SHAREGPT_OUTPUT,
-                      value=value, unit="ms", **base)  # fmt: skip
+        return Record(
+            kind="serving_ttft",
+            batch=10,
+            input_len=SHAREGPT_MEAN_INPUT,
+            output_len=SHAREGPT_OUTPUT,
+            value=value,
+            unit="ms",
+            **base,
+        )
     if metric == "tpot_median":
-        return Record(kind="serving_tpot", batch=10, input_len=SHAREGPT_MEAN_INPUT, output_len=SHAREGPT_OUTPUT,
-                      value=value, unit="ms", **base)  # fmt: skip
+        return Record(
+            kind="serving_tpot",
+            batch=10,
+            input_len=SHAREGPT_MEAN_INPUT,
+            output_len=SHAREGPT_OUTPUT,
+            value=value,
+            unit="ms",
+            **base,
+        )
     if metric.startswith("op_time_"):
         tokens = int(row["concurrency_or_batch"].split("=")[1])
         return Record(kind="op", op=metric.removeprefix("op_time_"), batch=tokens, value=value, unit="ms", **base)
@@ -86,17 +109,45 @@ def convert(row: dict[str, str]) -> Record | None:
 # machine, the date and the figure). An 8192^3 bf16 matrix product on random data, mean of 10 products after 3
 # warm-ups; device-to-device copies count bytes read plus written.
 DEVICE_NOTES = [
-    Record(kind="gemm", gpu="h100-sxm", engine="torch-eager", precision="bf16", m=8192, n=8192, k=8192,
-           value=2 * 8192**3 / 798e12,
-           source="device notes, nvidia-h100-x1 (2026-11-13): 8192^3 bf16 GEMM at 798 TFLOP/s"),
-    Record(kind="hbm_copy", gpu="h100-sxm", engine="torch-eager", bytes=8.6e9, value=8.6e9 / 3.0e12,
-           source="device notes, nvidia-h100-x1 (2026-11-13): device-to-device copy ~3.0 TB/s (read + write)"),
-    Record(kind="gemm", gpu="h200", engine="torch-eager", precision="bf16", m=8192, n=8192, k=8192,
-           value=2 * 8192**3 / 788e12,
-           source="device notes, nvidia-h200 (2026-10-28): 8192^3 bf16 GEMM at 788 TFLOP/s"),
-    Record(kind="hbm_copy", gpu="h200", engine="torch-eager", bytes=8.6e9, value=2.0e-3,
-           source="device notes, nvidia-h200 (2026-10-28): 8.6 GB device-to-device copy in 2.0 ms (~4.3 TB/s)"),
-]  # fmt: skip
+    Record(
+        kind="gemm",
+        gpu="h100-sxm",
+        engine="torch-eager",
+        precision="bf16",
+        m=8192,
+        n=8192,
+        k=8192,
+        value=2 * 8192**3 / 798e12,
+        source="device notes, nvidia-h100-x1 (2026-11-13): 8192^3 bf16 GEMM at 798 TFLOP/s",
+    ),
+    Record(
+        kind="hbm_copy",
+        gpu="h100-sxm",
+        engine="torch-eager",
+        bytes=8.6e9,
+        value=8.6e9 / 3.0e12,
+        source="device notes, nvidia-h100-x1 (2026-11-13): device-to-device copy ~3.0 TB/s (read + write)",
+    ),
+    Record(
+        kind="gemm",
+        gpu="h200",
+        engine="torch-eager",
+        precision="bf16",
+        m=8192,
+        n=8192,
+        k=8192,
+        value=2 * 8192**3 / 788e12,
+        source="device notes, nvidia-h200 (2026-10-28): 8192^3 bf16 GEMM at 788 TFLOP/s",
+    ),
+    Record(
+        kind="hbm_copy",
+        gpu="h200",
+        engine="torch-eager",
+        bytes=8.6e9,
+        value=2.0e-3,
+        source="device notes, nvidia-h200 (2026-10-28): 8.6 GB device-to-device copy in 2.0 ms (~4.3 TB/s)",
+    ),
+]
 
 
 def main() -> None:

@@ -253,9 +253,35 @@ def _outputs_problem(case: Case) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # strategies: values
 # ----------------------------------------------------------------------------------------------------------
-HOSTILE_NUMBERS = ("0", "-1", "-0", "2147483648", "9223372036854775808", "99999999999999999999", "1e308", "1e-300",
-                   "inf", "-inf", "nan", "NaN", "Infinity", "1e", "", " ", "abc", "²", "٣", "1_000", "0x10", "1.5",
-                   "1,2", "--", "-5e3", "1e30", "4294967297")  # fmt: skip
+HOSTILE_NUMBERS = (
+    "0",
+    "-1",
+    "-0",
+    "2147483648",
+    "9223372036854775808",
+    "99999999999999999999",
+    "1e308",
+    "1e-300",
+    "inf",
+    "-inf",
+    "nan",
+    "NaN",
+    "Infinity",
+    "1e",
+    "",
+    " ",
+    "abc",
+    "²",
+    "٣",
+    "1_000",
+    "0x10",
+    "1.5",
+    "1,2",
+    "--",
+    "-5e3",
+    "1e30",
+    "4294967297",
+)
 """Text a hostile user types where a number belongs."""
 
 
@@ -357,9 +383,19 @@ def simulate_case(draw, *, source: list[str] | None = None, files: dict[str, byt
     n = draw(st.integers(1, 40))
     num = draw(st.one_of(st.just(str(n)), st.sampled_from(("0", "-1", "2147483648", "1e3", "abc", "²", ""))))
     if source is None:
-        lengths = st.sampled_from(("uniform:10,200", "lognormal:200,0.5", "normal:100,10", "uniform:200,10",
-                                   "lognormal:0,1", "fixed:-1", "uniform:1,1e30", "normal:1e308,1e308",
-                                   "lognormal:100,1e6"))  # fmt: skip
+        lengths = st.sampled_from(
+            (
+                "uniform:10,200",
+                "lognormal:200,0.5",
+                "normal:100,10",
+                "uniform:200,10",
+                "lognormal:0,1",
+                "fixed:-1",
+                "uniform:1,1e30",
+                "normal:1e308,1e308",
+                "lognormal:100,1e6",
+            )
+        )
         source = ["--input-len", draw(st.one_of(ints(1, 4096), lengths)), "--output-len", draw(ints(1, 512))]
     load = draw(st.sampled_from(["rate", "concurrency", "offline", "none", "two"]))
     load_args = {
@@ -401,9 +437,27 @@ def simulate_case(draw, *, source: list[str] | None = None, files: dict[str, byt
 # ----------------------------------------------------------------------------------------------------------
 # strategies: files
 # ----------------------------------------------------------------------------------------------------------
-HOSTILE_JSON_VALUES = ("Infinity", "-Infinity", "NaN", "1e400", "-1", "0", "1e300", "1e-300", "2147483648",
-                       "99999999999999999999999", "\"4096\"", "\"\"", "null", "true", "[]", "{}", "[1,2]", "0.5",
-                       "{\"a\": {\"b\": {}}}")  # fmt: skip
+HOSTILE_JSON_VALUES = (
+    "Infinity",
+    "-Infinity",
+    "NaN",
+    "1e400",
+    "-1",
+    "0",
+    "1e300",
+    "1e-300",
+    "2147483648",
+    "99999999999999999999999",
+    '"4096"',
+    '""',
+    "null",
+    "true",
+    "[]",
+    "{}",
+    "[1,2]",
+    "0.5",
+    '{"a": {"b": {}}}',
+)
 
 
 @st.composite
@@ -423,8 +477,18 @@ def config_json_case(draw) -> Case:
             text = json.dumps({**base, key: "__HOSTILE__"}).replace('"__HOSTILE__"', value)
         data = text.encode()
     elif kind == "quant":
-        value = draw(st.sampled_from(['"fp8"', '{"quant_method": "nope"}', '{"quant_method": "gptq", "bits": 3}',
-                                      '{"quant_method": "fp8"}', "[]", '{"quant_method": null}']))  # fmt: skip
+        value = draw(
+            st.sampled_from(
+                [
+                    '"fp8"',
+                    '{"quant_method": "nope"}',
+                    '{"quant_method": "gptq", "bits": 3}',
+                    '{"quant_method": "fp8"}',
+                    "[]",
+                    '{"quant_method": null}',
+                ]
+            )
+        )
         data = json.dumps({**base, "quantization_config": "__Q__"}).replace('"__Q__"', value).encode()
     elif kind == "deep":
         depth = draw(st.sampled_from([70, 1000, 100_000]))
@@ -447,17 +511,45 @@ def _h100_entry() -> dict:
     return entry
 
 
-HOSTILE_YAML_VALUES = (".inf", "-.inf", ".nan", "1e-300", "1e300", "0", "-1", "abc", "''", "null", "[]", "{}",
-                       "9999999999999999999999", "1.0e+9", "true")  # fmt: skip
+HOSTILE_YAML_VALUES = (
+    ".inf",
+    "-.inf",
+    ".nan",
+    "1e-300",
+    "1e300",
+    "0",
+    "-1",
+    "abc",
+    "''",
+    "null",
+    "[]",
+    "{}",
+    "9999999999999999999999",
+    "1.0e+9",
+    "true",
+)
 
 
 @st.composite
 def hardware_yaml_case(draw) -> Case:
     entry = _h100_entry()
     kind = draw(st.sampled_from(["field", "field", "field", "delete", "extra", "bytes", "list", "builtin_id"]))
-    paths = ["memory.capacity_bytes", "memory.bandwidth_bytes_s", "peak_flops.bf16", "peak_flops.fp8", "l2_bytes",
-             "sm_count", "interconnect.bandwidth_bytes_s", "host_link.bandwidth_bytes_s", "max_gpus_per_node",
-             "tdp_w", "price_per_hour_usd", "id", "name", "memory"]  # fmt: skip
+    paths = [
+        "memory.capacity_bytes",
+        "memory.bandwidth_bytes_s",
+        "peak_flops.bf16",
+        "peak_flops.fp8",
+        "l2_bytes",
+        "sm_count",
+        "interconnect.bandwidth_bytes_s",
+        "host_link.bandwidth_bytes_s",
+        "max_gpus_per_node",
+        "tdp_w",
+        "price_per_hour_usd",
+        "id",
+        "name",
+        "memory",
+    ]
     if kind in ("field", "delete"):
         path = draw(st.sampled_from(paths))
         node = entry
@@ -479,37 +571,76 @@ def hardware_yaml_case(draw) -> Case:
         entry["id"] = "h100-sxm"
         data = yaml.safe_dump(entry).encode()
     else:
-        data = draw(st.sampled_from([b"\xff\xfe: x", b"", b"- - - -", b"a: [1, 2", b"!!python/object:os.system x",
-                                     b"&a [*a]", b"{" * 200]))  # fmt: skip
+        data = draw(
+            st.sampled_from(
+                [b"\xff\xfe: x", b"", b"- - - -", b"a: [1, 2", b"!!python/object:os.system x", b"&a [*a]", b"{" * 200]
+            )
+        )
     command = draw(st.sampled_from([["predict"], ["memory", "--model", "llama-3.1-8b"]]))
     tail = ["--json"] if draw(st.booleans()) else []
     return Case([*command, "--gpu", "{dir}/gpu.yaml", *tail], {"gpu.yaml": data})
 
 
-TRACE_CELLS = ("0", "1", "10", "100", "2000", "-1", "nan", "inf", "1e30", "99999999999999999999999", "", "abc",
-               "1.5", "²", "0.001", "1e-300")  # fmt: skip
+TRACE_CELLS = (
+    "0",
+    "1",
+    "10",
+    "100",
+    "2000",
+    "-1",
+    "nan",
+    "inf",
+    "1e30",
+    "99999999999999999999999",
+    "",
+    "abc",
+    "1.5",
+    "²",
+    "0.001",
+    "1e-300",
+)
 
 
 @st.composite
 def trace_case(draw) -> Case:
     kind = draw(st.sampled_from(["csv", "csv", "jsonl", "jsonl", "bytes"]))
     rows = draw(st.integers(0, 12))
-    good = st.tuples(st.floats(0, 100).map(lambda x: f"{x:.3f}"), st.integers(1, 3000).map(str),
-                     st.integers(1, 300).map(str))  # fmt: skip
+    good = st.tuples(
+        st.floats(0, 100).map(lambda x: f"{x:.3f}"), st.integers(1, 3000).map(str), st.integers(1, 300).map(str)
+    )
     hostile = st.tuples(st.sampled_from(TRACE_CELLS), st.sampled_from(TRACE_CELLS), st.sampled_from(TRACE_CELLS))
     cells = [draw(st.one_of(good, good, good, hostile)) for _ in range(rows)]
     if kind == "csv":
-        header = draw(st.sampled_from(["arrived_at,num_prefill_tokens,num_decode_tokens",
-                                       "arrival,prompt_len,output_len", "time,prompt,output", "", "a,b"]))  # fmt: skip
+        header = draw(
+            st.sampled_from(
+                [
+                    "arrived_at,num_prefill_tokens,num_decode_tokens",
+                    "arrival,prompt_len,output_len",
+                    "time,prompt,output",
+                    "",
+                    "a,b",
+                ]
+            )
+        )
         data = "\n".join([header, *(",".join(c) for c in cells)]).encode()
         name = "trace.csv"
     elif kind == "jsonl":
         lines = []
         for t, i, o in cells:
-            ids = draw(st.sampled_from(["", ', "hash_ids": [1, 2, 3]', ', "hash_ids": [-1]',
-                                        ', "hash_ids": [99999999999999999999999]', ', "hash_ids": "x"']))  # fmt: skip
-            lines.append(f'{{"timestamp": {_json_num(t)}, "input_length": {_json_num(i)}, '
-                         f'"output_length": {_json_num(o)}{ids}}}')  # fmt: skip
+            ids = draw(
+                st.sampled_from(
+                    [
+                        "",
+                        ', "hash_ids": [1, 2, 3]',
+                        ', "hash_ids": [-1]',
+                        ', "hash_ids": [99999999999999999999999]',
+                        ', "hash_ids": "x"',
+                    ]
+                )
+            )
+            lines.append(
+                f'{{"timestamp": {_json_num(t)}, "input_length": {_json_num(i)}, "output_length": {_json_num(o)}{ids}}}'
+            )
         if draw(st.booleans()) and lines:
             lines.append(draw(st.sampled_from(["{", "[]", "1", '{"timestamp": 1}', '{"a":' * 5000 + "1" + "}" * 5000])))
         data = "\n".join(lines).encode()
@@ -536,17 +667,32 @@ def _json_num(cell: str) -> str:
 @st.composite
 def output_path_case(draw, base: Path | None = None) -> Case:
     """Output options pointing at folders, files-as-parents, missing folders, bad extensions, odd names."""
-    outputs = [("--requests-out", ".csv"), ("--trace-out", ".json"), ("--plot-dir", ""), ("sweep-out", ".csv"),
-               ("roofline-out", ".png")]  # fmt: skip
+    outputs = [
+        ("--requests-out", ".csv"),
+        ("--trace-out", ".json"),
+        ("--plot-dir", ""),
+        ("sweep-out", ".csv"),
+        ("roofline-out", ".png"),
+    ]
     option, suffix = draw(st.sampled_from(outputs))
     where = draw(st.sampled_from(["ok", "deep", "file_parent", "is_dir", "bad_ext", "odd_name", "proc", "empty"]))
     files: dict[str, bytes] = {"blocker": b"x"}
-    stem = draw(st.text(st.sampled_from("abcxyz019_-. üñ名"), min_size=1, max_size=12).filter(
-        lambda t: t.strip(" .") == t and t not in ("", ".", "..")))  # fmt: skip
+    stem = draw(
+        st.text(st.sampled_from("abcxyz019_-. üñ名"), min_size=1, max_size=12).filter(
+            lambda t: t.strip(" .") == t and t not in ("", ".", "..")
+        )
+    )
     depth = "/".join(draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=4)))
-    name = {"ok": f"{stem}{suffix}", "deep": f"{depth}/{stem}{suffix}", "file_parent": f"blocker/{stem}{suffix}",
-            "is_dir": "existing", "bad_ext": f"{stem}.xlsx", "odd_name": f"ü ñ 名{stem}{suffix}", "proc": "",
-            "empty": ""}[where]  # fmt: skip
+    name = {
+        "ok": f"{stem}{suffix}",
+        "deep": f"{depth}/{stem}{suffix}",
+        "file_parent": f"blocker/{stem}{suffix}",
+        "is_dir": "existing",
+        "bad_ext": f"{stem}.xlsx",
+        "odd_name": f"ü ñ 名{stem}{suffix}",
+        "proc": "",
+        "empty": "",
+    }[where]
     if where == "is_dir":
         files["existing/keep"] = b""
     target = "/proc/infercast-fuzz" + suffix if where == "proc" else ("" if where == "empty" else "{dir}/" + name)
@@ -556,8 +702,19 @@ def output_path_case(draw, base: Path | None = None) -> Case:
         args = ["roofline", "--out", target]
     else:
         n = draw(st.integers(1, 8))
-        args = ["simulate", "--input-len", str(draw(st.integers(1, 256))), "--output-len", "8", "--num-requests",
-                str(n), "--rate", "5", option, target]  # fmt: skip
+        args = [
+            "simulate",
+            "--input-len",
+            str(draw(st.integers(1, 256))),
+            "--output-len",
+            "8",
+            "--num-requests",
+            str(n),
+            "--rate",
+            "5",
+            option,
+            target,
+        ]
     if draw(st.booleans()):
         args.append("--json")
     promised = target + "/" if option == "--plot-dir" else target

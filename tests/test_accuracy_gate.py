@@ -34,9 +34,11 @@ def _metric(rec) -> str:
 def test_committed_accuracy_does_not_regress():
     cap = GATE["subset"]
     records = [
-        r for r in load_records([ROOT / "data" / "measurements"]) if r.gpu != CPU_LABEL
+        r
+        for r in load_records([ROOT / "data" / "measurements"])
+        if r.gpu != CPU_LABEL
         and (r.kind not in LOAD_KINDS or (r.batch <= cap["max_concurrency"] and r.output_len <= cap["max_output_len"]))
-    ]  # fmt: skip
+    ]
     assert len(records) == GATE["points"], "the gate's subset changed: re-run python benchmarks/accuracy.py --write"
     errors: dict[str, list[float]] = {}
     for c in compare(records):

@@ -61,8 +61,10 @@ def test_a100_to_h100_ttft_tracks_compute_and_tpot_tracks_bandwidth(generations)
     assert compute_ratio == pytest.approx(989.4 / 312, rel=0.02)
     # TTFT = the engine's per-request overhead (API server, tokenisation: the same on every GPU, fitted on
     # closed-loop serving runs) + prefill; the prefill part is what follows the hardware
-    overhead = {g: load_profile(get_hardware(g).id, get_hardware(g).architecture, "vllm").request_overhead_s
-                for g in ("a100-80gb", "h100-sxm")}  # fmt: skip
+    overhead = {
+        g: load_profile(get_hardware(g).id, get_hardware(g).architecture, "vllm").request_overhead_s
+        for g in ("a100-80gb", "h100-sxm")
+    }
     prefill_speedup = (generations.loc["a100-80gb", "ttft_s"] - overhead["a100-80gb"]) / (
         h100.ttft_s - overhead["h100-sxm"]
     )
@@ -149,9 +151,15 @@ def test_select_reasons_for_memory_and_hardware():
     # Mixtral 8x7B (47B): bf16 needs two 80 GB GPUs, fp8 fits one with room for vLLM 0.12's reserves (a 70B model
     # in fp8 no longer does: its 1024-sequence sampler reserve leaves it 0.6 GB short)
     df = select(
-        "mixtral-8x7b", ["h100-sxm", "a100-80gb"], ttft_s=10.0, tpot_s=1.0, precisions=["bf16", "fp8"], tps=[1],
-        all_configs=True, **SCENARIO,
-    )  # fmt: skip
+        "mixtral-8x7b",
+        ["h100-sxm", "a100-80gb"],
+        ttft_s=10.0,
+        tpot_s=1.0,
+        precisions=["bf16", "fp8"],
+        tps=[1],
+        all_configs=True,
+        **SCENARIO,
+    )
     by = df.set_index(["gpu", "precision"])
     assert by.loc[("h100-sxm", "bf16"), "reason"].startswith("does not fit: needs")
     assert by.loc[("h100-sxm", "fp8"), "passes"]  # fp8 fits one H100 and a loose SLA passes
@@ -258,8 +266,7 @@ def test_cli_compare_json_and_table():
 
 
 def test_cli_select_parses_durations_and_reports():
-    result = _run("select", "--ttft", "0.2s", "--tpot", "50", "--gpus", "h100-sxm,t4", "--input-len", "4096",
-                  "--json")  # fmt: skip
+    result = _run("select", "--ttft", "0.2s", "--tpot", "50", "--gpus", "h100-sxm,t4", "--input-len", "4096", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["ttft_s"] == pytest.approx(0.2) and payload["tpot_s"] == pytest.approx(0.05)
@@ -350,8 +357,18 @@ def test_compare_select_crossover_roofline_take_ep_and_kv_precision():
     assert row.tpot_s == pytest.approx(p.tpot_s) and row.ttft_s == pytest.approx(p.ttft_s)
     assert p.tpot_s != pytest.approx(predict(MOE, "h100-sxm", precision="bf16", **kw).tpot_s)
 
-    sel = select(MOE, ["h100-sxm"], ttft_s=10.0, tpot_s=1.0, tps=[1, 2, 4], ep=2, kv_precision="fp8",
-                 all_configs=True, input_len=2048, output_len=256)  # fmt: skip
+    sel = select(
+        MOE,
+        ["h100-sxm"],
+        ttft_s=10.0,
+        tpot_s=1.0,
+        tps=[1, 2, 4],
+        ep=2,
+        kv_precision="fp8",
+        all_configs=True,
+        input_len=2048,
+        output_len=256,
+    )
     by_tp = sel.set_index("tp")
     assert "ep=2 needs 2 GPUs per stage" in by_tp.loc[1, "reason"] and not by_tp.loc[1, "passes"]
     assert by_tp.loc[2, "passes"] and by_tp.loc[4, "passes"]
@@ -361,8 +378,7 @@ def test_compare_select_crossover_roofline_take_ep_and_kv_precision():
 
     res = crossover(MOE, "h100-sxm", output_len=64, tp=2, ep=2, kv_precision="fp8")
     assert (res["ep"], res["kv_precision"]) == (2, "fp8") and res["found"]
-    at = predict(MOE, "h100-sxm", tp=2, ep=2, kv_precision="fp8", input_len=res["crossover_input_len"],
-                 output_len=64)  # fmt: skip
+    at = predict(MOE, "h100-sxm", tp=2, ep=2, kv_precision="fp8", input_len=res["crossover_input_len"], output_len=64)
     assert res["ttft_s"] == pytest.approx(at.ttft_s)
 
     data = roofline_data("h100-sxm", MOE, ep=2, kv_precision="fp8", **kw)
@@ -417,8 +433,24 @@ def test_cli_analysis_commands_take_ep_and_kv_precision(tmp_path: Path):
     assert cmp.exit_code == 0, cmp.output
     (row,) = json.loads(cmp.stdout)["rows"]
     assert (row["ep"], row["kv_precision"]) == (2, "fp8")
-    sel = _run("select", "--ttft", "10s", "--tpot", "1s", "--gpus", "h100-sxm", "--tps", "2", "--model", MOE,
-               "--ep", "2", "--kv-precision", "fp8", "--json")  # fmt: skip
+    sel = _run(
+        "select",
+        "--ttft",
+        "10s",
+        "--tpot",
+        "1s",
+        "--gpus",
+        "h100-sxm",
+        "--tps",
+        "2",
+        "--model",
+        MOE,
+        "--ep",
+        "2",
+        "--kv-precision",
+        "fp8",
+        "--json",
+    )
     assert sel.exit_code == 0, sel.output
     assert json.loads(sel.stdout)["rows"][0]["kv_precision"] == "fp8"
     cross = _run("crossover", "--gpu", "h100-sxm", "--output-len", "64", *common)

@@ -36,8 +36,12 @@ def _by_kind(records):
 def test_vllm_result_maps_to_serving_records():
     (run_,) = read_bench_file(VLLM)
     assert (run_.tool, run_.model, run_.num_requests, run_.concurrency, run_.request_rate) == (
-        "vllm", "meta-llama/Llama-3.1-8B-Instruct", 80, 8, 0.0,
-    )  # fmt: skip
+        "vllm",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        80,
+        8,
+        0.0,
+    )
     assert run_.input_len == 1024 and run_.output_len == 128 and run_.engine == "vllm"
     recs = _by_kind(records_from_runs([run_], H100))
     assert recs["serving_ttft"].value_si == pytest.approx(0.0482)  # mean TTFT
@@ -45,8 +49,15 @@ def test_vllm_result_maps_to_serving_records():
     assert recs["serving_throughput"].value_si == pytest.approx(860.5)
     r = recs["serving_ttft"]
     assert (r.model, r.gpu, r.tp, r.engine, r.batch, r.input_len, r.output_len, r.concurrency) == (
-        "llama-3.1-8b", "h100-sxm", 1, "vllm", 80, 1024, 128, 8,
-    )  # fmt: skip
+        "llama-3.1-8b",
+        "h100-sxm",
+        1,
+        "vllm",
+        80,
+        1024,
+        128,
+        8,
+    )
 
 
 def test_vllm_appended_results_and_open_loop(tmp_path):
@@ -58,8 +69,9 @@ def test_vllm_appended_results_and_open_loop(tmp_path):
     path.write_text("\n".join(lines) + "\n")  # --append-result: one JSON object per line
     runs = read_bench_file(path)
     assert [(r.request_rate, r.arrival, r.burstiness, r.concurrency) for r in runs] == [
-        (2.0, "poisson", 1.0, 0), (4.0, "gamma", 0.5, 0),
-    ]  # fmt: skip
+        (2.0, "poisson", 1.0, 0),
+        (4.0, "gamma", 0.5, 0),
+    ]
 
 
 def test_guidellm_itl_is_vllm_tpot_and_strategies_map_to_load():
@@ -188,9 +200,20 @@ def test_validate_cli_reads_bench_files(capsys):
 
 def test_calibrate_dry_run_accepts_bench_files(capsys):
     out = run_json(
-        capsys, "calibrate", "--bench", str(AIPERF_JSON), "--gpu", "h100-sxm", "--tp", "1", "--engine", "vllm",
-        "--no-project-data", "--dry-run", "--allow-few-points",
-    )  # fmt: skip
+        capsys,
+        "calibrate",
+        "--bench",
+        str(AIPERF_JSON),
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "1",
+        "--engine",
+        "vllm",
+        "--no-project-data",
+        "--dry-run",
+        "--allow-few-points",
+    )
     assert out["points_of_written_gpus"] == 3 and out["written"] == []
 
 

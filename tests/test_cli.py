@@ -9,8 +9,20 @@ from tests.cli_helpers import run, run_json
 
 
 def test_memory_contract(capsys):
-    d = run_json(capsys, "memory", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "2", "--precision", "fp8",
-                 "--context", "8192")  # fmt: skip
+    d = run_json(
+        capsys,
+        "memory",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "2",
+        "--precision",
+        "fp8",
+        "--context",
+        "8192",
+    )
     assert d["fits"] and d["max_concurrency"] > 10
     assert d["kv_bytes_per_token"] == 80 * 8 * 128 * 2 * 2 / 2
     assert 35e9 < d["weights_bytes"] < 38e9
@@ -24,14 +36,38 @@ def test_memory_takes_predicts_defaults_and_layouts(capsys):
     staged = run_json(capsys, "memory", "--model", "llama-3.1-70b", "--tp", "4", "--pp", "2", "--precision", "fp8")
     assert (flat["layout"], staged["layout"]) == ("tp4", "tp4-pp2")
     assert staged["weights_bytes"] == pytest.approx(flat["weights_bytes"] / 2, rel=0.05)
-    wide = run_json(capsys, "memory", "--model", "deepseek-v3", "--gpu", "h200", "--ep", "8", "--attention-dp", "8",
-                    "--precision", "fp8")  # fmt: skip
+    wide = run_json(
+        capsys,
+        "memory",
+        "--model",
+        "deepseek-v3",
+        "--gpu",
+        "h200",
+        "--ep",
+        "8",
+        "--attention-dp",
+        "8",
+        "--precision",
+        "fp8",
+    )
     assert wide["layout"] == "tp1-dp8-ep8" and wide["fits"]
 
 
 def test_predict_contract(capsys):
-    d = run_json(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--precision", "bf16",
-                 "--input-len", "2048", "--output-len", "256")  # fmt: skip
+    d = run_json(
+        capsys,
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--precision",
+        "bf16",
+        "--input-len",
+        "2048",
+        "--output-len",
+        "256",
+    )
     for key in ("ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "total_throughput_tok_s"):
         assert d[key] > 0
     for phase in ("prefill", "decode"):
@@ -49,13 +85,36 @@ def test_predict_ops_table(capsys):
 
 
 def test_simulate_contract(capsys):
-    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-len", "500", "--output-len", "50",
-            "--num-requests", "60", "--rate", "4", "--goodput", "ttft:200", "tpot:50"]  # fmt: skip
+    args = [
+        "simulate",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--input-len",
+        "500",
+        "--output-len",
+        "50",
+        "--num-requests",
+        "60",
+        "--rate",
+        "4",
+        "--goodput",
+        "ttft:200",
+        "tpot:50",
+    ]
     d = run_json(capsys, *args)
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         assert {"mean", "p50", "p90", "p99"} <= set(d[key])
-    for key in ("request_throughput_req_s", "output_throughput_tok_s", "total_throughput_tok_s", "goodput_req_s",
-                "duration_s", "num_requests", "preemptions"):  # fmt: skip
+    for key in (
+        "request_throughput_req_s",
+        "output_throughput_tok_s",
+        "total_throughput_tok_s",
+        "goodput_req_s",
+        "duration_s",
+        "num_requests",
+        "preemptions",
+    ):
         assert key in d
     assert d["num_requests"] == 60 and d["slo"]["ttft_ms"] == 200 and d["slo"]["tpot_ms"] == 50
 
@@ -66,15 +125,19 @@ def test_simulate_azure_trace(capsys, tmp_path):
     trace = SHARED / "traces" / "azure_conv_2023.csv"
     if not trace.exists():
         pytest.skip("../shared/traces not present")
-    d = run_json(capsys, "simulate", "--trace", str(trace), "--num-requests", "300",
-                 "--requests-out", str(tmp_path / "r.csv"))  # fmt: skip
+    d = run_json(
+        capsys, "simulate", "--trace", str(trace), "--num-requests", "300", "--requests-out", str(tmp_path / "r.csv")
+    )
     assert d["completed"] == 300 and (tmp_path / "r.csv").exists()
 
 
 def test_goodput_values_are_folded():
     assert _join_multi_values(["simulate", "--goodput", "ttft:200", "tpot:50", "--json"]) == [
-        "simulate", "--goodput", "ttft:200 tpot:50", "--json",
-    ]  # fmt: skip
+        "simulate",
+        "--goodput",
+        "ttft:200 tpot:50",
+        "--json",
+    ]
 
 
 def test_catalog_commands(capsys):
@@ -87,8 +150,22 @@ def test_catalog_commands(capsys):
 
 
 def test_sweep_command(capsys):
-    d = run_json(capsys, "sweep", "--models", "llama-3.1-8b", "--gpus", "h100-sxm,a100-80gb", "--precisions",
-                 "bf16,fp8", "--batches", "1,8", "--input-lens", "512", "--output-lens", "64")  # fmt: skip
+    d = run_json(
+        capsys,
+        "sweep",
+        "--models",
+        "llama-3.1-8b",
+        "--gpus",
+        "h100-sxm,a100-80gb",
+        "--precisions",
+        "bf16,fp8",
+        "--batches",
+        "1,8",
+        "--input-lens",
+        "512",
+        "--output-lens",
+        "64",
+    )
     assert len(d["rows"]) == 6  # fp8 on A100 skipped
     assert "no FP8" in d["skipped"][0]["reason"]
 

@@ -50,9 +50,16 @@ def test_a_model_outside_the_catalog_is_refused_naming_it() -> None:
 
 @pytest.mark.parametrize(
     ("name", "gpu"),
-    [("h100-sxm", "h100-sxm"), ("h100_sxm", "h100-sxm"), ("h200_sxm", "h200"), ("b200-sxm", "b200"),
-     ("gb200_sxm", "gb200"), ("a100_sxm", "a100-80gb"), ("l40s", "l40s")],
-)  # fmt: skip
+    [
+        ("h100-sxm", "h100-sxm"),
+        ("h100_sxm", "h100-sxm"),
+        ("h200_sxm", "h200"),
+        ("b200-sxm", "b200"),
+        ("gb200_sxm", "gb200"),
+        ("a100_sxm", "a100-80gb"),
+        ("l40s", "l40s"),
+    ],
+)
 def test_benchmark_system_names_map_onto_the_hardware_catalog(name: str, gpu: str) -> None:
     assert catalog_gpu_id(name) == gpu
 
@@ -64,8 +71,26 @@ def test_an_unknown_system_is_refused_with_the_catalog() -> None:
 
 
 def _row(**kw: str) -> dict[str, str]:
-    row = dict(zip(HEADER.split(","), ["x_c16_tp2_epnone_1", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B", "h100-sxm",
-                                       "fp8", "2", "1024", "128", "16", "300.0", "15.0"], strict=True))  # fmt: skip
+    row = dict(
+        zip(
+            HEADER.split(","),
+            [
+                "x_c16_tp2_epnone_1",
+                "trtllm",
+                "1.0.0rc3",
+                "Qwen/Qwen3-32B",
+                "h100-sxm",
+                "fp8",
+                "2",
+                "1024",
+                "128",
+                "16",
+                "300.0",
+                "15.0",
+            ],
+            strict=True,
+        )
+    )
     return {**row, **kw}
 
 
@@ -98,10 +123,13 @@ def test_expert_parallelism_comes_from_the_id_or_an_ep_column_and_release_format
     oss = convert(_row(model="openai/gpt-oss-120b", precision="mxfp4", engine="vllm", gpu="h200_sxm"))[0]
     assert (oss.precision, oss.gpu) == ("mxfp4-moe", "h200")
     # a bare fp4 row of a model released in FP4 runs that release; of a 16/8-bit release, an NVFP4 quantisation
-    assert convert(_row(model="openai/gpt-oss-120b", precision="fp4", engine="trtllm", gpu="h200_sxm"))[0].precision \
+    assert (
+        convert(_row(model="openai/gpt-oss-120b", precision="fp4", engine="trtllm", gpu="h200_sxm"))[0].precision
         == "mxfp4-moe"
-    assert convert(_row(model="deepseek-ai/DeepSeek-R1", precision="fp4", tp="8", gpu="b200_sxm"))[0].precision \
-        == "nvfp4"
+    )
+    assert (
+        convert(_row(model="deepseek-ai/DeepSeek-R1", precision="fp4", tp="8", gpu="b200_sxm"))[0].precision == "nvfp4"
+    )
 
 
 def test_the_committed_records_are_the_shared_rows_read_this_way() -> None:
@@ -124,55 +152,187 @@ def _write(path: Path, rows: list[list[str]], header: str = HEADER) -> Path:
     return path
 
 
-WHEEL_HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,batch_size,"
-                "tp_size,attention_dp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")  # fmt: skip
+WHEEL_HEADER = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,batch_size,"
+    "tp_size,attention_dp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms"
+)
 
 
 def test_the_wheels_own_silicon_sample_layout_is_read_too(tmp_path: Path, capsys) -> None:
     """aiconfigurator-core's systems/silicon_sample.csv as shipped: its aggregated rows with a recorded
     concurrency are validated; disaggregated rows and rows without a concurrency are left out, saying so."""
-    path = _write(tmp_path / "silicon_sample.csv", [
-        ["a", "db; silicon_concurrency=16", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B", "h200_sxm", "fp8", "agg", "1024",
-         "128", "16", "2", "", "1", "300.0", "15.0"],
-        ["b", "db; silicon_concurrency=8", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "", "agg",
-         "1024", "256", "8", "1", "", "", "60.0", "7.0"],
-        ["c", "db; config_id=1", "vllm", "0.12.0", "Qwen/Qwen3-32B", "h100_sxm", "", "agg", "1024", "256", "8", "1",
-         "", "", "60.0", "7.0"],
-        ["d", "db; silicon_concurrency=8", "sglang", "0.5.9", "Qwen/Qwen3-32B", "h100_sxm", "", "disagg", "1024", "256",
-         "8", "1", "", "", "60.0", "7.0"],
-    ], header=WHEEL_HEADER)  # fmt: skip
+    path = _write(
+        tmp_path / "silicon_sample.csv",
+        [
+            [
+                "a",
+                "db; silicon_concurrency=16",
+                "trtllm",
+                "1.0.0rc3",
+                "Qwen/Qwen3-32B",
+                "h200_sxm",
+                "fp8",
+                "agg",
+                "1024",
+                "128",
+                "16",
+                "2",
+                "",
+                "1",
+                "300.0",
+                "15.0",
+            ],
+            [
+                "b",
+                "db; silicon_concurrency=8",
+                "vllm",
+                "0.12.0",
+                "meta-llama/Llama-3.1-8B-Instruct",
+                "h100_sxm",
+                "",
+                "agg",
+                "1024",
+                "256",
+                "8",
+                "1",
+                "",
+                "",
+                "60.0",
+                "7.0",
+            ],
+            [
+                "c",
+                "db; config_id=1",
+                "vllm",
+                "0.12.0",
+                "Qwen/Qwen3-32B",
+                "h100_sxm",
+                "",
+                "agg",
+                "1024",
+                "256",
+                "8",
+                "1",
+                "",
+                "",
+                "60.0",
+                "7.0",
+            ],
+            [
+                "d",
+                "db; silicon_concurrency=8",
+                "sglang",
+                "0.5.9",
+                "Qwen/Qwen3-32B",
+                "h100_sxm",
+                "",
+                "disagg",
+                "1024",
+                "256",
+                "8",
+                "1",
+                "",
+                "",
+                "60.0",
+                "7.0",
+            ],
+        ],
+        header=WHEEL_HEADER,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         records = read_records(path)
-    assert any("left out 2 disaggregated rows or rows without a recorded concurrency" in str(w.message)
-               for w in caught)  # fmt: skip
+    assert any("left out 2 disaggregated rows or rows without a recorded concurrency" in str(w.message) for w in caught)
     assert [(r.kind, r.model, r.gpu, r.precision, r.tp, r.batch) for r in records] == [
         ("closed_loop_ttft", "qwen3-32b", "h200", "fp8", 2, 16),
         ("closed_loop_tpot", "qwen3-32b", "h200", "fp8", 2, 16),
         ("closed_loop_ttft", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
         ("closed_loop_tpot", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
-    ]  # fmt: skip
+    ]
     out = run_json(capsys, "validate", "--data", str(path))
     assert out["summary"]["closed-loop ttft (mean)"]["points"] == 2
-    bad = _write(tmp_path / "bad.csv", [["e", "silicon_concurrency=8", "vllm", "0.12.0", "Qwen/Qwen3-32B", "h100_sxm",
-                                         "", "agg", "1024", "256", "8", "two", "", "", "60.0", "7.0"]],
-                 header=WHEEL_HEADER)  # fmt: skip
+    bad = _write(
+        tmp_path / "bad.csv",
+        [
+            [
+                "e",
+                "silicon_concurrency=8",
+                "vllm",
+                "0.12.0",
+                "Qwen/Qwen3-32B",
+                "h100_sxm",
+                "",
+                "agg",
+                "1024",
+                "256",
+                "8",
+                "two",
+                "",
+                "",
+                "60.0",
+                "7.0",
+            ]
+        ],
+        header=WHEEL_HEADER,
+    )
     code, _, err = run(capsys, "validate", "--data", str(bad))
     assert code == 2 and "bad.csv:2: not a number" in err and "Traceback" not in err
 
 
 def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path, capsys) -> None:
-    path = _write(tmp_path / "heldout.csv", [
-        ["a_c16_tp2_epnone_1", "trtllm", "1.0.0rc3", "Qwen/Qwen3-32B-FP8", "h200_sxm", "fp8", "2", "1024", "128", "16",
-         "300.0", "15.0"],
-        ["b_c8_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "bf16", "1", "1024",
-         "256", "8", "60.0", "7.0"],
-        ["c_c64_tp1_ep8_1", "sglang", "0.5.1.post1", "deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", "1", "1024", "256",
-         "64", "500.0", "40.0"],
-    ])  # fmt: skip
+    path = _write(
+        tmp_path / "heldout.csv",
+        [
+            [
+                "a_c16_tp2_epnone_1",
+                "trtllm",
+                "1.0.0rc3",
+                "Qwen/Qwen3-32B-FP8",
+                "h200_sxm",
+                "fp8",
+                "2",
+                "1024",
+                "128",
+                "16",
+                "300.0",
+                "15.0",
+            ],
+            [
+                "b_c8_tp1_epnone_1",
+                "vllm",
+                "0.12.0",
+                "meta-llama/Llama-3.1-8B-Instruct",
+                "h100_sxm",
+                "bf16",
+                "1",
+                "1024",
+                "256",
+                "8",
+                "60.0",
+                "7.0",
+            ],
+            [
+                "c_c64_tp1_ep8_1",
+                "sglang",
+                "0.5.1.post1",
+                "deepseek-ai/DeepSeek-R1",
+                "h200_sxm",
+                "fp8",
+                "1",
+                "1024",
+                "256",
+                "64",
+                "500.0",
+                "40.0",
+            ],
+        ],
+    )
     out = run_json(capsys, "validate", "--data", str(path), "--points")
-    assert {(p["gpu"], p["model"]) for p in out["points"]} == {("h200", "qwen3-32b"), ("h100-sxm", "llama-3.1-8b"),
-                                                               ("h200", "deepseek-r1")}  # fmt: skip
+    assert {(p["gpu"], p["model"]) for p in out["points"]} == {
+        ("h200", "qwen3-32b"),
+        ("h100-sxm", "llama-3.1-8b"),
+        ("h200", "deepseek-r1"),
+    }
     for point in out["points"]:
         assert point["predicted"] > 0 and point["band_p90"] > 0
         assert point["error"] == pytest.approx(point["predicted"] / point["measured"] - 1)
@@ -180,9 +340,10 @@ def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path,
     assert ttft["points"] == 3 and ttft["banded_points"] == 3 and 0 <= ttft["within_p90_band"] <= 1
     grouped = run_json(capsys, "validate", "--data", str(path), "--by", "engine,load")["groups"]
     assert {(g["group"]["engine"], g["group"]["load"], g["metric"]) for g in grouped} == {
-        (engine, load, f"closed-loop {m} (mean)") for engine, load in (("trtllm", "light"), ("vllm", "light"),
-                                                                       ("sglang", "medium")) for m in ("ttft", "tpot")
-    }  # fmt: skip
+        (engine, load, f"closed-loop {m} (mean)")
+        for engine, load in (("trtllm", "light"), ("vllm", "light"), ("sglang", "medium"))
+        for m in ("ttft", "tpot")
+    }
     assert all(g["points"] == 1 for g in grouped)
     parallel = run_json(capsys, "validate", "--data", str(path), "--points", "--workers", "2")
     assert parallel["points"] == out["points"] and parallel["summary"] == out["summary"]  # same answers, same order
@@ -193,12 +354,48 @@ def test_validate_reads_the_format_and_reports_errors_with_bands(tmp_path: Path,
 def test_rows_the_catalogs_cannot_place_or_predict_are_listed_and_the_rest_validated(tmp_path: Path, capsys) -> None:
     """A published table spans GPUs and layouts infercast refuses: those rows are named with the reason, the
     others still validate; a file of nothing else is an error naming the first reason."""
-    ok = ["a_c8_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", "bf16", "1", "1024",
-          "256", "8", "60.0", "7.0"]  # fmt: skip
-    unknown_gpu = ["b_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "tpu_v5", "bf16", "2", "1024", "128", "16",
-                   "3", "1"]  # fmt: skip
-    too_big = ["c_c16_tp1_epnone_1", "vllm", "0.12.0", "meta-llama/Llama-3.1-405B-Instruct", "h100_sxm", "bf16", "1",
-               "1024", "128", "16", "900", "40"]  # fmt: skip
+    ok = [
+        "a_c8_tp1_epnone_1",
+        "vllm",
+        "0.12.0",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "h100_sxm",
+        "bf16",
+        "1",
+        "1024",
+        "256",
+        "8",
+        "60.0",
+        "7.0",
+    ]
+    unknown_gpu = [
+        "b_c16_tp2_epnone_1",
+        "trtllm",
+        "1.0",
+        "Qwen/Qwen3-32B",
+        "tpu_v5",
+        "bf16",
+        "2",
+        "1024",
+        "128",
+        "16",
+        "3",
+        "1",
+    ]
+    too_big = [
+        "c_c16_tp1_epnone_1",
+        "vllm",
+        "0.12.0",
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "h100_sxm",
+        "bf16",
+        "1",
+        "1024",
+        "128",
+        "16",
+        "900",
+        "40",
+    ]
     mixed = _write(tmp_path / "mixed.csv", [ok, unknown_gpu, too_big])
     code, stdout, err = run(capsys, "validate", "--data", str(mixed), "--json")
     assert code == 0 and "left out 1 rows the catalogs cannot place" in err and f"{mixed}:3" in err and "tpu_v5" in err
@@ -215,15 +412,46 @@ def test_rows_the_catalogs_cannot_place_or_predict_are_listed_and_the_rest_valid
 
 
 def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Path, capsys) -> None:
-    missing = _write(tmp_path / "missing.csv", [
-        ["a_c16_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "h100-sxm", "bf16", "2", "1024", "128", "16", "",
-         "1"],
-    ])  # fmt: skip
+    missing = _write(
+        tmp_path / "missing.csv",
+        [
+            [
+                "a_c16_tp2_epnone_1",
+                "trtllm",
+                "1.0",
+                "Qwen/Qwen3-32B",
+                "h100-sxm",
+                "bf16",
+                "2",
+                "1024",
+                "128",
+                "16",
+                "",
+                "1",
+            ],
+        ],
+    )
     code, _, err = run(capsys, "validate", "--data", str(missing))
     assert code == 2 and f"{missing}:2" in err and "ttft_ms_mean" in err
-    only_unrecorded = _write(tmp_path / "nocount.csv", [
-        ["a_c_tp2_epnone_1", "trtllm", "1.0", "Qwen/Qwen3-32B", "h100-sxm", "bf16", "2", "1024", "128", "16", "3", "1"],
-    ])  # fmt: skip
+    only_unrecorded = _write(
+        tmp_path / "nocount.csv",
+        [
+            [
+                "a_c_tp2_epnone_1",
+                "trtllm",
+                "1.0",
+                "Qwen/Qwen3-32B",
+                "h100-sxm",
+                "bf16",
+                "2",
+                "1024",
+                "128",
+                "16",
+                "3",
+                "1",
+            ],
+        ],
+    )
     code, _, err = run(capsys, "validate", "--data", str(only_unrecorded))
     assert code == 2 and "with a recorded concurrency" in err
 

@@ -176,9 +176,12 @@ def test_decode_table_matches_step_time(name, engine):
 
 
 @given(
-    a0=st.floats(0, 1), da=st.floats(-1e-3, 1e-3), b0=st.floats(0, 1), db=st.floats(-1e-3, 1e-3),
+    a0=st.floats(0, 1),
+    da=st.floats(-1e-3, 1e-3),
+    b0=st.floats(0, 1),
+    db=st.floats(-1e-3, 1e-3),
     n=st.integers(0, 3000),
-)  # fmt: skip
+)
 @settings(max_examples=300, deadline=None)
 def test_sum_of_max_of_two_lines_matches_brute_force(a0, da, b0, db, n):
     j = np.arange(n)
@@ -431,8 +434,11 @@ def test_ideal_engine_is_the_pure_roofline():
 
 
 @given(
-    ctx=st.integers(1, 60000), extra=st.integers(1, 5000), seqs=st.integers(1, 256), more=st.integers(1, 256),
-)  # fmt: skip
+    ctx=st.integers(1, 60000),
+    extra=st.integers(1, 5000),
+    seqs=st.integers(1, 256),
+    more=st.integers(1, 256),
+)
 @settings(max_examples=60, deadline=None)
 def test_step_time_grows_with_context_and_batch(ctx, extra, seqs, more):
     model = _model("llama-8b")

@@ -29,9 +29,14 @@ def test_fmt_time(seconds, fixed, compact):
 
 @pytest.mark.parametrize(
     ("n", "fixed", "compact"),
-    [(146.2e9, "146.20 GB", "146 GB"), (9.31e9, "9.31 GB", "9.31 GB"), (131072, "131.07 kB", "131 kB"),
-     (512, "512 B", "512 B"), (2.5e15, "2.50 PB", "2.5 PB")],
-)  # fmt: skip
+    [
+        (146.2e9, "146.20 GB", "146 GB"),
+        (9.31e9, "9.31 GB", "9.31 GB"),
+        (131072, "131.07 kB", "131 kB"),
+        (512, "512 B", "512 B"),
+        (2.5e15, "2.50 PB", "2.5 PB"),
+    ],
+)
 def test_fmt_bytes(n, fixed, compact):
     assert fmt_bytes(n) == fixed
     assert fmt_bytes(n, sig=3) == compact

@@ -23,13 +23,31 @@ from infercast.engine.simulate import EngineConfig, deployment, simulate_engine
 from infercast.sim.workload import WorkloadSpec
 from infercast.specs.model import ModelSpec
 
-SPEC = ModelSpec(id="tiny-fit", name="tiny-fit", family="test", source="test", num_layers=2, hidden_size=64,
-                 num_attention_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=97,
-                 max_context=512)  # fmt: skip
+SPEC = ModelSpec(
+    id="tiny-fit",
+    name="tiny-fit",
+    family="test",
+    source="test",
+    num_layers=2,
+    hidden_size=64,
+    num_attention_heads=4,
+    num_kv_heads=2,
+    head_dim=16,
+    intermediate_size=128,
+    vocab_size=97,
+    max_context=512,
+)
 HW = cpu_hardware({"fp32": 5e10, "bf16": 1e11, "bandwidth_bytes_s": 2e10, "threads": 1})
 CONFIG = EngineConfig(SPEC, precision="fp32")
-TRUTH = {"gemm_eff_max.fp32": 0.3, "gemm_m_half.fp32": 12.0, "hbm_efficiency": 0.4, "attn_prefill_efficiency": 0.1,
-         "attn_decode_efficiency": 0.05, "step_overhead_s": 4e-4, "seq_overhead_s": 3e-5}  # fmt: skip
+TRUTH = {
+    "gemm_eff_max.fp32": 0.3,
+    "gemm_m_half.fp32": 12.0,
+    "hbm_efficiency": 0.4,
+    "attn_prefill_efficiency": 0.1,
+    "attn_decode_efficiency": 0.05,
+    "step_overhead_s": 4e-4,
+    "seq_overhead_s": 3e-5,
+}
 
 
 def _served_like_steps(n: int = 240, seed: int = 0) -> np.ndarray:

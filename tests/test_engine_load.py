@@ -70,11 +70,17 @@ def test_engine_presets_carry_their_documented_limits():
     # vLLM's get_batch_defaults (OpenAI server): larger limits where the device reports >= 70 GiB, A100 excepted
     on = {g: Deployment.resolve("llama-3.1-8b", g).engine for g in ("h100-sxm", "h200", "mi300x", "a100-80gb", "l40s")}
     assert {g: (e.max_num_seqs, e.max_num_batched_tokens) for g, e in on.items()} == {
-        "h100-sxm": (1024, 8192), "h200": (1024, 8192), "mi300x": (1024, 8192), "a100-80gb": (256, 2048),
-        "l40s": (256, 2048)}  # fmt: skip
+        "h100-sxm": (1024, 8192),
+        "h200": (1024, 8192),
+        "mi300x": (1024, 8192),
+        "a100-80gb": (256, 2048),
+        "l40s": (256, 2048),
+    }
     # SGLang's chunked_prefill_size by device memory: 2048 below 35 GiB, 8192 below 160 GiB, then 16384
-    chunks = {g: Deployment.resolve("llama-3.1-8b", g, engine="sglang").engine.max_num_batched_tokens
-              for g in ("l4", "l40s", "h100-sxm", "h200", "b200", "mi300x")}  # fmt: skip
+    chunks = {
+        g: Deployment.resolve("llama-3.1-8b", g, engine="sglang").engine.max_num_batched_tokens
+        for g in ("l4", "l40s", "h100-sxm", "h200", "b200", "mi300x")
+    }
     assert chunks == {"l4": 2048, "l40s": 8192, "h100-sxm": 8192, "h200": 8192, "b200": 16384, "mi300x": 16384}
     assert Deployment.resolve("llama-3.1-8b", "b200", engine="sglang").engine.max_num_seqs == sglang.max_num_seqs
     assert sglang.scheduler == "prefill-first"  # enable_mixed_chunk off: prefill batches run without decodes
@@ -85,8 +91,16 @@ def test_engine_presets_carry_their_documented_limits():
 
 
 def _closed(kind: str = "closed_loop_ttft", **kw) -> Record:
-    base = dict(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", batch=16, input_len=1024, output_len=128,
-                value=100.0, unit="ms")  # fmt: skip
+    base = dict(
+        model="llama-3.1-8b",
+        gpu="h100-sxm",
+        engine="vllm",
+        batch=16,
+        input_len=1024,
+        output_len=128,
+        value=100.0,
+        unit="ms",
+    )
     return Record(kind=kind, **(base | kw))
 
 
@@ -173,8 +187,17 @@ def test_a_records_memory_fraction_reaches_the_engine_and_decides_when_reservati
     in 0.90 of free memory both fit."""
     from infercast.measure.predictors import predict_record
 
-    rec = _closed(model="qwen3-32b", engine="trtllm", precision="fp8", kv_precision="fp8", tp=1, batch=128,
-                  input_len=2048, min_len_ratio=1.0, max_num_batched_tokens=128 + 2048 + 500)  # fmt: skip
+    rec = _closed(
+        model="qwen3-32b",
+        engine="trtllm",
+        precision="fp8",
+        kv_precision="fp8",
+        tp=1,
+        batch=128,
+        input_len=2048,
+        min_len_ratio=1.0,
+        max_num_batched_tokens=128 + 2048 + 500,
+    )
     fits, queues = replace(rec, output_len=128), replace(rec, output_len=256)
     tight = {n: predict_record(replace(r, gpu_memory_utilization=0.8)) for n, r in (("fits", fits), ("queues", queues))}
     loose = {n: predict_record(replace(r, gpu_memory_utilization=0.9)) for n, r in (("fits", fits), ("queues", queues))}
@@ -242,10 +265,17 @@ def test_load_fit_finds_the_front_end_a_loaded_synthetic_engine_streamed_through
 
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 1e-4}
     profiles = build_profiles([("h100-sxm", "vllm")], truth, "truth", "kernels")
-    shapes = [dict(batch=8, input_len=512, output_len=16), dict(batch=8, input_len=2048, output_len=16),
-              dict(batch=4, input_len=1024, output_len=16), dict(batch=128, input_len=256, output_len=64, tp=8)]
-    records = [_closed(kind, min_len_ratio=1.0, **shape) for kind in ("closed_loop_ttft", "closed_loop_tpot")
-               for shape in shapes]  # fmt: skip
+    shapes = [
+        dict(batch=8, input_len=512, output_len=16),
+        dict(batch=8, input_len=2048, output_len=16),
+        dict(batch=4, input_len=1024, output_len=16),
+        dict(batch=128, input_len=256, output_len=64, tp=8),
+    ]
+    records = [
+        _closed(kind, min_len_ratio=1.0, **shape)
+        for kind in ("closed_loop_ttft", "closed_loop_tpot")
+        for shape in shapes
+    ]
     records = [replace(r, value=predict_located(r, profiles) * 1e3) for r in records]
     result = fit_load(records, "vllm")
     assert result.values == pytest.approx(truth)
@@ -291,8 +321,12 @@ def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
 
 
 def test_spread_keeps_whole_points_across_regimes():
-    recs = [_closed(k, tp=tp, batch=c) for tp in (1, 2, 4, 8) for c in (8, 16, 32, 64, 128)
-            for k in ("closed_loop_ttft", "closed_loop_tpot")]  # fmt: skip
+    recs = [
+        _closed(k, tp=tp, batch=c)
+        for tp in (1, 2, 4, 8)
+        for c in (8, 16, 32, 64, 128)
+        for k in ("closed_loop_ttft", "closed_loop_tpot")
+    ]
     chosen = spread(recs, limit=6)
     points = {(r.tp, r.batch) for r in chosen}
     assert len(points) == 6 and len(chosen) == 12  # both records of each point
@@ -307,8 +341,9 @@ def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
     recs = ttft + [_closed("closed_loop_tpot", batch=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
     before = np.log([1.50, 1.40, 1.02, 1.05, 1.06, 1.07])
     after = np.log([1.20, 1.10, 1.09, 1.03, 1.04, 1.08])
-    res = FitResult({"vllm:request_overhead_s": 0.01}, {"vllm:request_overhead_s": 0.005}, {}, recs, before, after,
-                    message="grid")  # fmt: skip
+    res = FitResult(
+        {"vllm:request_overhead_s": 0.01}, {"vllm:request_overhead_s": 0.005}, {}, recs, before, after, message="grid"
+    )
     pooled = [float(np.median(np.abs(np.expm1(e)))) for e in (before, after)]
     assert pooled[1] > pooled[0]
     summary = metric_errors(res)
@@ -336,9 +371,16 @@ def test_bands_pick_the_most_specific_row_with_enough_points(monkeypatch):
     rows = [
         {"metric": "tpot", "gpu": "fitted", "typical": 0.10, "p90": 0.3, "points": 100},
         {"metric": "tpot", "gpu": "fitted", "engine": "vllm", "typical": 0.05, "p90": 0.2, "points": 40},
-        {"metric": "tpot", "gpu": "fitted", "engine": "vllm", "load": "heavy", "typical": 0.02, "p90": 0.1,
-         "points": 3},  # too few points: not used
-    ]  # fmt: skip
+        {
+            "metric": "tpot",
+            "gpu": "fitted",
+            "engine": "vllm",
+            "load": "heavy",
+            "typical": 0.02,
+            "p90": 0.1,
+            "points": 3,
+        },  # too few points: not used
+    ]
     monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: {"bands": rows})
     regime = {"gpu": "fitted", "engine": "vllm", "load": "heavy", "tp": "1-2"}
     assert _lookup("tpot", regime, False) == ErrorBand("tpot", 0.05, 0.2, 40, {"gpu": "fitted", "engine": "vllm"})
@@ -370,8 +412,9 @@ def test_predictions_outside_the_calibration_print_the_held_out_band():
     inside = confidence(scope["gpus"][0], "vllm", concurrency=8, model=scope["models"][0])
     assert inside.bands["ttft"].regime.get("data") is None
     for kw in ({"gpu": "h200"}, {"model": "llama-3.1-70b"}, {"gpu": "mi300x"}):
-        conf = confidence(kw.get("gpu", scope["gpus"][0]), "vllm", concurrency=8,
-                          model=kw.get("model", scope["models"][0]))  # fmt: skip
+        conf = confidence(
+            kw.get("gpu", scope["gpus"][0]), "vllm", concurrency=8, model=kw.get("model", scope["models"][0])
+        )
         for metric in ("ttft", "tpot"):
             assert conf.bands[metric].regime["data"] == HELDOUT_REGIME, kw
             assert conf.bands[metric].p90 > inside.bands[metric].p90  # measured outside, wider
@@ -428,14 +471,29 @@ def test_closed_loop_rates_follow_littles_law():
 
 def test_highest_served_rates_take_each_engines_best_complete_point():
     def point(engine, tp, ttft, tpot, c=64, osl=256):
-        shape = dict(engine=engine, model="m", gpu="h100-sxm", precision="bf16", tp=tp, batch=c, input_len=1024,
-                     output_len=osl)  # fmt: skip
-        return [SimpleNamespace(kind="closed_loop_ttft", value_si=ttft, **shape),
-                SimpleNamespace(kind="closed_loop_tpot", value_si=tpot, **shape)]  # fmt: skip
+        shape = dict(
+            engine=engine, model="m", gpu="h100-sxm", precision="bf16", tp=tp, batch=c, input_len=1024, output_len=osl
+        )
+        return [
+            SimpleNamespace(kind="closed_loop_ttft", value_si=ttft, **shape),
+            SimpleNamespace(kind="closed_loop_tpot", value_si=tpot, **shape),
+        ]
 
     records = [*point("a", 1, 0.5, 0.020), *point("a", 2, 0.2, 0.010), *point("b", 1, 0.3, 0.015)]
-    records.append(SimpleNamespace(kind="closed_loop_ttft", value_si=1e-6, engine="b", model="m", gpu="h100-sxm",
-                                   precision="bf16", tp=8, batch=64, input_len=1024, output_len=256))  # fmt: skip
+    records.append(
+        SimpleNamespace(
+            kind="closed_loop_ttft",
+            value_si=1e-6,
+            engine="b",
+            model="m",
+            gpu="h100-sxm",
+            precision="bf16",
+            tp=8,
+            batch=64,
+            input_len=1024,
+            output_len=256,
+        )
+    )
     rates = highest_served_rates(records)
     assert set(rates) == {"a", "b"}  # the TTFT-only point (no TPOT) is skipped, not read as a huge rate
     _, req, tok = closed_loop_rates(64, 0.2, 0.010, 256)
@@ -444,9 +502,14 @@ def test_highest_served_rates_take_each_engines_best_complete_point():
 
 
 def test_rates_above_the_highest_measured_are_flagged(monkeypatch):
-    table = {"calibrated": {"gpus": ["h100-sxm"], "engines": ["trtllm", "vllm"],
-                            "rates": {"trtllm": {"requests_per_s": 40.0, "output_tokens_per_s": 9000.0}}},
-             "bands": []}  # fmt: skip
+    table = {
+        "calibrated": {
+            "gpus": ["h100-sxm"],
+            "engines": ["trtllm", "vllm"],
+            "rates": {"trtllm": {"requests_per_s": 40.0, "output_tokens_per_s": 9000.0}},
+        },
+        "bands": [],
+    }
     monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: table)
     monkeypatch.setattr("infercast.analysis.error_bands.calibration_scope", lambda: table["calibrated"])
     warned = confidence("h100-sxm", "trtllm", rates={"requests_per_s": 60.0, "output_tokens_per_s": 9500.0}).warnings
@@ -465,13 +528,22 @@ def test_loads_below_the_fewest_clients_measured_are_flagged(monkeypatch):
     points = [SimpleNamespace(engine="a", batch=c, **ttft) for c in (16, 128, 32)]
     points += [SimpleNamespace(engine="b", batch=8, **ttft), SimpleNamespace(engine="b", batch=0, **ttft)]
     assert served_concurrency(points) == {"a": [16, 128], "b": [8, 8]}
-    table = {"calibrated": {"gpus": ["h100-sxm"], "engines": ["sglang", "vllm"],
-                            "concurrency": {"sglang": [16, 128], "vllm": [8, 128]}}, "bands": []}  # fmt: skip
+    table = {
+        "calibrated": {
+            "gpus": ["h100-sxm"],
+            "engines": ["sglang", "vllm"],
+            "concurrency": {"sglang": [16, 128], "vllm": [8, 128]},
+        },
+        "bands": [],
+    }
     monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: table)
     monkeypatch.setattr("infercast.analysis.error_bands.calibration_scope", lambda: table["calibrated"])
-    fit = {"engines": {"sglang": {"at_edge": ["sglang:request_overhead_s"],
-                                  "priors": {"sglang:request_overhead_s": 0.005}},
-                       "vllm": {"at_edge": [], "priors": {"vllm:request_overhead_s": 0.005}}}}  # fmt: skip
+    fit = {
+        "engines": {
+            "sglang": {"at_edge": ["sglang:request_overhead_s"], "priors": {"sglang:request_overhead_s": 0.005}},
+            "vllm": {"at_edge": [], "priors": {"vllm:request_overhead_s": 0.005}},
+        }
+    }
     monkeypatch.setattr("infercast.analysis.error_bands.load_fit", lambda: fit)
     values = {"sglang": {"request_overhead_s": 0.15}, "vllm": {"request_overhead_s": 0.0015}}
     monkeypatch.setattr("infercast.analysis.error_bands.fitted_engine_values", lambda: values)
@@ -514,8 +586,15 @@ def test_simulations_and_predictions_past_the_measured_rates_say_so():
     assert not rate_warnings(predict("llama-3.1-8b", "h100-sxm", input_len=1024, output_len=512).confidence)
     from infercast.analysis.sweep import sweep
 
-    rows = sweep(models=["llama-3.1-8b"], gpus=["h100-sxm"], engines=["vllm", "trtllm"], tps=[8], batches=[1, 256],
-                 input_lens=[1024], output_lens=[512])  # fmt: skip
+    rows = sweep(
+        models=["llama-3.1-8b"],
+        gpus=["h100-sxm"],
+        engines=["vllm", "trtllm"],
+        tps=[8],
+        batches=[1, 256],
+        input_lens=[1024],
+        output_lens=[512],
+    )
     flags = dict(zip(zip(rows.engine, rows.batch, strict=True), rows.within_calibrated_rates, strict=True))
     assert flags == {("vllm", 1): True, ("vllm", 256): False, ("trtllm", 1): True, ("trtllm", 256): True}
 
@@ -547,7 +626,8 @@ def test_vllm_from_0_14_hides_its_per_step_cpu_work_and_shares_vllms_fitted_load
     step = sync.step_overhead_s + sync.seq_overhead_s * 32
     assert a.tpot_s - b.tpot_s == pytest.approx(step, rel=0.02)  # the decode step less vllm's CPU work
     conf = b.confidence
-    assert all(band.regime == {"data": HELDOUT_REGIME, "engine": "vllm-0.14", "load": "medium"}
-               for band in conf.bands.values())  # fmt: skip
+    assert all(
+        band.regime == {"data": HELDOUT_REGIME, "engine": "vllm-0.14", "load": "medium"} for band in conf.bands.values()
+    )
     (note,) = [w for w in conf.warnings if w.startswith("engine vllm-0.14")]
     assert "per-request ones vllm's fitted values" in note and "published serving runs" in note

@@ -35,8 +35,11 @@ def test_an_idle_front_end_delays_a_step_s_tokens_by_their_own_work():
 def test_a_span_equals_its_steps_one_at_a_time():
     """One update for k steps (the fast simulator's decode spans) equals k updates (the reference's steps), for
     steps that grow longer, whether the queue grows (w > dt), drains (w < dt) or crosses over."""
-    for tokens, dts in ((64, [3e-3, 3.5e-3, 4e-3, 4.5e-3]), (8, [3e-3, 3.1e-3, 3.3e-3]),
-                        (40, [3.0e-3, 3.8e-3, 4.2e-3, 5.0e-3, 6.0e-3])):  # fmt: skip
+    for tokens, dts in (
+        (64, [3e-3, 3.5e-3, 4e-3, 4.5e-3]),
+        (8, [3e-3, 3.1e-3, 3.3e-3]),
+        (40, [3.0e-3, 3.8e-3, 4.2e-3, 5.0e-3, 6.0e-3]),
+    ):
         stepwise, span = FrontEnd(1e-4), FrontEnd(1e-4)
         for fe in (stepwise, span):
             fe.emit(0.0, 0.01, 100)  # a backlog of 10 ms at t = 10 ms
@@ -56,8 +59,16 @@ def test_a_saturated_front_end_caps_the_closed_loop():
     base = load_profile("h100-sxm", "hopper", "vllm")
     runs = {}
     for token_s in (0.0, 2e-4):
-        res = simulate("llama-3.1-8b", "h100-sxm", tp=8, input_len=256, output_len=128, concurrency=128,
-                       num_requests=1280, profile=replace(base, stream_token_s=token_s))  # fmt: skip
+        res = simulate(
+            "llama-3.1-8b",
+            "h100-sxm",
+            tp=8,
+            input_len=256,
+            output_len=128,
+            concurrency=128,
+            num_requests=1280,
+            profile=replace(base, stream_token_s=token_s),
+        )
         df = res.requests()
         span = float(df.finish_s.max() - df.arrival_s.min())
         runs[token_s] = (float(df.output_tokens.sum()) / span, res["ttft_s"]["mean"], res["tpot_s"]["mean"])
@@ -98,8 +109,11 @@ def test_one_replica_runs_the_time_ordered_steps_without_polling_every_replica(m
     """One replica fed in time order (behind a front-end, or by closed-loop clients) runs in
     ``Coordinator._run_alone``; every request's timestamps and the step count equal those of the general
     time-ordered loop over replicas."""
-    kw = dict(engine="trtllm", **load) if "workload" in load else dict(engine="trtllm", input_len=1024,
-                                                                         output_len=256, **load)  # fmt: skip
+    kw = (
+        dict(engine="trtllm", **load)
+        if "workload" in load
+        else dict(engine="trtllm", input_len=1024, output_len=256, **load)
+    )
     calls = []
     alone = cluster.Coordinator._run_alone
     monkeypatch.setattr(cluster.Coordinator, "_run_alone", lambda self, order: calls.append(1) or alone(self, order))
@@ -148,8 +162,22 @@ def test_the_front_end_can_be_set_from_the_command_line(capsys):
     paced = run_json(capsys, "predict", *args, "--batch", "128")
     free = run_json(capsys, "predict", *args, "--batch", "128", "--stream-token-us", "0")
     assert paced["tpot_s"] > 1.8 * free["tpot_s"] and free["tpot_s"] == free["itl_s"] and free["front_end_s"] == 0
-    sim = run_json(capsys, "simulate", "--tp", "8", "--concurrency", "64", "--num-requests", "128", "--input-len",
-                   "1024", "--output-len", "256", "--stream-token-us", "150")  # fmt: skip
+    sim = run_json(
+        capsys,
+        "simulate",
+        "--tp",
+        "8",
+        "--concurrency",
+        "64",
+        "--num-requests",
+        "128",
+        "--input-len",
+        "1024",
+        "--output-len",
+        "256",
+        "--stream-token-us",
+        "150",
+    )
     assert sim["front_end_busy_fraction"] > 0.5
     code, _, err = run(capsys, "predict", "--stream-token-us", "-3")
     assert code == 2 and "stream_token_us" in err and ">= 0" in err
@@ -158,9 +186,18 @@ def test_the_front_end_can_be_set_from_the_command_line(capsys):
 def test_a_disaggregated_run_reports_its_busiest_front_end():
     """The prefill pool's front-end streams first tokens only; the decode pool's streams the rest. The summary and
     the warning follow the busiest (here the decode pool's, past FRONT_END_BINDS), not a mean that would halve it."""
-    res = simulate("llama-3.1-8b", "h100-sxm", engine="trtllm", tp=2, scheduler="disagg",
-                   disagg=DisaggConfig(1, 1, 2, 2), input_len=1024, output_len=512, concurrency=128,
-                   num_requests=512)  # fmt: skip
+    res = simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        engine="trtllm",
+        tp=2,
+        scheduler="disagg",
+        disagg=DisaggConfig(1, 1, 2, 2),
+        input_len=1024,
+        output_len=512,
+        concurrency=128,
+        num_requests=512,
+    )
     works = sorted(rep.front_end.work for rep in res.replicas)
     assert works[0] < 0.05 * works[1]  # the prefill pool's front-end is nearly idle
     assert res.summary.front_end_busy_fraction == pytest.approx(min(works[1] / res.summary.duration_s, 1.0))

@@ -19,8 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from tests.fuzz_harness import ALL_STRATEGIES, Case, run_case
 
 LONG = os.environ.get("INFERCAST_FUZZ") == "long"
-EXAMPLES = {"cli_predict": 40, "cli_memory": 40, "cli_sweep": 30, "cli_simulate": 35, "config_json": 40,
-            "hardware_yaml": 30, "traces": 35, "output_paths": 20}  # fmt: skip
+EXAMPLES = {
+    "cli_predict": 40,
+    "cli_memory": 40,
+    "cli_sweep": 30,
+    "cli_simulate": 35,
+    "config_json": 40,
+    "hardware_yaml": 30,
+    "traces": 35,
+    "output_paths": 20,
+}
 """Cases per boundary in CI (270 in all, ~20 s on an idle 2-core machine); the long profile runs ten times as many."""
 
 
@@ -34,8 +42,13 @@ def _check(case: Case) -> None:
 
 
 def _fuzz(name: str):
-    @settings(max_examples=EXAMPLES[name] * (10 if LONG else 1), deadline=None, database=None, derandomize=not LONG,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=EXAMPLES[name] * (10 if LONG else 1),
+        deadline=None,
+        database=None,
+        derandomize=not LONG,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=ALL_STRATEGIES[name])
     def test(case: Case) -> None:
         _check(case)

@@ -22,8 +22,7 @@ def _profile(jitter: float, overhead: float = 0.004):
 
 
 def test_each_request_reaches_the_engine_after_the_fixed_and_its_own_varying_overhead():
-    res = simulate(MODEL, GPU, input_len=200, output_len=20, num_requests=2000, rate=50, seed=4,
-                   profile=_profile(0.01))  # fmt: skip
+    res = simulate(MODEL, GPU, input_len=200, output_len=20, num_requests=2000, rate=50, seed=4, profile=_profile(0.01))
     tb = res.table
     extra = np.asarray(tb.visible) - np.asarray(tb.arrival) - 0.004
     np.testing.assert_allclose(extra, 0.01 * np.asarray(tb.intake), atol=1e-12)
@@ -46,8 +45,18 @@ def test_the_draws_follow_the_seed_and_no_jitter_is_the_fixed_overhead_alone():
 def test_requests_reach_the_engine_in_the_order_their_overheads_end():
     """Sent together, they are admitted in order of their varying overheads (FCFS on reaching the engine), not in
     the order they were sent."""
-    res = simulate(MODEL, GPU, input_len=3000, output_len=10, num_requests=40, offline=True, seed=3,
-                   scheduler="prefill-first", max_num_batched_tokens=3000, profile=_profile(0.05))  # fmt: skip
+    res = simulate(
+        MODEL,
+        GPU,
+        input_len=3000,
+        output_len=10,
+        num_requests=40,
+        offline=True,
+        seed=3,
+        scheduler="prefill-first",
+        max_num_batched_tokens=3000,
+        profile=_profile(0.05),
+    )
     tb = res.table
     order = np.argsort(np.asarray(tb.visible), kind="stable")
     scheduled = np.asarray(tb.scheduled)[order]
@@ -64,8 +73,16 @@ def test_equal_length_closed_loop_clients_drift_apart_with_jitter():
     """Equal lengths keep closed-loop clients in lockstep: every wave of 16 prompts arrives at once and is prefilled
     in one step. A varying request overhead splits the waves (late arrivals miss the step), so the prefill steps
     carry fewer prompts and mean TTFT falls."""
-    kw = dict(input_len=2000, output_len=64, concurrency=16, num_requests=160, seed=0, scheduler="inflight",
-              max_num_batched_tokens=40_000, trace_steps=10_000)  # fmt: skip
+    kw = dict(
+        input_len=2000,
+        output_len=64,
+        concurrency=16,
+        num_requests=160,
+        seed=0,
+        scheduler="inflight",
+        max_num_batched_tokens=40_000,
+        trace_steps=10_000,
+    )
     lockstep = simulate(MODEL, GPU, profile=_profile(0.0), **kw)
     drifting = simulate(MODEL, GPU, profile=_profile(0.03), **kw)
     assert {tokens for tokens, _ in _steps(lockstep)} == {16 * 2000}
@@ -78,8 +95,9 @@ def _steps(res):
 
 
 def test_inflight_adds_whole_prompts_beside_the_decodes_within_the_budget():
-    kw = dict(input_len=1500, output_len=40, num_requests=12, rate=40, seed=5, max_num_batched_tokens=3200,
-              trace_steps=10_000)  # fmt: skip
+    kw = dict(
+        input_len=1500, output_len=40, num_requests=12, rate=40, seed=5, max_num_batched_tokens=3200, trace_steps=10_000
+    )
     inflight = _steps(simulate(MODEL, GPU, scheduler="inflight", **kw))
     assert inflight and all(tokens % 1500 == 0 for tokens, _ in inflight)  # prompts are never split
     assert all(tokens + decodes <= 3200 for tokens, decodes in inflight)
@@ -89,8 +107,17 @@ def test_inflight_adds_whole_prompts_beside_the_decodes_within_the_budget():
 
 
 def test_inflight_runs_a_prompt_longer_than_the_budget_when_nothing_else_runs():
-    res = simulate(MODEL, GPU, scheduler="inflight", input_len=5000, output_len=5, num_requests=2, offline=True,
-                   max_num_batched_tokens=2048, trace_steps=100)  # fmt: skip
+    res = simulate(
+        MODEL,
+        GPU,
+        scheduler="inflight",
+        input_len=5000,
+        output_len=5,
+        num_requests=2,
+        offline=True,
+        max_num_batched_tokens=2048,
+        trace_steps=100,
+    )
     assert res["completed"] == 2
     assert [tokens for tokens, _ in _steps(res)] == [5000, 5000]  # whole, alone, one after the other
 
@@ -115,8 +142,7 @@ def test_inflight_admits_a_request_only_when_its_whole_length_fits_beside_the_re
     # TensorRT-LLM's GUARANTEED_NO_EVICT: each request holds blocks for prompt + output from admission, so the
     # pool caps how many run at once, nothing is preempted, and the rest queue; chunked prefill (vLLM) takes
     # blocks as tokens arrive, runs more at once and preempts when the cache fills
-    kw = dict(input_len=1000, output_len=600, num_requests=60, offline=True, gpu_memory_utilization=0.24,
-              block_size=16)  # fmt: skip
+    kw = dict(input_len=1000, output_len=600, num_requests=60, offline=True, gpu_memory_utilization=0.24, block_size=16)
     reserving = simulate(MODEL, GPU, scheduler="inflight", **kw)
     per_request = -(-1600 // 16)
     blocks = reserving.replicas[0].kv.num_blocks

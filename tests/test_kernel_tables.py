@@ -157,8 +157,11 @@ def test_calibrate_from_aiconfigurator_writes_kernel_profiles(tmp_path, capsys):
 def test_calibrate_from_bad_sources_is_one_line(tmp_path, capsys):
     from tests.cli_helpers import run
 
-    for args, field in ((["--from", "nvidia"], "from"), (["--from", f"aiconfigurator:{tmp_path}"], "from"),
-                        (["--from", f"aiconfigurator:{AIC}", "--gpu", "t4"], "gpu")):  # fmt: skip
+    for args, field in (
+        (["--from", "nvidia"], "from"),
+        (["--from", f"aiconfigurator:{tmp_path}"], "from"),
+        (["--from", f"aiconfigurator:{AIC}", "--gpu", "t4"], "gpu"),
+    ):
         code, _out, err = run(capsys, "calibrate", *args, "--out", str(tmp_path))
         assert code == 2 and err.strip().count("\n") == 0 and err.startswith(f"error: {field}:"), err
 
@@ -172,8 +175,17 @@ def _synthetic_moe_rows() -> pd.DataFrame:
     for h, inter, k, e in ((2048, 768, 8, 128), (7168, 2048, 8, 256), (4096, 14336, 2, 8)):
         for tp, ep in ((1, 1), (2, 1), (8, 1), (1, 8), (1, 4)):
             for t in (1, 4, 16, 64, 256, 1024, 4096, 16384):
-                rows.append({"num_tokens": t, "hidden_size": h, "inter_size": inter, "topk": k, "num_experts": e,
-                             "moe_tp_size": tp, "moe_ep_size": ep})  # fmt: skip
+                rows.append(
+                    {
+                        "num_tokens": t,
+                        "hidden_size": h,
+                        "inter_size": inter,
+                        "topk": k,
+                        "num_experts": e,
+                        "moe_tp_size": tp,
+                        "moe_ep_size": ep,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -211,8 +223,11 @@ def _expert_time(model: StepCostModel, tokens: int) -> float:
     from infercast.measure.aiconfigurator_fit import MOE_AUX_KERNELS
 
     b = model.breakdown(StepBatch.uniform(decode_seqs=tokens, context=1))
-    pk = model.profile.kernel_overhead_graph_s if tokens <= model.profile.graph_max_tokens else (
-        model.profile.kernel_overhead_eager_s)  # fmt: skip
+    pk = (
+        model.profile.kernel_overhead_graph_s
+        if tokens <= model.profile.graph_max_tokens
+        else (model.profile.kernel_overhead_eager_s)
+    )
     total = 0.0
     for name in ("experts_gate_up", "experts_down", "moe_activation"):
         i = b.names.index(name)
@@ -223,9 +238,11 @@ def _expert_time(model: StepCostModel, tokens: int) -> float:
 
 @pytest.mark.parametrize(
     ("model", "precision", "dtype", "tp", "h", "tokens", "rms"),
-    [("qwen3-30b-a3b", "bf16", "bfloat16", 1, 2048, (1, 64, 1024, 8192), 0.222),
-     ("deepseek-v3", "fp8", "fp8_block", 8, 7168, (1, 64, 1024, 8192), 0.155)],
-)  # fmt: skip
+    [
+        ("qwen3-30b-a3b", "bf16", "bfloat16", 1, 2048, (1, 64, 1024, 8192), 0.222),
+        ("deepseek-v3", "fp8", "fp8_block", 8, 7168, (1, 64, 1024, 8192), 0.155),
+    ],
+)
 def test_expert_time_follows_the_h100_fused_moe_table(model, precision, dtype, tp, h, tokens, rms):
     """H100, vLLM 0.24 fused-MoE table rows of the model's expert shape and layout (tp x ep 1): the step model's
     routed-expert time is the fitted form exactly, and follows the rows to within 0.4 in log time, median within
@@ -239,13 +256,24 @@ def test_expert_time_follows_the_h100_fused_moe_table(model, precision, dtype, t
     key = cost.dep.compute_key
     assert cost.sources[cost.names.index("experts_down")].count("moe/vllm/0.24.0/moe_perf.parquet")
     table = pd.read_parquet(AIC / "aiconfigurator_core/systems/data/h100_sxm/moe/vllm/0.24.0/moe_perf.parquet")
-    rows = table[(table.moe_dtype == dtype) & (table.hidden_size == h) & (table.moe_tp_size == tp)
-                 & (table.moe_ep_size == 1) & table.num_tokens.isin(tokens)].sort_values("num_tokens")  # fmt: skip
+    rows = table[
+        (table.moe_dtype == dtype)
+        & (table.hidden_size == h)
+        & (table.moe_tp_size == tp)
+        & (table.moe_ep_size == 1)
+        & table.num_tokens.isin(tokens)
+    ].sort_values("num_tokens")
     assert len(rows) == len(tokens)
     hw = cost.dep.hardware
-    shapes = moe_shapes(rows, cost.dep.scheme.expert_weight_format.bytes_per_element, hw.peak_flops["fp32"],
-                        hw.memory.bandwidth_bytes_s, profile.hbm_efficiency, profile.gemm_latency_s,
-                        balanced=False)  # fmt: skip
+    shapes = moe_shapes(
+        rows,
+        cost.dep.scheme.expert_weight_format.bytes_per_element,
+        hw.peak_flops["fp32"],
+        hw.memory.bandwidth_bytes_s,
+        profile.hbm_efficiency,
+        profile.gemm_latency_s,
+        balanced=False,
+    )
     form = moe_layer_time(shapes, hw.peak(key), hw.memory.bandwidth_bytes_s, profile.moe_params(key))
     ours = np.array([_expert_time(cost, t) for t in tokens])
     # exact but for the shared expert's activation, which DeepSeek-V3's activation row also carries
@@ -261,8 +289,9 @@ def test_without_moe_tables_the_experts_are_dense_gemms_and_dense_models_are_unc
     from infercast.cost.batch import StepBatch
     from infercast.cost.profile import MOE_PARAMS
 
-    batch = StepBatch.uniform(prefill_seqs=np.array([0, 1, 4]), chunk=512, decode_seqs=np.array([8, 0, 64]),
-                              context=2048)  # fmt: skip
+    batch = StepBatch.uniform(
+        prefill_seqs=np.array([0, 1, 4]), chunk=512, decode_seqs=np.array([8, 0, 64]), context=2048
+    )
     for name, kw in (("llama-3.1-8b", {}), ("qwen3-32b", {"tp": 2})):
         dep = Deployment.resolve(name, "h100-sxm", **kw)
         profile = load_profile("h100-sxm", "hopper", "vllm")
@@ -300,8 +329,13 @@ def test_fits_name_parameters_left_on_a_bound():
 
     # y = 5 x: the fitted slope wants 5 but may not exceed 2; the intercept is free
     xs = np.linspace(1.0, 2.0, 8)
-    params, _, edge = _fit(lambda p: np.log((np.exp(p[0]) * xs + np.exp(p[1])) / (5.0 * xs)), [1.0, 1e-3],
-                           [0.1, 1e-9], [2.0, 10.0], ("slope", "intercept"))  # fmt: skip
+    params, _, edge = _fit(
+        lambda p: np.log((np.exp(p[0]) * xs + np.exp(p[1])) / (5.0 * xs)),
+        [1.0, 1e-3],
+        [0.1, 1e-9],
+        [2.0, 10.0],
+        ("slope", "intercept"),
+    )
     assert edge == ["slope"] and params[0] == pytest.approx(2.0)
     fit = yaml.safe_load((PROFILE_DIR / "kernels" / "l40s.yaml").read_text())["fit"]
     assert fit["gemm.bf16"]["at_bound"] == ["gemm_latency_s"]
@@ -324,8 +358,16 @@ def test_each_engine_gets_the_gemm_curves_of_its_own_table(tmp_path):
             for n, k in ((4096, 4096), (8192, 8192), (14336, 4096)):
                 compute = 2 * m * n * k / (peak * eff * max(m, 16) / (max(m, 16) + half))
                 memory = ((m * k + k * n) * width + 2 * m * n) / (hw.memory.bandwidth_bytes_s * 0.85)
-                rows.append({"kernel_source": "torch_flow", "gemm_dtype": dtype, "m": m, "n": n, "k": k,
-                             "latency": (max(compute, memory) + 5e-6) * 1e3})  # fmt: skip
+                rows.append(
+                    {
+                        "kernel_source": "torch_flow",
+                        "gemm_dtype": dtype,
+                        "m": m,
+                        "n": n,
+                        "k": k,
+                        "latency": (max(compute, memory) + 5e-6) * 1e3,
+                    }
+                )
     folder = root / "aiconfigurator_core/systems/data/h100_sxm/gemm/trtllm/1.3.0"
     folder.mkdir(parents=True)
     pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")

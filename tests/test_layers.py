@@ -12,16 +12,25 @@ PACKAGE = Path(infercast.__file__).parent
 
 LAYERS: dict[str, int] = {
     # foundation: no infercast imports beyond each other
-    "errors": 0, "display": 0, "units": 0, "files": 0, "limits": 0, "show": 0, "data": 0,
+    "errors": 0,
+    "display": 0,
+    "units": 0,
+    "files": 0,
+    "limits": 0,
+    "show": 0,
+    "data": 0,
     "specs": 1,
-    "cost": 2, "memory": 2,  # memory: bytes of weights, KV and activations, from specs (cost level)
+    "cost": 2,
+    "memory": 2,  # memory: bytes of weights, KV and activations, from specs (cost level)
     "analysis": 3,
     "sim": 4,
     "plan": 5,
     "measure": 6,
     "engine": 7,  # a real engine on measure's PyTorch decoder, driven by sim's schedulers
-    "cli": 8, "tutorial_api": 8, "__init__": 8,
-}  # fmt: skip
+    "cli": 8,
+    "tutorial_api": 8,
+    "__init__": 8,
+}
 """Layer of each top-level module or package of ``infercast`` (higher may import lower or equal)."""
 ENTRY_POINTS = ("__main__.py",)
 """``python -m`` entry points are command lines: they may import the CLI."""

@@ -23,9 +23,12 @@ KW = dict(input_len=2048, output_len=128, batch=16)
 @pytest.mark.parametrize("gpu", ["h200", "b200"])
 def test_issue_layouts_predict(gpu):
     """--tp 16, --ep 64 with attention DP, --pp 2 on H200 and B200 predict (the issue's done-when)."""
-    for kw in (dict(model="llama-3.1-70b", tp=16), dict(model="llama-3.1-70b", tp=8, pp=2),
-               dict(model="deepseek-v3", ep=64, attention_dp=64, precision="fp8"),
-               dict(model="deepseek-v3", tp=8, ep=8, pp=2, precision="fp8")):  # fmt: skip
+    for kw in (
+        dict(model="llama-3.1-70b", tp=16),
+        dict(model="llama-3.1-70b", tp=8, pp=2),
+        dict(model="deepseek-v3", ep=64, attention_dp=64, precision="fp8"),
+        dict(model="deepseek-v3", tp=8, ep=8, pp=2, precision="fp8"),
+    ):
         kw = dict(kw)
         p = infercast.predict(kw.pop("model"), gpu, **kw, **KW)
         assert np.isfinite(p.tpot_s) and p.tpot_s > 0 and p.ttft_s > 0 and p.memory.fits
@@ -118,8 +121,24 @@ def test_bad_layouts_name_the_field(kw, field):
 def test_cli_layout_options(capsys):
     from tests.cli_helpers import run, run_json
 
-    out = run_json(capsys, "predict", "--model", "deepseek-v3", "--gpu", "b200", "--ep", "64", "--attention-dp", "64",
-                   "--precision", "fp8", "--input-len", "1024", "--output-len", "64")  # fmt: skip
+    out = run_json(
+        capsys,
+        "predict",
+        "--model",
+        "deepseek-v3",
+        "--gpu",
+        "b200",
+        "--ep",
+        "64",
+        "--attention-dp",
+        "64",
+        "--precision",
+        "fp8",
+        "--input-len",
+        "1024",
+        "--output-len",
+        "64",
+    )
     assert out["gpus"] == 64 and out["attention_dp"] == 64 and out["ep"] == 64
     code, _out, err = run(capsys, "predict", "--model", "llama-3.1-70b", "--gpu", "h200", "--pp", "0")
     assert code == 2 and err.startswith("error: pp:")
@@ -146,33 +165,94 @@ def test_simulate_refuses_layouts_it_cannot_run():
     from infercast.sim.api import simulate
 
     with pytest.raises(InfercastError) as err:
-        simulate("llama-3.1-70b", "h200", tp=4, pp=2, scheduler="disagg", input_len=512, output_len=16,
-                 num_requests=4, rate=1.0)  # fmt: skip
+        simulate(
+            "llama-3.1-70b",
+            "h200",
+            tp=4,
+            pp=2,
+            scheduler="disagg",
+            input_len=512,
+            output_len=16,
+            num_requests=4,
+            rate=1.0,
+        )
     assert err.value.field == "pp" and "\n" not in str(err.value)
 
 
 def test_cli_simulate_layout_options(capsys):
     from tests.cli_helpers import run, run_json
 
-    out = run_json(capsys, "simulate", "--model", "llama-3.1-70b", "--gpu", "h200", "--tp", "4", "--pp", "2",
-                   "--input-len", "512", "--output-len", "16", "--num-requests", "8", "--rate", "2")  # fmt: skip
+    out = run_json(
+        capsys,
+        "simulate",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h200",
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--input-len",
+        "512",
+        "--output-len",
+        "16",
+        "--num-requests",
+        "8",
+        "--rate",
+        "2",
+    )
     assert out["config"]["pp"] == 2 and out["config"]["gpus_per_replica"] == 8
-    code, _out, err = run(capsys, "simulate", "--model", "llama-3.1-70b", "--gpu", "h200", "--pp", "0",
-                          "--input-len", "512", "--output-len", "16", "--rate", "2")  # fmt: skip
+    code, _out, err = run(
+        capsys,
+        "simulate",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h200",
+        "--pp",
+        "0",
+        "--input-len",
+        "512",
+        "--output-len",
+        "16",
+        "--rate",
+        "2",
+    )
     assert code == 2 and err.startswith("error: --pp:")
 
 
 def test_sweep_rows_equal_predict_for_layouts_and_pay_for_every_gpu():
-    df = infercast.sweep(models="deepseek-v3", gpus="h200", precisions="fp8", tps=[1, 8], eps=8, pps=[1, 2],
-                         attention_dps=[1, 8], batches=[1, 32], input_lens=[1024], output_lens=[64])  # fmt: skip
+    df = infercast.sweep(
+        models="deepseek-v3",
+        gpus="h200",
+        precisions="fp8",
+        tps=[1, 8],
+        eps=8,
+        pps=[1, 2],
+        attention_dps=[1, 8],
+        batches=[1, 32],
+        input_lens=[1024],
+        output_lens=[64],
+    )
     assert set(zip(df.tp, df.attention_dp, df.pp, strict=True)) == {
         (tp, dp, pp) for tp in (1, 8) for dp in (1, 8) for pp in (1, 2) if tp * dp >= 8
     }
     assert {s["field"] for s in df.attrs["skipped"]} == {"ep"}  # ep 8 on tp 1 x attention-dp 1
     assert (df.gpus == df.tp * df.attention_dp * df.pp).all()
     row = df[(df.tp == 1) & (df.pp == 2) & (df.batch == 32)].iloc[0]
-    p = infercast.predict("deepseek-v3", "h200", tp=1, ep=8, pp=2, attention_dp=8, precision="fp8", batch=32,
-                          input_len=1024, output_len=64)  # fmt: skip
+    p = infercast.predict(
+        "deepseek-v3",
+        "h200",
+        tp=1,
+        ep=8,
+        pp=2,
+        attention_dp=8,
+        precision="fp8",
+        batch=32,
+        input_len=1024,
+        output_len=64,
+    )
     assert row.ttft_s == pytest.approx(p.ttft_s, rel=1e-9) and row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)
     price = get_hardware("h200").price_per_hour_usd
     assert row.cost_per_mtok_usd == pytest.approx(16 * price / 3600 / row.output_throughput_tok_s * 1e6)

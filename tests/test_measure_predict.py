@@ -26,10 +26,15 @@ GPU_TOKEN_COUNTS = (1, 8, 32, 128, 512, 2048, 8192)  # microbench.GPU_TOKEN_COUN
 def harness_records(model: str = MODEL, gpu: str = GPU) -> list[Record]:
     """Rows shaped exactly as runner/microbench write them for a `--suite full` run (values still unset)."""
     base = dict(model=model, gpu=gpu, engine="torch", precision="bf16", kv_precision="bf16", value=1.0, unit="s")
-    rows = [Record(kind="prefill_step", batch=b, input_len=t, context=0, notes="eager", **base)
-            for b in BATCHES for t in LENS if b * t <= 16384]  # fmt: skip
-    rows += [Record(kind="decode_step", batch=b, context=c, notes="cuda_graph", **base)
-             for b in BATCHES for c in CONTEXTS]  # fmt: skip
+    rows = [
+        Record(kind="prefill_step", batch=b, input_len=t, context=0, notes="eager", **base)
+        for b in BATCHES
+        for t in LENS
+        if b * t <= 16384
+    ]
+    rows += [
+        Record(kind="decode_step", batch=b, context=c, notes="cuda_graph", **base) for b in BATCHES for c in CONTEXTS
+    ]
     for t in LENS:
         rows.append(Record(kind="ttft", batch=1, input_len=t, output_len=128, notes="prefill+argmax", **base))
         rows.append(Record(kind="tpot", batch=1, input_len=t, output_len=128, notes="greedy loop", **base))
@@ -40,11 +45,15 @@ def harness_records(model: str = MODEL, gpu: str = GPU) -> list[Record]:
     rows += [Record(kind="gemm", op=name, m=m, n=n, k=k, **base) for name, k, n in shapes for m in GPU_TOKEN_COUNTS]
     rows.append(Record(kind="gemm", op="peak_matmul", m=8192, n=8192, k=8192, **base))
     rows += [Record(kind="op", op="attention_prefill", batch=1, input_len=t, layers=1, **base) for t in LENS]
-    rows += [Record(kind="op", op="attention_decode", batch=b, context=c, layers=1, **base)
-             for b in BATCHES for c in CONTEXTS]  # fmt: skip
+    rows += [
+        Record(kind="op", op="attention_decode", batch=b, context=c, layers=1, **base)
+        for b in BATCHES
+        for c in CONTEXTS
+    ]
     no_precision = base | {"precision": ""}
-    rows += [Record(kind="hbm_copy", op="d2d_copy", bytes=float(2 * size), **no_precision)
-             for size in (256 << 20, 1 << 30)]  # fmt: skip
+    rows += [
+        Record(kind="hbm_copy", op="d2d_copy", bytes=float(2 * size), **no_precision) for size in (256 << 20, 1 << 30)
+    ]
     rows += [Record(kind="launch_overhead", op=op, **no_precision) for op in ("eager", "cuda_graph")]
     return rows
 
@@ -56,8 +65,15 @@ def _op(op: str, **shape: int) -> Record:
 def test_every_harness_record_is_predicted_finite_and_positive() -> None:
     records = harness_records()
     assert {r.kind for r in records} == {
-        "prefill_step", "decode_step", "ttft", "tpot", "gemm", "op", "hbm_copy", "launch_overhead"
-    }  # fmt: skip
+        "prefill_step",
+        "decode_step",
+        "ttft",
+        "tpot",
+        "gemm",
+        "op",
+        "hbm_copy",
+        "launch_overhead",
+    }
     for rec in records:
         value = predict_record(rec)
         assert math.isfinite(value) and value > 0, (rec.kind, rec.op, value)
@@ -150,8 +166,9 @@ def test_gemm_records_move_their_precisions_bytes():
     from infercast.measure.predictors import predict_record
 
     def gemv(precision: str) -> float:
-        return predict_record(Record(kind="gemm", gpu="h100-sxm", engine="torch", precision=precision, m=1,
-                                     n=8192, k=8192, value=1.0))  # fmt: skip
+        return predict_record(
+            Record(kind="gemm", gpu="h100-sxm", engine="torch", precision=precision, m=1, n=8192, k=8192, value=1.0)
+        )
 
     bf16, fp8, fp32 = gemv("bf16"), gemv("fp8"), gemv("fp32")
     assert 0.45 < fp8 / bf16 < 0.6

@@ -28,8 +28,11 @@ def test_published_file_loads_with_rows_located() -> None:
 @pytest.mark.parametrize(
     "header,row,needle",
     [
-        ("kind,model,gpu,input_length,value", "ttft,m,h100-sxm,128,0.01",
-         "unknown column 'input_length' (did you mean 'input_len'?)"),
+        (
+            "kind,model,gpu,input_length,value",
+            "ttft,m,h100-sxm,128,0.01",
+            "unknown column 'input_length' (did you mean 'input_len'?)",
+        ),
         ("kind,model,gpu,input_len,value", "ttft,m,h100-sxm,128,inf", "value: must be a finite number > 0"),
         ("kind,model,gpu,input_len,value", "ttft,m,h100-sxm,128,nan", "value: must be a finite"),
         ("kind,model,gpu,input_len,value", "ttft,m,h100-sxm,128,-1", "value: must be a finite number > 0"),
@@ -39,13 +42,22 @@ def test_published_file_loads_with_rows_located() -> None:
         ("kind,model,gpu,input_len,layers,value", "ttft,m,h100-sxm,128,-3,0.01", "layers: must be an integer >= 0"),
         ("kind,model,gpu,input_len,value", "ttft,m,h100-sxm,0,0.01", "input_len: must be an integer >= 1"),
         ("kind,model,gpu,input_len,output_len,value", "tpot,llama-3.1-8b,h100-sxm,128,0,0.01", "output_len"),
-        ("kind,model,gpu,input_len,output_len,value,unit", "static_throughput,llama-3.1-8b,h100-sxm,128,0,900,tok/s",
-         "output_len"),
+        (
+            "kind,model,gpu,input_len,output_len,value,unit",
+            "static_throughput,llama-3.1-8b,h100-sxm,128,0,900,tok/s",
+            "output_len",
+        ),
         ("kind,gpu,m,n,k,value", "gemm,h100-sxm,0,0,0,0.01", "m: must be an integer >= 1"),
-        ("kind,model,gpu,input_len,value,unit", "ttft,m,h100-sxm,128,900,tok/s",
-         "unit 'tok/s' is not allowed for ttft; allowed: s, ms, us"),
-        ("kind,model,gpu,batch,input_len,output_len,value,unit", "static_throughput,m,h100-sxm,8,128,128,1.5,s",
-         "allowed: tok/s"),
+        (
+            "kind,model,gpu,input_len,value,unit",
+            "ttft,m,h100-sxm,128,900,tok/s",
+            "unit 'tok/s' is not allowed for ttft; allowed: s, ms, us",
+        ),
+        (
+            "kind,model,gpu,batch,input_len,output_len,value,unit",
+            "static_throughput,m,h100-sxm,8,128,128,1.5,s",
+            "allowed: tok/s",
+        ),
         ("kind,model,input_len,value", "ttft,llama-3.1-8b,128,0.01", "gpu: is required"),
         ("kind,gpu,input_len,value", "ttft,h100-sxm,128,0.01", "model: is required"),
         ("kind,model,gpu,op,value", "op,llama-3.1-8b,h100-sxm,attention_prefill,0.01", "input_len"),
@@ -55,7 +67,7 @@ def test_published_file_loads_with_rows_located() -> None:
         ("kind,value", "prefil_step,1", "unknown kind 'prefil_step'; did you mean prefill_step"),
         ("kind,model,gpu,input_len,tp,value", "ttft,m,h100-sxm,128,0,0.01", "tp: must be an integer >= 1"),
     ],
-)  # fmt: skip
+)
 def test_nonsense_rows_are_refused_naming_row_and_field(tmp_path: Path, header: str, row: str, needle: str) -> None:
     path = _csv(tmp_path, header, row)
     with pytest.raises(InfercastError) as info:

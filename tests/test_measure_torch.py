@@ -229,9 +229,28 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str, entry=cli_main) -> tupl
 
 def _tiny_args(config: Path, out: Path, suite: str = "full") -> list[str]:
     return [
-        "--model", str(config), "--suite", suite, "--device", "cpu", "--prefill-lens", "8,16", "--batches", "1:2",
-        "--contexts", "8,24", "--output-len", "4", "--repeats", "2", "--warmup", "1", "--out", str(out), "--json",
-    ]  # fmt: skip
+        "--model",
+        str(config),
+        "--suite",
+        suite,
+        "--device",
+        "cpu",
+        "--prefill-lens",
+        "8,16",
+        "--batches",
+        "1:2",
+        "--contexts",
+        "8,24",
+        "--output-len",
+        "4",
+        "--repeats",
+        "2",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        "--json",
+    ]
 
 
 def test_measure_command_writes_readable_records(
@@ -326,13 +345,24 @@ def test_cpu_harness_records_predict_and_fit_when_labelled_as_a_gpu(tiny_config:
     the fit reports fitted parameters (CPU timings: only the plumbing is under test, not the values)."""
     result = run_measure(
         MeasureOptions(
-            model=str(tiny_config), device="cpu", suite="full", prefill_lens=[8, 16], batches=[1, 2],
-            contexts=[8, 24], output_len=3, repeats=1, warmup=0, out=tmp_path / "m.csv",
+            model=str(tiny_config),
+            device="cpu",
+            suite="full",
+            prefill_lens=[8, 16],
+            batches=[1, 2],
+            contexts=[8, 24],
+            output_len=3,
+            repeats=1,
+            warmup=0,
+            out=tmp_path / "m.csv",
         )
-    )  # fmt: skip
+    )
     records = [replace(r, gpu="h100-sxm") for r in read_records(result.out)]
-    assert {(r.kind, r.op) for r in records} >= {("op", "attention_prefill"), ("op", "attention_decode"),
-                                                 ("launch_overhead", "cpu_op")}  # fmt: skip
+    assert {(r.kind, r.op) for r in records} >= {
+        ("op", "attention_prefill"),
+        ("op", "attention_decode"),
+        ("launch_overhead", "cpu_op"),
+    }
     for rec in records:
         value = predict_record(rec)
         assert np.isfinite(value) and value > 0, (rec.kind, rec.op, value)

@@ -34,8 +34,7 @@ SLO = "ttft:p99:300ms tpot:p90:40ms"
 @pytest.fixture(scope="module")
 def small_plan():
     """Every candidate searched (no cost bound), in this process."""
-    return plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="serial", exhaustive=True,
-                **TRAFFIC)  # fmt: skip
+    return plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="serial", exhaustive=True, **TRAFFIC)
 
 
 # ------------------------------------------------------------------------------------------- SLO terms
@@ -44,16 +43,26 @@ def small_plan():
 def test_slo_terms_parse_percentiles_units_and_goodput_limits():
     slo = SLOSet.parse("ttft:p99:200ms tpot:p90:0.05s e2el:20s", attainment=0.95)
     assert [(t.metric, t.percentile, t.limit_s) for t in slo.terms] == [
-        ("ttft", 99.0, 0.2), ("tpot", 90.0, 0.05), ("e2e", None, 20.0)]  # fmt: skip
+        ("ttft", 99.0, 0.2),
+        ("tpot", 90.0, 0.05),
+        ("e2e", None, 20.0),
+    ]
     assert slo.attainment == 0.95 and slo.limit("tpot") == 0.05
     assert "ttft p99 <= 200 ms" in slo.describe() and "95%" in slo.describe()
 
 
 @pytest.mark.parametrize(
     ("text", "needle"),
-    [("ttft:q99:200ms", "percentile"), ("ttft:p0:200ms", "percentile"), ("latency:p99:1s", "unknown metric"),
-     ("ttft:p99:-5ms", "expected a time"), ("ttft", "METRIC"), ("ttft:p99:1s ttft:p99:2s", "twice"), ("", "needs")],
-)  # fmt: skip
+    [
+        ("ttft:q99:200ms", "percentile"),
+        ("ttft:p0:200ms", "percentile"),
+        ("latency:p99:1s", "unknown metric"),
+        ("ttft:p99:-5ms", "expected a time"),
+        ("ttft", "METRIC"),
+        ("ttft:p99:1s ttft:p99:2s", "twice"),
+        ("", "needs"),
+    ],
+)
 def test_slo_bad_terms_are_one_line_errors_naming_the_field(text, needle):
     with pytest.raises(InfercastError) as exc:
         SLOSet.parse(text)
@@ -105,8 +114,9 @@ def test_costing_and_prices():
 
 
 def test_candidate_grid_and_ratios():
-    space = CandidateSpace.build("h100-sxm,h200", precisions="bf16,fp8", tps=[1, 2], max_num_seqs=[64, 256],
-                                 ratios="1:1,1:2")  # fmt: skip
+    space = CandidateSpace.build(
+        "h100-sxm,h200", precisions="bf16,fp8", tps=[1, 2], max_num_seqs=[64, 256], ratios="1:1,1:2"
+    )
     cands = space.enumerate()
     assert len(cands) == 2 * 2 * (2 * 2 + 2 * 2 * 2)
     dis = [c for c in cands if c.disaggregated]
@@ -125,13 +135,24 @@ def test_pruning_reasons():
     slo = SLOSet.parse("ttft:p99:500ms tpot:p90:50ms")
     assert "memory" in prune_reason(model, resolve(model, Candidate("h100-sxm", "bf16", 1)), traffic, slo)
     assert "FP8" in prune_reason(model, resolve(model, Candidate("a100-80gb", "fp8", 4)), traffic, slo)
-    assert "TPOT" in prune_reason(model, resolve(model, Candidate("l40s", "fp8", 2)), traffic,
-                                  SLOSet.parse("tpot:p90:5ms"))  # fmt: skip
+    assert "TPOT" in prune_reason(
+        model, resolve(model, Candidate("l40s", "fp8", 2)), traffic, SLOSet.parse("tpot:p90:5ms")
+    )
     # the same verdict and words as `select` (the planner's analytic screen) for one request alone
-    sel = select(model, ["l40s"], ttft_s=10.0, tpot_s=0.005, input_len=1000, output_len=200, precisions=["fp8"],
-                 tps=[2], all_configs=True)  # fmt: skip
-    assert sel.loc[0, "reason"] in prune_reason(model, resolve(model, Candidate("l40s", "fp8", 2)), traffic,
-                                                SLOSet.parse("tpot:p90:5ms"))  # fmt: skip
+    sel = select(
+        model,
+        ["l40s"],
+        ttft_s=10.0,
+        tpot_s=0.005,
+        input_len=1000,
+        output_len=200,
+        precisions=["fp8"],
+        tps=[2],
+        all_configs=True,
+    )
+    assert sel.loc[0, "reason"] in prune_reason(
+        model, resolve(model, Candidate("l40s", "fp8", 2)), traffic, SLOSet.parse("tpot:p90:5ms")
+    )
     assert prune_reason(model, resolve(model, Candidate("h100-sxm", "fp8", 4)), traffic, slo) is None
 
 
@@ -150,8 +171,9 @@ def test_pruning_floor_credits_the_varying_overhead_above_its_median():
     assert prune_reason(model, c, traffic, SLOSet.parse(between)) is None
     below = f"ttft:p50:{(mean_ttft - 2 * credit) * 1e3:.3f}ms"
     assert "TTFT" in prune_reason(model, c, traffic, SLOSet.parse(below))
-    res = infercast.simulate(model, "h100-sxm", engine="vllm", input_len=1000, output_len=50, num_requests=40,
-                             rate=0.05, seed=2)  # fmt: skip
+    res = infercast.simulate(
+        model, "h100-sxm", engine="vllm", input_len=1000, output_len=50, num_requests=40, rate=0.05, seed=2
+    )
     assert mean_ttft - credit - 1e-9 < res["ttft_s"]["p50"] < mean_ttft  # the simulator sits between the two
 
 
@@ -178,11 +200,14 @@ def test_launch_commands_carry_the_knobs():
 
 def _independent(row: dict, rate: float) -> tuple[dict, bool]:
     """The row's unit at ``rate`` through the public ``simulate``: measured SLO percentiles, saturated."""
-    res = infercast.simulate(MODEL, row["gpu"], tp=int(row["tp"]), precision=row["precision"], rate=rate, seed=0,
-                             **TRAFFIC)  # fmt: skip
+    res = infercast.simulate(
+        MODEL, row["gpu"], tp=int(row["tp"]), precision=row["precision"], rate=rate, seed=0, **TRAFFIC
+    )
     df = res.requests()
-    measured = {"ttft p99": float(np.percentile(df["ttft_s"], 99)),
-                "tpot p90": float(np.nanpercentile(df["tpot_s"], 90))}
+    measured = {
+        "ttft p99": float(np.percentile(df["ttft_s"], 99)),
+        "tpot p90": float(np.nanpercentile(df["tpot_s"], 90)),
+    }
     return measured, bool(res.summary["saturated"])
 
 
@@ -215,11 +240,15 @@ def test_passing_rows_always_rank_above_cheaper_failing_ones(small_plan):
     assert (np.diff(passing["fleet_usd_per_hour"].astype(float).to_numpy()) >= 0).all()
     assert (small_plan.table["status"] == "pruned").any()  # l4 tp1 cannot reach 40 ms TPOT
     # a synthetic table: the failing and pruned rows are far cheaper and still rank below
-    df = pd.DataFrame({
-        "label": ["a", "b", "c", "d"], "status": ["fail", "pass", "pruned", "pass"],
-        "fleet_usd_per_hour": [0.1, 50.0, 0.01, 20.0], "usd_per_mtok_output": [0.01, 3.0, 0.001, 2.0],
-        "max_rate_req_s": [100.0, 5.0, None, 4.0],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "label": ["a", "b", "c", "d"],
+            "status": ["fail", "pass", "pruned", "pass"],
+            "fleet_usd_per_hour": [0.1, 50.0, 0.01, 20.0],
+            "usd_per_mtok_output": [0.01, 3.0, 0.001, 2.0],
+            "max_rate_req_s": [100.0, 5.0, None, 4.0],
+        }
+    )
     assert rank(df, by_fleet=True)["label"].tolist() == ["d", "b", "a", "c"]
 
 
@@ -236,8 +265,19 @@ def test_rows_rebuild_their_candidates(small_plan):
 
 
 def test_disaggregated_candidates_are_searched():
-    res = plan(MODEL, "h100-sxm", slo="ttft:p99:400ms tpot:p90:30ms", rate=40, tps=[1], precisions="bf16",
-               disagg="1:1", executor="serial", exhaustive=True, verify=False, **TRAFFIC)  # fmt: skip
+    res = plan(
+        MODEL,
+        "h100-sxm",
+        slo="ttft:p99:400ms tpot:p90:30ms",
+        rate=40,
+        tps=[1],
+        precisions="bf16",
+        disagg="1:1",
+        executor="serial",
+        exhaustive=True,
+        verify=False,
+        **TRAFFIC,
+    )
     modes = dict(zip(res.table["mode"], res.table["status"], strict=True))
     assert modes == {"agg": "pass", "disagg": "pass"}
     dis = res.table[res.table["mode"] == "disagg"].iloc[0]
@@ -249,15 +289,17 @@ def _comparable(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_process_pool_and_serial_agree(small_plan):
-    local = plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="local", workers=2,
-                 exhaustive=True, **TRAFFIC)  # fmt: skip
+    local = plan(
+        MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="local", workers=2, exhaustive=True, **TRAFFIC
+    )
     pd.testing.assert_frame_equal(_comparable(local.table), _comparable(small_plan.table))
 
 
 def test_ray_and_local_agree(small_plan):
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'infercast[ray]'")
-    res = plan(MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="ray", workers=2, exhaustive=True,
-               **TRAFFIC)  # fmt: skip
+    res = plan(
+        MODEL, "l4,a10g,h100-sxm", slo=SLO, rate=10, tps=[1, 2], executor="ray", workers=2, exhaustive=True, **TRAFFIC
+    )
     pd.testing.assert_frame_equal(_comparable(res.table), _comparable(small_plan.table))
     assert res.chosen["label"] == small_plan.chosen["label"]
 
@@ -267,31 +309,95 @@ def test_ray_and_local_agree(small_plan):
 
 def test_cli_plan_json_table_and_plot(capsys, tmp_path):
     csv, png = tmp_path / "plan.csv", tmp_path / "pareto.png"
-    data = run_json(capsys, "plan", "--model", MODEL, "--gpus", "a10g,h100-sxm", "--tps", "1", "--slo",
-                    "ttft:p99:300ms", "tpot:p90:40ms", "--rate", "5", "--input-len", "512", "--output-len", "128",
-                    "--num-requests", "300", "--workers", "1", "--out", str(csv), "--plot", str(png))  # fmt: skip
+    data = run_json(
+        capsys,
+        "plan",
+        "--model",
+        MODEL,
+        "--gpus",
+        "a10g,h100-sxm",
+        "--tps",
+        "1",
+        "--slo",
+        "ttft:p99:300ms",
+        "tpot:p90:40ms",
+        "--rate",
+        "5",
+        "--input-len",
+        "512",
+        "--output-len",
+        "128",
+        "--num-requests",
+        "300",
+        "--workers",
+        "1",
+        "--out",
+        str(csv),
+        "--plot",
+        str(png),
+    )
     assert data["chosen"]["label"] == "h100-sxm bf16 tp1" and data["fleet_check"]["passes"]
     assert data["slo"]["terms"][0] == {"metric": "ttft", "percentile": 99.0, "limit_ms": 300.0}
     assert len(pd.read_csv(csv)) == len(data["candidates"]) == 2
     assert png.read_bytes()[:4] == b"\x89PNG"
-    code, out, _ = run(capsys, "plan", "--model", MODEL, "--gpus", "h100-sxm", "--tps", "1", "--slo", "ttft:p99:300ms",
-                       "--rate", "5", "--input-len", "512", "--output-len", "128", "--num-requests", "300",
-                       "--workers", "1")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        MODEL,
+        "--gpus",
+        "h100-sxm",
+        "--tps",
+        "1",
+        "--slo",
+        "ttft:p99:300ms",
+        "--rate",
+        "5",
+        "--input-len",
+        "512",
+        "--output-len",
+        "128",
+        "--num-requests",
+        "300",
+        "--workers",
+        "1",
+    )
     assert code == 0 and "chosen" in out and "vllm serve" in out
 
 
 @pytest.mark.parametrize(
     ("args", "field"),
-    [(["--slo", "ttft:p99:soon"], "slo"), (["--slo", "ttft:p99:1s", "--price", "h100"], "price"),
-     (["--slo", "ttft:p99:1s", "--disagg", "2"], "ratios"), (["--slo", "ttft:p99:1s", "--rate", "-1"], "rate"),
-     (["--slo", "ttft:p99:1s", "--out", "x.txt"], "out"),
-     (["--slo", "ttft:p99:1s", "--attainment", "2"], "attainment"),
-     (["--slo", "ttft:p99:1s", "--engines", "vllx"], "engine"),
-     (["--slo", "ttft:p99:1s", "--kv-precisions", "fp5"], "kv_precision")],
-)  # fmt: skip
+    [
+        (["--slo", "ttft:p99:soon"], "slo"),
+        (["--slo", "ttft:p99:1s", "--price", "h100"], "price"),
+        (["--slo", "ttft:p99:1s", "--disagg", "2"], "ratios"),
+        (["--slo", "ttft:p99:1s", "--rate", "-1"], "rate"),
+        (["--slo", "ttft:p99:1s", "--out", "x.txt"], "out"),
+        (["--slo", "ttft:p99:1s", "--attainment", "2"], "attainment"),
+        (["--slo", "ttft:p99:1s", "--engines", "vllx"], "engine"),
+        (["--slo", "ttft:p99:1s", "--kv-precisions", "fp5"], "kv_precision"),
+    ],
+)
 def test_cli_plan_bad_input_is_one_line_exit_2(capsys, args, field):
-    code, _, err = run(capsys, "plan", "--model", MODEL, "--gpus", "h100-sxm", "--tps", "1", "--input-len", "64",
-                       "--output-len", "16", "--num-requests", "60", "--workers", "1", *args)  # fmt: skip
+    code, _, err = run(
+        capsys,
+        "plan",
+        "--model",
+        MODEL,
+        "--gpus",
+        "h100-sxm",
+        "--tps",
+        "1",
+        "--input-len",
+        "64",
+        "--output-len",
+        "16",
+        "--num-requests",
+        "60",
+        "--workers",
+        "1",
+        *args,
+    )
     assert code == 2 and err.startswith(f"error: {field}") and err.count("\n") == 1, err
 
 
@@ -301,8 +407,17 @@ def test_public_api_plan_is_callable_and_a_package():
     import infercast.plan.planner  # the package imported as such must stay callable
 
     assert importlib.import_module("infercast").plan is importlib.import_module("infercast.plan")
-    res = infercast.plan(MODEL, "h100-sxm", slo="ttft:p99:300ms", rate=2, input_len=256, output_len=32,
-                         num_requests=200, tps=1, workers=1)  # fmt: skip
+    res = infercast.plan(
+        MODEL,
+        "h100-sxm",
+        slo="ttft:p99:300ms",
+        rate=2,
+        input_len=256,
+        output_len=32,
+        num_requests=200,
+        tps=1,
+        workers=1,
+    )
     assert isinstance(res, infercast.plan.PlanResult) and res.chosen["label"] == "h100-sxm bf16 tp1"
     assert infercast.plan.planner.plan.__name__ == "plan"
 
@@ -382,8 +497,14 @@ def test_table_as_parquet_and_plot_as_svg(small_plan, tmp_path):
 
 def test_rows_carry_the_simulators_error_band(small_plan, capsys):
     band = small_plan.chosen["error_band"]
-    res = infercast.simulate(MODEL, small_plan.chosen["gpu"], tp=int(small_plan.chosen["tp"]),
-                             rate=small_plan.chosen["max_rate_req_s"], seed=0, **TRAFFIC)  # fmt: skip
+    res = infercast.simulate(
+        MODEL,
+        small_plan.chosen["gpu"],
+        tp=int(small_plan.chosen["tp"]),
+        rate=small_plan.chosen["max_rate_req_s"],
+        seed=0,
+        **TRAFFIC,
+    )
     assert band == res.confidence.to_dict() and set(band["error_bands"]) == {"ttft", "tpot"}
     from infercast.cli.plan_cmd import render
 
@@ -394,17 +515,30 @@ def test_rows_carry_the_simulators_error_band(small_plan, capsys):
 def test_pipeline_and_attention_dp_layouts_are_planned():
     """--pps / --attention-dps add aggregated layouts: a 70B model that one H100 cannot hold in bf16 is pruned at
     tp 1 but searched at tp 1 x pp 2; units pay for every GPU of the layout, rows rebuild their candidates."""
-    res = plan("llama-3.1-70b", "h100-sxm", slo="ttft:p99:2s tpot:p90:200ms", rate=1, tps=[1], pps=[1, 2],
-               precisions="bf16", executor="serial", exhaustive=True, verify=False, input_len=256, output_len=32,
-               num_requests=40)  # fmt: skip
+    res = plan(
+        "llama-3.1-70b",
+        "h100-sxm",
+        slo="ttft:p99:2s tpot:p90:200ms",
+        rate=1,
+        tps=[1],
+        pps=[1, 2],
+        precisions="bf16",
+        executor="serial",
+        exhaustive=True,
+        verify=False,
+        input_len=256,
+        output_len=32,
+        num_requests=40,
+    )
     rows = {r["label"]: r for r in res.table.to_dict(orient="records")}
     assert set(rows) == {"h100-sxm bf16 tp1", "h100-sxm bf16 tp1 pp2"}
     assert rows["h100-sxm bf16 tp1"]["status"] == "pruned" and "memory" in rows["h100-sxm bf16 tp1"]["reason"]
     two = rows["h100-sxm bf16 tp1 pp2"]
     assert two["status"] == "pass" and two["gpus_per_unit"] == 2 and two["pp"] == 2
     assert candidate_of(two).label == two["label"]
-    space = CandidateSpace.build("h200", precisions="fp8", tps=[1, 8], eps=[8], attention_dps=[1, 8], pps=[1, 2],
-                                 ratios="1:1")  # fmt: skip
+    space = CandidateSpace.build(
+        "h200", precisions="fp8", tps=[1, 8], eps=[8], attention_dps=[1, 8], pps=[1, 2], ratios="1:1"
+    )
     cands = space.enumerate()
     assert {(c.tp, c.attention_dp, c.pp) for c in cands if not c.disaggregated} == {
         (tp, dp, pp) for tp in (1, 8) for dp in (1, 8) for pp in (1, 2)
@@ -413,8 +547,12 @@ def test_pipeline_and_attention_dp_layouts_are_planned():
     wide = Candidate("h200", "fp8", 1, ep=8, attention_dp=8, pp=2)
     assert wide.gpus == 16 and wide.label == "h200 fp8 tp1 adp8 ep8 pp2"
     model = get_model("deepseek-v3")
-    bad = prune_reason(model, resolve(model, Candidate("h200", "fp8", 1, ep=8)), Traffic(input_len=100, output_len=10,
-                       num_requests=10), SLOSet.parse("ttft:p99:1s"))  # fmt: skip
+    bad = prune_reason(
+        model,
+        resolve(model, Candidate("h200", "fp8", 1, ep=8)),
+        Traffic(input_len=100, output_len=10, num_requests=10),
+        SLOSet.parse("ttft:p99:1s"),
+    )
     assert bad is not None and "ep" in bad
 
 
@@ -434,6 +572,7 @@ def test_a_failing_probe_names_the_front_end_when_it_ran_out():
     """`binds` says `front-end` where the API server's front-end, not the GPUs, ran out in the failing probe (busy
     at least FRONT_END_BINDS of the run), marks a failed SLO term the same way, and leaves runs without a
     front-end, or with one that kept up, as the SLO check named them."""
+
     def probe(saturated: bool, binding: str, busy: float | None):
         check = SLOCheck(False, {}, 0.0, saturated, binding, 1.5)
         return check, SimpleNamespace(summary=SimpleNamespace(front_end_busy_fraction=busy))
@@ -448,8 +587,16 @@ def test_a_plan_can_set_every_candidate_s_front_end():
     """`stream_token_s` (CLI `--stream-token-us`) sets the API-server front-end of every candidate a plan
     simulates: without TensorRT-LLM's (0), Llama-3.1-8B at TP 8 on H100 serves more than with it, where the
     front-end binds; the settings record it and a negative value is refused."""
-    kw = dict(slo="ttft:p99:2s tpot:p90:50ms", rate=40, tps=[8], engines=["trtllm"], input_len=1024, output_len=512,
-              executor="serial", exhaustive=True)  # fmt: skip
+    kw = dict(
+        slo="ttft:p99:2s tpot:p90:50ms",
+        rate=40,
+        tps=[8],
+        engines=["trtllm"],
+        input_len=1024,
+        output_len=512,
+        executor="serial",
+        exhaustive=True,
+    )
     fitted, free = plan(MODEL, "h100-sxm", **kw), plan(MODEL, "h100-sxm", stream_token_s=0.0, **kw)
     assert free.settings["stream_token_s"] == 0.0 and fitted.settings["stream_token_s"] is None
     assert free.chosen["max_rate_req_s"] > 1.2 * fitted.chosen["max_rate_req_s"]

@@ -46,8 +46,9 @@ def test_floors_hold_for_every_engine():
     """No engine decodes faster than streaming the weights, or prefills faster than the tensor-core peak."""
     hw = infercast.get_hardware("h100-sxm")
     for engine in ("ideal", "vllm", "sglang", "trtllm"):
-        p = infercast.predict("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", input_len=4096, output_len=128,
-                              engine=engine)  # fmt: skip
+        p = infercast.predict(
+            "llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", input_len=4096, output_len=128, engine=engine
+        )
         assert p.tpot_s >= 70.6e9 / 4 / hw.memory.bandwidth_bytes_s  # fp8 weights per GPU over HBM bandwidth
         assert p.prefill.time_s >= p.prefill.flops_per_gpu / hw.peak("fp8")
 
@@ -83,8 +84,9 @@ def test_tpot_grows_with_context():
         infercast.predict("llama-3.1-8b", "h100-sxm", input_len=32000, output_len=128, batch=16)
     # not even one: the error names the longest context that does fit (an L4 holds ~20k tokens of KV)
     longest = infercast.memory_budget("llama-3.1-8b", "l4").max_context(1)
-    with pytest.raises(DoesNotFitError, match=f"not one sequence of this context fits: the longest that does is "
-                                              f"{longest:,} tokens"):
+    with pytest.raises(
+        DoesNotFitError, match=f"not one sequence of this context fits: the longest that does is {longest:,} tokens"
+    ):
         infercast.predict("llama-3.1-8b", "l4", input_len=30000, output_len=256)
 
 
@@ -108,8 +110,17 @@ def test_sweep_rows_equal_predict(kw):
     df = infercast.sweep(batches=[1, 4, 32], input_lens=[128, 3000], output_lens=[2, 300], **kw)
     assert len(df) > 0
     for row in df.sample(n=min(len(df), 8), random_state=0).itertuples():
-        p = infercast.predict(row.model, row.gpu, precision=row.precision, tp=row.tp, ep=row.ep, batch=row.batch,
-                              input_len=row.input_len, output_len=row.output_len, strict=False)  # fmt: skip
+        p = infercast.predict(
+            row.model,
+            row.gpu,
+            precision=row.precision,
+            tp=row.tp,
+            ep=row.ep,
+            batch=row.batch,
+            input_len=row.input_len,
+            output_len=row.output_len,
+            strict=False,
+        )
         assert row.ttft_s == pytest.approx(p.ttft_s, rel=1e-9)
         assert row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)
         assert row.e2e_s == pytest.approx(p.e2e_s, rel=1e-9)
@@ -178,8 +189,7 @@ def test_chips_without_bf16_default_to_fp16_everywhere():
     assert p.prefill.compute_key == "fp16"
     mem = infercast.memory_budget("llama-3.2-1b", "t4")
     assert (mem.precision, mem.kv_precision) == ("fp16", "fp16") and mem.fits
-    df = infercast.sweep(models="llama-3.2-1b", gpus=["t4", "h100-sxm"], batches=[1, 8], input_lens=512,
-                         output_lens=64)  # fmt: skip
+    df = infercast.sweep(models="llama-3.2-1b", gpus=["t4", "h100-sxm"], batches=[1, 8], input_lens=512, output_lens=64)
     assert not df.attrs["skipped"]
     assert dict(zip(df["gpu"].astype(str), df["precision"].astype(str), strict=True)) == {
         "t4": "fp16",
@@ -242,8 +252,9 @@ def test_advice_names_decode_attention_held_back_by_its_thread_blocks():
 
     (line,) = tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=1, **kw))
     assert "8 here" in line and "split-KV" in line
-    assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=64, input_len=2048,
-                                     output_len=128))  # fmt: skip
+    assert not tip(
+        infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=64, input_len=2048, output_len=128)
+    )
     assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", engine="vllm", batch=1, **kw))
 
 
@@ -263,7 +274,6 @@ def test_communication_advice_names_the_collective_that_binds():
     (wide,) = tip(infercast.predict("deepseek-v3", "b200", tp=1, ep=64, attention_dp=64, batch=512, **kw))
     assert wide.startswith("the expert-parallel all-to-all") and "fewer EP ranks" in wide and "TP" not in wide
     assert not tip(infercast.predict("llama-3.1-8b", "h100-sxm", **kw))
-
 
 
 def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
@@ -287,8 +297,9 @@ def test_sweep_memory_agrees_with_memory_budget_on_sliding_window_models():
     # (vLLM's 2,048-token step budget on a GPU under 70 GiB sizes the activation reserve), 190 do not
     rows = infercast.sweep(models="gpt-oss-20b", gpus="l4", batches=[189, 190], input_lens=1000, output_lens=100)
     assert rows["fits"].tolist() == [True, False]
-    assert not infercast.predict("gpt-oss-20b", "l4", batch=232, input_len=1000, output_len=100,
-                                 strict=False).memory.fits  # fmt: skip
+    assert not infercast.predict(
+        "gpt-oss-20b", "l4", batch=232, input_len=1000, output_len=100, strict=False
+    ).memory.fits
 
 
 def test_sweep_errors_name_the_field():
@@ -307,16 +318,35 @@ def test_sweep_errors_name_the_field():
 
 
 def test_sweep_takes_ep_and_kv_precision():
-    df = infercast.sweep(models="qwen3-30b-a3b", gpus="h100-sxm", tps=2, eps=[1, 2], kv_precisions=["bf16", "fp8"],
-                         batches=[1, 64], input_lens=2048, output_lens=256)  # fmt: skip
+    df = infercast.sweep(
+        models="qwen3-30b-a3b",
+        gpus="h100-sxm",
+        tps=2,
+        eps=[1, 2],
+        kv_precisions=["bf16", "fp8"],
+        batches=[1, 64],
+        input_lens=2048,
+        output_lens=256,
+    )
     assert set(zip(df["ep"], df["kv_precision"].astype(str), strict=True)) == {
-        (1, "bf16"), (1, "fp8"), (2, "bf16"), (2, "fp8"),
-    }  # fmt: skip
+        (1, "bf16"),
+        (1, "fp8"),
+        (2, "bf16"),
+        (2, "fp8"),
+    }
     big = df[df["batch"] == 64].set_index(["ep", "kv_precision"])
     assert big.loc[(1, "fp8"), "kv_cache_bytes"] == pytest.approx(big.loc[(1, "bf16"), "kv_cache_bytes"] / 2)
     row = df.iloc[-1]
-    p = infercast.predict("qwen3-30b-a3b", "h100-sxm", tp=2, ep=int(row.ep), kv_precision=str(row.kv_precision),
-                          batch=int(row.batch), input_len=2048, output_len=256)  # fmt: skip
+    p = infercast.predict(
+        "qwen3-30b-a3b",
+        "h100-sxm",
+        tp=2,
+        ep=int(row.ep),
+        kv_precision=str(row.kv_precision),
+        batch=int(row.batch),
+        input_len=2048,
+        output_len=256,
+    )
     assert row.tpot_s == pytest.approx(p.tpot_s, rel=1e-9)
 
 

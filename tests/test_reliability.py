@@ -109,8 +109,9 @@ def _hardware(tmp_path: Path, path: str, value) -> Path:
 )
 def test_hardware_yaml_implausible_numbers(tmp_path, capsys, path, value):
     leaf = path.split(".")[-1]
-    one_line_error(capsys, "predict", "--gpu", str(_hardware(tmp_path, path, value)), field="hardware file",
-                   needle=leaf)  # fmt: skip
+    one_line_error(
+        capsys, "predict", "--gpu", str(_hardware(tmp_path, path, value)), field="hardware file", needle=leaf
+    )
 
 
 def test_hardware_yaml_non_utf8(tmp_path, capsys):
@@ -124,14 +125,20 @@ def test_hardware_yaml_non_utf8(tmp_path, capsys):
     "name,text,needle",
     [
         ("nan.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,10\nnan,10,10\n", "line 3"),
-        ("big.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,10\n1,99999999999999999999999,10\n",
-         "line 3"),
+        (
+            "big.csv",
+            "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,10\n1,99999999999999999999999,10\n",
+            "line 3",
+        ),
         ("inf.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 1e400}\n', "inf"),
-        ("ids.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [99999999999999999999]}\n',
-         "hash_ids"),
+        (
+            "ids.jsonl",
+            '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [99999999999999999999]}\n',
+            "hash_ids",
+        ),
         ("deep.jsonl", '{"a":' * 50_000 + "1" + "}" * 50_000 + "\n", "nests deeper"),
     ],
-)  # fmt: skip
+)
 def test_trace_bad_values_are_one_line(tmp_path, capsys, name, text, needle):
     path = tmp_path / name
     path.write_text(text)
@@ -195,8 +202,17 @@ def test_one_bad_output_writes_nothing(tmp_path, capsys):
     good = tmp_path / "requests.csv"
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    one_line_error(capsys, *SIM, "--num-requests", "5", "--requests-out", str(good), "--trace-out",
-                   str(blocker / "t.json"), field="trace_out")  # fmt: skip
+    one_line_error(
+        capsys,
+        *SIM,
+        "--num-requests",
+        "5",
+        "--requests-out",
+        str(good),
+        "--trace-out",
+        str(blocker / "t.json"),
+        field="trace_out",
+    )
     assert not good.exists()
 
 
@@ -226,8 +242,18 @@ def test_sweep_out_to_a_folder_or_under_a_file(tmp_path, capsys):
 
 # ----- memory ---------------------------------------------------------------------------------------------------
 def test_tiny_gpu_memory_utilization_refused(capsys):
-    one_line_error(capsys, "memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization",
-                   "0.05", field="gpu_memory_utilization", needle="at least")  # fmt: skip
+    one_line_error(
+        capsys,
+        "memory",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "0.05",
+        field="gpu_memory_utilization",
+        needle="at least",
+    )
 
 
 def test_kv_pool_never_negative():
@@ -269,8 +295,17 @@ def test_prefix_affinity_spreads_when_replicas_divide_blocks():
     from infercast.sim.api import simulate
 
     # 4 system prompts of 256 tokens = 16 blocks each; 4 replicas divide 16: the old id % n sent all to 0
-    res = simulate("llama-3.1-8b", "h100-sxm", input_len=100, output_len=10, num_requests=200, rate=20,
-                   prefix=(16, 256), replicas=4, router="prefix_affinity")  # fmt: skip
+    res = simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_len=100,
+        output_len=10,
+        num_requests=200,
+        rate=20,
+        prefix=(16, 256),
+        replicas=4,
+        router="prefix_affinity",
+    )
     counts = np.bincount(res.table.replica.astype(int), minlength=4)
     assert (counts > 0).sum() >= 2
     # affinity holds: requests sharing a system prompt land on one replica
@@ -291,19 +326,47 @@ def test_predict_itl_is_the_batch_step():
 
 
 def test_rate_sweep_reports_slo_capacity(capsys):
-    code, out, err = run(capsys, "simulate", "--rate-sweep", "--input-len", "200", "--output-len", "20",
-                         "--num-requests", "60", "--rates", "1,2", "--goodput", "ttft:500")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "simulate",
+        "--rate-sweep",
+        "--input-len",
+        "200",
+        "--output-len",
+        "20",
+        "--num-requests",
+        "60",
+        "--rates",
+        "1,2",
+        "--goodput",
+        "ttft:500",
+    )
     assert code == 0, err
     assert "SLO capacity" in out and "{" not in out.splitlines()[0] and "ttft_ms" not in out
-    code, out, err = run(capsys, "simulate", "--rate-sweep", "--input-len", "200", "--output-len", "20",
-                         "--num-requests", "60", "--rates", "1,2", "--goodput", "ttft:500", "--json")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "simulate",
+        "--rate-sweep",
+        "--input-len",
+        "200",
+        "--output-len",
+        "20",
+        "--num-requests",
+        "60",
+        "--rates",
+        "1,2",
+        "--goodput",
+        "ttft:500",
+        "--json",
+    )
     assert "slo_capacity_req_s" in json.loads(out)
 
 
 def test_sweep_ranks_fitting_configurations_first(capsys):
     # the biggest batches have the highest throughput but do not fit in the KV cache: they must not rank first
-    code, out, err = run(capsys, "sweep", "--batches", "1,4,16,64,256,1024", "--input-lens", "8192",
-                         "--output-lens", "128")  # fmt: skip
+    code, out, err = run(
+        capsys, "sweep", "--batches", "1,4,16,64,256,1024", "--input-lens", "8192", "--output-lens", "128"
+    )
     assert code == 0, err
     rows = [line for line in out.splitlines() if "llama" in line]
     verdicts = [line.rstrip(" │|").split()[-1] for line in rows]
@@ -399,8 +462,16 @@ def test_never_fitting_requests_refused_before_the_run(options):
 def test_requests_that_exactly_fit_still_run():
     from infercast.sim.api import simulate
 
-    res = simulate("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.2416, input_len=8822, output_len=10,
-                   num_requests=3, rate=1.0, scheduler="disagg")  # fmt: skip
+    res = simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        gpu_memory_utilization=0.2416,
+        input_len=8822,
+        output_len=10,
+        num_requests=3,
+        rate=1.0,
+        scheduler="disagg",
+    )
     assert res["completed"] == 3
 
 
@@ -458,8 +529,16 @@ def test_json_format_vllm(capsys):
     code, out, err = run(capsys, *SIM, "--num-requests", "20", "--goodput", "ttft:1000", "--json-format", "vllm")
     assert code == 0, err
     doc = json.loads(out)
-    for key in ("request_throughput", "output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_tpot_ms",
-                "median_itl_ms", "completed", "duration"):  # fmt: skip
+    for key in (
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "p99_tpot_ms",
+        "median_itl_ms",
+        "completed",
+        "duration",
+    ):
         assert key in doc, key
     assert doc["completed"] == 20 and doc["request_goodput"] is not None
     one_line_error(capsys, *SIM, "--json-format", "xml", field="json_format")

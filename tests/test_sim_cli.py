@@ -55,16 +55,39 @@ def test_trace_near_miss_lists_builtins(capsys):
 
 
 def test_disagg_run_reports_disagg(capsys):
-    code, out, err = run(capsys, *BASE, "--rate", "2", "--scheduler", "disagg", "--decode-instances", "2",
-                         "--kv-link-gbps", "25", "--json")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        *BASE,
+        "--rate",
+        "2",
+        "--scheduler",
+        "disagg",
+        "--decode-instances",
+        "2",
+        "--kv-link-gbps",
+        "25",
+        "--json",
+    )
     assert code == 0, err
     cfg = json.loads(out)["config"]
     assert cfg["scheduler"] == "disagg" and cfg["decode_instances"] == 2 and cfg["replicas"] == 3
 
 
 def test_overlap_scheduler_flag_reaches_the_engine(capsys):
-    busy = ("simulate", "--input-len", "512", "--output-len", "200", "--num-requests", "60", "--rate", "4",
-            "--seed", "3", "--json")  # fmt: skip
+    busy = (
+        "simulate",
+        "--input-len",
+        "512",
+        "--output-len",
+        "200",
+        "--num-requests",
+        "60",
+        "--rate",
+        "4",
+        "--seed",
+        "3",
+        "--json",
+    )
     ttft = {}
     for flag in ("--overlap-scheduler", "--no-overlap-scheduler"):
         code, out, err = run(capsys, *busy, flag)
@@ -120,6 +143,7 @@ def test_simulate_without_requests_names_where_they_can_come_from(capsys):
     code, _, err = run(capsys, "simulate", "--rate", "2")
     assert code == 2 and err.count("\n") == 1
     assert "--trace (a file, or azure_conv / azure_code), --input-len and --output-len" in err and "got none" in err
-    code, _, err = run(capsys, "simulate", "--rate", "2", "--trace", "azure_conv", "--input-len", "9",
-                       "--output-len", "9")  # fmt: skip
+    code, _, err = run(
+        capsys, "simulate", "--rate", "2", "--trace", "azure_conv", "--input-len", "9", "--output-len", "9"
+    )
     assert code == 2 and "got --trace and lengths" in err

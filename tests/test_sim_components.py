@@ -94,8 +94,9 @@ def test_window_sum_caps_each_context_at_the_window():
         run.advance(steps)
         expected = sum(min(b + run.D, 100) for b in run.base.values())
         assert run.window_sum() == expected
-        assert run.steps_to_window() == min((100 - b - run.D for b in run.base.values() if b + run.D < 100),
-                                            default=1 << 60)  # fmt: skip
+        assert run.steps_to_window() == min(
+            (100 - b - run.D for b in run.base.values() if b + run.D < 100), default=1 << 60
+        )
 
 
 def test_completions_come_off_in_order_with_their_blocks():

@@ -29,20 +29,30 @@ def _close(a: dict, b: dict, rtol: float = 1e-9) -> None:
 
 EQUIVALENCE_CASES = {
     "chunked prefill": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20),
-    "prefill-first": dict(input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20,
-                          scheduler="prefill-first"),
-    "static": dict(input_len=500, output_len="uniform:10,300", num_requests=120, rate=20, scheduler="static",
-                   max_num_seqs=32),
-    "recompute preemption": dict(input_len=3000, output_len="uniform:100,600", num_requests=120, rate=30,
-                                 gpu_memory_utilization=0.3),
-    "swap preemption": dict(input_len=3000, output_len="uniform:100,600", num_requests=100, rate=30,
-                            gpu_memory_utilization=0.3, preemption="swap"),
+    "prefill-first": dict(
+        input_len=2000, output_len="uniform:10,400", num_requests=150, rate=20, scheduler="prefill-first"
+    ),
+    "static": dict(
+        input_len=500, output_len="uniform:10,300", num_requests=120, rate=20, scheduler="static", max_num_seqs=32
+    ),
+    "recompute preemption": dict(
+        input_len=3000, output_len="uniform:100,600", num_requests=120, rate=30, gpu_memory_utilization=0.3
+    ),
+    "swap preemption": dict(
+        input_len=3000,
+        output_len="uniform:100,600",
+        num_requests=100,
+        rate=30,
+        gpu_memory_utilization=0.3,
+        preemption="swap",
+    ),
     "prefix caching": dict(input_len=500, output_len=100, num_requests=150, rate=20, prefix=(4, 2000)),
     "closed loop": dict(input_len=1000, output_len="uniform:10,300", num_requests=120, concurrency=16),
     "disaggregated": dict(input_len=1500, output_len=200, num_requests=100, rate=10, scheduler="disagg"),
-    "two replicas": dict(input_len=1500, output_len=200, num_requests=100, rate=20, replicas=2,
-                         router="least_outstanding"),
-}  # fmt: skip
+    "two replicas": dict(
+        input_len=1500, output_len=200, num_requests=100, rate=20, replicas=2, router="least_outstanding"
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(EQUIVALENCE_CASES))
@@ -94,8 +104,17 @@ def test_offline_throughput_approaches_step_capacity():
 
 
 def test_littles_law_from_replica_occupancy():
-    res = simulate(MODEL, GPU, engine="ideal", input_len="uniform:200,2000", output_len="uniform:20,400",
-                   num_requests=600, rate=15, seed=3, sample_interval=0.0)  # fmt: skip
+    res = simulate(
+        MODEL,
+        GPU,
+        engine="ideal",
+        input_len="uniform:200,2000",
+        output_len="uniform:20,400",
+        num_requests=600,
+        rate=15,
+        seed=3,
+        sample_interval=0.0,
+    )
     occ = res.occupancy()
     t = occ["t"].to_numpy()
     inside = (occ["running"] + occ["waiting"] + occ["prefilling"]).to_numpy()
@@ -107,8 +126,16 @@ def test_littles_law_from_replica_occupancy():
 
 
 def test_every_request_finishes_with_its_exact_output_length():
-    res = simulate(MODEL, GPU, input_len="lognormal:800,0.8", output_len="lognormal:150,0.9", num_requests=400,
-                   rate=25, gpu_memory_utilization=0.35, seed=4)  # fmt: skip
+    res = simulate(
+        MODEL,
+        GPU,
+        input_len="lognormal:800,0.8",
+        output_len="lognormal:150,0.9",
+        num_requests=400,
+        rate=25,
+        gpu_memory_utilization=0.35,
+        seed=4,
+    )
     tb = res.table
     assert res["completed"] == 400
     assert (tb.generated == tb.output).all()
@@ -131,9 +158,19 @@ def _assert_every_block_returned(res) -> None:
 def test_every_kv_block_is_returned_with_shared_prefixes(engine, utilization, block_size):
     # 16-token prompt hashes against 16/32/64-token engine blocks, in a cache small enough for preemptions (vLLM)
     # and evictions of cached prefixes; TensorRT-LLM reserves whole requests (GUARANTEED_NO_EVICT): never preempts
-    res = simulate(MODEL, GPU, engine=engine, block_size=block_size, prefix=(40, 1000), input_len="uniform:50,600",
-                   output_len="uniform:10,600", num_requests=400, rate=60, gpu_memory_utilization=utilization,
-                   seed=2)  # fmt: skip
+    res = simulate(
+        MODEL,
+        GPU,
+        engine=engine,
+        block_size=block_size,
+        prefix=(40, 1000),
+        input_len="uniform:50,600",
+        output_len="uniform:10,600",
+        num_requests=400,
+        rate=60,
+        gpu_memory_utilization=utilization,
+        seed=2,
+    )
     kv = res.replicas[0].kv
     assert res["completed"] == 400 and kv.evictions > 0
     assert (res["preemptions"] > 0) if engine == "vllm" else (res["preemptions"] == 0 and res["queue_s"]["p90"] > 0)
@@ -148,8 +185,9 @@ def test_every_kv_block_is_returned_with_shared_prefixes(engine, utilization, bl
 
 def test_prefix_cache_with_hash_blocks_that_do_not_divide_engine_blocks():
     # 24-token hashes against 16-token blocks share whole 48-token units (lcm): 960 of a 1000-token prefix
-    work = synthetic(200, 300, 50, rate=20, prefix={"num_prompts": 2, "prompt_tokens": 1000, "hash_block_size": 24},
-                     seed=3)  # fmt: skip
+    work = synthetic(
+        200, 300, 50, rate=20, prefix={"num_prompts": 2, "prompt_tokens": 1000, "hash_block_size": 24}, seed=3
+    )
     res = simulate(MODEL, GPU, workload=work)
     assert res.replicas[0].kv.unit_tokens == 48
     assert res.table.cached_tokens.max() == 960
@@ -208,8 +246,9 @@ def test_goodput_counts_requests_meeting_slos():
 
 
 def test_preemption_when_kv_runs_short():
-    res = simulate(MODEL, GPU, input_len=3000, output_len=800, num_requests=150, rate=50,
-                   gpu_memory_utilization=0.3, seed=1)  # fmt: skip
+    res = simulate(
+        MODEL, GPU, input_len=3000, output_len=800, num_requests=150, rate=50, gpu_memory_utilization=0.3, seed=1
+    )
     assert res["preemptions"] > 0 and res["completed"] == 150
 
 
@@ -374,8 +413,10 @@ def test_disaggregated_hand_off_sends_the_fixed_state_too():
     from infercast.specs.deployment import Deployment
 
     kw = dict(tp=8, precision="fp8", input_len=4096, output_len=8, num_requests=1, offline=True, scheduler="disagg")
-    e2e = [simulate("deepseek-v4-flash", "h200", disagg=DisaggConfig(1, 1, link=KVLink(bw, 0.0)), **kw)["e2e_s"]["mean"]
-           for bw in (1e9, 2e9)]  # fmt: skip
+    e2e = [
+        simulate("deepseek-v4-flash", "h200", disagg=DisaggConfig(1, 1, link=KVLink(bw, 0.0)), **kw)["e2e_s"]["mean"]
+        for bw in (1e9, 2e9)
+    ]
     mem = memory_budget(Deployment.resolve("deepseek-v4-flash", "h200", tp=8, precision="fp8"))
     assert mem.state_bytes_per_sequence > 0
     sent = mem.kv_bytes_per_token * 4096 + mem.state_bytes_per_sequence

@@ -25,15 +25,34 @@ ROUNDING_US = 0.001  # the trace rounds times to the nanosecond
 
 @pytest.fixture(scope="module")
 def result() -> SimulationResult:
-    return simulate("llama-3.1-8b", "h100-sxm", input_len=1000, output_len=200, num_requests=N, rate=5,
-                    trace_steps=100_000, sample_interval=0.1, goodput="ttft:200 tpot:30")  # fmt: skip
+    return simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_len=1000,
+        output_len=200,
+        num_requests=N,
+        rate=5,
+        trace_steps=100_000,
+        sample_interval=0.1,
+        goodput="ttft:200 tpot:30",
+    )
 
 
 @pytest.fixture(scope="module")
 def saturated() -> SimulationResult:
     """Two replicas pushed past capacity, keeping only the first 50 step records."""
-    return simulate("llama-3.1-8b", "h100-sxm", input_len=2000, output_len=300, num_requests=N, rate=60,
-                    max_num_seqs=16, replicas=2, trace_steps=50, sample_interval=0.2)  # fmt: skip
+    return simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_len=2000,
+        output_len=300,
+        num_requests=N,
+        rate=60,
+        max_num_seqs=16,
+        replicas=2,
+        trace_steps=50,
+        sample_interval=0.2,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -197,16 +216,18 @@ def test_plot_latency_cdfs_and_timeline(result: SimulationResult, saturated: Sim
 
 def _sweep_table() -> pd.DataFrame:
     rate = np.array([2.0, 5.0, 10.0, 15.0, 20.0, 25.0])
-    return pd.DataFrame({
-        "rate_req_s": rate,
-        "request_throughput_req_s": np.minimum(rate, 17.0),
-        "ttft_p50_s": 0.03 * (1 + rate / 10) ** 2,
-        "ttft_p99_s": [0.06, 0.07, 0.1, 0.2, 4.0, 12.0],
-        "tpot_p50_s": 0.006 + rate * 1e-3,
-        "tpot_p99_s": 0.008 + rate * 1.5e-3,
-        "goodput_req_s": [2.0, 5.0, 10.0, 14.0, 6.0, 2.0],
-        "saturated": [False, False, False, False, True, True],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "rate_req_s": rate,
+            "request_throughput_req_s": np.minimum(rate, 17.0),
+            "ttft_p50_s": 0.03 * (1 + rate / 10) ** 2,
+            "ttft_p99_s": [0.06, 0.07, 0.1, 0.2, 4.0, 12.0],
+            "tpot_p50_s": 0.006 + rate * 1e-3,
+            "tpot_p99_s": 0.008 + rate * 1.5e-3,
+            "goodput_req_s": [2.0, 5.0, 10.0, 14.0, 6.0, 2.0],
+            "saturated": [False, False, False, False, True, True],
+        }
+    )
 
 
 def test_plot_rate_sweep(tmp_path: Path) -> None:
@@ -257,10 +278,20 @@ def _render(result: SimulationResult) -> str:
 def test_summary_table(result: SimulationResult) -> None:
     text = _render(result)
     s = result.summary
-    for label in ("Successful requests", "Benchmark duration (s)", "Request throughput (req/s)",
-                  "Request goodput (req/s)", "Output token throughput (tok/s)", "Mean TTFT (ms)",
-                  "Median TPOT (ms)", "P99 ITL (ms)", "Mean E2EL (ms)", "P99 queue (ms)", "Preemptions",
-                  "Prefix-cache hit rate"):  # fmt: skip
+    for label in (
+        "Successful requests",
+        "Benchmark duration (s)",
+        "Request throughput (req/s)",
+        "Request goodput (req/s)",
+        "Output token throughput (tok/s)",
+        "Mean TTFT (ms)",
+        "Median TPOT (ms)",
+        "P99 ITL (ms)",
+        "Mean E2EL (ms)",
+        "P99 queue (ms)",
+        "Preemptions",
+        "Prefix-cache hit rate",
+    ):
         assert label in text, label
     line = next(ln for ln in text.splitlines() if "Mean TTFT (ms)" in ln)
     assert f"{s['ttft_s']['mean'] * 1e3:,.2f}" in line

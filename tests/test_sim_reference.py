@@ -25,15 +25,31 @@ NUM_CASES = 360
 RTOL = 1e-9
 ATOL = 1e-12
 """Seconds: for quantities that are zero up to rounding (the spread of identical latencies)."""
-PER_REQUEST = ("arrival", "visible", "scheduled", "first_token", "last_token", "finish", "preemptions",
-               "cached_tokens", "replica", "prefill_replica")  # fmt: skip
+PER_REQUEST = (
+    "arrival",
+    "visible",
+    "scheduled",
+    "first_token",
+    "last_token",
+    "finish",
+    "preemptions",
+    "cached_tokens",
+    "replica",
+    "prefill_replica",
+)
 
 MODELS = [("llama-3.1-8b", 0.6), ("gpt-oss-20b", 0.15), ("qwen3-0.6b", 0.15), ("gemma-2-9b", 0.1)]
 """Dense (most cases), MoE with 128-token sliding windows, a small model, 4096-token windows."""
 WINDOWED_MODELS = [("gpt-oss-20b", 0.3), ("gemma-2-9b", 0.3), ("mistral-7b", 0.2), ("phi-3-mini", 0.2)]
 """Sliding layers beside full ones (1 + 1 layer groups), and every layer windowed (mistral: 4,096; phi-3: 2,047)."""
-PRESSURE = {"llama-3.1-8b": (0.2343, 0.01), "qwen3-0.6b": (0.051, 0.012), "gemma-2-9b": (0.2765, 0.012),
-            "gpt-oss-20b": (0.2055, 0.0013), "mistral-7b": (0.2034, 0.015), "phi-3-mini": (0.1283, 0.044)}  # fmt: skip
+PRESSURE = {
+    "llama-3.1-8b": (0.2343, 0.01),
+    "qwen3-0.6b": (0.051, 0.012),
+    "gemma-2-9b": (0.2765, 0.012),
+    "gpt-oss-20b": (0.2055, 0.0013),
+    "mistral-7b": (0.2034, 0.015),
+    "phi-3-mini": (0.1283, 0.044),
+}
 """gpu_memory_utilization ranges leaving about 200-800 KV blocks of every layer on an H100 (base, width); 150-450
 for gpt-oss and gemma, whose window-capped sequences take fewer. At vLLM's large-GPU default of 1,024 sequences,
 whose sampler reserve sizes the pool (a case that sets fewer sequences gets a larger pool)."""
@@ -89,8 +105,9 @@ def _case(rng: random.Random, models: list[tuple[str, float]] = MODELS) -> dict:
     if "gpu_memory_utilization" in kw and kw["gpu_memory_utilization"] != 0.5:
         kw["gpu_memory_utilization"] -= _unreserved(kw)  # the pressure ranges hold at the preset's limits
     if scheduler == "disagg":
-        kw["disagg"] = DisaggConfig(rng.randint(1, 2), rng.randint(1, 2), decode_tp=rng.choice([None, 2]),
-                                    link=KVLink(rng.choice([5e9, 50e9])))  # fmt: skip
+        kw["disagg"] = DisaggConfig(
+            rng.randint(1, 2), rng.randint(1, 2), decode_tp=rng.choice([None, 2]), link=KVLink(rng.choice([5e9, 50e9]))
+        )
     elif rng.random() < 0.35:
         kw["replicas"] = rng.randint(2, 3)
         kw["router"] = rng.choice(["round_robin", "least_outstanding", "prefix_affinity"])
@@ -201,12 +218,28 @@ def test_fast_simulator_equals_the_reference_with_windowed_kv():
         if kw.get("gpu_memory_utilization", 0.5) != 0.5:  # memory pressure (0.5: gpt-oss-20b's default)
             kw["output_len"] = f"uniform:{rng.randint(20, 100)},{rng.randint(200, 600)}"  # decodes outgrow the pool
         cases.append(kw)
-    scout = dict(model="llama-4-scout", tp=4, scheduler="chunked", num_requests=16, input_len="uniform:2000,9000",
-                 output_len="uniform:20,200", offline=True, gpu_memory_utilization=0.664, seed=1)  # fmt: skip
+    scout = dict(
+        model="llama-4-scout",
+        tp=4,
+        scheduler="chunked",
+        num_requests=16,
+        input_len="uniform:2000,9000",
+        output_len="uniform:20,200",
+        offline=True,
+        gpu_memory_utilization=0.664,
+        seed=1,
+    )
     cases += [scout, {**scout, "preemption": "swap", "block_size": 32}, {**scout, "scheduler": "static"}]
     compared, failures = 0, []
-    seen = {"preemptions": 0, "swap": 0, "disagg": 0, "static": 0, "past the window": 0, "window at a boundary": 0,
-            "prefix cache": 0}  # fmt: skip
+    seen = {
+        "preemptions": 0,
+        "swap": 0,
+        "disagg": 0,
+        "static": 0,
+        "past the window": 0,
+        "window at a boundary": 0,
+        "prefix cache": 0,
+    }
     for n, kw in enumerate(cases):
         outcome = _compare(kw)
         if outcome is None:
@@ -234,8 +267,15 @@ def test_fast_simulator_equals_the_reference_with_windowed_kv():
 def test_reference_refuses_what_it_does_not_model():
     from infercast.sim.speculative import SpeculativeConfig
 
-    config = simulation_config("llama-3.1-8b", "h100-sxm", input_len=10, output_len=5, num_requests=2, rate=1,
-                               speculative=SpeculativeConfig(2, 0.5))  # fmt: skip
+    config = simulation_config(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_len=10,
+        output_len=5,
+        num_requests=2,
+        rate=1,
+        speculative=SpeculativeConfig(2, 0.5),
+    )
     with pytest.raises(InfercastError, match="speculative"):
         reference_simulate(config)
 
@@ -243,8 +283,17 @@ def test_reference_refuses_what_it_does_not_model():
 def test_a_second_swapped_request_comes_back_after_one_decode_step():
     """The replica brings back one swapped-out request per step; with two at the head of the queue, a decode span
     must stop after its first step when the second fits then (it ran on to the next completion instead)."""
-    kw = dict(scheduler="chunked", num_requests=14, input_len="uniform:673,1677", output_len="uniform:70,594",
-              seed=2240, preemption="swap", rate=200.0, max_num_batched_tokens=256, gpu_memory_utilization=0.225)
+    kw = dict(
+        scheduler="chunked",
+        num_requests=14,
+        input_len="uniform:673,1677",
+        output_len="uniform:70,594",
+        seed=2240,
+        preemption="swap",
+        rate=200.0,
+        max_num_batched_tokens=256,
+        gpu_memory_utilization=0.225,
+    )
     config = simulation_config("llama-3.1-8b", "h100-sxm", **kw)
     fast = run(config)
     assert fast.summary.preemptions > 0
@@ -255,9 +304,19 @@ def test_a_prefilled_request_joins_after_a_preemption_frees_blocks():
     """A disaggregated decode pool retries its inbox before every step; a preemption just before a decode span can
     free the blocks the inbox's head waits for, so the span must stop after its first step (it ran on to the next
     completion instead, 0.1 s late on this case; found with per-request jitter, which reorders the hand-offs)."""
-    kw = dict(scheduler="disagg", num_requests=22, input_len="uniform:678,1171", output_len="uniform:37,115",
-              seed=5923, block_size=8, prefix_caching=True, preemption="swap", gpu_memory_utilization=0.05485761,
-              offline=True, disagg=DisaggConfig(1, 1, link=KVLink(5e9)))  # fmt: skip
+    kw = dict(
+        scheduler="disagg",
+        num_requests=22,
+        input_len="uniform:678,1171",
+        output_len="uniform:37,115",
+        seed=5923,
+        block_size=8,
+        prefix_caching=True,
+        preemption="swap",
+        gpu_memory_utilization=0.05485761,
+        offline=True,
+        disagg=DisaggConfig(1, 1, link=KVLink(5e9)),
+    )
     config = simulation_config("qwen3-0.6b", "h100-sxm", **kw)
     fast = run(config)
     assert fast.summary.preemptions > 0

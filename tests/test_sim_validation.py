@@ -54,8 +54,16 @@ def test_replica_config_validates_on_construction():
     assert _field(ObserveConfig, goodput="latency:3") == "goodput"
     work = WorkloadSpec(input_len=10, output_len=5, rate=1.0)
     assert _field(SimulationConfig, "llama", work) == "deployment"
-    assert _field(SimulationConfig, dep, work, engine=EngineConfig(scheduler="static"),
-                  cluster=ClusterConfig(disagg=DisaggConfig())) == "scheduler"  # fmt: skip
+    assert (
+        _field(
+            SimulationConfig,
+            dep,
+            work,
+            engine=EngineConfig(scheduler="static"),
+            cluster=ClusterConfig(disagg=DisaggConfig()),
+        )
+        == "scheduler"
+    )
     assert _field(WorkloadSpec, input_len=10, output_len=5, rate=1.0, seed=-1) == "seed"
 
 
@@ -83,9 +91,14 @@ def test_disagg_config_validation(kwargs, field):
     assert _field(DisaggConfig, **kwargs) == field
 
 
-@pytest.mark.parametrize("kwargs,field", [(dict(bandwidth_bytes_s=0), "bandwidth_bytes_s"),
-                                          (dict(bandwidth_bytes_s=math.nan), "bandwidth_bytes_s"),
-                                          (dict(latency_s=-1e-6), "latency_s")])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(bandwidth_bytes_s=0), "bandwidth_bytes_s"),
+        (dict(bandwidth_bytes_s=math.nan), "bandwidth_bytes_s"),
+        (dict(latency_s=-1e-6), "latency_s"),
+    ],
+)
 def test_kv_link_validation(kwargs, field):
     assert _field(KVLink, **kwargs) == field
 
@@ -169,8 +182,18 @@ def test_retime_keeps_block_hashes_and_needs_one_load():
 
 
 def test_simulate_keeps_its_keyword_api():
-    res = simulate(MODEL, GPU, input_len=300, output_len=30, num_requests=60, rate=10, burstiness=0.5,
-                   arrival="gamma", prefix=(2, 256), seed=3)  # fmt: skip
+    res = simulate(
+        MODEL,
+        GPU,
+        input_len=300,
+        output_len=30,
+        num_requests=60,
+        rate=10,
+        burstiness=0.5,
+        arrival="gamma",
+        prefix=(2, 256),
+        seed=3,
+    )
     assert res["num_requests"] == 60 and res["prefix_cache_hit_rate"] > 0
 
 
@@ -197,8 +220,9 @@ def test_speculative_config_bounds_are_inclusive():
     assert SpeculativeConfig(1, 0.0).acceptance == 0.0 and SpeculativeConfig(1, 1).acceptance == 1.0
 
 
-@pytest.mark.parametrize("spec", ["ttft:nan", "ttft:inf", "tpot:0", "ttft:", "ttft:100 ttft:200", [200], 200,
-                                  ["ttft:100", None]])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec", ["ttft:nan", "ttft:inf", "tpot:0", "ttft:", "ttft:100 ttft:200", [200], 200, ["ttft:100", None]]
+)
 def test_bad_slos(spec):
     assert _field(SLO.parse, spec) == "goodput"
 

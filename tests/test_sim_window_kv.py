@@ -67,8 +67,9 @@ def test_windowed_counts_fall_below_full_context_past_the_window(model):
     full_units, window_units = mem.layer_groups
     long = min(m.max_context, 4 * m.sliding_window)
     # below the window every layer holds every token; past it the windowed groups stop at the window
-    assert mem.blocks_per_sequence(m.sliding_window // 2) == (full_units + window_units) * -(-m.sliding_window // 2
-                                                                                             // mem.block_size)
+    assert mem.blocks_per_sequence(m.sliding_window // 2) == (full_units + window_units) * -(
+        -m.sliding_window // 2 // mem.block_size
+    )
     assert mem.blocks_per_sequence(long) < (full_units + window_units) * -(-long // mem.block_size)
 
 
@@ -84,8 +85,9 @@ def test_memory_budget_counts_are_exact_in_layer_groups():
     assert full.blocks_per_sequence(8192) == 512
 
 
-@pytest.mark.parametrize("rule", [BlockRule(16, 1, 1, 128), BlockRule(8, 1, 3, 33), BlockRule(4, 0, 1, 9),
-                                  BlockRule(5, 2, 1, 11)], ids=str)  # fmt: skip
+@pytest.mark.parametrize(
+    "rule", [BlockRule(16, 1, 1, 128), BlockRule(8, 1, 3, 33), BlockRule(4, 0, 1, 9), BlockRule(5, 2, 1, 11)], ids=str
+)
 def test_decode_set_holds_and_grows_by_the_rule(rule):
     """Sequences joining below, at and above the window: held blocks, the next step's growth (residue) and
     growth over k steps equal the rule's counts at every D, in spans of 1 to 40 steps (windows crossed inside
@@ -165,8 +167,9 @@ LEAK_CASES = {
     "chunked swap": dict(model="gpt-oss-20b", gpu_memory_utilization=0.21, rate=60, preemption="swap"),
     "prefill-first": dict(model="mistral-7b", gpu_memory_utilization=0.208, rate=30, scheduler="prefill-first"),
     "static": dict(model="phi-3-mini", gpu_memory_utilization=0.14, offline=True, scheduler="static", block_size=11),
-    "speculative": dict(model="gpt-oss-20b", gpu_memory_utilization=0.21, rate=60,
-                        speculative=SpeculativeConfig(4, 0.7)),
+    "speculative": dict(
+        model="gpt-oss-20b", gpu_memory_utilization=0.21, rate=60, speculative=SpeculativeConfig(4, 0.7)
+    ),
     "chunked local": dict(model="llama-4-scout", tp=4, gpu_memory_utilization=0.682, rate=30),
 }
 
@@ -189,7 +192,6 @@ def test_windowed_runs_return_every_block_and_equal_step_mode(case):
     np.testing.assert_allclose(fast.table.finish, slow.table.finish, rtol=1e-9)
 
 
-
 def test_disaggregated_hand_off_of_a_windowed_model_sends_the_window_only():
     """gpt-oss-120b (18 full + 18 sliding layers, window 128): a 4k prompt's hand-off sends the full layers'
     4096 tokens and the sliding layers' 128, about half of every layer's 4096; fast simulator and reference agree."""
@@ -199,8 +201,10 @@ def test_disaggregated_hand_off_of_a_windowed_model_sends_the_window_only():
     from infercast.specs.deployment import Deployment
 
     kw = dict(input_len=4096, output_len=8, num_requests=1, offline=True, scheduler="disagg")
-    e2e = [simulate("gpt-oss-120b", "h100-sxm", disagg=DisaggConfig(1, 1, link=KVLink(bw, 0.0)), **kw)["e2e_s"]["mean"]
-           for bw in (1e9, 2e9)]  # fmt: skip
+    e2e = [
+        simulate("gpt-oss-120b", "h100-sxm", disagg=DisaggConfig(1, 1, link=KVLink(bw, 0.0)), **kw)["e2e_s"]["mean"]
+        for bw in (1e9, 2e9)
+    ]
     mem = memory_budget(Deployment.resolve("gpt-oss-120b", "h100-sxm"))
     sent = (e2e[0] - e2e[1]) * 2e9
     assert sent == pytest.approx(mem.kv_bytes_per_token * (4096 + 128) / 2, rel=1e-6)

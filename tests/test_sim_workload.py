@@ -250,8 +250,11 @@ def test_block_hashes_of_any_integer_form_are_normalised() -> None:
     assert [h.tolist() for h in w.block_hashes] == [[1, 2], [1, 3], []]
     same = [np.arange(2, dtype=np.int64)] * 3  # the fast path: every entry already a 1-D int64 array
     assert Workload(**args, block_hashes=same).block_hashes[2] is same[2]
-    for bad, field in (([[1, 2], [1.5], []], "block_hashes[1]"), ([[1], ["x"], []], "block_hashes[1]"),
-                       ([[1, 2, 3, 4]] * 3, "block_hashes")):  # fmt: skip
+    for bad, field in (
+        ([[1, 2], [1.5], []], "block_hashes[1]"),
+        ([[1], ["x"], []], "block_hashes[1]"),
+        ([[1, 2, 3, 4]] * 3, "block_hashes"),
+    ):
         with pytest.raises(InfercastError) as info:
             Workload(**args, block_hashes=bad)
         assert info.value.field == field

@@ -37,10 +37,26 @@ NEW_MODELS = {
 def test_fixture_config_loads_into_the_catalog_spec(hf_configs, model_id):
     loaded = load_hf_config(hf_configs / f"{model_id}.json", model_id=model_id)
     ref = get_model(model_id)
-    arch = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size",
-            "max_context", "moe", "mla", "sparse_attention", "linear_attention", "compressed_attention",
-            "sliding_window", "num_sliding_layers", "local_attention", "attn_output_gate", "qk_norm",
-            "default_precision")  # fmt: skip
+    arch = (
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_kv_heads",
+        "head_dim",
+        "vocab_size",
+        "max_context",
+        "moe",
+        "mla",
+        "sparse_attention",
+        "linear_attention",
+        "compressed_attention",
+        "sliding_window",
+        "num_sliding_layers",
+        "local_attention",
+        "attn_output_gate",
+        "qk_norm",
+        "default_precision",
+    )
     for field in arch:
         assert getattr(loaded, field) == getattr(ref, field), field
     assert loaded.total_params == ref.total_params
@@ -95,8 +111,9 @@ def test_kimi_int4_experts_bf16_rest():
     assert m.default_precision == "int4-moe"
     b = memory_budget("kimi-k2.5", "h200", tp=8)
     experts = m.routed_expert_params * (4 + 16 / 32) / 8 / 8  # INT4 + one bf16 scale per 32, over 8 GPUs
-    assert b.weights_breakdown["moe"] == pytest.approx(experts + m.num_moe_layers * (
-        m.router_params_per_layer + m.shared_expert_params_per_layer / 8) * 2, rel=1e-3)  # fmt: skip
+    assert b.weights_breakdown["moe"] == pytest.approx(
+        experts + m.num_moe_layers * (m.router_params_per_layer + m.shared_expert_params_per_layer / 8) * 2, rel=1e-3
+    )
 
 
 def test_linear_state_takes_pool_blocks():
@@ -170,9 +187,23 @@ def test_predict_runs(capsys, model_id):
 def test_simulate_runs(capsys, model_id):
     gpu, tp, _ = NEW_MODELS[model_id]
     out = run_json(
-        capsys, "simulate", "--model", model_id, "--gpu", gpu, "--tp", str(tp), "--input-len", "1024",
-        "--output-len", "64", "--concurrency", "4", "--num-requests", "12",
-    )  # fmt: skip
+        capsys,
+        "simulate",
+        "--model",
+        model_id,
+        "--gpu",
+        gpu,
+        "--tp",
+        str(tp),
+        "--input-len",
+        "1024",
+        "--output-len",
+        "64",
+        "--concurrency",
+        "4",
+        "--num-requests",
+        "12",
+    )
     assert out["completed"] == 12 and out["output_throughput_tok_s"] > 0
 
 
@@ -182,9 +213,17 @@ def test_simulator_takes_linear_state_from_the_kv_pool(preemption):
     b = memory_budget("qwen3.5-397b-a17b", "h200", tp=8, gpu_memory_utilization=0.69, max_num_seqs=512)
     per_seq = -(-(256 + 32) // b.block_size) + b.state_blocks_per_sequence
     res = simulate(
-        "qwen3.5-397b-a17b", "h200", tp=8, input_len=256, output_len=32, num_requests=200, concurrency=200,
-        gpu_memory_utilization=0.69, max_num_seqs=512, preemption=preemption,
-    )  # fmt: skip
+        "qwen3.5-397b-a17b",
+        "h200",
+        tp=8,
+        input_len=256,
+        output_len=32,
+        num_requests=200,
+        concurrency=200,
+        gpu_memory_utilization=0.69,
+        max_num_seqs=512,
+        preemption=preemption,
+    )
     assert res.config["kv_blocks_per_replica"] == b.num_blocks
     assert res["completed"] == 200
     assert res["mean_decode_batch"] <= b.num_blocks // per_seq

@@ -38,8 +38,20 @@ def test_bad_out_paths_fail_before_sweeping(capsys, tmp_path: Path, name: str, m
 
 
 def test_eps_and_kv_precisions(capsys):
-    code, out, err = run(capsys, "sweep", "--models", "qwen3-30b-a3b", "--tps", "2", "--eps", "1,2,4",
-                         "--kv-precisions", "bf16,fp8", *SMALL, "--json")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "sweep",
+        "--models",
+        "qwen3-30b-a3b",
+        "--tps",
+        "2",
+        "--eps",
+        "1,2,4",
+        "--kv-precisions",
+        "bf16,fp8",
+        *SMALL,
+        "--json",
+    )
     assert code == 0, err
     payload = json.loads(out)
     combos = {(r["ep"], r["kv_precision"]) for r in payload["rows"]}

@@ -195,24 +195,26 @@ def test_import_substitution_only() -> None:
 
 
 def test_extractor_skips_prose_and_output() -> None:
-    text = "\n".join([
-        "Heading",
-        "",
-        "Some prose that explains things (not code).",
-        f"import {LIBRARY}",
-        "a = 1",
-        "",
-        "b = [",
-        "    a,",
-        "]",
-        "name    value",
-        "A100    312 TFLOPs/s",
-        "Note",
-        "More prose, then code that uses b:",
-        "print(b)",
-        "Total: 3 items",
-        "unrelated = 5",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "Heading",
+            "",
+            "Some prose that explains things (not code).",
+            f"import {LIBRARY}",
+            "a = 1",
+            "",
+            "b = [",
+            "    a,",
+            "]",
+            "name    value",
+            "A100    312 TFLOPs/s",
+            "Note",
+            "More prose, then code that uses b:",
+            "print(b)",
+            "Total: 3 items",
+            "unrelated = 5",
+        ]
+    )
     cells = extract_cells(text)
     assert cells == [f"import {LIBRARY}\na = 1\n\nb = [\n    a,\n]", "print(b)"]
 

@@ -49,8 +49,10 @@ def test_kv_pool_is_sized_against_the_usable_memory():
 def test_activation_reserve_follows_the_runs_token_budget_and_sequence_limit():
     """vLLM profiles a dummy step of max_num_batched_tokens tokens and samples max_num_seqs sequences: a bigger
     budget reserves more activation memory and leaves a smaller KV pool; the reserve is linear in the tokens."""
-    act = {t: memory_budget("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=t).activation_bytes
-           for t in (4096, 8192, 16384)}  # fmt: skip
+    act = {
+        t: memory_budget("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=t).activation_bytes
+        for t in (4096, 8192, 16384)
+    }
     assert act[16384] - act[8192] == pytest.approx(2 * (act[8192] - act[4096]))
     preset = memory_budget("llama-3.1-8b", "h100-sxm")
     assert preset.activation_bytes == act[8192]  # vLLM's preset budget
@@ -63,8 +65,16 @@ def test_activation_reserve_follows_the_runs_token_budget_and_sequence_limit():
 def test_the_simulated_pool_is_the_budget_at_the_runs_settings():
     from infercast.sim.api import simulate
 
-    res = simulate("llama-3.1-8b", "h100-sxm", input_len=512, output_len=16, num_requests=4, rate=10.0,
-                   max_num_batched_tokens=16384, max_num_seqs=32)  # fmt: skip
+    res = simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_len=512,
+        output_len=16,
+        num_requests=4,
+        rate=10.0,
+        max_num_batched_tokens=16384,
+        max_num_seqs=32,
+    )
     budget = memory_budget("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=16384, max_num_seqs=32)
     preset = memory_budget("llama-3.1-8b", "h100-sxm")
     assert res.config["kv_blocks_per_replica"] == budget.num_blocks < preset.num_blocks

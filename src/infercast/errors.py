@@ -112,6 +112,9 @@ def parse_duration(field: str, text: str) -> float:
         raise InfercastError(f"must be > 0, got {text!r}", field=field)
     if match["unit"] is None and number < 1:
         # below a millisecond no LLM step finishes: a bare 0.5 is far likelier meant as seconds than as 500 us
-        raise InfercastError(f"a bare number is milliseconds, so {text.strip()} would be {number * 1e3:g} us; write "
-                             f"the unit: {number:g}s or {number * 1e3:g}ms", field=field)  # fmt: skip
+        raise InfercastError(
+            f"a bare number is milliseconds, so {text.strip()} would be {number * 1e3:g} us; write "
+            f"the unit: {number:g}s or {number * 1e3:g}ms",
+            field=field,
+        )
     return seconds

@@ -197,8 +197,11 @@ def _require_name(path: str | Path, field: str) -> None:
         raise InfercastError("must not contain a NUL byte", field=field)
     encoded = os.fsencode(text)
     if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
-        raise InfercastError(f"is too long for a file name ({len(encoded)} bytes; at most {_NAME_MAX} per "
-                             f"folder or file name, {_PATH_MAX} in all)", field=field)  # fmt: skip
+        raise InfercastError(
+            f"is too long for a file name ({len(encoded)} bytes; at most {_NAME_MAX} per "
+            f"folder or file name, {_PATH_MAX} in all)",
+            field=field,
+        )
 
 
 _NAME_MAX, _PATH_MAX = 255, 4096

@@ -265,8 +265,14 @@ def _weight_bytes(
 
 
 def activation_bytes(
-    model: ModelSpec, engine: EngineSpec, tp: int, ep: int, act_bytes: float, attention_dp: int = 1,
-    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+    model: ModelSpec,
+    engine: EngineSpec,
+    tp: int,
+    ep: int,
+    act_bytes: float,
+    attention_dp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
 ) -> float:
     """Peak activation workspace at the engine's batched-token budget (prior estimate).
 
@@ -297,7 +303,6 @@ def activation_bytes(
     return tokens * per_token + logits
 
 
-
 @dataclass(frozen=True)
 class _Pool:
     """The part of a budget that depends only on the deployment, the memory fraction and the block size (no
@@ -324,8 +329,14 @@ _pools: SpecCache[_Pool] = SpecCache(1024)
 
 def _pool_part(dep: Deployment, fraction: float, block: int, tokens: int | None, seqs: int | None) -> _Pool:
     model, hw, eng, scheme, kv_fmt, tp, ep = (
-        dep.model, dep.hardware, dep.engine, dep.scheme, dep.kv_format, dep.tp, dep.ep,
-    )  # fmt: skip
+        dep.model,
+        dep.hardware,
+        dep.engine,
+        dep.scheme,
+        dep.kv_format,
+        dep.tp,
+        dep.ep,
+    )
     pp, dp = dep.pp, dep.attention_dp
     breakdown = weight_bytes_per_gpu(model, scheme, tp, ep, dp, pp)
     weights = sum(breakdown.values())
@@ -391,8 +402,22 @@ def _pool_part(dep: Deployment, fraction: float, block: int, tokens: int | None,
             f"weights + activations + runtime need {reserved / 1e9:.1f} GB per GPU but "
             f"{fraction:.0%} of {capacity / 1e9:.1f} GB leaves no KV pool; use more TP or a narrower precision"
         )
-    return _Pool(breakdown, weights, act, runtime, capacity, reserved, pool, kv_tok, block_bytes, state_seq,
-                 state_blocks, num_blocks, pool_rounded, tuple(notes))
+    return _Pool(
+        breakdown,
+        weights,
+        act,
+        runtime,
+        capacity,
+        reserved,
+        pool,
+        kv_tok,
+        block_bytes,
+        state_seq,
+        state_blocks,
+        num_blocks,
+        pool_rounded,
+        tuple(notes),
+    )
 
 
 def memory_budget(
@@ -425,12 +450,25 @@ def memory_budget(
         if gpu is None:
             raise InfercastError("is required", field="gpu")
         dep = Deployment.resolve(
-            model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine, pp=pp,
+            model,
+            gpu,
+            tp=tp,
+            ep=ep,
+            precision=precision,
+            kv_precision=kv_precision,
+            engine=engine,
+            pp=pp,
             attention_dp=attention_dp,
         )
     model, hw, eng, scheme, kv_fmt, tp, ep = (
-        dep.model, dep.hardware, dep.engine, dep.scheme, dep.kv_format, dep.tp, dep.ep,
-    )  # fmt: skip
+        dep.model,
+        dep.hardware,
+        dep.engine,
+        dep.scheme,
+        dep.kv_format,
+        dep.tp,
+        dep.ep,
+    )
     if context is not None:
         context = require_positive_int("context", context)
         if context > model.max_context:
@@ -445,19 +483,26 @@ def memory_budget(
         else require_fraction("gpu_memory_utilization", gpu_memory_utilization)
     )
     block = eng.block_size if block_size is None else require_positive_int("block_size", block_size)
-    tokens = None if max_num_batched_tokens is None else require_positive_int(
-        "max_num_batched_tokens", max_num_batched_tokens)
+    tokens = (
+        None
+        if max_num_batched_tokens is None
+        else require_positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    )
     seqs = None if max_num_seqs is None else require_positive_int("max_num_seqs", max_num_seqs)
 
     objects, values = spec_key(dep)
-    part = _pools.get(objects, (*values, fraction, block, tokens, seqs),
-                      lambda: _pool_part(dep, fraction, block, tokens, seqs))  # fmt: skip
+    part = _pools.get(
+        objects, (*values, fraction, block, tokens, seqs), lambda: _pool_part(dep, fraction, block, tokens, seqs)
+    )
     pool, reserved, capacity = part.pool, part.reserved, part.capacity
     if pool <= 0 and gpu_memory_utilization is not None:
         need = reserved / capacity if eng.kv_fraction_of == "total" else None
         # rounded up, so that the fraction named does leave a KV cache
-        hint = (f"; at least {math.ceil(need * 1000) / 1000:g} is needed for any KV cache"
-                if need is not None and need < 1 else "")  # fmt: skip
+        hint = (
+            f"; at least {math.ceil(need * 1000) / 1000:g} is needed for any KV cache"
+            if need is not None and need < 1
+            else ""
+        )
         raise DoesNotFitError(
             f"{fraction:g} of {capacity / 1e9:.1f} GB leaves no KV cache after {reserved / 1e9:.1f} GB of weights, "
             f"activations and runtime per GPU{hint}",
@@ -514,8 +559,11 @@ def require_fit(budget: MemoryBudget) -> None:
         )
     need, tokens = budget.required_blocks, 1 if budget.context is None else budget.context
     most = budget.max_concurrency(tokens)
-    hint = (f"at this context at most {most} sequences fit" if most else
-            f"not one sequence of this context fits: the longest that does is {budget.max_context(1):,} tokens")
+    hint = (
+        f"at this context at most {most} sequences fit"
+        if most
+        else f"not one sequence of this context fits: the longest that does is {budget.max_context(1):,} tokens"
+    )
     raise DoesNotFitError(
         f"{budget.sequences} x {tokens} tokens need {need} KV blocks "
         f"({need * budget.block_bytes / gb:.1f} GB) but the pool holds {budget.num_blocks} "

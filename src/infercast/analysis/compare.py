@@ -80,13 +80,40 @@ def does_not_fit(mem: MemoryBudget) -> str:
 # --------------------------------------------------------------------------------------------- compare
 
 _COMPARE_COLUMNS = [
-    "gpu", "precision", "tp", "ep", "kv_precision", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s", "fits",
+    "gpu",
+    "precision",
+    "tp",
+    "ep",
+    "kv_precision",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "output_throughput_tok_s",
+    "fits",
     "weights_bytes",
-    "memory_bytes", "capacity_bytes", "prefill_bound", "decode_bound", "prefill_ai", "decode_ai", "ridge_point",
-    "prefill_tflops_per_gpu", "prefill_flops_util", "decode_tb_s_per_gpu", "decode_bw_util", "peak_tflops",
-    "hbm_tb_s", "cost_per_mtok_usd", "ttft_speedup", "tpot_speedup", "e2e_speedup", "throughput_ratio",
-    "cost_ratio", "peak_flops_ratio", "bandwidth_ratio", "note",
-]  # fmt: skip
+    "memory_bytes",
+    "capacity_bytes",
+    "prefill_bound",
+    "decode_bound",
+    "prefill_ai",
+    "decode_ai",
+    "ridge_point",
+    "prefill_tflops_per_gpu",
+    "prefill_flops_util",
+    "decode_tb_s_per_gpu",
+    "decode_bw_util",
+    "peak_tflops",
+    "hbm_tb_s",
+    "cost_per_mtok_usd",
+    "ttft_speedup",
+    "tpot_speedup",
+    "e2e_speedup",
+    "throughput_ratio",
+    "cost_ratio",
+    "peak_flops_ratio",
+    "bandwidth_ratio",
+    "note",
+]
 
 
 def compare(
@@ -126,9 +153,18 @@ def compare(
                 rows.append({"gpu": hw.id, "precision": scheme.name, "tp": tp, "ep": ep, "note": note})
                 continue
             p = predict(
-                spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
-                precision=scheme.name, kv_precision=kv_precision, engine=engine, strict=False,
-            )  # fmt: skip
+                spec,
+                hw,
+                input_len=input_len,
+                output_len=output_len,
+                batch=batch,
+                tp=tp,
+                ep=ep,
+                precision=scheme.name,
+                kv_precision=kv_precision,
+                engine=engine,
+                strict=False,
+            )
             mem, pre, dec = p.memory, p.prefill, p.decode
             peak = hw.peak(pre.compute_key)
             bw = hw.memory.bandwidth_bytes_s
@@ -178,9 +214,15 @@ def compare(
         df["bandwidth_ratio"] = df["hbm_tb_s"] / base["hbm_tb_s"]
         df.attrs["baseline"] = f"{base['gpu']} {base['precision']}"
     df.attrs.update(
-        model=spec.id, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep,
-        kv_precision=kv_precision, engine=engine,
-    )  # fmt: skip
+        model=spec.id,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        tp=tp,
+        ep=ep,
+        kv_precision=kv_precision,
+        engine=engine,
+    )
     return df
 
 
@@ -236,10 +278,17 @@ def crossover(
 
     def evaluate(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         df = sweep(
-            models=[spec], gpus=[hw], precisions=dep.scheme.name, batches=batch,  # type: ignore[list-item]
-            input_lens=lengths, output_lens=output_len, tps=dep.tp, eps=dep.ep, engines=dep.engine.id,
+            models=[spec],
+            gpus=[hw],
+            precisions=dep.scheme.name,
+            batches=batch,  # type: ignore[list-item]
+            input_lens=lengths,
+            output_lens=output_len,
+            tps=dep.tp,
+            eps=dep.ep,
+            engines=dep.engine.id,
             kv_precisions=dep.kv_format.name,
-        )  # fmt: skip
+        )
         df = df.sort_values("input_len")
         return df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy() * output_len, df["fits"].to_numpy()
 
@@ -260,17 +309,30 @@ def crossover(
         "output_len": output_len,
         "max_input": max_input,
         "max_fitting_input": max_fitting,
-        "curve": {"input_len": grid.tolist(), "ttft_s": ttft.tolist(), "decode_s": decode.tolist(),
-                  "fits": grid_fits.astype(bool).tolist()},
+        "curve": {
+            "input_len": grid.tolist(),
+            "ttft_s": ttft.tolist(),
+            "decode_s": decode.tolist(),
+            "fits": grid_fits.astype(bool).tolist(),
+        },
     }
     if not over.any():
         result.update(
-            found=False, crossover_input_len=None, ttft_s=float(ttft[-1]), decode_s=float(decode[-1]), fits=None,
+            found=False,
+            crossover_input_len=None,
+            ttft_s=float(ttft[-1]),
+            decode_s=float(decode[-1]),
+            fits=None,
             message=f"no crossover: at {max_input:,} prompt tokens TTFT ({_ms(ttft[-1])}) is still below the "
             f"{output_len}-token decode time ({_ms(decode[-1])})"
-            + ("" if max_fitting >= max_input else f"; prompts past {max_fitting:,} tokens do not fit in memory"
-               if max_fitting else "; no prompt fits in memory"),
-        )  # fmt: skip
+            + (
+                ""
+                if max_fitting >= max_input
+                else f"; prompts past {max_fitting:,} tokens do not fit in memory"
+                if max_fitting
+                else "; no prompt fits in memory"
+            ),
+        )
         return result
     k = int(np.argmax(over))
     x = int(grid[0])
@@ -298,8 +360,9 @@ def crossover(
     if not fits[-1]:
         result["message"] = str(result["message"]) + (
             f"; that prompt does not fit in memory: {dep.hardware.id} holds {batch} x (prompt + {output_len}) "
-            f"tokens of KV up to a {max_fitting:,}-token prompt" if max_fitting else
-            f"; no prompt fits in memory: the weights and runtime leave {dep.hardware.id} no room for the KV of "
+            f"tokens of KV up to a {max_fitting:,}-token prompt"
+            if max_fitting
+            else f"; no prompt fits in memory: the weights and runtime leave {dep.hardware.id} no room for the KV of "
             f"{batch} sequence(s) of {output_len} output tokens"
         )
     if x > 1:

@@ -111,8 +111,12 @@ class ErrorBand:
     regime: dict[str, str]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"typical_pct": round(100 * self.typical, 1), "p90_pct": round(100 * self.p90, 1),
-                "points": self.points, "regime": self.regime}  # fmt: skip
+        return {
+            "typical_pct": round(100 * self.typical, 1),
+            "p90_pct": round(100 * self.p90, 1),
+            "points": self.points,
+            "regime": self.regime,
+        }
 
     def text(self) -> str:
         return f"± {100 * self.typical:.0f} %"
@@ -185,19 +189,35 @@ CALIBRATED_ATTENTION = ("GQA", "MHA")
 
 
 def confidence(
-    gpu: str, engine: str, *, tp: int = 1, ep: int = 1, pp: int = 1, attention_dp: int = 1, concurrency: int = 1,
-    moe: bool = False, mla: bool = False, saturated: bool = False, metrics: tuple[str, ...] = ("ttft", "tpot"),
-    attention: str = "GQA", rates: dict[str, float] | None = None, model: str | None = None,
+    gpu: str,
+    engine: str,
+    *,
+    tp: int = 1,
+    ep: int = 1,
+    pp: int = 1,
+    attention_dp: int = 1,
+    concurrency: int = 1,
+    moe: bool = False,
+    mla: bool = False,
+    saturated: bool = False,
+    metrics: tuple[str, ...] = ("ttft", "tpot"),
+    attention: str = "GQA",
+    rates: dict[str, float] | None = None,
+    model: str | None = None,
     front_end: tuple[float, float] | None = None,
-) -> Confidence:  # fmt: skip
+) -> Confidence:
     """Error bands and out-of-calibration warnings for a prediction (see the module docstring); ``attention``:
     the model's attention kind (``ModelSpec.attention_kind``); ``rates``: what one server serves in the
     scenario (``requests_per_s``, ``output_tokens_per_s``), checked against the calibration data's highest;
     ``model``: the catalog id, checked against the models the serving data measured; ``front_end``: the share of
     a simulated run the API server's front-end was busy and its seconds per streamed token (:data:`FRONT_END_BINDS`)."""
     fitted = has_fitted_profile(gpu)
-    regime = {"gpu": "fitted" if fitted else "prior", "engine": engine, "load": load_level(concurrency),
-              "tp": tp_group(tp)}  # fmt: skip
+    regime = {
+        "gpu": "fitted" if fitted else "prior",
+        "engine": engine,
+        "load": load_level(concurrency),
+        "tp": tp_group(tp),
+    }
     harness = harness_fit()
     on_harness = bool(harness) and engine == harness.get("engine")
     scope = calibration_scope()
@@ -216,15 +236,21 @@ def confidence(
     if unseen:
         measured = f"serving runs of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))}"
         if held_out:
-            warnings.append(f"{' and '.join(unseen)} never measured under load (calibrated on {measured}): the "
-                            "error band is infercast's error on published serving runs of other GPUs and models, "
-                            "none of them fitted (benchmarks/heldout_silicon.md)")  # fmt: skip
+            warnings.append(
+                f"{' and '.join(unseen)} never measured under load (calibrated on {measured}): the "
+                "error band is infercast's error on published serving runs of other GPUs and models, "
+                "none of them fitted (benchmarks/heldout_silicon.md)"
+            )
         else:
-            warnings.append(f"{' and '.join(unseen)} never measured under load: the error band comes from {measured} "
-                            "and may understate the error here")  # fmt: skip
+            warnings.append(
+                f"{' and '.join(unseen)} never measured under load: the error band comes from {measured} "
+                "and may understate the error here"
+            )
     if on_harness:
-        warnings.append(f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
-                        "runs (data/harness/), never measured under load")  # fmt: skip
+        warnings.append(
+            f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
+            "runs (data/harness/), never measured under load"
+        )
     elif engine_unseen:
         shared = fitted_as(engine)
         overheads = (
@@ -232,8 +258,12 @@ def confidence(
             if shared != engine and shared in scope.get("engines", [])
             else "its overheads are priors"
         )
-        band = ("; the error band is infercast's error on published serving runs outside its calibration "
-                "(benchmarks/heldout_silicon.md)" if held_out and not unseen else "")  # fmt: skip
+        band = (
+            "; the error band is infercast's error on published serving runs outside its calibration "
+            "(benchmarks/heldout_silicon.md)"
+            if held_out and not unseen
+            else ""
+        )
         warnings.append(f"engine {engine} was never measured under load: {overheads}{band}")
     if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:
         seen = ", ".join(map(str, scope.get("tp", [])))
@@ -298,9 +328,11 @@ def _rate_warnings(engine: str, rates: dict[str, float]) -> list[str]:
         value = rates.get(key)
         if value is not None and value > limit:
             top, gpus = limit / RATE_MARGIN, ", ".join(calibration_scope().get("gpus", []))
-            out.append(f"{value:,.0f} {RATE_NAMES[key]} per server is above the most {engine} served in the "
-                       f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "
-                       "not price bound those runs, so TTFT may be far too low and throughput too high")  # fmt: skip
+            out.append(
+                f"{value:,.0f} {RATE_NAMES[key]} per server is above the most {engine} served in the "
+                f"calibration data ({top:,.0f} on one {gpus} server): host-side limits the cost model does "
+                "not price bound those runs, so TTFT may be far too low and throughput too high"
+            )
     return out
 
 
@@ -312,10 +344,12 @@ def _front_end_warning(engine: str, busy: float, token_s: float) -> str:
         versions = load_fit().get("engines", {}).get(engine, {}).get("versions", [])
         gpus = calibration_scope().get("gpus", [])
         fitted_on = f", fitted on {engine} {', '.join(versions)} runs on {', '.join(gpus)}" if versions and gpus else ""
-    return (f"the API server's front-end binds: busy {busy:.0%} of the run at {1 / token_s:,.0f} streamed tokens/s "
-            f"per server ({1e6 * token_s:.0f} us per token{fitted_on}); requests and first tokens wait behind other "
-            "streams' tokens there, not on the GPUs. A release or host whose server streams faster would see a far "
-            "lower TTFT and more throughput (--stream-token-us sets the front-end: 0 takes it away)")  # fmt: skip
+    return (
+        f"the API server's front-end binds: busy {busy:.0%} of the run at {1 / token_s:,.0f} streamed tokens/s "
+        f"per server ({1e6 * token_s:.0f} us per token{fitted_on}); requests and first tokens wait behind other "
+        "streams' tokens there, not on the GPUs. A release or host whose server streams faster would see a far "
+        "lower TTFT and more throughput (--stream-token-us sets the front-end: 0 takes it away)"
+    )
 
 
 def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -> list[str]:
@@ -330,8 +364,12 @@ def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -
     fitted = (fitted_engine_values().get(engine) or {}).get("request_overhead_s")
     prior = fit.get("priors", {}).get(name)
     top = name in fit.get("at_edge", []) and fitted is not None and prior is not None and fitted > prior
-    edge = (f"; its fixed part ({1e3 * fitted:.0f} ms) is the largest value that fit tried, a stand-in for what "
-            "the simulator does not model there" if top else "")  # fmt: skip
+    edge = (
+        f"; its fixed part ({1e3 * fitted:.0f} ms) is the largest value that fit tried, a stand-in for what "
+        "the simulator does not model there"
+        if top
+        else ""
+    )
     plural = "s" if concurrency != 1 else ""
     return [
         f"{concurrency} concurrent request{plural} is below the {span[0]}-{span[1]} clients {engine} was "
@@ -346,9 +384,17 @@ def band_columns(dep: Deployment, batch: np.ndarray) -> dict[str, np.ndarray]:
     for metric in ("ttft", "tpot"):
         per_level = []
         for level in ("light", "medium", "heavy"):
-            c = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
-                           attention_dp=dep.attention_dp, concurrency={"light": 1, "medium": 32, "heavy": 128}[level],
-                           metrics=(metric,), model=dep.model.id)  # fmt: skip
+            c = confidence(
+                dep.hardware.id,
+                dep.engine.id,
+                tp=dep.tp,
+                ep=dep.ep,
+                pp=dep.pp,
+                attention_dp=dep.attention_dp,
+                concurrency={"light": 1, "medium": 32, "heavy": 128}[level],
+                metrics=(metric,),
+                model=dep.model.id,
+            )
             band = c.bands.get(metric)
             per_level.append(band.typical if band else np.nan)
         levels = [batch <= LOAD_LEVELS[0][0], batch <= LOAD_LEVELS[1][0]]

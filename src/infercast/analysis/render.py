@@ -18,8 +18,11 @@ if TYPE_CHECKING:
 
 def render_memory(mem: MemoryBudget) -> Table:
     layout = mem.layout or f"tp{mem.tp}"
-    t = Table(title=f"Memory per GPU: {mem.model_id} on {mem.gpu_id} ({layout}, {mem.precision}, "
-              f"kv {mem.kv_precision}, {mem.engine})", show_header=False)  # fmt: skip
+    t = Table(
+        title=f"Memory per GPU: {mem.model_id} on {mem.gpu_id} ({layout}, {mem.precision}, "
+        f"kv {mem.kv_precision}, {mem.engine})",
+        show_header=False,
+    )
     t.add_column("item")
     t.add_column("value", justify="right")
     t.add_row("capacity (as the driver exposes it)", fmt_bytes(mem.capacity_bytes))
@@ -65,18 +68,31 @@ def render_ops(p: PhaseReport) -> Table:
     for o in sorted(p.ops, key=lambda o: -o.time_s):
         if o.time_s <= 0:
             continue
-        t.add_row(o.name, o.group, fmt_count(o.flops), fmt_bytes(o.bytes), f"{o.arithmetic_intensity:.1f}",
-                  fmt_time(o.time_s), fmt_pct(o.share), o.bound)  # fmt: skip
+        t.add_row(
+            o.name,
+            o.group,
+            fmt_count(o.flops),
+            fmt_bytes(o.bytes),
+            f"{o.arithmetic_intensity:.1f}",
+            fmt_time(o.time_s),
+            fmt_pct(o.share),
+            o.bound,
+        )
     return t
 
 
 def render_prediction(pred: Prediction, ops: bool = False) -> Group:
-    layout = (f" (tp {pred.tp} x attention-dp {pred.attention_dp} x pp {pred.pp}, ep {pred.ep})"
-              if pred.pp > 1 or pred.attention_dp > 1 else "")  # fmt: skip
-    head = Table(title=f"{pred.model} on {pred.gpus or pred.tp}x {pred.gpu}{layout} · {pred.precision} "
-                       f"(kv {pred.kv_precision}) · "
-                 f"{pred.engine} · in {pred.input_len} / out {pred.output_len} · batch {pred.batch}",
-                 show_header=False)  # fmt: skip
+    layout = (
+        f" (tp {pred.tp} x attention-dp {pred.attention_dp} x pp {pred.pp}, ep {pred.ep})"
+        if pred.pp > 1 or pred.attention_dp > 1
+        else ""
+    )
+    head = Table(
+        title=f"{pred.model} on {pred.gpus or pred.tp}x {pred.gpu}{layout} · {pred.precision} "
+        f"(kv {pred.kv_precision}) · "
+        f"{pred.engine} · in {pred.input_len} / out {pred.output_len} · batch {pred.batch}",
+        show_header=False,
+    )
     head.add_column("metric")
     head.add_column("value", justify="right")
     band = pred.confidence.text if pred.confidence else (lambda metric: "")
@@ -86,8 +102,7 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
         parts = (pred.prefill.time_s, serving, pred.front_end_s)
         head.add_row("  = prefill + per-request overhead + front-end", " + ".join(map(fmt_time, parts)))
     elif serving > 0:  # the engine's per-request serving overhead (fitted per engine; provenance says on what)
-        head.add_row("  = prefill + per-request overhead",
-                     f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")  # fmt: skip
+        head.add_row("  = prefill + per-request overhead", f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")
     if pred.front_end_paced:
         head.add_row("TPOT (the API front-end's pace)", fmt_time(pred.tpot_s) + band("tpot"))
         head.add_row("ITL (mean decode step of the batch)", fmt_time(pred.itl_s))
@@ -98,8 +113,11 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     head.add_row("output throughput", f"{pred.output_throughput_tok_s:,.0f} tok/s")
     head.add_row("total throughput", f"{pred.total_throughput_tok_s:,.0f} tok/s")
     mem = pred.memory
-    head.add_row("memory / GPU", f"{fmt_bytes(mem.total_bytes)} of {fmt_bytes(mem.capacity_bytes)}"
-                 + ("" if mem.fits else " [red](does not fit)[/]"))  # fmt: skip
+    head.add_row(
+        "memory / GPU",
+        f"{fmt_bytes(mem.total_bytes)} of {fmt_bytes(mem.capacity_bytes)}"
+        + ("" if mem.fits else " [red](does not fit)[/]"),
+    )
     phases = Table(title="Two-phase report (FLOPs and bytes for the whole replica)")
     for col in ("phase", "time", "FLOPs", "bytes", "AI (FLOP/B)", "ridge", "bound"):
         phases.add_column(col, justify="right" if col not in ("phase", "bound") else "left")
@@ -110,8 +128,11 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     shares.add_column("prefill", justify="right")
     shares.add_column("decode", justify="right")
     for key in ("compute", "memory", "interconnect", "overhead"):
-        shares.add_row(f"{key}-bound", fmt_pct(pred.prefill.time_share_by_ceiling[key]),
-                       fmt_pct(pred.decode.time_share_by_ceiling[key]))  # fmt: skip
+        shares.add_row(
+            f"{key}-bound",
+            fmt_pct(pred.prefill.time_share_by_ceiling[key]),
+            fmt_pct(pred.decode.time_share_by_ceiling[key]),
+        )
     groups = dict.fromkeys(list(pred.prefill.time_share_by_group) + list(pred.decode.time_share_by_group))
     for g in groups:
         a, b = pred.prefill.time_share_by_group.get(g, 0.0), pred.decode.time_share_by_group.get(g, 0.0)

@@ -62,9 +62,10 @@ class PhaseReport:
         scale = 1.0 / total if total else 0.0
         return [
             OpRow(n, g, f, b, f / b if b else 0.0, t, t * scale, CEILINGS[c])
-            for n, g, f, b, t, c in zip(names, groups, flops.tolist(), nbytes.tolist(), times.tolist(),
-                                        bounds.tolist(), strict=True)
-        ]  # fmt: skip
+            for n, g, f, b, t, c in zip(
+                names, groups, flops.tolist(), nbytes.tolist(), times.tolist(), bounds.tolist(), strict=True
+            )
+        ]
 
     def to_dict(self, ops: bool = False) -> dict[str, object]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
@@ -139,8 +140,9 @@ def _narrower_weights_tip(dep: Deployment) -> str | None:
     """'8-bit or 4-bit weights (--precision fp8 / int4) cut the linear-layer weights 2.0-3.8x', or None.
 
     Cached per model, GPU, scheme and parallelism."""
-    return _narrower_cache.get((dep.model, dep.hardware), (dep.scheme.name, dep.tp, dep.ep),
-                               lambda: _narrower_tip_text(dep))  # fmt: skip
+    return _narrower_cache.get(
+        (dep.model, dep.hardware), (dep.scheme.name, dep.tp, dep.ep), lambda: _narrower_tip_text(dep)
+    )
 
 
 def _narrower_tip_text(dep: Deployment) -> str | None:
@@ -184,9 +186,11 @@ def _decode_blocks_tip(decode: PhaseReport, model: StepCostModel, batch: int) ->
     if blocks * rate >= bandwidth:
         return None
     hbm = model.dep.hardware.memory.bandwidth_bytes_s
-    return (f"decode attention ({attn.share:.0%} of decode) runs one thread block per sequence and KV head, "
-            f"{blocks:.0f} here, streaming {blocks * rate / 1e12:.2f} TB/s of the {hbm / 1e12:.2f} TB/s HBM: a "
-            "split-KV (flash-decoding) kernel or a larger batch would use the whole bandwidth")  # fmt: skip
+    return (
+        f"decode attention ({attn.share:.0%} of decode) runs one thread block per sequence and KV head, "
+        f"{blocks:.0f} here, streaming {blocks * rate / 1e12:.2f} TB/s of the {hbm / 1e12:.2f} TB/s HBM: a "
+        "split-KV (flash-decoding) kernel or a larger batch would use the whole bandwidth"
+    )
 
 
 def advice(prefill: PhaseReport, decode: PhaseReport, model: StepCostModel, batch: int) -> list[str]:
@@ -234,13 +238,17 @@ _COMM_SHARE = 0.15
 
 _COMM_REMEDIES = {
     "tp_allreduce": ("the tensor-parallel all-reduce", "fewer TP ranks (more replicas) or a faster interconnect"),
-    "expert_allreduce": ("the expert tensor-parallel all-reduce", "fewer expert-TP ranks (more EP) or a faster "
-                         "interconnect"),
-    "ep_all_to_all": ("the expert-parallel all-to-all (dispatch and combine)", "fewer EP ranks, keeping them in "
-                      "one NVLink domain, or overlapping it with compute (two micro-batches)"),
+    "expert_allreduce": (
+        "the expert tensor-parallel all-reduce",
+        "fewer expert-TP ranks (more EP) or a faster interconnect",
+    ),
+    "ep_all_to_all": (
+        "the expert-parallel all-to-all (dispatch and combine)",
+        "fewer EP ranks, keeping them in one NVLink domain, or overlapping it with compute (two micro-batches)",
+    ),
     "logits_gather": ("the logits gather", "fewer TP ranks"),
     "pp_send": ("the pipeline-stage sends", "fewer pipeline stages"),
-}  # fmt: skip
+}
 """What each collective of ``cost/operators.py`` is, and what shrinks it."""
 
 

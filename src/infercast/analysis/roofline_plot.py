@@ -62,9 +62,18 @@ def roofline_data(
             skipped.append({"gpu": hw.id, "precision": scheme.name, "reason": note})
             continue
         p = predict(
-            spec, hw, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, precision=scheme.name,
-            kv_precision=kv_precision, engine=engine, strict=False,
-        )  # fmt: skip
+            spec,
+            hw,
+            input_len=input_len,
+            output_len=output_len,
+            batch=batch,
+            tp=tp,
+            ep=ep,
+            precision=scheme.name,
+            kv_precision=kv_precision,
+            engine=engine,
+            strict=False,
+        )
         key = p.prefill.compute_key  # the rate the GEMMs run at; the phase reports' ridge is at this peak
         peak, bw = hw.peak(key), hw.memory.bandwidth_bytes_s
         points = {}
@@ -172,16 +181,25 @@ def _draw(data: dict[str, object]):  # -> matplotlib.figure.Figure (imported laz
         colour = _COLOURS[i % len(_COLOURS)]
         peak_t, bw = e["peak_flops"] / 1e12, e["bandwidth_bytes_s"]
         ax.plot(
-            x, np.minimum(peak_t, bw * x / 1e12), color=colour, lw=2,
+            x,
+            np.minimum(peak_t, bw * x / 1e12),
+            color=colour,
+            lw=2,
             label=f"{e['gpu']}: {e['compute_key']} peak {peak_t:,.0f} TFLOP/s, HBM {bw / 1e12:.2f} TB/s",
-        )  # fmt: skip
+        )
         ridge = e["ridge_point"]
         ax.plot([ridge, ridge], [y_lo, peak_t], color=colour, ls=":", lw=1)
         ax.plot([ridge], [peak_t], marker="D", ms=8, color=colour, mec="black", ls="none")
         ax.annotate(
-            f"ridge {ridge:.0f}", (ridge, peak_t), xytext=(4, 6 + 12 * (n - 1 - i)), textcoords="offset points",
-            fontsize=8, color=colour, ha="right", bbox=_BOX,
-        )  # fmt: skip
+            f"ridge {ridge:.0f}",
+            (ridge, peak_t),
+            xytext=(4, 6 + 12 * (n - 1 - i)),
+            textcoords="offset points",
+            fontsize=8,
+            color=colour,
+            ha="right",
+            bbox=_BOX,
+        )
         for phase, marker in (("prefill", "o"), ("decode", "s")):
             pt = e["points"][phase]
             ai, ach = pt["arithmetic_intensity"], pt["achieved_flops_per_gpu"] / 1e12
@@ -193,10 +211,16 @@ def _draw(data: dict[str, object]):  # -> matplotlib.figure.Figure (imported laz
                 label += " [does not fit]"
             dy = -28 - 15 * i if phase == "prefill" else 12 + 15 * i
             ax.annotate(
-                label, (ai, ach), xytext=(-8 if phase == "prefill" else 8, dy), textcoords="offset points",
-                fontsize=8, color=colour, ha="right" if phase == "prefill" else "left", bbox=_BOX,
+                label,
+                (ai, ach),
+                xytext=(-8 if phase == "prefill" else 8, dy),
+                textcoords="offset points",
+                fontsize=8,
+                color=colour,
+                ha="right" if phase == "prefill" else "left",
+                bbox=_BOX,
                 arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.6},
-            )  # fmt: skip
+            )
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("Arithmetic intensity (FLOP per HBM byte, per GPU)")

@@ -141,17 +141,33 @@ def as_deployment(
     """The deployment an analysis entry point was given: a :class:`Deployment` as is (its parts may not be given
     again), or one resolved from a model, a GPU and the parallelism/format/engine keywords."""
     if isinstance(model, Deployment):
-        parts = {"gpu": gpu is None, "tp": tp == 1, "ep": ep == 1, "precision": precision is None,
-                 "kv_precision": kv_precision is None, "engine": engine == "vllm", "pp": pp == 1,
-                 "attention_dp": attention_dp == 1}  # fmt: skip
+        parts = {
+            "gpu": gpu is None,
+            "tp": tp == 1,
+            "ep": ep == 1,
+            "precision": precision is None,
+            "kv_precision": kv_precision is None,
+            "engine": engine == "vllm",
+            "pp": pp == 1,
+            "attention_dp": attention_dp == 1,
+        }
         for name, unset in parts.items():
             if not unset:
                 raise InfercastError("is part of the Deployment given; set it there", field=name)
         return model
     if gpu is None:
         raise InfercastError("needs a gpu (or a Deployment)", field="gpu")
-    return Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
-                              pp=pp, attention_dp=attention_dp)  # fmt: skip
+    return Deployment.resolve(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+    )
 
 
 def front_end_paces(tpot: float, itl: float) -> bool:
@@ -164,9 +180,11 @@ def _front_end_tip(tpot: float, itl: float, batch: int, token_s: float) -> list[
     """Where the API server's front-end, not the GPUs, paces the stream: what it costs and what would help."""
     if not front_end_paces(tpot, itl):
         return []
-    return [f"the API server's front-end paces the stream: {batch} streams x {1e6 * token_s:.0f} us per token = "
-            f"{tpot * 1e3:.2f} ms per token each, against {itl * 1e3:.2f} ms per decode step; fewer streams per "
-            "server (more replicas), post-processing workers, or a release whose server streams faster"]  # fmt: skip
+    return [
+        f"the API server's front-end paces the stream: {batch} streams x {1e6 * token_s:.0f} us per token = "
+        f"{tpot * 1e3:.2f} ms per token each, against {itl * 1e3:.2f} ms per decode step; fewer streams per "
+        "server (more replicas), post-processing workers, or a release whose server streams faster"
+    ]
 
 
 def predict(
@@ -200,8 +218,17 @@ def predict(
     ``kv_precision``, ``engine``). ``stream_token_s``: seconds of the API server's front-end per streamed token
     (0: none; None: the profile's, TensorRT-LLM's fitted one, none for the others).
     """
-    dep = as_deployment(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
-                        pp=pp, attention_dp=attention_dp)  # fmt: skip
+    dep = as_deployment(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+    )
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
     batch = require_positive_int("batch", batch)
@@ -223,8 +250,9 @@ def predict(
     itl = tpot = dec_report.time_s / steps if steps else 0.0
     first = 0.0
     if cm.profile.stream_token_s > 0:  # the API server streams every token through one process
-        first, last = (float(x) for x in static_batch_delays(cm.profile.stream_token_s, batch, dec_report.time_s,
-                                                             steps))  # fmt: skip
+        first, last = (
+            float(x) for x in static_batch_delays(cm.profile.stream_token_s, batch, dec_report.time_s, steps)
+        )
         ttft, e2e = ttft + first, e2e + last
         tpot = (e2e - ttft) / steps if steps else 0.0
     single = single_total / steps if steps else 0.0
@@ -257,9 +285,18 @@ def predict(
         gpus=dep.gpus,
         advice=_front_end_tip(tpot, itl, batch, cm.profile.stream_token_s) + advice(pre_report, dec_report, cm, batch),
         provenance=prov,
-        confidence=confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp,
-                              attention_dp=dep.attention_dp, concurrency=batch, moe=dep.model.is_moe,
-                              mla=dep.model.mla is not None, attention=dep.model.attention_kind,
-                              rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate},
-                              model=dep.model.id),
-    )  # fmt: skip
+        confidence=confidence(
+            dep.hardware.id,
+            dep.engine.id,
+            tp=dep.tp,
+            ep=dep.ep,
+            pp=dep.pp,
+            attention_dp=dep.attention_dp,
+            concurrency=batch,
+            moe=dep.model.is_moe,
+            mla=dep.model.mla is not None,
+            attention=dep.model.attention_kind,
+            rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate},
+            model=dep.model.id,
+        ),
+    )

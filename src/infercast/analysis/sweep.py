@@ -121,8 +121,10 @@ def sweep(
     :meth:`Deployment.resolve`). Groups that cannot run are listed in ``attrs["skipped"]`` with the reason and
     the field it concerns; when none can, the first reason is raised with its field.
     """
-    num = [_numeric_grid(n, v) for n, v in zip(("batches", "input_lens", "output_lens"),
-                                                 (batches, input_lens, output_lens), strict=True)]  # fmt: skip
+    num = [
+        _numeric_grid(n, v)
+        for n, v in zip(("batches", "input_lens", "output_lens"), (batches, input_lens, output_lens), strict=True)
+    ]
     frames, skipped, first_error = [], [], None
     choices = [_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines, pps, attention_dps)]
     rows = int(np.prod([len(c) for c in choices], dtype=float) * np.prod([g.size for g in num], dtype=float))
@@ -130,13 +132,26 @@ def sweep(
     groups = itertools.product(*choices)
     for model_id, gpu, prec, kvp, tp, ep, engine, pp, dp in groups:
         try:
-            dep = Deployment.resolve(model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine,
-                                     pp=pp, attention_dp=dp)  # fmt: skip
+            dep = Deployment.resolve(
+                model_id, gpu, tp=tp, ep=ep, precision=prec, kv_precision=kvp, engine=engine, pp=pp, attention_dp=dp
+            )
         except InfercastError as exc:
             first_error = first_error or exc
-            skipped.append({"model": _name(model_id), "gpu": _name(gpu), "precision": prec, "kv_precision": kvp,
-                            "tp": tp, "ep": ep, "pp": pp, "attention_dp": dp, "engine": _name(engine),
-                            "field": exc.field, "reason": str(exc)})  # fmt: skip
+            skipped.append(
+                {
+                    "model": _name(model_id),
+                    "gpu": _name(gpu),
+                    "precision": prec,
+                    "kv_precision": kvp,
+                    "tp": tp,
+                    "ep": ep,
+                    "pp": pp,
+                    "attention_dp": dp,
+                    "engine": _name(engine),
+                    "field": exc.field,
+                    "reason": str(exc),
+                }
+            )
             continue
         frames.append(_evaluate_group(dep, *num))
     if not frames:
@@ -174,11 +189,15 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
     ctx = inp + out
     blocks = (
         kv_blocks_per_sequence(
-            ctx, mem.block_size, m.sliding_window, m.num_attention_layers, m.num_sliding_layers,
+            ctx,
+            mem.block_size,
+            m.sliding_window,
+            m.num_attention_layers,
+            m.num_sliding_layers,
             mem.state_blocks_per_sequence,
         )
         * bat
-    )  # fmt: skip
+    )
     n = bat.size
 
     def const(value: object) -> pd.Categorical:

@@ -154,8 +154,14 @@ def main(argv: list[str] | None = None) -> None:
                 where = where.tb_next
             place = f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}" if where else ""
             text = " ".join(str(exc).split())[:300]
-            _report(f"internal error {type(exc).__name__}{place}: {text} (please report; INFERCAST_DEBUG=1 shows "
-                    "the traceback)", None, None, as_json, 1)  # fmt: skip
+            _report(
+                f"internal error {type(exc).__name__}{place}: {text} (please report; INFERCAST_DEBUG=1 shows "
+                "the traceback)",
+                None,
+                None,
+                as_json,
+                1,
+            )
     for w in caught:
         print(f"warning: {w.category.__name__}: {w.message}", file=sys.stderr)
     if isinstance(status, int) and status:

@@ -27,6 +27,7 @@ ENGINE_HELP = "Engine profile: vllm, vllm-0.14 (async scheduling), sglang, trtll
 EP_HELP = "Expert-parallel ways (MoE; must divide tp)."
 KV_HELP = "KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision)."
 
+
 def parse_names(field: str, text: str | None) -> list[str] | None:
     """'h100-sxm, h200' -> ['h100-sxm', 'h200']; None stays None; an empty list is an error."""
     if text is None:
@@ -80,9 +81,17 @@ def compare(
     from infercast.analysis import compare as analysis
 
     df = analysis.compare(
-        model, parse_names("gpus", gpus) or [], parse_names("precisions", precisions), input_len=input_len,
-        output_len=output_len, batch=batch, tp=tp, ep=ep, kv_precision=kv_precision, engine=engine,
-    )  # fmt: skip
+        model,
+        parse_names("gpus", gpus) or [],
+        parse_names("precisions", precisions),
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        tp=tp,
+        ep=ep,
+        kv_precision=kv_precision,
+        engine=engine,
+    )
     if json_out:
         emit_json({**df.attrs, "rows": _records(df)})
         return
@@ -156,16 +165,34 @@ def roofline(
 
     image_format(out)  # checked before predicting anything
     data = roofline_data(
-        parse_names("gpus", gpus) or [], model, input_len=input_len, output_len=output_len, batch=batch,
-        precision=precision, tp=tp, ep=ep, kv_precision=kv_precision, engine=engine,
-    )  # fmt: skip
+        parse_names("gpus", gpus) or [],
+        model,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        precision=precision,
+        tp=tp,
+        ep=ep,
+        kv_precision=kv_precision,
+        engine=engine,
+    )
     path = save_roofline(data, out)
     if json_out:
         emit_json({**data, "path": str(path)})
         return
     t = Table(title=f"Roofline points: {data['model']} (prompt {input_len}, output {output_len}, batch {batch})")
-    for col in ("GPU", "prec", "peak TFLOP/s", "HBM TB/s", "ridge", "phase", "AI (FLOP/B)", "achieved TFLOP/s",
-                "% of roof", "bound"):  # fmt: skip
+    for col in (
+        "GPU",
+        "prec",
+        "peak TFLOP/s",
+        "HBM TB/s",
+        "ridge",
+        "phase",
+        "AI (FLOP/B)",
+        "achieved TFLOP/s",
+        "% of roof",
+        "bound",
+    ):
         t.add_column(col, justify="left" if col in ("GPU", "prec", "phase", "bound") else "right")
     for e in data["gpus"]:  # type: ignore[union-attr]
         for phase, pt in e["points"].items():
@@ -219,10 +246,20 @@ def select(
     ttft_s = parse_duration("ttft", ttft)
     tpot_s = parse_duration("tpot", tpot)
     df = plan_select(
-        model, parse_names("gpus", gpus), ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len,
-        output_len=output_len, batch=batch, precisions=parse_names("precisions", precisions),
-        tps=parse_int_list("tps", tps) or [], ep=ep, kv_precision=kv_precision, engine=engine, all_configs=all_configs,
-    )  # fmt: skip
+        model,
+        parse_names("gpus", gpus),
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        precisions=parse_names("precisions", precisions),
+        tps=parse_int_list("tps", tps) or [],
+        ep=ep,
+        kv_precision=kv_precision,
+        engine=engine,
+        all_configs=all_configs,
+    )
     if json_out:
         emit_json({**df.attrs, "passing": df.loc[df["passes"], "gpu"].unique().tolist(), "rows": _records(df)})
         return
@@ -271,9 +308,17 @@ def crossover(
     from infercast.analysis import compare as analysis
 
     res = analysis.crossover(
-        model, gpu, output_len=output_len, batch=batch, precision=precision, tp=tp, ep=ep, kv_precision=kv_precision,
-        engine=engine, max_input=max_input,
-    )  # fmt: skip
+        model,
+        gpu,
+        output_len=output_len,
+        batch=batch,
+        precision=precision,
+        tp=tp,
+        ep=ep,
+        kv_precision=kv_precision,
+        engine=engine,
+        max_input=max_input,
+    )
     if json_out:
         emit_json(res)
         return
@@ -287,12 +332,17 @@ def crossover(
     curve: dict[str, list] = res["curve"]  # type: ignore[assignment]
     x0 = res["crossover_input_len"]
     shown = sorted(set(np.linspace(0, len(curve["input_len"]) - 1, 12).round().astype(int).tolist()))
-    rows = [(curve["input_len"][i], curve["ttft_s"][i], curve["decode_s"][i], curve["fits"][i], False)
-            for i in shown]  # fmt: skip
+    rows = [(curve["input_len"][i], curve["ttft_s"][i], curve["decode_s"][i], curve["fits"][i], False) for i in shown]
     if x0 is not None:
         rows.append((x0, res["ttft_s"], res["decode_s"], res["fits"], True))
     for n, tt, dd, fits, mark in sorted(rows, key=lambda r: (r[0], r[4])):
         style = "bold green" if mark else ("" if tt < dd else "yellow")
-        t.add_row(f"{n:,}" + (" <- crossover" if mark else ""), fmt_time(tt), fmt_time(dd), f"{tt / dd:.2f}",
-                  "yes" if fits else "[red]no[/]", style=style)  # fmt: skip
+        t.add_row(
+            f"{n:,}" + (" <- crossover" if mark else ""),
+            fmt_time(tt),
+            fmt_time(dd),
+            f"{tt / dd:.2f}",
+            "yes" if fits else "[red]no[/]",
+            style=style,
+        )
     console.print(t)

@@ -21,8 +21,11 @@ DEFAULT_OUT = Path("infercast-profiles")
 
 DataOpt = Annotated[
     list[Path] | None,
-    typer.Option("--data", help="Measurement CSV files or folders (repeatable): infercast record CSVs, or closed-loop "
-                 "benchmark rows in aiconfigurator's silicon format (ttft_ms_mean, tpot_ms_mean, ...)."),
+    typer.Option(
+        "--data",
+        help="Measurement CSV files or folders (repeatable): infercast record CSVs, or closed-loop "
+        "benchmark rows in aiconfigurator's silicon format (ttft_ms_mean, tpot_ms_mean, ...).",
+    ),
 ]
 BenchOpt = Annotated[
     list[Path] | None,
@@ -34,12 +37,15 @@ BenchOpt = Annotated[
     ),
 ]
 BenchFormatOpt = Annotated[str, typer.Option("--bench-format", help=f"Format of --bench files: {', '.join(FORMATS)}.")]
-ModelOpt = Annotated[str, typer.Option("--model", help="--bench: model served (catalog id or config.json), when the "
-                                                       "file names none or one not in the catalog.")]  # fmt: skip
-TpOpt = Annotated[int | None, typer.Option("--tp", help="--bench: tensor-parallel GPUs of the served replica.")]
-EpOpt = Annotated[
-    int | None, typer.Option("--ep", help="--bench: expert-parallel ways (default: the file's, else 1).")
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        help="--bench: model served (catalog id or config.json), when the file names none or one not in the catalog.",
+    ),
 ]
+TpOpt = Annotated[int | None, typer.Option("--tp", help="--bench: tensor-parallel GPUs of the served replica.")]
+EpOpt = Annotated[int | None, typer.Option("--ep", help="--bench: expert-parallel ways (default: the file's, else 1).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="--bench: weight scheme (default: the model's).")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="--bench: engine that served (vllm, sglang, trtllm).")]
 ConcurrencyOpt = Annotated[
@@ -213,8 +219,9 @@ def calibrate(
     where = f"; wrote {', '.join(written)}" if written else " (dry run)"
     if written and not install:
         where += " (not installed: predictions still use the package's profiles; --install to replace them)"
-    console.print(f"median |error| on {', '.join(targets)}: {np.median(before):.1%} before -> "
-                  f"{np.median(after):.1%} after{where}")  # fmt: skip
+    console.print(
+        f"median |error| on {', '.join(targets)}: {np.median(before):.1%} before -> {np.median(after):.1%} after{where}"
+    )
 
 
 ERROR_COLUMNS = ("points", "median |error|", "p90 |error|", "median signed", "inside p90 band")
@@ -227,8 +234,15 @@ def _error_table(title: str, keys: list[str], rows: list[tuple[tuple, str, dict]
         t.add_column(col, justify="left" if col in (*keys, "metric") else "right")
     for values, metric, s in rows:
         inside = f"{s['within_p90_band']:.0%} of {s['banded_points']}" if "within_p90_band" in s else "-"
-        t.add_row(*values, metric, str(s["points"]), f"{s['median_ape']:.1%}", f"{s['p90_ape']:.1%}",
-                  f"{s['median_signed']:+.1%}", inside)  # fmt: skip
+        t.add_row(
+            *values,
+            metric,
+            str(s["points"]),
+            f"{s['median_ape']:.1%}",
+            f"{s['p90_ape']:.1%}",
+            f"{s['median_signed']:+.1%}",
+            inside,
+        )
     return t
 
 
@@ -249,13 +263,21 @@ def validate(
     concurrency: ConcurrencyOpt = None,
     request_rate: RateOpt = None,
     workers: Annotated[
-        int, typer.Option("--workers", min=1, help="Processes that predict the points (default 1; a big table of "
-                          "closed-loop rows goes about that many times faster).")
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes that predict the points (default 1; a big table of "
+            "closed-loop rows goes about that many times faster).",
+        ),
     ] = 1,
     by: Annotated[
         str,
-        typer.Option("--by", help=f"Also summarise per group of points: comma-separated {', '.join(GROUP_FIELDS)} "
-                     "(load: light <= 16 concurrent requests, medium <= 64, heavy)."),
+        typer.Option(
+            "--by",
+            help=f"Also summarise per group of points: comma-separated {', '.join(GROUP_FIELDS)} "
+            "(load: light <= 16 concurrent requests, medium <= 64, heavy).",
+        ),
     ] = "",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -273,31 +295,66 @@ def validate(
     summary = summarize(rows)
     if refused:
         reasons = sorted({u.reason.split(": ", 1)[-1] for u in refused})
-        err_console.print(f"[yellow]note[/] {len(refused)} of {len(records)} points not predicted, e.g. "
-                          f"{refused[0].reason}" + (f" ({len(reasons)} distinct reasons; --json lists them all)"
-                                                   if len(reasons) > 1 else ""))  # fmt: skip
+        err_console.print(
+            f"[yellow]note[/] {len(refused)} of {len(records)} points not predicted, e.g. "
+            f"{refused[0].reason}"
+            + (f" ({len(reasons)} distinct reasons; --json lists them all)" if len(reasons) > 1 else "")
+        )
     grouped = summarize_by(rows, fields) if fields else []
     if json_out:
-        emit_json({"summary": summary, "groups": grouped or None,
-                   "points": [r.to_dict() for r in rows] if points else None,
-                   "unpredicted": [u.to_dict() for u in refused]})  # fmt: skip
+        emit_json(
+            {
+                "summary": summary,
+                "groups": grouped or None,
+                "points": [r.to_dict() for r in rows] if points else None,
+                "unpredicted": [u.to_dict() for u in refused],
+            }
+        )
         return
     console.print(_error_table("Prediction vs measurement", [], [((), m, s) for m, s in summary.items()]))
     if grouped:
-        console.print(_error_table(f"By {', '.join(fields)}", fields,
-                                   [(tuple(s["group"].values()), s["metric"], s) for s in grouped]))  # fmt: skip
+        console.print(
+            _error_table(
+                f"By {', '.join(fields)}", fields, [(tuple(s["group"].values()), s["metric"], s) for s in grouped]
+            )
+        )
     if any(r.band for r in rows):
-        console.print("inside p90 band: points whose error lies within the p90 of the error band predict/simulate "
-                      "print for their regime (about 90 % where the bands hold)")  # fmt: skip
+        console.print(
+            "inside p90 band: points whose error lies within the p90 of the error band predict/simulate "
+            "print for their regime (about 90 % where the bands hold)"
+        )
     if points:
         p = Table(title="Points")
-        for col in ("metric", "model", "gpu", "engine", "tp", "batch", "in", "out", "measured", "predicted", "error",
-                    "band (p90)"):  # fmt: skip
+        for col in (
+            "metric",
+            "model",
+            "gpu",
+            "engine",
+            "tp",
+            "batch",
+            "in",
+            "out",
+            "measured",
+            "predicted",
+            "error",
+            "band (p90)",
+        ):
             p.add_column(col)
         for r in rows:
             rec = r.record
             band = f"± {r.band.typical:.0%} ({r.band.p90:.0%})" if r.band else "-"
-            p.add_row(r.metric, rec.model, rec.gpu, rec.engine, str(rec.tp), str(rec.batch), str(rec.input_len),
-                      str(rec.output_len), f"{r.measured:.4g}", f"{r.predicted:.4g}", f"{r.error:+.1%}",
-                      band)  # fmt: skip
+            p.add_row(
+                r.metric,
+                rec.model,
+                rec.gpu,
+                rec.engine,
+                str(rec.tp),
+                str(rec.batch),
+                str(rec.input_len),
+                str(rec.output_len),
+                f"{r.measured:.4g}",
+                f"{r.predicted:.4g}",
+                f"{r.error:+.1%}",
+                band,
+            )
         console.print(p)

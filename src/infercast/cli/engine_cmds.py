@@ -15,8 +15,17 @@ from infercast.errors import InfercastError, require_positive_int, require_posit
 CALIBRATION_DEFAULT = "infercast-profiles/cpu.yaml"
 
 
-def _config(model: str, layers: int | None, precision: str, scheduler: str, num_blocks: int, block_size: int,
-            max_num_seqs: int, max_batched_tokens: int, no_prefix_caching: bool):  # fmt: skip
+def _config(
+    model: str,
+    layers: int | None,
+    precision: str,
+    scheduler: str,
+    num_blocks: int,
+    block_size: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    no_prefix_caching: bool,
+):
     from infercast.engine.simulate import EngineConfig
     from infercast.sim.scheduler import scheduler_name
     from infercast.specs.catalog import get_model
@@ -26,9 +35,17 @@ def _config(model: str, layers: int | None, precision: str, scheduler: str, num_
     spec = get_model(model)
     if layers is not None and not 1 <= layers <= spec.num_layers:
         raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {layers}", field="layers")
-    return EngineConfig(spec, num_layers=layers, precision=precision, scheduler=scheduler_name(scheduler),
-                        num_blocks=num_blocks, block_size=block_size, max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_batched_tokens, prefix_caching=not no_prefix_caching)  # fmt: skip
+    return EngineConfig(
+        spec,
+        num_layers=layers,
+        precision=precision,
+        scheduler=scheduler_name(scheduler),
+        num_blocks=num_blocks,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_batched_tokens,
+        prefix_caching=not no_prefix_caching,
+    )
 
 
 ModelOpt = Annotated[str, typer.Option(help="Catalog id or config.json path (random weights, real shapes).")]
@@ -58,23 +75,30 @@ def calibrate_cpu(
     repeats = require_positive_int("repeats", repeats)
     rounds = require_positive_int("rounds", rounds)
     config = _config(model, layers, precision, "chunked", 256, 16, 16, 256, False)
-    _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats,
-                                        rounds=rounds)  # fmt: skip
+    _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats, rounds=rounds)
     path = save_calibration(out, peaks, profile, fit)
-    summary = {"file": str(path), "peaks": peaks, "profile": profile.flat(),
-               "fit_mean_abs_rel_error": fit["mean_abs_rel_error"],
-               "fit_max_abs_rel_error": fit["max_abs_rel_error"]}  # fmt: skip
+    summary = {
+        "file": str(path),
+        "peaks": peaks,
+        "profile": profile.flat(),
+        "fit_mean_abs_rel_error": fit["mean_abs_rel_error"],
+        "fit_max_abs_rel_error": fit["max_abs_rel_error"],
+    }
     if json_out:
         emit_json(summary)
         return
-    console.print(f"[bold]cpu[/]: {peaks['fp32'] / 1e9:.1f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.1f} GFLOP/s bf16, "
-                  f"{peaks['bandwidth_bytes_s'] / 1e9:.1f} GB/s copy ({threads} threads, load average "
-                  f"{peaks['loadavg']})")  # fmt: skip
+    console.print(
+        f"[bold]cpu[/]: {peaks['fp32'] / 1e9:.1f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.1f} GFLOP/s bf16, "
+        f"{peaks['bandwidth_bytes_s'] / 1e9:.1f} GB/s copy ({threads} threads, load average "
+        f"{peaks['loadavg']})"
+    )
     held = fit.get("held_out") or {}
-    console.print(f"step fit over {fit['points']} served steps: mean |error| {fit['mean_abs_rel_error']:.1%}, "
-                  f"max {fit['max_abs_rel_error']:.1%}, summed time {fit['total_rel_error']:+.1%}; on rounds held "
-                  f"out: mean {held.get('mean_abs_rel_error', float('nan')):.1%}, summed time "
-                  f"{held.get('total_rel_error', float('nan')):+.1%}; wrote {path}")  # fmt: skip
+    console.print(
+        f"step fit over {fit['points']} served steps: mean |error| {fit['mean_abs_rel_error']:.1%}, "
+        f"max {fit['max_abs_rel_error']:.1%}, summed time {fit['total_rel_error']:+.1%}; on rounds held "
+        f"out: mean {held.get('mean_abs_rel_error', float('nan')):.1%}, summed time "
+        f"{held.get('total_rel_error', float('nan')):+.1%}; wrote {path}"
+    )
 
 
 def validate_sim(
@@ -118,16 +142,22 @@ def validate_sim(
         rate = require_positive_number("rate", rate)
     path = calibration or Path(CALIBRATION_DEFAULT)
     if not path.is_file():
-        raise InfercastError(f"no CPU calibration at {path}: run `infercast calibrate-cpu` first (same --model, "
-                             "--layers, --precision, --threads)", field="calibration")  # fmt: skip
+        raise InfercastError(
+            f"no CPU calibration at {path}: run `infercast calibrate-cpu` first (same --model, "
+            "--layers, --precision, --threads)",
+            field="calibration",
+        )
     hardware, profile, fit = load_calibration(path)
-    config = _config(model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens,
-                     no_prefix_caching)  # fmt: skip
+    config = _config(
+        model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens, no_prefix_caching
+    )
     calibrated = (fit.get("model"), fit.get("layers"), fit.get("precision"), fit.get("threads"))
     now = (config.model_cut.id, config.num_layers, config.precision, threads)
     if calibrated != now:
-        err_console.print(f"[yellow]note[/] {path} was calibrated with (model, layers, precision, threads) = "
-                          f"{calibrated}; this run uses {now}")  # fmt: skip
+        err_console.print(
+            f"[yellow]note[/] {path} was calibrated with (model, layers, precision, threads) = "
+            f"{calibrated}; this run uses {now}"
+        )
     lengths = {} if trace else {"input_len": input_len, "output_len": output_len}
     load = {"rate": rate, "burstiness": burstiness} if rate is not None else {}
     if concurrency is not None:
@@ -136,15 +166,18 @@ def validate_sim(
         raise InfercastError("choose a load: --rate R or --concurrency C", field="rate")
     prefix = (num_prefixes, prefix_tokens) if prefix_tokens else None
     work = WorkloadSpec(trace=trace, num_requests=num_requests, seed=seed, prefix=prefix, **lengths, **load).build()
-    result = run_validation(build_model(config, seed=seed), config, hardware, profile, work, threads=threads,
-                            probe=not no_probe)  # fmt: skip
+    result = run_validation(
+        build_model(config, seed=seed), config, hardware, profile, work, threads=threads, probe=not no_probe
+    )
     if plot is not None:
         plot_cdfs({config.scheduler: result}, plot)
     if json_out:
         emit_json({**result.to_dict(), "calibration": str(path)})
         return
-    table = Table(title=f"engine vs simulator: {config.model_cut.id}, {config.scheduler}, {len(work)} requests "
-                        f"({work.name}); calibration {path}")  # fmt: skip
+    table = Table(
+        title=f"engine vs simulator: {config.model_cut.id}, {config.scheduler}, {len(work)} requests "
+        f"({work.name}); calibration {path}"
+    )
     for col in ("metric", "measured", "simulated", "error"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for row in result.rows:
@@ -154,9 +187,11 @@ def validate_sim(
         table.add_row(name, f"{row['measured'] * k:.4g}", f"{row['simulated'] * k:.4g}", f"{row['rel_error']:+.1%}")
     console.print(table)
     info = result.info
-    console.print(f"load average {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}; speed probe "
-                  f"{info['speed_factor']:.2f}x the calibration; engine steps took {info['step_time_ratio_sum']:.2f}x "
-                  "the (probe-scaled) step times in sum")  # fmt: skip
+    console.print(
+        f"load average {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}; speed probe "
+        f"{info['speed_factor']:.2f}x the calibration; engine steps took {info['step_time_ratio_sum']:.2f}x "
+        "the (probe-scaled) step times in sum"
+    )
     if plot is not None:
         err_console.print(f"wrote {plot}")
 
@@ -184,12 +219,14 @@ def serve(
     threads = require_positive_int("threads", threads)
     if not 0 <= port <= 65535:
         raise InfercastError(f"must be between 0 and 65535, got {port}", field="port")
-    config = _config(model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens,
-                     no_prefix_caching)  # fmt: skip
+    config = _config(
+        model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens, no_prefix_caching
+    )
     torch.set_num_threads(threads)
     try:
-        server = EngineServer(make_engine(build_model(config), config), host=host, port=port,
-                              model_name=config.model_cut.id)  # fmt: skip
+        server = EngineServer(
+            make_engine(build_model(config), config), host=host, port=port, model_name=config.model_cut.id
+        )
     except OSError as exc:
         raise InfercastError(f"cannot listen on {host}:{port} ({exc.strerror})", field="port") from None
     server.start()

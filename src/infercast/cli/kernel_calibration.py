@@ -20,8 +20,9 @@ def parse_source(text: str) -> tuple[str, str | None]:
     if name not in SOURCES:
         raise InfercastError(
             f"unknown source {text!r}; allowed: aiconfigurator or aiconfigurator:PATH (an unpacked wheel)",
-            field="from", allowed=list(SOURCES),
-        )  # fmt: skip
+            field="from",
+            allowed=list(SOURCES),
+        )
     return name, path or None
 
 
@@ -34,15 +35,26 @@ def calibrate_kernels(
     targets = gpus or [g for g, folder in GPU_DIRS.items() if (source.data / folder).is_dir()]
     for gpu in targets:
         if gpu not in GPU_DIRS:
-            raise InfercastError(f"no aiconfigurator tables for {gpu!r}; known: {', '.join(GPU_DIRS)}", field="gpu",
-                                 allowed=list(GPU_DIRS))  # fmt: skip
+            raise InfercastError(
+                f"no aiconfigurator tables for {gpu!r}; known: {', '.join(GPU_DIRS)}",
+                field="gpu",
+                allowed=list(GPU_DIRS),
+            )
     folder = KERNEL_PROFILE_DIR if install else (out or Path("infercast-profiles")) / "kernels"
     rows = []
     for gpu in targets:
         data = build_kernel_profile(source, gpu)
         written = None if dry_run else str(write_kernel_profile(data, folder / f"{gpu}.yaml"))
-        rows.append({"gpu": gpu, "source": data["source"], "kernels": data["kernels"], "fit": data["fit"],
-                     "collectives": {k: sorted(v) for k, v in data["collectives"].items()}, "written": written})
+        rows.append(
+            {
+                "gpu": gpu,
+                "source": data["source"],
+                "kernels": data["kernels"],
+                "fit": data["fit"],
+                "collectives": {k: sorted(v) for k, v in data["collectives"].items()},
+                "written": written,
+            }
+        )
     if json_out:
         emit_json({"profiles": rows})
         return

@@ -36,20 +36,33 @@ def memory(
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of memory the engine may use.")] = None,
     block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
     max_batched_tokens: Annotated[
-        int | None, typer.Option(help="The run's step token budget, which sizes the activation reserve (default: the "
-                                      "engine's).")] = None,
+        int | None,
+        typer.Option(help="The run's step token budget, which sizes the activation reserve (default: the engine's)."),
+    ] = None,
     max_num_seqs: Annotated[
-        int | None, typer.Option(help="The run's sequence limit, which sizes the sampler's reserve (default: the "
-                                      "engine's).")] = None,
+        int | None,
+        typer.Option(help="The run's sequence limit, which sizes the sampler's reserve (default: the engine's)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Per-GPU memory budget: weights, KV cache, activations, runtime; fits or not and by how much."""
     budget = memory_budget(
-        model, gpu, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, precision=precision, kv_precision=kv_precision,
-        engine=engine, context=context, concurrency=concurrency, gpu_memory_utilization=gpu_memory_utilization,
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        pp=pp,
+        attention_dp=attention_dp,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        context=context,
+        concurrency=concurrency,
+        gpu_memory_utilization=gpu_memory_utilization,
         block_size=block_size,
-        max_num_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs,
-    )  # fmt: skip
+        max_num_batched_tokens=max_batched_tokens,
+        max_num_seqs=max_num_seqs,
+    )
     if json_out:
         emit_json(budget.to_dict())
     else:

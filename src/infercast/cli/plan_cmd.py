@@ -25,8 +25,10 @@ from infercast.errors import InfercastError
 if TYPE_CHECKING:
     from infercast.plan.result import PlanResult
 
-SLO_HELP = ("Objectives, space-separated: METRIC:pNN:TIME (ttft, tpot, e2e; e.g. ttft:p99:200ms tpot:p90:50ms "
-            "e2e:p99:20s) or METRIC:TIME (a goodput limit met by --attainment of the requests).")  # fmt: skip
+SLO_HELP = (
+    "Objectives, space-separated: METRIC:pNN:TIME (ttft, tpot, e2e; e.g. ttft:p99:200ms tpot:p90:50ms "
+    "e2e:p99:20s) or METRIC:TIME (a goodput limit met by --attainment of the requests)."
+)
 STATUS_STYLE = {"pass": "", "fail": "red", "bounded": "yellow", "pruned": "dim"}
 
 
@@ -88,22 +90,46 @@ def plan(
     if plot is not None:
         image_format(plot)
     kwargs = dict(
-        slo=slo, rate=rate, input_len=_length(input_len), output_len=_length(output_len), trace=trace,
-        attainment=attainment, precisions=parse_names("precisions", precisions), tps=parse_int_list("tps", tps),
-        eps=parse_int_list("ep", ep), kv_precisions=parse_names("kv_precisions", kv_precisions),
-        engines=parse_names("engines", engines), max_num_seqs=parse_int_list("max_num_seqs", max_num_seqs),
-        max_num_batched_tokens=parse_int_list("chunk", chunk), aggregated=not no_aggregated, disagg=disagg,
-        decode_tps=parse_int_list("decode_tps", decode_tps), pps=parse_int_list("pps", pps),
-        attention_dps=parse_int_list("attention_dps", attention_dps), prices=parse_prices(price),
+        slo=slo,
+        rate=rate,
+        input_len=_length(input_len),
+        output_len=_length(output_len),
+        trace=trace,
+        attainment=attainment,
+        precisions=parse_names("precisions", precisions),
+        tps=parse_int_list("tps", tps),
+        eps=parse_int_list("ep", ep),
+        kv_precisions=parse_names("kv_precisions", kv_precisions),
+        engines=parse_names("engines", engines),
+        max_num_seqs=parse_int_list("max_num_seqs", max_num_seqs),
+        max_num_batched_tokens=parse_int_list("chunk", chunk),
+        aggregated=not no_aggregated,
+        disagg=disagg,
+        decode_tps=parse_int_list("decode_tps", decode_tps),
+        pps=parse_int_list("pps", pps),
+        attention_dps=parse_int_list("attention_dps", attention_dps),
+        prices=parse_prices(price),
         num_requests=num_requests,
-        seed=seed, executor=executor, workers=workers, ray_address=ray_address, exhaustive=exhaustive, daily=daily,
-        scale_up_delay_s=scale_up_delay, stream_token_s=stream_token_seconds(stream_token_us),
-    )  # fmt: skip
+        seed=seed,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        exhaustive=exhaustive,
+        daily=daily,
+        scale_up_delay_s=scale_up_delay,
+        stream_token_s=stream_token_seconds(stream_token_us),
+    )
     if json_out or not err_console.is_terminal:
         result = run_plan(model, parse_names("gpus", gpus), **kwargs)
     else:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err_console, transient=True) as bar:  # fmt: skip
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        ) as bar:
             tasks: dict[str, int] = {}
 
             def progress(phase: str, done: int, total: int) -> None:
@@ -140,10 +166,12 @@ def render(result: PlanResult, top: int) -> None:
     s, st = result.settings, result.stats
     front_end = s.get("stream_token_s")
     streams = "" if front_end is None else f"; API front-end {1e6 * front_end:g} us per streamed token"
-    t = Table(title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}{streams}", box=box.SIMPLE_HEAD,
-              pad_edge=False)  # fmt: skip
-    terms = [t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "")
-             for t_ in s["slo"]["terms"]]  # fmt: skip
+    t = Table(
+        title=f"Plan: {s['model']}, {s['traffic']}; SLO {s['slo_text']}{streams}", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    terms = [
+        t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "") for t_ in s["slo"]["terms"]
+    ]
     t.add_column("candidate", no_wrap=True, min_width=12)
     for col in ("req/s", "fleet", "$/h", "$/Mtok", "tok/s/GPU", "tok/s/usr", *terms):
         t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
@@ -155,18 +183,30 @@ def render(result: PlanResult, top: int) -> None:
         measured = r["slo_measured_ms"] or {}
         t.add_row(
             r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
-            _num(r["max_rate_req_s"], ".3g"), units, _num(fleet, ",.2f"), _num(r["usd_per_mtok_output"], ".3g"),
-            _num(r["output_tok_s_per_gpu"], ",.0f"), _num(r["tok_s_per_user"], ".1f"),
-            *[f"{measured[k]:.0f}" if k in measured else "-" for k in terms], str(why),
+            _num(r["max_rate_req_s"], ".3g"),
+            units,
+            _num(fleet, ",.2f"),
+            _num(r["usd_per_mtok_output"], ".3g"),
+            _num(r["output_tok_s_per_gpu"], ",.0f"),
+            _num(r["tok_s_per_user"], ".1f"),
+            *[f"{measured[k]:.0f}" if k in measured else "-" for k in terms],
+            str(why),
             style=STATUS_STYLE[r["status"]],
-        )  # fmt: skip
+        )
     console.print(t)
-    console.print(f"{st['candidates']} candidates: {st['pruned']} pruned analytically, {st['bounded']} cut by the cost "
-                  f"bound, {st['searched']} searched ({st['passing']} pass), {st['simulations']} simulations, "
-                  f"{st['seconds_total']:.1f} s", highlight=False)  # fmt: skip
-    console.print("req/s: the most one unit serves within the SLO; fleet: units x GPUs for the target rate; $/Mtok: "
-                  "unit $/h over its output tokens/s; SLO columns: ms at that rate; * on a Pareto front "
-                  "(tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)", style="dim", highlight=False)  # fmt: skip
+    console.print(
+        f"{st['candidates']} candidates: {st['pruned']} pruned analytically, {st['bounded']} cut by the cost "
+        f"bound, {st['searched']} searched ({st['passing']} pass), {st['simulations']} simulations, "
+        f"{st['seconds_total']:.1f} s",
+        highlight=False,
+    )
+    console.print(
+        "req/s: the most one unit serves within the SLO; fleet: units x GPUs for the target rate; $/Mtok: "
+        "unit $/h over its output tokens/s; SLO columns: ms at that rate; * on a Pareto front "
+        "(tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)",
+        style="dim",
+        highlight=False,
+    )
     for r in result.table.head(top).to_dict(orient="records"):
         if r["status"] != "pass":
             console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
@@ -177,8 +217,9 @@ def render(result: PlanResult, top: int) -> None:
     console.print(f"[bold]chosen[/]: {c['label']} — {c['max_rate_req_s']:.3g} req/s per unit")
     band = c.get("error_band")
     if band and band.get("error_bands"):
-        parts = [f"{k.upper()} ± {v['typical_pct']:g} % (p90 {v['p90_pct']:g} %)"
-                 for k, v in band["error_bands"].items()]
+        parts = [
+            f"{k.upper()} ± {v['typical_pct']:g} % (p90 {v['p90_pct']:g} %)" for k, v in band["error_bands"].items()
+        ]
         console.print("expected prediction error here: " + ", ".join(parts))
     for warning in (band or {}).get("warnings", []):
         console.print(f"[yellow]note[/]: {warning}")
@@ -186,15 +227,20 @@ def render(result: PlanResult, top: int) -> None:
     if f is not None:
         verdict = "[green]meets[/]" if f["passes"] else "[red]misses[/]"
         measured = ", ".join(f"{k} {v:.0f} ms" for k, v in f["slo_measured_ms"].items())
-        console.print(f"fleet check: {f['replicas']} unit(s) at {f['rate_req_s']:g} req/s {verdict} the SLO in "
-                      f"simulation ({measured}; {f['slo_attainment']:.1%} of requests within every limit)")  # fmt: skip
+        console.print(
+            f"fleet check: {f['replicas']} unit(s) at {f['rate_req_s']:g} req/s {verdict} the SLO in "
+            f"simulation ({measured}; {f['slo_attainment']:.1%} of requests within every limit)"
+        )
     for line in result.launch:
-        console.print(line, style="dim" if line.startswith("#") else "bold", markup=False, highlight=False,
-                      soft_wrap=True)  # one line, to copy and paste  # fmt: skip
+        console.print(
+            line, style="dim" if line.startswith("#") else "bold", markup=False, highlight=False, soft_wrap=True
+        )  # one line, to copy and paste
     d = result.daily
     if d is not None:
         hourly = d.intervals.groupby(d.intervals["start_h"].astype(int))["units_needed"].max()
-        console.print(f"daily load ({d.source}): autoscaled ${d.autoscaled_usd:,.2f} vs fixed {d.fixed_units} units "
-                      f"${d.fixed_usd:,.2f} ({d.saving:.0%} saved); scale-up delay {d.scale_up_delay_s:g} s leaves "
-                      f"{d.requests_above_capacity:.2%} of requests arriving above ready capacity")  # fmt: skip
+        console.print(
+            f"daily load ({d.source}): autoscaled ${d.autoscaled_usd:,.2f} vs fixed {d.fixed_units} units "
+            f"${d.fixed_usd:,.2f} ({d.saving:.0%} saved); scale-up delay {d.scale_up_delay_s:g} s leaves "
+            f"{d.requests_above_capacity:.2%} of requests arriving above ready capacity"
+        )
         console.print("units needed by hour: " + " ".join(str(int(v)) for v in hourly.to_numpy()))

@@ -52,10 +52,21 @@ def predict(
 ) -> None:
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
     result = run_predict(
-        model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, precision=precision,
-        kv_precision=kv_precision, engine=engine, chunk_size=chunk_size, pp=pp, attention_dp=attention_dp,
+        model,
+        gpu,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        chunk_size=chunk_size,
+        pp=pp,
+        attention_dp=attention_dp,
         stream_token_s=stream_token_seconds(stream_token_us),
-    )  # fmt: skip
+    )
     if json_out:
         emit_json(result.to_dict(ops=ops))
     else:

@@ -151,37 +151,60 @@ def simulate(
             raise unknown_choice("json_format", json_format, JSON_FORMATS)
         json_format = json_format.strip().lower()
         if rate_sweep and json_format == "vllm":
-            raise InfercastError("vllm bench serve writes one run per file: use it without --rate-sweep",
-                                 field="json_format")  # fmt: skip
+            raise InfercastError(
+                "vllm bench serve writes one run per file: use it without --rate-sweep", field="json_format"
+            )
     disagg = _disagg(scheduler, given)
     speculative = _speculative(given)
     prefix = _prefix(prefix_len, num_prefixes)
     if not rate_sweep:
         _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
     common = dict(
-        tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, precision=precision, kv_precision=kv_precision, engine=engine,
+        tp=tp,
+        ep=ep,
+        pp=pp,
+        attention_dp=attention_dp,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
         scheduler=scheduler,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-        gpu_memory_utilization=gpu_memory_utilization, prefix_caching=not no_prefix_caching, preemption=preemption,
-        overlap_scheduler=overlap_scheduler, replicas=replicas, router=router, disagg=disagg, speculative=speculative,
-        step_mode=step_mode, stream_token_s=stream_token_seconds(stream_token_us),
-        trace=trace, input_len=_length(input_len, "input_len"), output_len=_length(output_len, "output_len"),
-        num_requests=num_requests, burstiness=burstiness, seed=seed, prefix=prefix,
-    )  # fmt: skip
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        prefix_caching=not no_prefix_caching,
+        preemption=preemption,
+        overlap_scheduler=overlap_scheduler,
+        replicas=replicas,
+        router=router,
+        disagg=disagg,
+        speculative=speculative,
+        step_mode=step_mode,
+        stream_token_s=stream_token_seconds(stream_token_us),
+        trace=trace,
+        input_len=_length(input_len, "input_len"),
+        output_len=_length(output_len, "output_len"),
+        num_requests=num_requests,
+        burstiness=burstiness,
+        seed=seed,
+        prefix=prefix,
+    )
     if rate_sweep:
         from infercast.sim.rate_sweep import rate_sweep as run_sweep
 
         _refuse(given, ("rate", "concurrency", "offline"), "not with --rate-sweep, which sets the load (see --rates)")
         _refuse(given, ("requests_out", "trace_out"), "not with --rate-sweep (one run per rate): simulate one --rate")
         rate_list = parse_float_list("rates", rates)
-        sweep = run_sweep(model, gpu, rates=rate_list, goodput=goodput,
-                          attainment=0.9 if attainment is None else attainment, **common)  # fmt: skip
+        sweep = run_sweep(
+            model, gpu, rates=rate_list, goodput=goodput, attainment=0.9 if attainment is None else attainment, **common
+        )
         if plot_dir:
             from infercast.sim.plots import plot_rate_sweep
 
             make_dir(plot_dir, "plot_dir")
-            plot_rate_sweep(sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo,
-                            slo_capacity=sweep.slo_capacity_req_s)  # fmt: skip
+            plot_rate_sweep(
+                sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo, slo_capacity=sweep.slo_capacity_req_s
+            )
         if json_out:
             emit_json(sweep.to_dict())
         else:
@@ -191,9 +214,16 @@ def simulate(
     from infercast.sim.api import simulation_config
 
     config = simulation_config(
-        model, gpu, rate=rate, concurrency=concurrency, offline=offline, goodput=goodput,
-        trace_steps=200_000 if trace_out else 0, sample_interval=0.05 if (trace_out or plot_dir) else 1.0, **common,
-    )  # fmt: skip
+        model,
+        gpu,
+        rate=rate,
+        concurrency=concurrency,
+        offline=offline,
+        goodput=goodput,
+        trace_steps=200_000 if trace_out else 0,
+        sample_interval=0.05 if (trace_out or plot_dir) else 1.0,
+        **common,
+    )
     result = run_simulation(config)
     if requests_out:
         from infercast.sim.export import write_requests
@@ -227,8 +257,13 @@ def _vllm_json(result, *, rate: float | None, burstiness: float, concurrency: in
     """The run under ``vllm bench serve --save-result`` key names (goodput filled in when SLOs were given)."""
     from infercast.measure.bench_results import to_vllm_result
 
-    doc = to_vllm_result(result, model_id=result.config["model"], max_concurrency=concurrency,
-                         request_rate=math.inf if rate is None else rate, burstiness=burstiness)  # fmt: skip
+    doc = to_vllm_result(
+        result,
+        model_id=result.config["model"],
+        max_concurrency=concurrency,
+        request_rate=math.inf if rate is None else rate,
+        burstiness=burstiness,
+    )
     if "slo" in result.summary:
         doc["request_goodput"] = result["goodput_req_s"]
     return doc
@@ -269,8 +304,10 @@ def _speculative(given: dict) -> SpeculativeConfig | None:
         _refuse(given, ("spec_acceptance", "draft_model", "draft_cost"), "needs --spec-tokens K (speculative decoding)")
         return None
     if given["draft_model"] is not None and given["draft_cost"] is not None:
-        raise InfercastError("--draft-cost prices a draft without a model; with --draft-model the draft model's own "
-                             "step time is used", field="draft_cost")  # fmt: skip
+        raise InfercastError(
+            "--draft-cost prices a draft without a model; with --draft-model the draft model's own step time is used",
+            field="draft_cost",
+        )
     acceptance = DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
     extra = {} if given["draft_cost"] is None else {"draft_cost": given["draft_cost"]}
     return SpeculativeConfig(given["spec_tokens"], acceptance, given["draft_model"], **extra)
@@ -291,13 +328,22 @@ def _render_sweep(sweep) -> None:
     for col in ("rate", "throughput", "goodput", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "saturated"):
         t.add_column(col, justify="right")
     for row in sweep.table.to_dict(orient="records"):
-        t.add_row(f"{row['rate_req_s']:.2f}", f"{row['request_throughput_req_s']:.2f}", f"{row['goodput_req_s']:.2f}",
-                  fmt_time(row["ttft_p50_s"]), fmt_time(row["ttft_p99_s"]), fmt_time(row["tpot_p50_s"]),
-                  fmt_time(row["tpot_p99_s"]), "yes" if row["saturated"] else "")  # fmt: skip
+        t.add_row(
+            f"{row['rate_req_s']:.2f}",
+            f"{row['request_throughput_req_s']:.2f}",
+            f"{row['goodput_req_s']:.2f}",
+            fmt_time(row["ttft_p50_s"]),
+            fmt_time(row["ttft_p99_s"]),
+            fmt_time(row["tpot_p50_s"]),
+            fmt_time(row["tpot_p99_s"]),
+            "yes" if row["saturated"] else "",
+        )
     console.print(t)
     if sweep.slo_capacity_req_s is None:
         console.print("[red]no rate met the SLOs[/]" if sweep.slo else "[red]no rate kept up with its load[/]")
     else:
         what = "SLO capacity (highest rate meeting the SLOs)" if sweep.slo else "highest rate kept up with"
-        console.print(f"{what}: {sweep.slo_capacity_req_s:.2f} req/s "
-                      f"(offline throughput, all requests at once: {sweep.capacity_req_s:.2f} req/s)")  # fmt: skip
+        console.print(
+            f"{what}: {sweep.slo_capacity_req_s:.2f} req/s "
+            f"(offline throughput, all requests at once: {sweep.capacity_req_s:.2f} req/s)"
+        )

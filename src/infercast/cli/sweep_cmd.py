@@ -73,18 +73,28 @@ def sweep(
     if out is not None:
         check_out_path(out)
     df = run_sweep(
-        models=_names(models), gpus=_names(gpus), precisions=_names(precisions) if precisions else None,
+        models=_names(models),
+        gpus=_names(gpus),
+        precisions=_names(precisions) if precisions else None,
         kv_precisions=_names(kv_precisions) if kv_precisions else None,
-        batches=parse_int_list("batches", batches), input_lens=parse_int_list("input_lens", input_lens),
-        output_lens=parse_int_list("output_lens", output_lens), tps=parse_int_list("tps", tps),
-        eps=parse_int_list("eps", eps), engines=_names(engines), pps=parse_int_list("pps", pps),
+        batches=parse_int_list("batches", batches),
+        input_lens=parse_int_list("input_lens", input_lens),
+        output_lens=parse_int_list("output_lens", output_lens),
+        tps=parse_int_list("tps", tps),
+        eps=parse_int_list("eps", eps),
+        engines=_names(engines),
+        pps=parse_int_list("pps", pps),
         attention_dps=parse_int_list("attention_dps", attention_dps),
-    )  # fmt: skip
+    )
     if out is not None:
         write_rows(df, out)
     if json_out:
-        emit_json({"rows": df.astype({c: str for c in df.select_dtypes("category")}).to_dict(orient="records"),
-                   "skipped": df.attrs.get("skipped", [])})  # fmt: skip
+        emit_json(
+            {
+                "rows": df.astype({c: str for c in df.select_dtypes("category")}).to_dict(orient="records"),
+                "skipped": df.attrs.get("skipped", []),
+            }
+        )
         return
     t = Table(title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""))
     for col in ("model", "gpu", "precision", "tp", "batch", "in", "out", "TTFT", "TPOT", "out tok/s", "fits"):
@@ -94,9 +104,19 @@ def sweep(
     order = df.assign(_runnable=runnable).sort_values(["_runnable", "output_throughput_tok_s"], ascending=False)
     shown = order.head(30) if len(df) > 30 else order
     for r in shown.itertuples():
-        t.add_row(str(r.model), str(r.gpu), str(r.precision), str(r.tp), str(r.batch), str(r.input_len),
-                  str(r.output_len), fmt_time(r.ttft_s), fmt_time(r.tpot_s), f"{r.output_throughput_tok_s:,.0f}",
-                  "yes" if r.fits else "no")  # fmt: skip
+        t.add_row(
+            str(r.model),
+            str(r.gpu),
+            str(r.precision),
+            str(r.tp),
+            str(r.batch),
+            str(r.input_len),
+            str(r.output_len),
+            fmt_time(r.ttft_s),
+            fmt_time(r.tpot_s),
+            f"{r.output_throughput_tok_s:,.0f}",
+            "yes" if r.fits else "no",
+        )
     console.print(t)
     for s in df.attrs.get("skipped", []):
         console.print(f"[yellow]skipped[/] {s['model']} {s['gpu']} {s['precision']}: {s['reason']}")

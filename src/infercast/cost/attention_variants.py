@@ -71,12 +71,28 @@ def _dsa_indexer_rows(dep: Deployment) -> list[OpRow]:
     act = dep.scheme.activation_format.bytes_per_element
     # every cached key scored; per token the queries read and the new key written
     token_bytes = (sa.index_n_heads * sa.index_head_dim * act + sa.index_head_dim + INDEXER_KEY_SCALE_BYTES) * La
-    return indexer_rows(dep, "dsa_indexer", La, float(La), sa.index_n_heads, sa.index_head_dim,
-                        sa.index_head_dim + INDEXER_KEY_SCALE_BYTES, token_bytes)  # fmt: skip
+    return indexer_rows(
+        dep,
+        "dsa_indexer",
+        La,
+        float(La),
+        sa.index_n_heads,
+        sa.index_head_dim,
+        sa.index_head_dim + INDEXER_KEY_SCALE_BYTES,
+        token_bytes,
+    )
 
 
-def indexer_rows(dep: Deployment, name: str, layers: int, keys_per_token: float, n_heads: int, head_dim: int,
-                 key_bytes: float, token_bytes: float) -> list[OpRow]:  # fmt: skip
+def indexer_rows(
+    dep: Deployment,
+    name: str,
+    layers: int,
+    keys_per_token: float,
+    n_heads: int,
+    head_dim: int,
+    key_bytes: float,
+    token_bytes: float,
+) -> list[OpRow]:
     """A lightning indexer's prefill and decode rows (DSA, DeepSeek-V4's CSA): ``n_heads`` x ``head_dim`` fp8
     dot products per scored key, replicated on every rank, ``keys_per_token`` scored keys per (query, cached
     token) pair summed over the layers (the layer count, or with compressed keys their 1/r weights); each key
@@ -90,9 +106,14 @@ def indexer_rows(dep: Deployment, name: str, layers: int, keys_per_token: float,
         ("decode", "decode_kv", "decode_kv", "decode_tokens"),
     ):
         row = OpRow(
-            f"{name}_{phase}", "attention", "attention", key, kernels=DSA_KERNELS_PER_LAYER * layers,
-            active=F[tokens], bandwidth="attn_decode" if phase == "decode" else "hbm",
-        )  # fmt: skip
+            f"{name}_{phase}",
+            "attention",
+            "attention",
+            key,
+            kernels=DSA_KERNELS_PER_LAYER * layers,
+            active=F[tokens],
+            bandwidth="attn_decode" if phase == "decode" else "hbm",
+        )
         row.flops[F[pairs]] = per_key_flops * keys_per_token
         row.bytes[F[kv]] = key_bytes * keys_per_token
         row.bytes[F[pairs]] += 2 * SCORE_BYTES * keys_per_token
@@ -115,17 +136,25 @@ def _linear_attention_rows(dep: Deployment) -> list[OpRow]:
     io_bytes = (2 * la.key_dim + 3 * la.value_dim) / tp * act
 
     pre = OpRow(
-        "linear_attention_prefill", "attention", "attention", dep.attention_key,
-        kernels=GDN_KERNELS_PER_LAYER * Ll, active=F["prefill_tokens"],
-    )  # fmt: skip
+        "linear_attention_prefill",
+        "attention",
+        "attention",
+        dep.attention_key,
+        kernels=GDN_KERNELS_PER_LAYER * Ll,
+        active=F["prefill_tokens"],
+    )
     pre.flops[F["prefill_tokens"]] = Ll * heads * (4 * dk * dv + 2 * GDN_CHUNK * (2 * dk + 2 * dv))
     pre.bytes[F["prefill_tokens"]] = Ll * io_bytes
     pre.bytes[F["prefill_seqs"]] = Ll * 2 * state_bytes  # the state read at the chunk start, written at its end
 
     dec = OpRow(
-        "linear_attention_decode", "attention", "elementwise", None,
-        kernels=GDN_KERNELS_PER_LAYER * Ll, active=F["decode_tokens"],
-    )  # fmt: skip
+        "linear_attention_decode",
+        "attention",
+        "elementwise",
+        None,
+        kernels=GDN_KERNELS_PER_LAYER * Ll,
+        active=F["decode_tokens"],
+    )
     dec.flops[F["decode_tokens"]] = Ll * heads * 6 * dk * dv
     dec.bytes[F["decode_tokens"]] = Ll * (io_bytes + 2 * state_bytes)  # one decode token = one sequence's state
     return [pre, dec]
@@ -160,9 +189,14 @@ def _compressed_attention_rows(dep: Deployment) -> list[OpRow]:
     rows.append(pre)
 
     dec = OpRow(
-        "attention_decode", "attention", "attention", dep.attention_key, kernels=L, active=F["decode_tokens"],
+        "attention_decode",
+        "attention",
+        "attention",
+        dep.attention_key,
+        kernels=L,
+        active=F["decode_tokens"],
         bandwidth="attn_decode",
-    )  # fmt: skip
+    )
     dec.flops[F["decode_tokens"]] = per_pair * W * L
     dec.flops[F["decode_kv_win"]] = per_pair * csa
     dec.flops[F["decode_kv"]] = per_pair * hca

@@ -64,8 +64,18 @@ def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: 
     ``bytes`` holds what each rank sends over the links (the ring's 2(N-1)/N per byte reduced for an
     all-reduce, (N-1)/N for a gather or all-to-all), ``hops`` the ring steps of the fallback without a measured
     curve (2(N-1) for an all-reduce, N-1 for a gather or all-to-all, 1 for a send)."""
-    op = OpRow(name, "communication", "comm", None, bandwidth="link", active=feature, collective=kind,
-               ranks=ranks, calls=calls, kernels=calls)  # fmt: skip
+    op = OpRow(
+        name,
+        "communication",
+        "comm",
+        None,
+        bandwidth="link",
+        active=feature,
+        collective=kind,
+        ranks=ranks,
+        calls=calls,
+        kernels=calls,
+    )
     op.message[feature] = bytes_per_unit
     share = 1.0 if kind == "p2p" else ring_share(kind, ranks)
     op.bytes[feature] = calls * share * bytes_per_unit
@@ -152,9 +162,14 @@ def build_op_table(dep: Deployment) -> OpTable:
         ops.append(pre)
 
         dec = OpRow(
-            "attention_decode", "attention", "attention", attn_key, kernels=La, active=F["decode_tokens"],
+            "attention_decode",
+            "attention",
+            "attention",
+            attn_key,
+            kernels=La,
+            active=F["decode_tokens"],
             bandwidth="attn_decode",
-        )  # fmt: skip
+        )
         per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
         dec.flops[F["decode_kv"]] = per_key * Lf
         dec.flops[F["decode_kv_win"]] = per_key * Ls

@@ -160,8 +160,12 @@ class CostProfile:
         above = [n for n in sizes if n > ranks]
         if below and above:
             lo, hi = below[-1], above[0]
-            return lerp_curves(table[lo], table[hi], (ranks - lo) / (hi - lo), f"{table[lo].source}; "
-                               f"interpolated between {lo} and {hi} GPUs")  # fmt: skip
+            return lerp_curves(
+                table[lo],
+                table[hi],
+                (ranks - lo) / (hi - lo),
+                f"{table[lo].source}; interpolated between {lo} and {hi} GPUs",
+            )
         ref = sizes[-1] if below else sizes[0]
         # outside the measured sizes: scaled by the ring's bytes per GPU, (N-1)/N of the message (x2 for an
         # all-reduce, which cancels in the ratio)

@@ -167,8 +167,11 @@ class StepCostModel:
         alpha = np.array(step_s)
         self.latency = (hops * alpha + fixed)[:, None]
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
-        self.per_decode = [(i, r.kernels * p.attn_decode_seq_s) for i, r in enumerate(rows)
-                           if r.bandwidth == "attn_decode" and p.attn_decode_seq_s]  # fmt: skip
+        self.per_decode = [
+            (i, r.kernels * p.attn_decode_seq_s)
+            for i, r in enumerate(rows)
+            if r.bandwidth == "attn_decode" and p.attn_decode_seq_s
+        ]
         self.cta_bound: list[tuple[int, float]] = []
         """Decode attention without split-KV (``decode_attn_cta_bytes_s``): (op index, seconds per byte and
         decode token). One thread block per sequence and KV head streams at most that rate, so a step with few
@@ -183,8 +186,12 @@ class StepCostModel:
             mm = dep.model.moe
             assert mm is not None
             width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
-            pair_bytes = (mm.experts_per_token * (dep.model.hidden_size + width) * MOE_PAIR_ELEMENT_BYTES
-                          * dep.model.num_moe_layers)  # fmt: skip
+            pair_bytes = (
+                mm.experts_per_token
+                * (dep.model.hidden_size + width)
+                * MOE_PAIR_ELEMENT_BYTES
+                * dep.model.num_moe_layers
+            )
             if dep.attention_dp > 1:
                 # wide EP: the all-to-all dispatch (the ep_all_to_all rows) hands each rank only the pairs of its
                 # own experts, 1/ep of them, where the measured tables' expert-map path passes over every pair

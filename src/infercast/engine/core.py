@@ -178,8 +178,9 @@ class Engine:
             raise InfercastError("requests need a prompt and at least one output token", field="workload")
         limit = None if cacheable_tokens is None else cacheable_tokens // self.bs
         hashes = chain_hashes(prompt, self.bs, limit) if self.pool.prefix_caching else []
-        self.seqs[i] = Sequence(i, list(prompt), int(output_len), hashes, visible,
-                                logits=[] if self.record_logits else None)  # fmt: skip
+        self.seqs[i] = Sequence(
+            i, list(prompt), int(output_len), hashes, visible, logits=[] if self.record_logits else None
+        )
         self.waiting.append(i)
 
     @property
@@ -224,10 +225,21 @@ class Engine:
         s = float(sum(ctx))
         sw = float(sum(min(x, w) for x in ctx)) if w else s
         n_pre = len(plan.prefill)
-        return {"one": 1.0, "tokens": pre + n, "sampled": float(sampled + n), "prefill_tokens": pre,
-                "decode_tokens": float(n), "prefill_pairs": pairs, "prefill_pairs_win": pairs_w, "prefill_kv": kv,
-                "prefill_kv_win": kv_w, "decode_kv": s, "decode_kv_win": sw, "seqs": float(n_pre + n),
-                "prefill_seqs": float(n_pre)}  # fmt: skip
+        return {
+            "one": 1.0,
+            "tokens": pre + n,
+            "sampled": float(sampled + n),
+            "prefill_tokens": pre,
+            "decode_tokens": float(n),
+            "prefill_pairs": pairs,
+            "prefill_pairs_win": pairs_w,
+            "prefill_kv": kv,
+            "prefill_kv_win": kv_w,
+            "decode_kv": s,
+            "decode_kv_win": sw,
+            "seqs": float(n_pre + n),
+            "prefill_seqs": float(n_pre),
+        }
 
     def _execute(self, plan: Plan, clock: Clock, start: float) -> None:
         decodes = list(self.running) if plan.decode else []

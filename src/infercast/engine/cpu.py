@@ -128,8 +128,10 @@ def provenance() -> dict[str, Any]:
 
 def cpu_hardware(peaks: dict[str, Any]) -> HardwareSpec:
     """The ``cpu`` accelerator spec: measured peaks in place of a datasheet."""
-    where = f"measured on {peaks.get('host', '?')} ({peaks.get('cpu', '?')}), {peaks.get('date', '?')}, " \
-            f"{peaks.get('threads', '?')} threads, load average {peaks.get('loadavg', '?')}"  # fmt: skip
+    where = (
+        f"measured on {peaks.get('host', '?')} ({peaks.get('cpu', '?')}), {peaks.get('date', '?')}, "
+        f"{peaks.get('threads', '?')} threads, load average {peaks.get('loadavg', '?')}"
+    )
     no_link = LinkSpec(name="none (single CPU)", bandwidth_bytes_s=0.0)
     return HardwareSpec(
         id="cpu",
@@ -242,8 +244,10 @@ def step_sweep(
     rng = np.random.default_rng(0)
     runs, cols, labels = [], [], []
     for pre, dec in points:
-        chunks = [SeqChunk(rng.integers(0, model.spec.vocab_size, c).tolist(), c0, tables[k], True)
-                  for k, (c, c0) in enumerate(pre)]  # fmt: skip
+        chunks = [
+            SeqChunk(rng.integers(0, model.spec.vocab_size, c).tolist(), c0, tables[k], True)
+            for k, (c, c0) in enumerate(pre)
+        ]
         decs = [SeqChunk([1], ctx - 1, tables[len(pre) + k], True) for k, ctx in enumerate(dec)]
 
         def run(chunks: list[SeqChunk] = chunks, decs: list[SeqChunk] = decs) -> None:
@@ -281,8 +285,9 @@ def scaled_profile(profile: CostProfile, factor: float, why: str = "speed probe 
     flat = profile.flat()
     values = {k: v / factor for k, v in flat.items() if "eff" in k}
     values.update({k: flat[k] * factor for k in ("kernel_overhead_eager_s", "step_overhead_s", "seq_overhead_s")})
-    return profile.with_values(values, f"{profile.provenance.get('hbm_efficiency', 'fit')}; times x {factor:.3f} "
-                                       f"({why})")  # fmt: skip
+    return profile.with_values(
+        values, f"{profile.provenance.get('hbm_efficiency', 'fit')}; times x {factor:.3f} ({why})"
+    )
 
 
 def sweep_from_steps(steps: list[Any], info: dict[str, Any] | None = None) -> Sweep:
@@ -333,8 +338,10 @@ def fit_profile(
         other = solve(bound)
         res = other if other.cost < res.cost else res
     values = dict(zip(names, np.exp(res.x).tolist(), strict=True))
-    src = f"fitted to {len(sweep.seconds)} engine step times, {sweep.info.get('date')}, " \
-          f"load average {sweep.info.get('loadavg')}"  # fmt: skip
+    src = (
+        f"fitted to {len(sweep.seconds)} engine step times, {sweep.info.get('date')}, "
+        f"load average {sweep.info.get('loadavg')}"
+    )
     profile = base.with_values(values, src)
     predicted = predict(res.x)
     scale = 1.0
@@ -346,8 +353,11 @@ def fit_profile(
         profile = scaled_profile(profile, scale, "summed time matched")
         predicted = predicted * scale
     rel = predicted / sweep.seconds - 1.0
-    stats = {"mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
-             "total_scale": scale}  # fmt: skip
+    stats = {
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+        "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "total_scale": scale,
+    }
     return profile, stats
 
 
@@ -385,8 +395,9 @@ def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[
     except FileNotFoundError:
         raise InfercastError(f"no such file: {path}", field="calibration") from None
     if not isinstance(data, dict) or data.get("hardware") != "cpu" or "peaks" not in data or "profile" not in data:
-        raise InfercastError(f"{path} is not a CPU calibration (needs hardware: cpu, peaks, profile)",
-                             field="calibration")  # fmt: skip
+        raise InfercastError(
+            f"{path} is not a CPU calibration (needs hardware: cpu, peaks, profile)", field="calibration"
+        )
     fit = data.get("fit", {})
     src = f"fitted: {path} ({fit.get('date', data['peaks'].get('date', '?'))})"
     return cpu_hardware(data["peaks"]), base_profile().with_values(data["profile"], src), fit
@@ -429,12 +440,20 @@ def calibrate(
 
     profile, _ = fit_profile(sweep, config, hardware, balance=True, match_total=True)
     grid_profile, grid_stats = fit_profile(grid, config, hardware)
-    fit = {**sweep.info, **errors(predict(profile, sweep), sweep), "model": config.model_cut.id,
-           "layers": config.num_layers, "precision": config.precision, "points": len(sweep.seconds),
-           "held_out": held_out(data, fit, predict) if rounds > 1 else {},
-           "grid_fit": {"points": len(grid.seconds), **grid_stats,
-                        "on_engine_steps": errors(predict(grid_profile, sweep), sweep)},
-           "runs": data.runs,
-           "grid": [{"step": label, "seconds": float(s)} for label, s in zip(grid.labels, grid.seconds,
-                                                                             strict=True)]}  # fmt: skip
+    fit = {
+        **sweep.info,
+        **errors(predict(profile, sweep), sweep),
+        "model": config.model_cut.id,
+        "layers": config.num_layers,
+        "precision": config.precision,
+        "points": len(sweep.seconds),
+        "held_out": held_out(data, fit, predict) if rounds > 1 else {},
+        "grid_fit": {
+            "points": len(grid.seconds),
+            **grid_stats,
+            "on_engine_steps": errors(predict(grid_profile, sweep), sweep),
+        },
+        "runs": data.runs,
+        "grid": [{"step": label, "seconds": float(s)} for label, s in zip(grid.labels, grid.seconds, strict=True)],
+    }
     return hardware, profile, peaks, fit

@@ -48,8 +48,9 @@ class RequestShape:
 
     def workload(self, kind: str, clients: int | None, n: int, seed: int) -> Workload:
         load: dict[str, Any] = {"concurrency": clients} if kind == "concurrency" else {"offline": True}
-        return WorkloadSpec(input_len=self.input_len, output_len=self.output_len, num_requests=n, prefix=self.prefix,
-                            seed=seed, **load).build()  # fmt: skip
+        return WorkloadSpec(
+            input_len=self.input_len, output_len=self.output_len, num_requests=n, prefix=self.prefix, seed=seed, **load
+        ).build()
 
 
 @dataclass
@@ -62,9 +63,15 @@ class EngineSteps:
 
 
 def _engine(model: TransformerModel, config: EngineConfig) -> Engine:
-    return Engine(model, scheduler=config.scheduler, num_blocks=config.num_blocks, block_size=config.block_size,
-                  max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-                  prefix_caching=config.prefix_caching)  # fmt: skip
+    return Engine(
+        model,
+        scheduler=config.scheduler,
+        num_blocks=config.num_blocks,
+        block_size=config.block_size,
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        prefix_caching=config.prefix_caching,
+    )
 
 
 def engine_steps(
@@ -97,8 +104,9 @@ def engine_steps(
                 steps.extend(engine.steps)
                 tags.extend([r] * len(engine.steps))
                 name = kind if clients is None else f"{kind} {clients}"
-                runs.append({"round": r, "scheduler": scheduler, "load": name, "requests": n,
-                             "steps": len(engine.steps)})  # fmt: skip
+                runs.append(
+                    {"round": r, "scheduler": scheduler, "load": name, "requests": n, "steps": len(engine.steps)}
+                )
     return EngineSteps(sweep_from_steps(steps), np.array(tags), runs)
 
 
@@ -113,8 +121,12 @@ def errors(predicted: np.ndarray, sweep: Sweep) -> dict[str, float]:
     """Per step: mean and max |predicted / measured - 1|; per kind of step (and all): the error of the summed
     time (what TTFT and TPOT add up), which single-step timing noise (±15 % here) mostly cancels from."""
     rel = predicted / sweep.seconds - 1.0
-    out = {"mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
-           "total_rel_error": float(predicted.sum() / sweep.seconds.sum() - 1.0), "steps": int(rel.size)}  # fmt: skip
+    out = {
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+        "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "total_rel_error": float(predicted.sum() / sweep.seconds.sum() - 1.0),
+        "steps": int(rel.size),
+    }
     for name, mask in kinds(sweep.features).items():
         if mask.any():
             out[f"{name}_total_rel_error"] = float(predicted[mask].sum() / sweep.seconds[mask].sum() - 1.0)

@@ -121,8 +121,9 @@ class PagedRunner:
                 mask = kp <= qp
                 if attn.window is not None:
                     mask = mask & (kp > qp - attn.window)
-                o = F.scaled_dot_product_attention(qq[None], kk[None], vv[None], attn_mask=mask, scale=attn.scale,
-                                                   enable_gqa=g > 1)  # fmt: skip
+                o = F.scaled_dot_product_attention(
+                    qq[None], kk[None], vv[None], attn_mask=mask, scale=attn.scale, enable_gqa=g > 1
+                )
                 out[at : at + n] = o[0].transpose(0, 1)
                 at += n
             if decodes:

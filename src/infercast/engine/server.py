@@ -42,8 +42,10 @@ class EngineServer:
         self.http = ThreadingHTTPServer((host, port), _handler(self))
         self.http.daemon_threads = True
         self.port = self.http.server_address[1]
-        self._threads = [threading.Thread(target=self._loop, daemon=True),
-                         threading.Thread(target=self.http.serve_forever, daemon=True)]  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._loop, daemon=True),
+            threading.Thread(target=self.http.serve_forever, daemon=True),
+        ]
 
     def start(self) -> EngineServer:
         for t in self._threads:
@@ -122,8 +124,10 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": server.model_name, "object": "model",
-                                                             "owned_by": "infercast"}]})  # fmt: skip
+                self._json(
+                    200,
+                    {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "infercast"}]},
+                )
             else:
                 self._error(404, f"no route {self.path}; routes: GET /v1/models, POST /v1/completions")
 
@@ -152,8 +156,11 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
                 self._error(400, f"must be an integer >= 1, got {max_tokens!r}", "max_tokens")
                 return
             if len(tokens) + max_tokens > max_context:
-                self._error(400, f"prompt ({len(tokens)}) + max_tokens ({max_tokens}) exceeds the engine's "
-                                 f"{max_context} KV tokens", "max_tokens")  # fmt: skip
+                self._error(
+                    400,
+                    f"prompt ({len(tokens)}) + max_tokens ({max_tokens}) exceeds the engine's {max_context} KV tokens",
+                    "max_tokens",
+                )
                 return
             stream = bool(body.get("stream", False))
             rid = f"cmpl-{time.time_ns():x}"
@@ -161,8 +168,13 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
             out = server.submit(tokens, max_tokens)
 
             def chunk(text: str, finish: str | None) -> dict[str, Any]:
-                return {"id": rid, "object": "text_completion", "created": created, "model": server.model_name,
-                        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]}  # fmt: skip
+                return {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": server.model_name,
+                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+                }
 
             if stream:
                 self.send_response(200)
@@ -191,8 +203,11 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 return
             body_out = chunk("".join(f" {t}" for t in generated), "length")
-            body_out["usage"] = {"prompt_tokens": len(tokens), "completion_tokens": len(generated),
-                                 "total_tokens": len(tokens) + len(generated)}  # fmt: skip
+            body_out["usage"] = {
+                "prompt_tokens": len(tokens),
+                "completion_tokens": len(generated),
+                "total_tokens": len(tokens) + len(generated),
+            }
             self._json(200, body_out)
 
         def _event(self, data: dict[str, Any]) -> None:

@@ -83,13 +83,26 @@ def simulate_engine(
     table = RequestTable(work)
     recorder = Recorder(trace_limit=trace_steps)
     dep = deployment(config, hardware)
-    engine = ReplicaEngineConfig(config.scheduler, config.max_num_seqs, config.max_num_batched_tokens,
-                                 config.block_size, None, config.prefix_caching, "recompute")  # fmt: skip
+    engine = ReplicaEngineConfig(
+        config.scheduler,
+        config.max_num_seqs,
+        config.max_num_batched_tokens,
+        config.block_size,
+        None,
+        config.prefix_caching,
+        "recompute",
+    )
     rep = Replica(0, dep, engine, table, recorder, profile=profile, step_mode=not skip)
     hash_bs = work.hash_block_size if work.block_hashes is not None else config.block_size
     rep.blocks = BlockLedger(KVCache(config.num_blocks, config.block_size, config.prefix_caching, hash_bs), table)
     Coordinator(table, [rep], Router("round_robin", table), closed_loop=work.closed_loop).run()
     table.freeze()
-    info = {"model": dep.model.id, "gpu": hardware.id, "scheduler": config.scheduler, "workload": work.name,
-            "kv_blocks_per_replica": config.num_blocks, "block_size": config.block_size}  # fmt: skip
+    info = {
+        "model": dep.model.id,
+        "gpu": hardware.id,
+        "scheduler": config.scheduler,
+        "workload": work.name,
+        "kv_blocks_per_replica": config.num_blocks,
+        "block_size": config.block_size,
+    }
     return SimulationResult(summarize(table, recorder, [rep], None, work), table, recorder, info, [rep])

@@ -32,14 +32,21 @@ SCALARS = ("request_throughput_req_s", "output_throughput_tok_s", "preemptions",
 
 def build_model(config: EngineConfig, *, seed: int = 0, device: str = "cpu") -> TransformerModel:
     """The engine's model: ``config.model`` cut to ``config.num_layers`` layers, random weights."""
-    return TransformerModel(config.model, num_layers=config.num_layers, precision=config.precision, device=device,
-                            seed=seed)  # fmt: skip
+    return TransformerModel(
+        config.model, num_layers=config.num_layers, precision=config.precision, device=device, seed=seed
+    )
 
 
 def make_engine(model: TransformerModel, config: EngineConfig) -> Engine:
-    return Engine(model, scheduler=config.scheduler, num_blocks=config.num_blocks, block_size=config.block_size,
-                  max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-                  prefix_caching=config.prefix_caching)  # fmt: skip
+    return Engine(
+        model,
+        scheduler=config.scheduler,
+        num_blocks=config.num_blocks,
+        block_size=config.block_size,
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        prefix_caching=config.prefix_caching,
+    )
 
 
 @dataclass
@@ -126,12 +133,21 @@ def validate_sim(
     run_steps = engine.steps
     steps = sweep_from_steps(run_steps)
     ratio = steps.seconds / step_time(StepBatch(steps.features), fast=True)
-    info = {"scheduler": config.scheduler, "requests": len(work), "workload": work.name, "threads": threads,
-            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
-            "engine_duration_s": run.summary["duration_s"], "sim_duration_s": sim.summary["duration_s"],
-            "speed_factor": factor, "steps": len(run_steps), "step_time_ratio_p50": float(np.median(ratio)),
-            "step_time_ratio_mean": float(np.mean(ratio)),
-            "step_time_ratio_sum": float(steps.seconds.sum() / (steps.seconds / ratio).sum())}  # fmt: skip
+    info = {
+        "scheduler": config.scheduler,
+        "requests": len(work),
+        "workload": work.name,
+        "threads": threads,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in load_after],
+        "engine_duration_s": run.summary["duration_s"],
+        "sim_duration_s": sim.summary["duration_s"],
+        "speed_factor": factor,
+        "steps": len(run_steps),
+        "step_time_ratio_p50": float(np.median(ratio)),
+        "step_time_ratio_mean": float(np.mean(ratio)),
+        "step_time_ratio_sum": float(steps.seconds.sum() / (steps.seconds / ratio).sum()),
+    }
     out = Validation(compare(run.summary, sim.summary), run, sim, info)
     if len(run_steps) >= 2 * len(fit_params(hardware)):
         own, _ = fit_profile(steps, config, hardware, balance=True, match_total=True)
@@ -168,8 +184,9 @@ def plot_cdfs(validations: dict[str, Validation], path: str | Path) -> Path:
             for values, style, who in ((mv, "-", "engine"), (sv, "--", "simulator")):
                 x = np.sort(values[np.isfinite(values)]) * 1e3
                 if x.size:
-                    ax.step(x, np.arange(1, x.size + 1) / x.size, style, color=color, where="post",
-                            label=f"{label} {who}")  # fmt: skip
+                    ax.step(
+                        x, np.arange(1, x.size + 1) / x.size, style, color=color, where="post", label=f"{label} {who}"
+                    )
             ax.set_xlabel(f"{name} (ms)")
             ax.set_title(f"{name} CDF")
             ax.grid(alpha=0.3)

@@ -57,9 +57,10 @@ class Source:
         folder = GPU_DIRS.get(gpu_id)
         if folder is None:
             raise InfercastError(
-                f"no aiconfigurator tables for {gpu_id!r}; known: {', '.join(GPU_DIRS)}", field="gpu",
+                f"no aiconfigurator tables for {gpu_id!r}; known: {', '.join(GPU_DIRS)}",
+                field="gpu",
                 allowed=list(GPU_DIRS),
-            )  # fmt: skip
+            )
         return self.data / folder
 
 

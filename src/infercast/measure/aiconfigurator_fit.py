@@ -57,8 +57,9 @@ BOUND_TOLERANCE = 1e-4
 """A fitted parameter within this log distance (0.01 %) of a bound is reported as on it."""
 
 
-def _fit(residual: Any, start: list[float], lower: list[float], upper: list[float],
-         names: tuple[str, ...]) -> tuple[np.ndarray, float, list[str]]:  # fmt: skip
+def _fit(
+    residual: Any, start: list[float], lower: list[float], upper: list[float], names: tuple[str, ...]
+) -> tuple[np.ndarray, float, list[str]]:
     """Least squares on log residuals; returns the parameters, the RMS log residual and the names of those that
     ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
     res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
@@ -88,11 +89,23 @@ def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tup
         eff, half, hbm, t0 = np.exp(x)
         return np.maximum(flops / (peak * eff * rows_eff / (rows_eff + half)), nbytes / (bandwidth * hbm)) + t0
 
-    params, rms, edge = _fit(lambda x: np.log(model(x) / t), [0.8, 64.0, 0.85, 3e-6], [0.05, 0.5, 0.3, 1e-8],
-                             [1.0, 8192.0, 1.0, 5e-5], ("gemm_eff_max", "gemm_m_half", "hbm_efficiency",
-                                                         "gemm_latency_s"))  # fmt: skip
-    return {"eff_max": params[0], "m_half": params[1], "hbm": params[2], "t0": params[3], "points": len(rows),
-            "rms_log_residual": rms, "kernel": str(kernel), "at_bound": edge}  # fmt: skip
+    params, rms, edge = _fit(
+        lambda x: np.log(model(x) / t),
+        [0.8, 64.0, 0.85, 3e-6],
+        [0.05, 0.5, 0.3, 1e-8],
+        [1.0, 8192.0, 1.0, 5e-5],
+        ("gemm_eff_max", "gemm_m_half", "hbm_efficiency", "gemm_latency_s"),
+    )
+    return {
+        "eff_max": params[0],
+        "m_half": params[1],
+        "hbm": params[2],
+        "t0": params[3],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "kernel": str(kernel),
+        "at_bound": edge,
+    }
 
 
 def _attention_rows(frame: Any) -> Any:
@@ -121,11 +134,22 @@ def fit_decode_attention(frame: Any, bandwidth: float) -> dict:
         eff, t0, ts = np.exp(x)
         return np.log((nbytes / (bandwidth * eff) + t0 + ts * b) / t)
 
-    params, rms, edge = _fit(residual, [0.8, 8e-6, 1e-7], [0.1, 1e-8, 1e-10], [1.0, 1e-4, 1e-5],
-                             ("attn_decode_efficiency", "attn_decode_latency_s", "attn_decode_seq_s"))
-    return {"eff": params[0], "t0": params[1], "t_seq": params[2], "points": len(rows), "rms_log_residual": rms,
-            "at_bound": edge,
-            "kernel": str(rows["kernel_source"].iloc[0])}  # fmt: skip
+    params, rms, edge = _fit(
+        residual,
+        [0.8, 8e-6, 1e-7],
+        [0.1, 1e-8, 1e-10],
+        [1.0, 1e-4, 1e-5],
+        ("attn_decode_efficiency", "attn_decode_latency_s", "attn_decode_seq_s"),
+    )
+    return {
+        "eff": params[0],
+        "t0": params[1],
+        "t_seq": params[2],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+        "kernel": str(rows["kernel_source"].iloc[0]),
+    }
 
 
 def fit_prefill_attention(frame: Any, peak: float) -> dict:
@@ -142,10 +166,17 @@ def fit_prefill_attention(frame: Any, peak: float) -> dict:
         eff, t0 = np.exp(x)
         return np.log((flops / (peak * eff) + t0) / t)
 
-    params, rms, edge = _fit(residual, [0.5, 1e-5], [0.02, 1e-8], [1.0, 1e-3],
-                             ("attn_prefill_efficiency", "attn_prefill_latency_s"))
-    return {"eff": params[0], "t0": params[1], "points": len(rows), "rms_log_residual": rms, "at_bound": edge,
-            "kernel": str(rows["kernel_source"].iloc[0])}  # fmt: skip
+    params, rms, edge = _fit(
+        residual, [0.5, 1e-5], [0.02, 1e-8], [1.0, 1e-3], ("attn_prefill_efficiency", "attn_prefill_latency_s")
+    )
+    return {
+        "eff": params[0],
+        "t0": params[1],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+        "kernel": str(rows["kernel_source"].iloc[0]),
+    }
 
 
 MOE_SOURCES = {"bf16": ("bfloat16", ()), "fp8": ("fp8_block", ("vllm_fp8moe_triton",))}
@@ -184,9 +215,10 @@ def moe_shapes(
     MoE layer on one rank (gated experts, 16-bit activations; ``width`` bytes per expert weight), and the time
     the step model charges the same layer's activation row (``hbm``: dense streaming efficiency) and routing
     kernels (``t_gemm`` each)."""
-    t, h, inter, k, e, tp, ep = (frame[c].to_numpy(float) for c in
-                                 ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
-                                  "moe_ep_size"))  # fmt: skip
+    t, h, inter, k, e, tp, ep = (
+        frame[c].to_numpy(float)
+        for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+    )
     w = inter / tp
     routed = t * k / ep  # rows of this rank's experts
     # experts of this rank at least one token reaches: a "balanced" table spreads the T·k pairs evenly, touching
@@ -221,8 +253,16 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
         return np.log(moe_layer_time(shapes, peak, bandwidth, np.exp(x)) / latency_s)
 
     params, rms, edge = _fit(residual, MOE_START, MOE_LOWER, MOE_UPPER, MOE_PARAMS)
-    return {"eff_max": params[0], "m_half": params[1], "hbm": params[2], "t0": params[3], "passes": params[4],
-            "points": len(latency_s), "rms_log_residual": rms, "at_bound": edge}  # fmt: skip
+    return {
+        "eff_max": params[0],
+        "m_half": params[1],
+        "hbm": params[2],
+        "t0": params[3],
+        "passes": params[4],
+        "points": len(latency_s),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+    }
 
 
 def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...]) -> tuple[str, str, Any] | None:
@@ -232,8 +272,11 @@ def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...])
         folder = source.gpu(gpu_id) / "moe" / engine
         if not folder.is_dir():
             continue
-        versions = sorted((v for v in folder.iterdir() if (v / "moe_perf.parquet").is_file()),
-                          key=lambda v: version_key(v.name), reverse=True)  # fmt: skip
+        versions = sorted(
+            (v for v in folder.iterdir() if (v / "moe_perf.parquet").is_file()),
+            key=lambda v: version_key(v.name),
+            reverse=True,
+        )
         for version in versions:
             path = version / "moe_perf.parquet"
             frame = read_table(path)
@@ -251,8 +294,16 @@ def _g(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def _fit_gemm_table(hw: HardwareSpec, table: str, frame: Any, kernels: dict, prov: dict, fits: dict, suffix: str = "",
-                    curves_only: bool = False) -> None:  # fmt: skip
+def _fit_gemm_table(
+    hw: HardwareSpec,
+    table: str,
+    frame: Any,
+    kernels: dict,
+    prov: dict,
+    fits: dict,
+    suffix: str = "",
+    curves_only: bool = False,
+) -> None:
     """GEMM curves (``gemm_eff_max``, ``gemm_m_half`` per compute key) of one engine's table into ``kernels``;
     unless ``curves_only``, also the streaming efficiency and fixed GEMM time from its 16-bit GEMMs."""
     for key, (dtype, prefixes) in GEMM_SOURCES.items():
@@ -261,15 +312,23 @@ def _fit_gemm_table(hw: HardwareSpec, table: str, frame: Any, kernels: dict, pro
         r = fit_gemm(frame, hw.peak(key), hw.memory.bandwidth_bytes_s, dtype, prefixes, 1.0 if key == "fp8" else 2.0)
         if not r:
             continue
-        note = (f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
-                f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}")  # fmt: skip
+        note = (
+            f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
+            f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
+        )
         kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
         kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
         prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
-        fits[f"gemm.{key}{suffix}"] = {"table": table, "dtype": dtype, "kernel": r["kernel"], "points": r["points"],
-                                       "rms_log_residual": round(r["rms_log_residual"], 4),
-                                       "hbm_efficiency": _g(r["hbm"]), "latency_s": _g(r["t0"]),
-                                       **_bound_entry(r)}  # fmt: skip
+        fits[f"gemm.{key}{suffix}"] = {
+            "table": table,
+            "dtype": dtype,
+            "kernel": r["kernel"],
+            "points": r["points"],
+            "rms_log_residual": round(r["rms_log_residual"], 4),
+            "hbm_efficiency": _g(r["hbm"]),
+            "latency_s": _g(r["t0"]),
+            **_bound_entry(r),
+        }
         if key == "bf16" and not curves_only:  # the streaming efficiency and fixed GEMM time: 16-bit GEMMs
             kernels["hbm_efficiency"] = _g(r["hbm"])
             kernels["gemm_latency_s"] = _g(r["t0"])
@@ -311,31 +370,42 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
         table, frame = attn
         r = fit_decode_attention(frame, bandwidth)
         if r:
-            note = (f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
-                    f"{_at_bound(r)}")  # fmt: skip
+            note = (
+                f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+                f"{_at_bound(r)}"
+            )
             kernels["attn_decode_efficiency"] = _g(r["eff"])
             kernels["attn_decode_latency_s"] = _g(r["t0"])
             kernels["attn_decode_seq_s"] = _g(r["t_seq"])
             prov["attn_decode_efficiency"] = prov["attn_decode_latency_s"] = prov["attn_decode_seq_s"] = note
-            fits["attention.decode"] = {"table": table, "kernel": r["kernel"], "points": r["points"],
-                                        "rms_log_residual": round(r["rms_log_residual"], 4),
-                                        **_bound_entry(r)}  # fmt: skip
+            fits["attention.decode"] = {
+                "table": table,
+                "kernel": r["kernel"],
+                "points": r["points"],
+                "rms_log_residual": round(r["rms_log_residual"], 4),
+                **_bound_entry(r),
+            }
     attn = _newest(source, gpu_id, "attention", "context_attention_perf.parquet")
     if attn is not None:
         table, frame = attn
         key = "bf16" if "bf16" in hw.peak_flops else "fp16"
         r = fit_prefill_attention(frame, hw.peak(key))
         if r:
-            note = (f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
-                    f"{_at_bound(r)}")  # fmt: skip
+            note = (
+                f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+                f"{_at_bound(r)}"
+            )
             kernels["attn_prefill_efficiency"] = _g(r["eff"])
             kernels["attn_prefill_latency_s"] = _g(r["t0"])
             prov["attn_prefill_efficiency"] = prov["attn_prefill_latency_s"] = note
-            fits["attention.prefill"] = {"table": table, "kernel": r["kernel"], "points": r["points"],
-                                         "rms_log_residual": round(r["rms_log_residual"], 4),
-                                         **_bound_entry(r)}  # fmt: skip
+            fits["attention.prefill"] = {
+                "table": table,
+                "kernel": r["kernel"],
+                "points": r["points"],
+                "rms_log_residual": round(r["rms_log_residual"], 4),
+                **_bound_entry(r),
+            }
     return kernels, prov, fits
-
 
 
 def _at_bound(r: dict) -> str:
@@ -368,13 +438,21 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
         table, kernel, rows = found
         shapes = moe_shapes(rows, 1.0 if key == "fp8" else 2.0, vector_peak, bandwidth, hbm, t_gemm)
         r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
-        note = (f"{table} {dtype} ({kernel}, {MOE_DISTRIBUTION}), {r['points']} points, "
-                f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}")  # fmt: skip
+        note = (
+            f"{table} {dtype} ({kernel}, {MOE_DISTRIBUTION}), {r['points']} points, "
+            f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
+        )
         for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
             kernels.setdefault(name, {})[key] = _g(r[value])
             prov[f"{name}.{key}"] = note
-        fits[f"moe.{key}"] = {"table": table, "dtype": dtype, "kernel": kernel, "distribution": MOE_DISTRIBUTION,
-                              "points": r["points"], "rms_log_residual": round(r["rms_log_residual"], 4),
-                              "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
-                              "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
-                              **_bound_entry(r)}  # fmt: skip
+        fits[f"moe.{key}"] = {
+            "table": table,
+            "dtype": dtype,
+            "kernel": kernel,
+            "distribution": MOE_DISTRIBUTION,
+            "points": r["points"],
+            "rms_log_residual": round(r["rms_log_residual"], 4),
+            "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
+            "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
+            **_bound_entry(r),
+        }

@@ -265,8 +265,10 @@ def _guidellm_load(strategy: Any, where: str) -> dict[str, Any]:
         return {"concurrency": int(cap)} if isinstance(cap, int) and cap > 0 else {}
     if kind in ("constant", "poisson"):
         return {"request_rate": _number(strategy, "rate", f"{where}: strategy"), "arrival": kind}
-    raise _bad(where, f"strategy {kind!r} is not one infercast can simulate (synchronous, concurrent, throughput, "
-                      "constant, poisson)")  # fmt: skip
+    raise _bad(
+        where,
+        f"strategy {kind!r} is not one infercast can simulate (synchronous, concurrent, throughput, constant, poisson)",
+    )
 
 
 def _get_any(obj: Any, paths: tuple[str, ...]) -> Any:
@@ -352,10 +354,17 @@ def _aiperf_csv(text: str, where: str) -> BenchRun:
     if min(found.values()) <= 0:
         raise _bad(where, "AIPerf statistics must be > 0")
     return BenchRun(
-        tool="aiperf", where=where, model="", num_requests=int(found["count"]), input_len=found["isl"],
-        output_len=found["osl"], ttft_mean_s=found["ttft"] / 1e3, tpot_median_s=found["itl"] / 1e3,
-        output_throughput_tok_s=found["tput"], load_known=False,
-    )  # fmt: skip
+        tool="aiperf",
+        where=where,
+        model="",
+        num_requests=int(found["count"]),
+        input_len=found["isl"],
+        output_len=found["osl"],
+        ttft_mean_s=found["ttft"] / 1e3,
+        tpot_median_s=found["itl"] / 1e3,
+        output_throughput_tok_s=found["tput"],
+        load_known=False,
+    )
 
 
 # ----- runs -> records ----------------------------------------------------------------------------------------
@@ -428,13 +437,21 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
                 )
             load = {"concurrency": facts.concurrency or 0, "request_rate": facts.request_rate or 0.0, "arrival": ""}
         common = dict(
-            model=model, gpu=gpu, engine=engine, precision=facts.precision or meta.get("precision", ""), tp=tp,
-            ep=int(ep_raw), batch=run.num_requests, input_len=max(round(run.input_len), 1),
-            output_len=max(round(run.output_len), 1), burstiness=run.burstiness,
+            model=model,
+            gpu=gpu,
+            engine=engine,
+            precision=facts.precision or meta.get("precision", ""),
+            tp=tp,
+            ep=int(ep_raw),
+            batch=run.num_requests,
+            input_len=max(round(run.input_len), 1),
+            output_len=max(round(run.output_len), 1),
+            burstiness=run.burstiness,
             source=f"{run.tool} result {run.where}",
             notes=f"mean lengths {run.input_len:.1f}/{run.output_len:.1f} tokens",
-            origin=run.where, **load,
-        )  # fmt: skip
+            origin=run.where,
+            **load,
+        )
         values = (
             ("serving_ttft", run.ttft_mean_s, "s"),
             ("serving_tpot", run.tpot_median_s, "s"),
@@ -458,8 +475,14 @@ def load_bench_records(paths: list[Path], facts: RunFacts, fmt: str = "auto") ->
 
 
 # ----- simulated run -> vLLM result (round trips and comparisons) --------------------------------------------
-def to_vllm_result(result: Any, *, model_id: str, max_concurrency: int | None = None,
-                   request_rate: float = math.inf, burstiness: float = 1.0) -> dict[str, Any]:  # fmt: skip
+def to_vllm_result(
+    result: Any,
+    *,
+    model_id: str,
+    max_concurrency: int | None = None,
+    request_rate: float = math.inf,
+    burstiness: float = 1.0,
+) -> dict[str, Any]:
     """A simulation result (:func:`infercast.sim.api.simulate`) written as ``vllm bench serve --save-result`` JSON.
 
     Same keys and units as vLLM's file (milliseconds, tokens/s); percentiles vLLM saves by default (p99) and the

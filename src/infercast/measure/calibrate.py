@@ -366,8 +366,9 @@ def fit(
         return np.concatenate([log_errors(values), prior_weight * (u - start)])
 
     robust = {} if robust_scale is None else {"loss": "soft_l1", "f_scale": robust_scale}
-    result = least_squares(residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0,
-                           max_nfev=max_evaluations, **robust)  # fmt: skip
+    result = least_squares(
+        residuals, start, bounds=(lower, upper), method="trf", x_scale=1.0, max_nfev=max_evaluations, **robust
+    )
     if result.status < 0:  # improper input: nothing was fitted
         raise InfercastError(f"the least-squares fit failed: {result.message}", field="data")
     fitted = {n: math.exp(x) for n, x in zip(free, result.x, strict=True)}
@@ -375,9 +376,18 @@ def fit(
     if not np.isfinite(after).all():
         raise InfercastError("the fitted parameters give non-finite predictions; nothing was fitted", field="data")
     return FitResult(
-        fitted, {n: priors[n] for n in free}, sens, usable, start_err, after, source, skipped,
-        converged=bool(result.success), message=str(result.message), base=base,
-    )  # fmt: skip
+        fitted,
+        {n: priors[n] for n in free},
+        sens,
+        usable,
+        start_err,
+        after,
+        source,
+        skipped,
+        converged=bool(result.success),
+        message=str(result.message),
+        base=base,
+    )
 
 
 def _check_predictions(records: Sequence[Record], predicted: np.ndarray) -> None:
@@ -385,8 +395,10 @@ def _check_predictions(records: Sequence[Record], predicted: np.ndarray) -> None
     bad = [i for i, p in enumerate(predicted) if not (math.isfinite(p) and p > 0)]
     if not bad:
         return
-    listed = "; ".join(f"{records[i].where} ({' '.join(filter(None, (records[i].kind, records[i].op)))}: "
-                       f"{predicted[i]:g})" for i in bad[:8])  # fmt: skip
+    listed = "; ".join(
+        f"{records[i].where} ({' '.join(filter(None, (records[i].kind, records[i].op)))}: {predicted[i]:g})"
+        for i in bad[:8]
+    )
     more = f" and {len(bad) - 8} more" if len(bad) > 8 else ""
     raise InfercastError(
         f"the cost model predicts no positive finite value for {len(bad)} record(s), so they cannot be fitted: "

@@ -40,12 +40,22 @@ class ClosedLoopResult:
 
 
 def simulate_closed_loop(
-    dep: Deployment, profile: CostProfile, concurrency: int, input_len: int, output_len: int,
-    *, range_ratio: float = BENCHMARK_RANGE_RATIO, num_requests: int | None = None, seed: int = SEED,
-    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-    gpu_memory_utilization: float | None = None, scheduler: str | None = None,
-    overlap_scheduler: bool | None = None, warm_up_rounds: int = 0,
-) -> ClosedLoopResult:  # fmt: skip
+    dep: Deployment,
+    profile: CostProfile,
+    concurrency: int,
+    input_len: int,
+    output_len: int,
+    *,
+    range_ratio: float = BENCHMARK_RANGE_RATIO,
+    num_requests: int | None = None,
+    seed: int = SEED,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    scheduler: str | None = None,
+    overlap_scheduler: bool | None = None,
+    warm_up_rounds: int = 0,
+) -> ClosedLoopResult:
     """Simulate one closed-loop benchmark point (cached per deployment, profile values, shape and settings: the
     TTFT and TPOT records of one point share a run, and repeated fits re-use unchanged points).
 
@@ -56,9 +66,23 @@ def simulate_closed_loop(
     arrival order."""
     from infercast.sim.api import simulate
 
-    key = (dep.label, dep.engine.id, tuple(sorted(profile.flat().items())), concurrency, input_len, output_len,
-           range_ratio, num_requests, seed, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization,
-           scheduler, overlap_scheduler, warm_up_rounds)  # fmt: skip
+    key = (
+        dep.label,
+        dep.engine.id,
+        tuple(sorted(profile.flat().items())),
+        concurrency,
+        input_len,
+        output_len,
+        range_ratio,
+        num_requests,
+        seed,
+        max_num_batched_tokens,
+        max_num_seqs,
+        gpu_memory_utilization,
+        scheduler,
+        overlap_scheduler,
+        warm_up_rounds,
+    )
     if key in _CACHE:
         return _CACHE[key]
     if len(_CACHE) > CACHE_SIZE:
@@ -66,14 +90,26 @@ def simulate_closed_loop(
 
     measured = num_requests or PROMPTS_PER_CLIENT * concurrency
     res = simulate(
-        dep.model, dep.hardware, tp=dep.tp, ep=dep.ep, attention_dp=dep.attention_dp, precision=dep.scheme.name,
+        dep.model,
+        dep.hardware,
+        tp=dep.tp,
+        ep=dep.ep,
+        attention_dp=dep.attention_dp,
+        precision=dep.scheme.name,
         kv_precision=dep.kv_format.name,
-        engine=dep.engine.id, scheduler=scheduler or engine_scheduler(dep.engine),
-        input_len=length_range(input_len, range_ratio), output_len=length_range(max(output_len, 2), range_ratio),
-        concurrency=concurrency, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        gpu_memory_utilization=gpu_memory_utilization, overlap_scheduler=overlap_scheduler,
-        num_requests=measured + warm_up_rounds * concurrency, seed=seed, profile=profile,
-    )  # fmt: skip
+        engine=dep.engine.id,
+        scheduler=scheduler or engine_scheduler(dep.engine),
+        input_len=length_range(input_len, range_ratio),
+        output_len=length_range(max(output_len, 2), range_ratio),
+        concurrency=concurrency,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        gpu_memory_utilization=gpu_memory_utilization,
+        overlap_scheduler=overlap_scheduler,
+        num_requests=measured + warm_up_rounds * concurrency,
+        seed=seed,
+        profile=profile,
+    )
     queued = res["queue_s"]["mean"] > 1e-3 or res["preemptions"] > 0
     if warm_up_rounds:
         kept = res.requests().sort_values("arrival_s").iloc[warm_up_rounds * concurrency :]

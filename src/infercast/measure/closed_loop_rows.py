@@ -121,8 +121,18 @@ from infercast.measure.records import Record, check_record
 from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
 from infercast.specs.precision import get_scheme
 
-REQUIRED = ("engine", "model", "gpu", "precision", "tp", "input_len", "output_len", "concurrency", "ttft_ms_mean",
-            "tpot_ms_mean")  # fmt: skip
+REQUIRED = (
+    "engine",
+    "model",
+    "gpu",
+    "precision",
+    "tp",
+    "input_len",
+    "output_len",
+    "concurrency",
+    "ttft_ms_mean",
+    "tpot_ms_mean",
+)
 """Columns a closed-loop row needs (``id``, ``engine_version``, ``ep`` and ``attention_dp`` are optional)."""
 BUDGET_MARGIN = {"trtllm": 500, "vllm": 500}
 """Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
@@ -251,24 +261,53 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
     common = dict(
-        model=model, gpu=catalog_gpu_id(row["gpu"]), engine=preset, precision=precision, kv_precision=kv,
-        tp=tp, ep=ep, attention_dp=attention_dp, batch=c, input_len=int(row["input_len"]),
-        output_len=int(row["output_len"]), unit="ms", source=SOURCE.format(id=row.get("id") or "(none)"),
-        min_len_ratio=1.0, max_num_batched_tokens=budget, max_num_seqs=c - held if held else 0,
-        gpu_memory_utilization=KV_FRACTION.get(engine, 0.0), origin=origin,
-        notes=NOTES.format(engine=engine, version=row.get("engine_version") or "(version not given)", c=c,
-                           preset=f" (engine preset {preset})" if preset != engine else "",
-                           kv=("16-bit" if kv != "fp8" else "8-bit (TensorRT Model Optimizer's checkpoint default)"
-                               if precision in FP8_KV_SCHEMES else "8-bit (read from the data)"),
-                           fraction=(f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine "
-                                     "template)" if engine in KV_FRACTION else ""),
-                           lengths="fixed lengths (the benchmark client's)",
-                           budget=(f"; {budget} tokens per step (aiconfigurator's generator rule C + L + "
-                                   f"{BUDGET_MARGIN[engine]})" if engine in BUDGET_MARGIN else
-                                   f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens "
-                                   "default, read from the data)" if budget else ""),
-                           slots=f"; {c - held} sequence slots (read from the data)" if held else ""),
-    )  # fmt: skip
+        model=model,
+        gpu=catalog_gpu_id(row["gpu"]),
+        engine=preset,
+        precision=precision,
+        kv_precision=kv,
+        tp=tp,
+        ep=ep,
+        attention_dp=attention_dp,
+        batch=c,
+        input_len=int(row["input_len"]),
+        output_len=int(row["output_len"]),
+        unit="ms",
+        source=SOURCE.format(id=row.get("id") or "(none)"),
+        min_len_ratio=1.0,
+        max_num_batched_tokens=budget,
+        max_num_seqs=c - held if held else 0,
+        gpu_memory_utilization=KV_FRACTION.get(engine, 0.0),
+        origin=origin,
+        notes=NOTES.format(
+            engine=engine,
+            version=row.get("engine_version") or "(version not given)",
+            c=c,
+            preset=f" (engine preset {preset})" if preset != engine else "",
+            kv=(
+                "16-bit"
+                if kv != "fp8"
+                else "8-bit (TensorRT Model Optimizer's checkpoint default)"
+                if precision in FP8_KV_SCHEMES
+                else "8-bit (read from the data)"
+            ),
+            fraction=(
+                f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine template)"
+                if engine in KV_FRACTION
+                else ""
+            ),
+            lengths="fixed lengths (the benchmark client's)",
+            budget=(
+                f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
+                if engine in BUDGET_MARGIN
+                else f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens "
+                "default, read from the data)"
+                if budget
+                else ""
+            ),
+            slots=f"; {c - held} sequence slots (read from the data)" if held else "",
+        ),
+    )
     records = [
         Record(kind="closed_loop_ttft", value=float(row["ttft_ms_mean"]), **common),
         Record(kind="closed_loop_tpot", value=float(row["tpot_ms_mean"]), **common),
@@ -308,13 +347,21 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
     if (row.get("mode") or "").strip() != "agg" or concurrency is None:
         return None
     return {
-        "id": row.get("id") or "", "engine": row["backend"], "engine_version": row.get("backend_version") or "",
-        "model": row["model_path"], "gpu": row["system"], "precision": (row.get("precision") or "").strip() or "bf16",
-        "tp": str(int(float(row["tp_size"]))), "ep": str(max(1, int(float(row.get("moe_ep_size") or 1)))),
-        "attention_dp": str(max(1, int(float(row.get("attention_dp_size") or 1)))), "input_len": row["isl"],
-        "output_len": row["osl"], "concurrency": concurrency, "ttft_ms_mean": row[WHEEL_TTFT],
+        "id": row.get("id") or "",
+        "engine": row["backend"],
+        "engine_version": row.get("backend_version") or "",
+        "model": row["model_path"],
+        "gpu": row["system"],
+        "precision": (row.get("precision") or "").strip() or "bf16",
+        "tp": str(int(float(row["tp_size"]))),
+        "ep": str(max(1, int(float(row.get("moe_ep_size") or 1)))),
+        "attention_dp": str(max(1, int(float(row.get("attention_dp_size") or 1)))),
+        "input_len": row["isl"],
+        "output_len": row["osl"],
+        "concurrency": concurrency,
+        "ttft_ms_mean": row[WHEEL_TTFT],
         "tpot_ms_mean": row["silicon_tpot_ms"],
-    }  # fmt: skip
+    }
 
 
 UNPLACED_FIELDS = ("model", "gpu", "precision")
@@ -336,8 +383,9 @@ def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], 
         try:
             missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
             if missing:
-                raise InfercastError(f"missing {', '.join(missing)} (a closed-loop row needs {', '.join(REQUIRED)})",
-                                     field="data")  # fmt: skip
+                raise InfercastError(
+                    f"missing {', '.join(missing)} (a closed-loop row needs {', '.join(REQUIRED)})", field="data"
+                )
             records += convert(row, origin)
         except InfercastError as exc:
             if exc.field in UNPLACED_FIELDS:
@@ -354,8 +402,9 @@ def _wheel_row(origin: str, row: dict[str, str]) -> dict[str, str] | None:
     try:
         return from_wheel_row(row)
     except KeyError as exc:
-        raise InfercastError(f"{origin}: missing column {exc.args[0]!r} of aiconfigurator's silicon_sample.csv",
-                             field="data") from None  # fmt: skip
+        raise InfercastError(
+            f"{origin}: missing column {exc.args[0]!r} of aiconfigurator's silicon_sample.csv", field="data"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise InfercastError(f"{origin}: not a number where one is needed ({exc})", field="data") from None
 
@@ -372,16 +421,21 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
         rows = [(origin, row) for origin, row in kept if row is not None]
     records, skipped, unplaced = convert_rows(rows)
     if wheel_skipped:
-        warnings.warn(f"{path}: left out {wheel_skipped} disaggregated rows or rows without a recorded concurrency",
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"{path}: left out {wheel_skipped} disaggregated rows or rows without a recorded concurrency", stacklevel=2
+        )
     if skipped:
-        warnings.warn(f"{path}: left out {skipped} rows whose id records no concurrency ('_c_'; see "
-                      "infercast.measure.closed_loop_rows)", stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"{path}: left out {skipped} rows whose id records no concurrency ('_c_'; see "
+            "infercast.measure.closed_loop_rows)",
+            stacklevel=2,
+        )
     if unplaced:
         shown = "; ".join(unplaced[:3]) + (f"; and {len(unplaced) - 3} more" if len(unplaced) > 3 else "")
         warnings.warn(f"{path}: left out {len(unplaced)} rows the catalogs cannot place: {shown}", stacklevel=2)
     if not records:
         why = f" (first: {unplaced[0]})" if unplaced else ""
-        raise InfercastError(f"{path} holds no closed-loop rows infercast can place, with a recorded concurrency{why}",
-                             field="data")  # fmt: skip
+        raise InfercastError(
+            f"{path} holds no closed-loop rows infercast can place, with a recorded concurrency{why}", field="data"
+        )
     return records

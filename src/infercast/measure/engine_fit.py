@@ -54,8 +54,10 @@ FRONT_END_PARAM = "stream_token_s"
 LOAD_PARAMS = (*MEDIAN_PARAMS, FRONT_END_PARAM)
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
 LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
-GRID = {"request_overhead_s": (0.001, 0.003, 0.01, 0.02, 0.05, 0.1),
-        "request_jitter_s": (0.001, 0.003, 0.01, 0.02, 0.05)}  # fmt: skip
+GRID = {
+    "request_overhead_s": (0.001, 0.003, 0.01, 0.02, 0.05, 0.1),
+    "request_jitter_s": (0.001, 0.003, 0.01, 0.02, 0.05),
+}
 """Seconds tried for each load parameter (log-spaced, 1 ms to 100 ms: an API server's per-request time)."""
 REFINE = 1.5
 """Second pass: every parameter at the best point x {1/REFINE, 1, REFINE}."""
@@ -148,9 +150,11 @@ def fit_load(records: Sequence[Record], engine: str, *, source: str = "") -> Fit
         grid = sorted([start, *itertools.product(*(GRID[p] for p in MEDIAN_PARAMS))], key=rough)
         best = min(grid[:SHORTLIST], key=cost)
         best = min([best, *itertools.product(*((v / REFINE, v, v * REFINE) for v in best))], key=cost)
-        return best, (f"{len(screened)} points screened on {len(screen) // 2} benchmark points, {len(scored)} "
-                      f"scored on all {len(records) // 2}; objective {cost(start):.4f} at the priors, "
-                      f"{cost(best):.4f} fitted")  # fmt: skip
+        return best, (
+            f"{len(screened)} points screened on {len(screen) // 2} benchmark points, {len(scored)} "
+            f"scored on all {len(records) // 2}; objective {cost(start):.4f} at the priors, "
+            f"{cost(best):.4f} fitted"
+        )
 
     best, line = median_fit(priors[stream])
     message = f"least-median grid search: {line}"
@@ -164,11 +168,22 @@ def fit_load(records: Sequence[Record], engine: str, *, source: str = "") -> Fit
         front_end = priors[stream]
     if front_end != priors[stream]:
         best, line = median_fit(front_end)
-        message += (f"; front-end {front_end * 1e6:.0f} us per token (mean objective {tail[priors[stream]]:.4f} "
-                    f"at the prior, {tail[front_end]:.4f} with it); searched again with it: {line}")
+        message += (
+            f"; front-end {front_end * 1e6:.0f} us per token (mean objective {tail[priors[stream]]:.4f} "
+            f"at the prior, {tail[front_end]:.4f} with it); searched again with it: {line}"
+        )
     fitted = dict(zip(names, best, strict=True)) | {stream: front_end}
-    return FitResult(fitted, priors, {}, list(records), log_errors(priors), log_errors(fitted), source,
-                     base="kernels", message=message)
+    return FitResult(
+        fitted,
+        priors,
+        {},
+        list(records),
+        log_errors(priors),
+        log_errors(fitted),
+        source,
+        base="kernels",
+        message=message,
+    )
 
 
 def front_end_candidates(records: Sequence[Record], engine: str, prior: float) -> list[float]:
@@ -198,8 +213,10 @@ def at_grid_edge(values: dict[str, float], records: Sequence[Record] = ()) -> li
 def fit_engines(records: Sequence[Record], *, source: str = "") -> dict[str, FitResult]:
     """One fit per engine of its :data:`LOAD_PARAMS` on its closed-loop records (kernels as installed)."""
     chosen = load_records(records)
-    return {engine: fit_load([r for r in chosen if r.engine == engine], engine, source=source)
-            for engine in sorted({r.engine for r in chosen})}  # fmt: skip
+    return {
+        engine: fit_load([r for r in chosen if r.engine == engine], engine, source=source)
+        for engine in sorted({r.engine for r in chosen})
+    }
 
 
 def fitted_values(results: dict[str, FitResult]) -> dict[str, float]:

@@ -40,14 +40,22 @@ batch like one token, to k experts instead of the E·(1 − (1 − k/E)^T) a ser
 def same_token_moe_step(rec: Record) -> bool:
     """A MoE decode step of more than one sequence timed with the same token in every sequence (see
     :data:`SAME_TOKEN_BEFORE`): it times a routing no served batch has, so the fit and its error leave it out."""
-    return (rec.kind == "decode_step" and rec.batch > 1 and rec.notes == "cuda_graph"
-            and "" < rec.timestamp < SAME_TOKEN_BEFORE and get_model(rec.model).moe is not None)  # fmt: skip
+    return (
+        rec.kind == "decode_step"
+        and rec.batch > 1
+        and rec.notes == "cuda_graph"
+        and "" < rec.timestamp < SAME_TOKEN_BEFORE
+        and get_model(rec.model).moe is not None
+    )
 
 
 def harness_rows(records: Sequence[Record]) -> list[Record]:
     """The rows the fit uses: whole steps and requests of the harness on a GPU (not the same-token MoE steps)."""
-    return [r for r in records if r.engine == ENGINE and r.kind in KINDS and r.gpu.strip().lower() != CPU_LABEL
-            and not same_token_moe_step(r)]  # fmt: skip
+    return [
+        r
+        for r in records
+        if r.engine == ENGINE and r.kind in KINDS and r.gpu.strip().lower() != CPU_LABEL and not same_token_moe_step(r)
+    ]
 
 
 def fit_harness(records: Sequence[Record], source: str = "") -> FitResult:
@@ -79,10 +87,16 @@ def summarize_held_out(errors: Sequence[tuple[Record, float]]) -> dict[str, obje
     for metric, kinds in BAND_KINDS.items():
         mine = np.abs([e for r, e in errors if r.kind in kinds])
         if mine.size:
-            bands[metric] = {"typical": round(float(np.median(mine)), 4),
-                             "p90": round(float(np.percentile(mine, 90)), 4), "points": int(mine.size)}  # fmt: skip
-    return {"by_model": {k: round(v, 4) for k, v in by_model.items()}, "all": round(float(np.median(absolute)), 4),
-            "bands": bands}  # fmt: skip
+            bands[metric] = {
+                "typical": round(float(np.median(mine)), 4),
+                "p90": round(float(np.percentile(mine, 90)), 4),
+                "points": int(mine.size),
+            }
+    return {
+        "by_model": {k: round(v, 4) for k, v in by_model.items()},
+        "all": round(float(np.median(absolute)), 4),
+        "bands": bands,
+    }
 
 
 def write_harness_fit(result: FitResult, held_out: dict[str, object], path: Path, source: str) -> None:

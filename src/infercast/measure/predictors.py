@@ -71,20 +71,42 @@ def located(rec: Record) -> Iterator[None]:
 
 @cache
 def record_deployment(
-    model: str, gpu: str, precision: str, kv_precision: str, tp: int, ep: int, engine: str, layers: int,
+    model: str,
+    gpu: str,
+    precision: str,
+    kv_precision: str,
+    tp: int,
+    ep: int,
+    engine: str,
+    layers: int,
     attention_dp: int = 1,
-) -> Deployment:  # fmt: skip
+) -> Deployment:
     """The deployment a record describes (cached: records share a few)."""
     spec = truncated(get_model(model), layers)
-    return Deployment.resolve(spec, gpu, tp=tp, ep=ep, precision=precision or None,
-                              kv_precision=kv_precision or None, engine=engine, attention_dp=attention_dp)  # fmt: skip
+    return Deployment.resolve(
+        spec,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision or None,
+        kv_precision=kv_precision or None,
+        engine=engine,
+        attention_dp=attention_dp,
+    )
 
 
 def deployment_of(rec: Record, engine: str | None = None, layers: int | None = None) -> Deployment:
     return record_deployment(
-        rec.model, rec.gpu, rec.precision, rec.kv_precision, rec.tp, rec.ep, engine or rec.engine,
-        rec.layers if layers is None else layers, rec.attention_dp,
-    )  # fmt: skip
+        rec.model,
+        rec.gpu,
+        rec.precision,
+        rec.kv_precision,
+        rec.tp,
+        rec.ep,
+        engine or rec.engine,
+        rec.layers if layers is None else layers,
+        rec.attention_dp,
+    )
 
 
 def profile_for(rec: Record, profiles: dict[str, CostProfile] | None) -> CostProfile:
@@ -134,11 +156,17 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
     if rec.kind in SERVING_KINDS:
         return _serving(rec, profile)
     if rec.kind in ("closed_loop_ttft", "closed_loop_tpot"):
-        res = simulate_closed_loop(deployment_of(rec), profile, rec.batch, rec.input_len, rec.output_len,
-                                   range_ratio=rec.min_len_ratio or BENCHMARK_RANGE_RATIO,
-                                   max_num_batched_tokens=rec.max_num_batched_tokens or None,
-                                   max_num_seqs=rec.max_num_seqs or None,
-                                   gpu_memory_utilization=rec.gpu_memory_utilization or None)  # fmt: skip
+        res = simulate_closed_loop(
+            deployment_of(rec),
+            profile,
+            rec.batch,
+            rec.input_len,
+            rec.output_len,
+            range_ratio=rec.min_len_ratio or BENCHMARK_RANGE_RATIO,
+            max_num_batched_tokens=rec.max_num_batched_tokens or None,
+            max_num_seqs=rec.max_num_seqs or None,
+            gpu_memory_utilization=rec.gpu_memory_utilization or None,
+        )
         return res.ttft_mean_s if rec.kind == "closed_loop_ttft" else res.tpot_mean_s
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
@@ -187,10 +215,28 @@ def _serving(rec: Record, profile: CostProfile) -> float:
     mean TTFT, median TPOT or output throughput from the simulator."""
     from infercast.sim.api import simulate
 
-    key = (rec.model, rec.gpu, rec.engine, rec.precision, rec.kv_precision, rec.tp, rec.ep, rec.attention_dp,
-           rec.layers, rec.batch, rec.input_len, rec.output_len, rec.concurrency, rec.request_rate, rec.arrival,
-           rec.burstiness, rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization,
-           id(profile))  # fmt: skip
+    key = (
+        rec.model,
+        rec.gpu,
+        rec.engine,
+        rec.precision,
+        rec.kv_precision,
+        rec.tp,
+        rec.ep,
+        rec.attention_dp,
+        rec.layers,
+        rec.batch,
+        rec.input_len,
+        rec.output_len,
+        rec.concurrency,
+        rec.request_rate,
+        rec.arrival,
+        rec.burstiness,
+        rec.max_num_batched_tokens,
+        rec.max_num_seqs,
+        rec.gpu_memory_utilization,
+        id(profile),
+    )
     hit = _SERVING_RUNS.get(key)
     if hit is None or hit[0] is not profile:
         dep = deployment_of(rec)
@@ -201,12 +247,23 @@ def _serving(rec: Record, profile: CostProfile) -> float:
         else:
             load = {"offline": True}
         res = simulate(
-            dep.model, dep.hardware, tp=rec.tp, ep=rec.ep, attention_dp=rec.attention_dp,
-            precision=rec.precision or None, kv_precision=rec.kv_precision or None, engine=rec.engine,
-            input_len=rec.input_len, output_len=max(rec.output_len, 2), num_requests=rec.batch, profile=profile,
-            max_num_batched_tokens=rec.max_num_batched_tokens or None, max_num_seqs=rec.max_num_seqs or None,
-            gpu_memory_utilization=rec.gpu_memory_utilization or None, **load,
-        )  # fmt: skip
+            dep.model,
+            dep.hardware,
+            tp=rec.tp,
+            ep=rec.ep,
+            attention_dp=rec.attention_dp,
+            precision=rec.precision or None,
+            kv_precision=rec.kv_precision or None,
+            engine=rec.engine,
+            input_len=rec.input_len,
+            output_len=max(rec.output_len, 2),
+            num_requests=rec.batch,
+            profile=profile,
+            max_num_batched_tokens=rec.max_num_batched_tokens or None,
+            max_num_seqs=rec.max_num_seqs or None,
+            gpu_memory_utilization=rec.gpu_memory_utilization or None,
+            **load,
+        )
         summary = {"ttft": res["ttft_s"]["mean"], "tpot": res["tpot_s"]["p50"], "tput": res["output_throughput_tok_s"]}
         if len(_SERVING_RUNS) > 256:
             _SERVING_RUNS.clear()

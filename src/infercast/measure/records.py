@@ -301,8 +301,12 @@ def read_records(path: str | Path) -> list[Record]:
         )
     unknown = [c for c in columns if c not in _CSV]
     if unknown:
-        hints = [f"{c!r} (did you mean {', '.join(map(repr, nearest(c, FIELDS, n=1)))}?)" if nearest(c, FIELDS, n=1)
-                 else repr(c) for c in unknown]  # fmt: skip
+        hints = [
+            f"{c!r} (did you mean {', '.join(map(repr, nearest(c, FIELDS, n=1)))}?)"
+            if nearest(c, FIELDS, n=1)
+            else repr(c)
+            for c in unknown
+        ]
         raise InfercastError(
             f"{path}:{numbered[0][0]}: unknown column{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
             f"known: {', '.join(FIELDS)}",

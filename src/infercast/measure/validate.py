@@ -130,8 +130,7 @@ def _compare_part(
     return out
 
 
-BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving_ttft": "ttft",
-                "serving_tpot": "tpot"}  # fmt: skip
+BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving_ttft": "ttft", "serving_tpot": "tpot"}
 """Record kinds whose predictions carry an error band, and the band's metric."""
 
 
@@ -157,8 +156,11 @@ def group_fields(by: str) -> list[str]:
     fields = [f.strip() for f in by.split(",") if f.strip()]
     unknown = [f for f in fields if f not in GROUP_FIELDS]
     if unknown:
-        raise InfercastError(f"cannot group by {', '.join(unknown)}; allowed: {', '.join(GROUP_FIELDS)}", field="by",
-                             allowed=GROUP_FIELDS)  # fmt: skip
+        raise InfercastError(
+            f"cannot group by {', '.join(unknown)}; allowed: {', '.join(GROUP_FIELDS)}",
+            field="by",
+            allowed=GROUP_FIELDS,
+        )
     return fields
 
 

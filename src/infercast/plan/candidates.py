@@ -120,7 +120,7 @@ def parse_ratios(values: str | Sequence[str | tuple[int, int]] | None) -> list[t
     out: list[tuple[int, int]] = []
     for item in items:
         try:
-            p, d = (item.split(":") if isinstance(item, str) else item)
+            p, d = item.split(":") if isinstance(item, str) else item
             pair = (int(p), int(d))
         except (TypeError, ValueError):
             raise InfercastError(f"expected prefill:decode counts like 1:2, got {item!r}", field="ratios") from None
@@ -193,8 +193,9 @@ class CandidateSpace:
             if kv is not None:
                 get_kv_format(kv)
         if not space.aggregated and not space.ratios:
-            raise InfercastError("with aggregated serving off, give prefill:decode ratios (`disagg` 1:1,1:2)",
-                                 field="ratios")  # fmt: skip
+            raise InfercastError(
+                "with aggregated serving off, give prefill:decode ratios (`disagg` 1:1,1:2)", field="ratios"
+            )
         return space
 
     def enumerate(self) -> list[Candidate]:
@@ -203,8 +204,9 @@ class CandidateSpace:
         base = itertools.product(self.gpus, self.precisions, self.kv_precisions, self.engines, self.eps)
         for gpu, prec, kv, engine, ep in base:
             if self.aggregated:
-                layouts = itertools.product(self.tps, self.attention_dps, self.pps, self.max_num_seqs,
-                                            self.max_num_batched_tokens)  # fmt: skip
+                layouts = itertools.product(
+                    self.tps, self.attention_dps, self.pps, self.max_num_seqs, self.max_num_batched_tokens
+                )
                 for tp, dp, pp, seqs, chunk in layouts:
                     out.append(Candidate(gpu, prec, tp, ep, kv, engine, seqs, chunk, pp=pp, attention_dp=dp))
             for (p, d), tp, dtp in itertools.product(self.ratios, self.tps, self.decode_tps or self.tps):

@@ -12,12 +12,14 @@ from infercast.specs.catalog import get_hardware
 
 def gpu_prices(gpus: list[str], overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     """$/GPU-hour per GPU id: the catalog's ``price_per_hour_usd`` unless ``overrides`` gives one."""
-    overrides = {get_hardware(k).id: require_positive_number("price", v, allow_zero=True)
-                 for k, v in (overrides or {}).items()}  # fmt: skip
+    overrides = {
+        get_hardware(k).id: require_positive_number("price", v, allow_zero=True) for k, v in (overrides or {}).items()
+    }
     unknown = set(overrides) - {get_hardware(g).id for g in gpus}
     if unknown:
-        raise InfercastError(f"price given for {', '.join(sorted(unknown))}, which is not among the GPUs planned",
-                             field="price")  # fmt: skip
+        raise InfercastError(
+            f"price given for {', '.join(sorted(unknown))}, which is not among the GPUs planned", field="price"
+        )
     return {g: overrides.get(get_hardware(g).id, get_hardware(g).price_per_hour_usd) for g in gpus}
 
 
@@ -45,8 +47,9 @@ def replicas_needed(target_rate: float, max_rate: float) -> int:
     return max(1, math.ceil(target_rate / max_rate - 1e-9))
 
 
-def rank_key(gpus: int, usd_per_gpu_hour: float, rate: float | None, max_rate: float,
-             mean_output: float) -> tuple[float, float]:  # fmt: skip
+def rank_key(
+    gpus: int, usd_per_gpu_hour: float, rate: float | None, max_rate: float, mean_output: float
+) -> tuple[float, float]:
     """How a unit of ``gpus`` GPUs serving up to ``max_rate`` req/s ranks: (fleet $/h for the target ``rate``
     (0 without one), $/Mtok output); lower is better. Monotone in ``max_rate``, so an upper bound on the
     rate gives a lower bound on the key."""

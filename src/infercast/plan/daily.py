@@ -73,8 +73,9 @@ def load_profile(spec: str | Path, peak: float | None = None, interval_s: float 
         try:
             value = float(trough) if trough else DEFAULT_TROUGH
         except ValueError:
-            raise InfercastError(f"expected diurnal or diurnal:F (trough fraction), got {text!r}",
-                                 field="daily") from None  # fmt: skip
+            raise InfercastError(
+                f"expected diurnal or diurnal:F (trough fraction), got {text!r}", field="daily"
+            ) from None
         if peak is None:
             raise InfercastError("a diurnal profile needs the peak rate (`rate`)", field="rate")
         return diurnal(peak, value)
@@ -98,8 +99,9 @@ def load_profile(spec: str | Path, peak: float | None = None, interval_s: float 
         n = max(math.ceil((t.max() + 1e-9) / interval_s), 1)
         counts = np.bincount(np.minimum((t // interval_s).astype(int), n - 1), minlength=n)
         return LoadProfile(counts / interval_s, interval_s, f"{path.name} binned per {interval_s:g} s")
-    raise InfercastError(f"{path.name}: needs columns hour or time_s with rate_req_s, or a trace's arrived_at",
-                         field="daily")  # fmt: skip
+    raise InfercastError(
+        f"{path.name}: needs columns hour or time_s with rate_req_s, or a trace's arrived_at", field="daily"
+    )
 
 
 @dataclass
@@ -120,15 +122,24 @@ class Autoscaling:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "scale_up_delay_s": self.scale_up_delay_s, "fixed_units": self.fixed_units,
-            "fixed_usd": self.fixed_usd, "autoscaled_usd": self.autoscaled_usd, "saving": self.saving,
+            "source": self.source,
+            "scale_up_delay_s": self.scale_up_delay_s,
+            "fixed_units": self.fixed_units,
+            "fixed_usd": self.fixed_usd,
+            "autoscaled_usd": self.autoscaled_usd,
+            "saving": self.saving,
             "requests_above_capacity": self.requests_above_capacity,
             "intervals": self.intervals.to_dict(orient="records"),
-        }  # fmt: skip
+        }
 
 
-def autoscale(profile: LoadProfile, max_rate: float, unit_usd_per_hour: float, scale_up_delay_s: float = 300.0,
-              step_s: float = STEP_S) -> Autoscaling:  # fmt: skip
+def autoscale(
+    profile: LoadProfile,
+    max_rate: float,
+    unit_usd_per_hour: float,
+    scale_up_delay_s: float = 300.0,
+    step_s: float = STEP_S,
+) -> Autoscaling:
     """Replay ``profile`` against a reactive autoscaler of units that serve ``max_rate`` req/s each."""
     max_rate = require_positive_number("max_rate", max_rate)
     delay = require_positive_number("scale_up_delay", scale_up_delay_s, allow_zero=True)
@@ -169,9 +180,15 @@ def autoscale(profile: LoadProfile, max_rate: float, unit_usd_per_hour: float, s
     rows = []
     for i in range(profile.rates.size):
         sl = slice(i * per, min((i + 1) * per, n_steps))
-        rows.append({"start_h": i * profile.interval_s / 3600, "rate_req_s": float(profile.rates[i]),
-                     "units_needed": int(need[sl].max()), "units_ready_min": int(ready_s[sl].min()),
-                     "units_billed_mean": float(billed_s[sl].mean())})  # fmt: skip
+        rows.append(
+            {
+                "start_h": i * profile.interval_s / 3600,
+                "rate_req_s": float(profile.rates[i]),
+                "units_needed": int(need[sl].max()),
+                "units_ready_min": int(ready_s[sl].min()),
+                "units_billed_mean": float(billed_s[sl].mean()),
+            }
+        )
     fixed_units = int(need.max())
     hours = profile.duration_s / 3600
     return Autoscaling(

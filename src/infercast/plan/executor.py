@@ -26,8 +26,9 @@ Progress = Callable[[str, int, int], None]
 EXECUTORS = ("local", "serial", "ray")
 
 
-def search_family(model: ModelSpec, traffic: Traffic, slo: SLOSet,
-                  task: tuple[Sequence[Candidate], Cutoff | None, float | None]) -> list[RateSearch]:  # fmt: skip
+def search_family(
+    model: ModelSpec, traffic: Traffic, slo: SLOSet, task: tuple[Sequence[Candidate], Cutoff | None, float | None]
+) -> list[RateSearch]:
     """Search each member in order (one task); the first warm-starts from ``hint`` (max rate / offline
     throughput seen in earlier rounds), each later one from the member before it. With a cutoff, a member
     whose offline throughput x slack cannot beat it is not searched (``bounded`` says why)."""
@@ -37,9 +38,19 @@ def search_family(model: ModelSpec, traffic: Traffic, slo: SLOSet,
         try:
             cap = offline_capacity(model, c, traffic)
             if cutoff is not None and cutoff.beaten(c.gpu, c.gpus, cap * cutoff.slack):
-                out.append(RateSearch(c, cap, None, None, "", bounded=(
-                    f"cost bound: cannot beat the best unit even at {cutoff.slack:g} x its offline throughput "
-                    f"({cap * cutoff.slack:.3g} req/s)")))  # fmt: skip
+                out.append(
+                    RateSearch(
+                        c,
+                        cap,
+                        None,
+                        None,
+                        "",
+                        bounded=(
+                            f"cost bound: cannot beat the best unit even at {cutoff.slack:g} x its offline throughput "
+                            f"({cap * cutoff.slack:.3g} req/s)"
+                        ),
+                    )
+                )
                 continue
             hopeless = None if cutoff is None else (lambda r, c=c: cutoff.beaten(c.gpu, c.gpus, r))
             res = search_rate(model, c, traffic, slo, hint=hint, capacity=cap, hopeless=hopeless)
@@ -98,8 +109,14 @@ class Executor:
             self._ray.shutdown()
             self._ray_started = False
 
-    def map(self, fn: Callable[..., Any], items: Sequence[Any], *shared: Any, weights: Sequence[int] | None = None,
-            progress: Callable[[int, int], None] | None = None) -> list[Any]:  # fmt: skip
+    def map(
+        self,
+        fn: Callable[..., Any],
+        items: Sequence[Any],
+        *shared: Any,
+        weights: Sequence[int] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[Any]:
         """``fn(*shared, item)`` for each item, in item order; ``weights`` count toward progress (default 1)."""
         weights = list(weights) if weights is not None else [1] * len(items)
         total, done = sum(weights), 0

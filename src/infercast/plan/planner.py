@@ -51,23 +51,55 @@ def _family_key(c: Candidate) -> tuple:
     return (c.gpu, c.precision, c.kv_precision, c.engine, c.ep, c.mode, c.tp, c.decode_tp, c.pp, c.attention_dp)
 
 
-def _row(c: Candidate, status: str, search: RateSearch | None, reason: str, price: float,
-         target: float | None, traffic: Traffic) -> dict[str, Any]:  # fmt: skip
+def _row(
+    c: Candidate,
+    status: str,
+    search: RateSearch | None,
+    reason: str,
+    price: float,
+    target: float | None,
+    traffic: Traffic,
+) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "label": c.label, "status": status, "gpu": c.gpu, "precision": c.precision,
-        "kv_precision": c.kv_precision or "", "mode": c.mode, "tp": c.tp,
+        "label": c.label,
+        "status": status,
+        "gpu": c.gpu,
+        "precision": c.precision,
+        "kv_precision": c.kv_precision or "",
+        "mode": c.mode,
+        "tp": c.tp,
         "decode_tp": (c.decode_tp or c.tp) if c.disaggregated else None,
         "prefill_instances": c.prefill if c.disaggregated else None,
-        "decode_instances": c.decode if c.disaggregated else None, "ep": c.ep, "pp": c.pp,
-        "attention_dp": c.attention_dp, "engine": c.engine,
-        "max_num_seqs": c.max_num_seqs, "max_num_batched_tokens": c.max_num_batched_tokens,
-        "gpus_per_unit": c.gpus, "usd_per_gpu_hour": price, "unit_usd_per_hour": c.gpus * price,
-        "capacity_req_s": None, "max_rate_req_s": None, "replicas": None, "total_gpus": None,
-        "fleet_usd_per_hour": None, "usd_per_mtok_output": None, "usd_per_mtok_total": None,
-        "output_tok_s_per_gpu": None, "tok_s_per_user": None, "ttft_p99_s": None, "tpot_p90_s": None,
-        "tpot_p99_s": None, "e2e_p99_s": None, "slo_measured_ms": None, "slo_attainment": None,
-        "binding": reason if status == "pruned" else "", "reason": reason, "probes": 0, "error_band": None,
-    }  # fmt: skip
+        "decode_instances": c.decode if c.disaggregated else None,
+        "ep": c.ep,
+        "pp": c.pp,
+        "attention_dp": c.attention_dp,
+        "engine": c.engine,
+        "max_num_seqs": c.max_num_seqs,
+        "max_num_batched_tokens": c.max_num_batched_tokens,
+        "gpus_per_unit": c.gpus,
+        "usd_per_gpu_hour": price,
+        "unit_usd_per_hour": c.gpus * price,
+        "capacity_req_s": None,
+        "max_rate_req_s": None,
+        "replicas": None,
+        "total_gpus": None,
+        "fleet_usd_per_hour": None,
+        "usd_per_mtok_output": None,
+        "usd_per_mtok_total": None,
+        "output_tok_s_per_gpu": None,
+        "tok_s_per_user": None,
+        "ttft_p99_s": None,
+        "tpot_p90_s": None,
+        "tpot_p99_s": None,
+        "e2e_p99_s": None,
+        "slo_measured_ms": None,
+        "slo_attainment": None,
+        "binding": reason if status == "pruned" else "",
+        "reason": reason,
+        "probes": 0,
+        "error_band": None,
+    }
     if search is None:
         return row
     row["capacity_req_s"] = search.capacity_req_s
@@ -83,11 +115,16 @@ def _row(c: Candidate, status: str, search: RateSearch | None, reason: str, pric
         max_rate_req_s=search.max_rate_req_s,
         usd_per_mtok_output=usd_per_mtok(unit_h, op["output_tok_s"]),
         usd_per_mtok_total=usd_per_mtok(unit_h, op["output_tok_s"] + op["input_tok_s"]),
-        output_tok_s_per_gpu=op["output_tok_s_per_gpu"], tok_s_per_user=op["tok_s_per_user"],
-        ttft_p99_s=op["ttft_p99_s"], tpot_p90_s=op["tpot_p90_s"], tpot_p99_s=op["tpot_p99_s"],
-        e2e_p99_s=op["e2e_p99_s"], slo_measured_ms={k: v * 1e3 for k, v in op["slo_measured_s"].items()},
-        slo_attainment=op["slo_attainment"], error_band=op["error_band"],
-    )  # fmt: skip
+        output_tok_s_per_gpu=op["output_tok_s_per_gpu"],
+        tok_s_per_user=op["tok_s_per_user"],
+        ttft_p99_s=op["ttft_p99_s"],
+        tpot_p90_s=op["tpot_p90_s"],
+        tpot_p99_s=op["tpot_p99_s"],
+        e2e_p99_s=op["e2e_p99_s"],
+        slo_measured_ms={k: v * 1e3 for k, v in op["slo_measured_s"].items()},
+        slo_attainment=op["slo_attainment"],
+        error_band=op["error_band"],
+    )
     if target is not None:
         n = replicas_needed(target, search.max_rate_req_s)
         row.update(replicas=n, total_gpus=n * c.gpus, fleet_usd_per_hour=n * unit_h)
@@ -98,9 +135,17 @@ def _phase(progress: Progress | None, name: str):
     return None if progress is None else (lambda done, total: progress(name, done, total))
 
 
-def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survivors: list[Candidate],
-            price: dict[str, float], rate: float | None, exhaustive: bool,
-            progress: Progress | None) -> tuple[dict[Candidate, RateSearch], dict[Candidate, str], int]:  # fmt: skip
+def _search(
+    ex: Executor,
+    spec: ModelSpec,
+    traffic: Traffic,
+    slos: SLOSet,
+    survivors: list[Candidate],
+    price: dict[str, float],
+    rate: float | None,
+    exhaustive: bool,
+    progress: Progress | None,
+) -> tuple[dict[Candidate, RateSearch], dict[Candidate, str], int]:
     """Branch and bound over families, cheapest roofline bound first, in rounds of a few families per worker.
 
     Each family's first member warm-starts from the median max rate / offline throughput of earlier rounds.
@@ -140,8 +185,9 @@ def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survi
             cutoff = Cutoff(best, rate, price, traffic.mean_output, BOUND_SLACK)
         ratios = [r.hint for r in searches.values() if r.hint]
         hint = float(np.median(ratios)) if ratios else None  # from earlier rounds only: deterministic
-        found = ex.map(search_family, [(fam, cutoff, hint) for fam in batch], spec, traffic, slos,
-                       weights=[len(f) for f in batch])  # fmt: skip
+        found = ex.map(
+            search_family, [(fam, cutoff, hint) for fam in batch], spec, traffic, slos, weights=[len(f) for f in batch]
+        )
         for fam_res in found:
             for r in fam_res:
                 sims += len(r.probes) + (r.capacity_req_s > 0)  # + its offline run
@@ -150,8 +196,7 @@ def _search(ex: Executor, spec: ModelSpec, traffic: Traffic, slos: SLOSet, survi
                     continue
                 searches[r.candidate] = r
                 if r.max_rate_req_s:
-                    k = rank_key(r.candidate.gpus, price[r.candidate.gpu], rate, r.max_rate_req_s,
-                                 traffic.mean_output)  # fmt: skip
+                    k = rank_key(r.candidate.gpus, price[r.candidate.gpu], rate, r.max_rate_req_s, traffic.mean_output)
                     best = k if best is None or k < best else best
         if progress:
             progress("search", len(searches) + len(bounded), total)
@@ -188,18 +233,26 @@ def verify_fleet(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet, 
         res = simulate_unit(model, c, traffic, target, units=n)
         check = judge(res, slo)
         s = res.summary
-        tried.append({"replicas": n, "passes": check.passes, "binding": check.binding,
-                      "slo_measured_ms": {k: v * 1e3 for k, v in check.measured_s.items()},
-                      "slo_attainment": check.attainment, "goodput_req_s": _goodput(res, slo),
-                      "request_throughput_req_s": s["request_throughput_req_s"]})  # fmt: skip
+        tried.append(
+            {
+                "replicas": n,
+                "passes": check.passes,
+                "binding": check.binding,
+                "slo_measured_ms": {k: v * 1e3 for k, v in check.measured_s.items()},
+                "slo_attainment": check.attainment,
+                "goodput_req_s": _goodput(res, slo),
+                "request_throughput_req_s": s["request_throughput_req_s"],
+            }
+        )
         if check.passes:
             break
     last = tried[-1]
     return {"rate_req_s": target, "sized_replicas": replicas, **last, "tried": tried}
 
 
-def _verify_top(spec: ModelSpec, traffic: Traffic, slos: SLOSet, table: pd.DataFrame,
-                by_label: dict[str, Candidate]) -> tuple[pd.DataFrame, dict[str, Any] | None]:  # fmt: skip
+def _verify_top(
+    spec: ModelSpec, traffic: Traffic, slos: SLOSet, table: pd.DataFrame, by_label: dict[str, Candidate]
+) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """Re-simulate the top passing unit as a fleet at the target rate; when it needs more units than sized,
     update its row, re-rank and check the new top, until the top row is verified (or tries run out)."""
     fleet = None
@@ -296,20 +349,36 @@ def plan(
     if daily is not None:
         profile = daily if isinstance(daily, LoadProfile) else load_profile(daily, peak=rate)
         rate = profile.peak if rate is None else rate
-    slos = slo if isinstance(slo, SLOSet) else SLOSet.parse(list(slo) if not isinstance(slo, str) else slo,
-                                                            attainment)  # fmt: skip
+    slos = slo if isinstance(slo, SLOSet) else SLOSet.parse(list(slo) if not isinstance(slo, str) else slo, attainment)
     if isinstance(slo, SLOSet) and attainment is not None:
         slos = SLOSet(slos.terms, attainment)
-    traffic_args: dict[str, Any] = {"input_len": input_len, "output_len": output_len, "trace": trace, "rate": rate,
-                                    "arrival": arrival, "burstiness": burstiness, "seed": seed}  # fmt: skip
+    traffic_args: dict[str, Any] = {
+        "input_len": input_len,
+        "output_len": output_len,
+        "trace": trace,
+        "rate": rate,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "seed": seed,
+    }
     if num_requests is not None:
         traffic_args["num_requests"] = num_requests
     traffic = Traffic(**traffic_args)
-    space = CandidateSpace.build(gpus, precisions=precisions, tps=tps, eps=eps, kv_precisions=kv_precisions,
-                                 engines=engines, max_num_seqs=max_num_seqs,
-                                 max_num_batched_tokens=max_num_batched_tokens, aggregated=aggregated,
-                                 ratios=disagg, decode_tps=decode_tps, pps=pps,
-                                 attention_dps=attention_dps)  # fmt: skip
+    space = CandidateSpace.build(
+        gpus,
+        precisions=precisions,
+        tps=tps,
+        eps=eps,
+        kv_precisions=kv_precisions,
+        engines=engines,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        aggregated=aggregated,
+        ratios=disagg,
+        decode_tps=decode_tps,
+        pps=pps,
+        attention_dps=attention_dps,
+    )
     price = gpu_prices(list(space.gpus), prices)
     candidates = [resolve(spec, c) for c in space.enumerate()]
     candidates = list(dict.fromkeys(candidates))
@@ -356,16 +425,34 @@ def plan(
     t4 = time.perf_counter()
     sims += len(fleet["tried"]) if fleet else 0  # + the (last) fleet check
     stats = {
-        "candidates": len(candidates), "pruned": len(pruned), "bounded": len(bounded), "searched": len(searches),
-        "passing": int((table["status"] == "pass").sum()), "simulations": sims,
-        "seconds_total": t4 - t0, "seconds_prune": t1 - t0, "seconds_search": t3 - t1,
-        "seconds_fleet": t4 - t3, "candidates_per_second": len(candidates) / max(t4 - t0, 1e-9),
-        "simulations_per_second": sims / max(t3 - t1, 1e-9), "executor": executor, "exhaustive": exhaustive,
-    }  # fmt: skip
-    settings = {"model": spec.id, "slo": slos.to_dict(), "slo_text": slos.describe(), "rate_req_s": rate,
-                "traffic": traffic.describe(), "probe_requests": traffic.num_requests, "seed": seed,
-                "mean_input_tokens": traffic.mean_input, "mean_output_tokens": traffic.mean_output,
-                "prices_usd_per_gpu_hour": price, "stream_token_s": stream_token_s}  # fmt: skip
+        "candidates": len(candidates),
+        "pruned": len(pruned),
+        "bounded": len(bounded),
+        "searched": len(searches),
+        "passing": int((table["status"] == "pass").sum()),
+        "simulations": sims,
+        "seconds_total": t4 - t0,
+        "seconds_prune": t1 - t0,
+        "seconds_search": t3 - t1,
+        "seconds_fleet": t4 - t3,
+        "candidates_per_second": len(candidates) / max(t4 - t0, 1e-9),
+        "simulations_per_second": sims / max(t3 - t1, 1e-9),
+        "executor": executor,
+        "exhaustive": exhaustive,
+    }
+    settings = {
+        "model": spec.id,
+        "slo": slos.to_dict(),
+        "slo_text": slos.describe(),
+        "rate_req_s": rate,
+        "traffic": traffic.describe(),
+        "probe_requests": traffic.num_requests,
+        "seed": seed,
+        "mean_input_tokens": traffic.mean_input,
+        "mean_output_tokens": traffic.mean_output,
+        "prices_usd_per_gpu_hour": price,
+        "stream_token_s": stream_token_s,
+    }
     return PlanResult(table, chosen, settings, stats, fleet, launch, day)
 
 
@@ -388,13 +475,21 @@ def candidate_of(row: Mapping[str, Any]) -> Candidate:
         v = row.get(key)
         return None if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
 
-    c = Candidate(gpu=row["gpu"], precision=row["precision"], tp=int(row["tp"]), ep=int(row["ep"]),
-                  kv_precision=row.get("kv_precision") or None, engine=row["engine"],
-                  max_num_seqs=opt("max_num_seqs"), max_num_batched_tokens=opt("max_num_batched_tokens"),
-                  prefill=(opt("prefill_instances") or 0) if dis else 0,
-                  decode=(opt("decode_instances") or 0) if dis else 0,
-                  decode_tp=opt("decode_tp") if dis else None, pp=opt("pp") or 1,
-                  attention_dp=opt("attention_dp") or 1)  # fmt: skip
+    c = Candidate(
+        gpu=row["gpu"],
+        precision=row["precision"],
+        tp=int(row["tp"]),
+        ep=int(row["ep"]),
+        kv_precision=row.get("kv_precision") or None,
+        engine=row["engine"],
+        max_num_seqs=opt("max_num_seqs"),
+        max_num_batched_tokens=opt("max_num_batched_tokens"),
+        prefill=(opt("prefill_instances") or 0) if dis else 0,
+        decode=(opt("decode_instances") or 0) if dis else 0,
+        decode_tp=opt("decode_tp") if dis else None,
+        pp=opt("pp") or 1,
+        attention_dp=opt("attention_dp") or 1,
+    )
     if c.label != row["label"]:
         raise InfercastError(f"row does not describe a candidate ({c.label!r} != {row['label']!r})", field="row")
     return c

@@ -29,30 +29,69 @@ def save_pareto(result: PlanResult, path: str | Path) -> Path:
     panels = fig.subplots(1, 2)
     chosen = result.chosen["label"] if result.chosen else None
     views = [
-        ("tok_s_per_user", "output_tok_s_per_gpu", "pareto_throughput",
-         "interactivity: tokens/s per user (1 / median TPOT)", "throughput: output tokens/s per GPU",
-         "upper right is better"),
-        ("e2e_p99_s", "usd_per_mtok_output", "pareto_cost", "p99 end-to-end latency (s)", "$ per million output tokens",
-         "lower left is better"),
-    ]  # fmt: skip
+        (
+            "tok_s_per_user",
+            "output_tok_s_per_gpu",
+            "pareto_throughput",
+            "interactivity: tokens/s per user (1 / median TPOT)",
+            "throughput: output tokens/s per GPU",
+            "upper right is better",
+        ),
+        (
+            "e2e_p99_s",
+            "usd_per_mtok_output",
+            "pareto_cost",
+            "p99 end-to-end latency (s)",
+            "$ per million output tokens",
+            "lower left is better",
+        ),
+    ]
     modes = {"agg": ("o", "aggregated"), "disagg": ("s", "disaggregated")}
     for ax, (xcol, ycol, front_col, xlabel, ylabel, hint) in zip(panels, views, strict=True):
         for mode, (marker, label) in modes.items():
             sub = ok[ok["mode"] == mode]
             if not sub.empty:
-                ax.scatter(sub[xcol].astype(float), sub[ycol].astype(float), marker=marker, s=22, alpha=0.45,
-                           color="tab:gray", label=f"{label} (passes)")  # fmt: skip
+                ax.scatter(
+                    sub[xcol].astype(float),
+                    sub[ycol].astype(float),
+                    marker=marker,
+                    s=22,
+                    alpha=0.45,
+                    color="tab:gray",
+                    label=f"{label} (passes)",
+                )
         front = ok[ok[front_col]].sort_values(xcol)
-        ax.plot(front[xcol].astype(float), front[ycol].astype(float), "-o", color="tab:blue", ms=5, lw=1.5,
-                label="Pareto front")  # fmt: skip
+        ax.plot(
+            front[xcol].astype(float),
+            front[ycol].astype(float),
+            "-o",
+            color="tab:blue",
+            ms=5,
+            lw=1.5,
+            label="Pareto front",
+        )
         shown = front.iloc[np.unique(np.linspace(0, len(front) - 1, min(len(front), MAX_LABELS)).round().astype(int))]
         for r in shown.itertuples(index=False):
-            ax.annotate(r.label, (float(getattr(r, xcol)), float(getattr(r, ycol))), fontsize=6.5,
-                        xytext=(4, 4), textcoords="offset points", color="tab:blue")  # fmt: skip
+            ax.annotate(
+                r.label,
+                (float(getattr(r, xcol)), float(getattr(r, ycol))),
+                fontsize=6.5,
+                xytext=(4, 4),
+                textcoords="offset points",
+                color="tab:blue",
+            )
         if chosen is not None:
             row = ok[ok["label"] == chosen].iloc[0]
-            ax.scatter([float(row[xcol])], [float(row[ycol])], marker="*", s=260, color="tab:red", zorder=5,
-                       edgecolor="black", label=f"chosen: {chosen}")  # fmt: skip
+            ax.scatter(
+                [float(row[xcol])],
+                [float(row[ycol])],
+                marker="*",
+                s=260,
+                color="tab:red",
+                zorder=5,
+                edgecolor="black",
+                label=f"chosen: {chosen}",
+            )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(hint, fontsize=9, color="dimgray")

@@ -52,15 +52,31 @@ def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> 
     if note is not None:
         return note
     try:
-        dep = Deployment.resolve(model, hw, tp=tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
-                                 engine=c.engine, pp=c.pp, attention_dp=c.attention_dp)  # fmt: skip
-        mem = memory_budget(dep, context=longest, concurrency=1, max_num_batched_tokens=c.max_num_batched_tokens,
-                            max_num_seqs=c.max_num_seqs)  # the run's knobs size the activation reserve
+        dep = Deployment.resolve(
+            model,
+            hw,
+            tp=tp,
+            ep=c.ep,
+            precision=c.precision,
+            kv_precision=c.kv_precision,
+            engine=c.engine,
+            pp=c.pp,
+            attention_dp=c.attention_dp,
+        )
+        mem = memory_budget(
+            dep,
+            context=longest,
+            concurrency=1,
+            max_num_batched_tokens=c.max_num_batched_tokens,
+            max_num_seqs=c.max_num_seqs,
+        )  # the run's knobs size the activation reserve
     except InfercastError as exc:
         return exc.message
     if not mem.fits:
-        return (f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at {dep.layout} > "
-                f"{mem.capacity_bytes / 1e9:.1f} GB")  # fmt: skip
+        return (
+            f"memory: {mem.total_bytes / 1e9:.1f} GB per GPU for one {longest}-token request at {dep.layout} > "
+            f"{mem.capacity_bytes / 1e9:.1f} GB"
+        )
     return None
 
 
@@ -73,20 +89,48 @@ def jitter_credit(gpu: str, engine: str) -> float:
 
 
 @lru_cache(maxsize=4096)
-def _screen(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
-            input_len: int, output_len: int, ttft_s: float, tpot_s: float, pp: int = 1,
-            attention_dp: int = 1) -> dict:  # fmt: skip
-    (row,) = screen_gpu(model, get_hardware(gpu), [get_scheme(precision)], [tp], ttft_s=ttft_s, tpot_s=tpot_s,
-                        input_len=input_len, output_len=output_len, batch=1, ep=ep, kv_precision=kv,
-                        engine=engine, pp=pp, attention_dp=attention_dp,
-                        ttft_credit_s=jitter_credit(gpu, engine))  # fmt: skip
+def _screen(
+    model: ModelSpec,
+    gpu: str,
+    precision: str,
+    tp: int,
+    ep: int,
+    kv: str | None,
+    engine: str,
+    input_len: int,
+    output_len: int,
+    ttft_s: float,
+    tpot_s: float,
+    pp: int = 1,
+    attention_dp: int = 1,
+) -> dict:
+    (row,) = screen_gpu(
+        model,
+        get_hardware(gpu),
+        [get_scheme(precision)],
+        [tp],
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        input_len=input_len,
+        output_len=output_len,
+        batch=1,
+        ep=ep,
+        kv_precision=kv,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+        ttft_credit_s=jitter_credit(gpu, engine),
+    )
     return row
 
 
 def _binding_limit(slo: SLOSet, metric: str) -> float:
     """The tightest limit on ``metric`` that an unloaded floor can rule out (inf when none)."""
-    limits = [t.limit_s for t in slo.terms if t.metric == metric
-              and (t.percentile >= 50 if t.percentile is not None else slo.attainment >= 0.5)]  # fmt: skip
+    limits = [
+        t.limit_s
+        for t in slo.terms
+        if t.metric == metric and (t.percentile >= 50 if t.percentile is not None else slo.attainment >= 0.5)
+    ]
     return min(limits) * FLOOR_MARGIN if limits else math.inf
 
 
@@ -101,12 +145,28 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
     o = max(o, 2)
     ttft_lim, tpot_lim = _binding_limit(slo, "ttft"), _binding_limit(slo, "tpot")
     # disaggregated: the prefill pool sets TTFT, the decode pool TPOT
-    pre = _screen(model, c.gpu, c.precision, c.tp, c.ep, c.kv_precision, c.engine, i, o, ttft_lim,
-                  math.inf if c.disaggregated else tpot_lim, c.pp, c.attention_dp)  # fmt: skip
+    pre = _screen(
+        model,
+        c.gpu,
+        c.precision,
+        c.tp,
+        c.ep,
+        c.kv_precision,
+        c.engine,
+        i,
+        o,
+        ttft_lim,
+        math.inf if c.disaggregated else tpot_lim,
+        c.pp,
+        c.attention_dp,
+    )
     rows = [pre]
     if c.disaggregated:
-        rows.append(_screen(model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, i, o,
-                            math.inf, tpot_lim))  # fmt: skip
+        rows.append(
+            _screen(
+                model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, i, o, math.inf, tpot_lim
+            )
+        )
     for row in rows:
         if not row["passes"]:
             return f"unloaded: {row['reason']} (median lengths)"
@@ -118,17 +178,50 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
 
 
 @lru_cache(maxsize=4096)
-def _static_batch(model: ModelSpec, gpu: str, precision: str, tp: int, ep: int, kv: str | None, engine: str,
-                  max_seqs: int | None, input_len: int, output_len: int, pp: int = 1,
-                  attention_dp: int = 1) -> tuple[int, float, float]:  # fmt: skip
+def _static_batch(
+    model: ModelSpec,
+    gpu: str,
+    precision: str,
+    tp: int,
+    ep: int,
+    kv: str | None,
+    engine: str,
+    max_seqs: int | None,
+    input_len: int,
+    output_len: int,
+    pp: int = 1,
+    attention_dp: int = 1,
+) -> tuple[int, float, float]:
     """(B, TTFT, TPOT) of the largest static batch the unit holds, at pure roofline (engine 'ideal')."""
-    mem = memory_budget(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv, engine=engine, pp=pp,
-                        attention_dp=attention_dp, max_num_seqs=max_seqs)  # fmt: skip
+    mem = memory_budget(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+        max_num_seqs=max_seqs,
+    )
     seqs = max_seqs or get_engine(engine).for_hardware(get_hardware(gpu)).max_num_seqs
     batch = max(1, min(seqs, mem.max_concurrency(input_len + output_len)))
-    p = predict(model, gpu, input_len=input_len, output_len=output_len, batch=batch, tp=tp, ep=ep, pp=pp,
-                attention_dp=attention_dp, precision=precision, kv_precision=kv, engine=ROOFLINE_ENGINE,
-                strict=False)  # fmt: skip
+    p = predict(
+        model,
+        gpu,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        tp=tp,
+        ep=ep,
+        pp=pp,
+        attention_dp=attention_dp,
+        precision=precision,
+        kv_precision=kv,
+        engine=ROOFLINE_ENGINE,
+        strict=False,
+    )
     return batch, p.ttft_s, p.tpot_s
 
 
@@ -139,8 +232,7 @@ def rate_bound(model: ModelSpec, c: Candidate, traffic: Traffic) -> float:
     its prefill pool, P x B / prefill time, and its decode pool, D x B / decode time)."""
     i, o = max(round(traffic.mean_input), 1), max(round(traffic.mean_output), 2)
     key = (c.precision, c.ep, c.kv_precision, c.engine)
-    pre = _static_batch(model, c.gpu, key[0], c.tp, key[1], key[2], key[3], c.max_num_seqs, i, o, c.pp,
-                        c.attention_dp)  # fmt: skip
+    pre = _static_batch(model, c.gpu, key[0], c.tp, key[1], key[2], key[3], c.max_num_seqs, i, o, c.pp, c.attention_dp)
     if not c.disaggregated:
         b, ttft, tpot = pre
         return b / (ttft + (o - 1) * tpot)

@@ -21,13 +21,15 @@ TABLE_FORMATS = (".csv", ".parquet")
 def rank(df: pd.DataFrame, by_fleet: bool) -> pd.DataFrame:
     """Passing first; among them the cheapest fleet for the target rate (else the cheapest $/Mtok), then the
     cheaper $/Mtok, then the higher max rate; failing and pruned rows after, in candidate order."""
-    key = pd.DataFrame({
-        "status": df["status"].map(STATUS_ORDER),
-        "fleet": df["fleet_usd_per_hour"].where(df["status"] == "pass", np.inf) if by_fleet else 0.0,
-        "mtok": df["usd_per_mtok_output"].where(df["status"] == "pass", np.inf),
-        "rate": -df["max_rate_req_s"].fillna(0.0).where(df["status"] == "pass", 0.0),
-        "order": np.arange(len(df)),
-    })  # fmt: skip
+    key = pd.DataFrame(
+        {
+            "status": df["status"].map(STATUS_ORDER),
+            "fleet": df["fleet_usd_per_hour"].where(df["status"] == "pass", np.inf) if by_fleet else 0.0,
+            "mtok": df["usd_per_mtok_output"].where(df["status"] == "pass", np.inf),
+            "rate": -df["max_rate_req_s"].fillna(0.0).where(df["status"] == "pass", 0.0),
+            "order": np.arange(len(df)),
+        }
+    )
     order = key.sort_values(["status", "fleet", "mtok", "rate", "order"], kind="stable").index
     out = df.loc[order].reset_index(drop=True)
     out.insert(0, "rank", np.arange(1, len(out) + 1))
@@ -67,8 +69,7 @@ class PlanResult:
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in TABLE_FORMATS:
-            raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {path.name!r}",
-                                 field="out")  # fmt: skip
+            raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {path.name!r}", field="out")
         flat = self.table.copy()
         for col in ("slo_measured_ms", "error_band"):  # nested dicts as text in flat files
             flat[col] = flat[col].map(lambda d: None if d is None else str(d))

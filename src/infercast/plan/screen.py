@@ -42,8 +42,14 @@ def screen_gpu(
     the planner's floors credit the varying request overhead's mean above its median)."""
     rows: list[dict[str, object]] = []
     runnable: list[str] = []
-    base = {"gpu": hw.id, "ep": ep, "pp": pp, "attention_dp": attention_dp, "kv_precision": kv_precision,
-            "passes": False}  # fmt: skip
+    base = {
+        "gpu": hw.id,
+        "ep": ep,
+        "pp": pp,
+        "attention_dp": attention_dp,
+        "kv_precision": kv_precision,
+        "passes": False,
+    }
     for scheme in schemes:
         note = unsupported_note(scheme, hw)
         if note is None:
@@ -61,17 +67,35 @@ def screen_gpu(
     if not runnable or not valid_tps:
         return rows
     df = sweep(
-        models=[spec], gpus=[hw], precisions=runnable, batches=batch,  # type: ignore[list-item]
-        input_lens=input_len, output_lens=output_len, tps=valid_tps, eps=ep, engines=engine,
-        kv_precisions=kv_precision, pps=pp, attention_dps=attention_dp,
-    )  # fmt: skip
+        models=[spec],
+        gpus=[hw],
+        precisions=runnable,
+        batches=batch,  # type: ignore[list-item]
+        input_lens=input_len,
+        output_lens=output_len,
+        tps=valid_tps,
+        eps=ep,
+        engines=engine,
+        kv_precisions=kv_precision,
+        pps=pp,
+        attention_dps=attention_dp,
+    )
     for r in df.itertuples(index=False):
         reasons: list[str] = []
         if not r.fits:
             mem = memory_budget(
-                spec, hw, tp=int(r.tp), ep=ep, precision=str(r.precision), kv_precision=kv_precision,
-                engine=engine, context=input_len + output_len, concurrency=batch, pp=pp, attention_dp=attention_dp,
-            )  # fmt: skip
+                spec,
+                hw,
+                tp=int(r.tp),
+                ep=ep,
+                precision=str(r.precision),
+                kv_precision=kv_precision,
+                engine=engine,
+                context=input_len + output_len,
+                concurrency=batch,
+                pp=pp,
+                attention_dp=attention_dp,
+            )
             reasons.append(does_not_fit(mem))
         if r.ttft_s - ttft_credit_s > ttft_s:
             reasons.append(f"TTFT {fmt_time(r.ttft_s - ttft_credit_s, sig=3)} > {fmt_time(ttft_s, sig=3)}")

@@ -81,18 +81,38 @@ class RateSearch:
 
 def unit_config(model: str | ModelSpec, c: Candidate, traffic: Traffic) -> SimulationConfig:
     """The simulation of one unit of ``c`` on the probe requests; probes vary it with :func:`dataclasses.replace`."""
-    dep = Deployment.resolve(model, c.gpu, tp=c.tp, ep=c.ep, precision=c.precision, kv_precision=c.kv_precision,
-                             engine=c.engine, pp=c.pp, attention_dp=c.attention_dp)  # fmt: skip
+    dep = Deployment.resolve(
+        model,
+        c.gpu,
+        tp=c.tp,
+        ep=c.ep,
+        precision=c.precision,
+        kv_precision=c.kv_precision,
+        engine=c.engine,
+        pp=c.pp,
+        attention_dp=c.attention_dp,
+    )
     engine = EngineConfig(max_num_seqs=c.max_num_seqs, max_num_batched_tokens=c.max_num_batched_tokens)
     cluster = ClusterConfig()
     if c.disaggregated:
         cluster = ClusterConfig(disagg=DisaggConfig(c.prefill, c.decode, c.tp, c.decode_tp or c.tp))
-    return SimulationConfig(dep, WorkloadSpec(workload=traffic.requests, seed=traffic.seed), engine, cluster,
-                            profile=with_front_end(None, dep, c.stream_token_s))  # fmt: skip
+    return SimulationConfig(
+        dep,
+        WorkloadSpec(workload=traffic.requests, seed=traffic.seed),
+        engine,
+        cluster,
+        profile=with_front_end(None, dep, c.stream_token_s),
+    )
 
 
-def simulate_unit(model: str | ModelSpec, c: Candidate, traffic: Traffic, rate: float | None, units: int = 1,
-                  base: SimulationConfig | None = None) -> SimulationResult:  # fmt: skip
+def simulate_unit(
+    model: str | ModelSpec,
+    c: Candidate,
+    traffic: Traffic,
+    rate: float | None,
+    units: int = 1,
+    base: SimulationConfig | None = None,
+) -> SimulationResult:
     """``units`` copies of candidate ``c`` serving the probe requests at ``rate`` (None: offline). A fleet of
     several units gets the requests ``units`` times over, so each unit sees as many as a single-unit probe.
     ``base``: :func:`unit_config` of ``c``, when the caller already has it."""
@@ -104,9 +124,13 @@ def simulate_unit(model: str | ModelSpec, c: Candidate, traffic: Traffic, rate: 
     cluster = base.cluster
     if units > 1:
         d = cluster.disagg
-        cluster = (replace(cluster, replicas=units) if d is None else
-                   replace(cluster, disagg=replace(d, prefill_instances=c.prefill * units,
-                                                   decode_instances=c.decode * units)))  # fmt: skip
+        cluster = (
+            replace(cluster, replicas=units)
+            if d is None
+            else replace(
+                cluster, disagg=replace(d, prefill_instances=c.prefill * units, decode_instances=c.decode * units)
+            )
+        )
     return simulate(replace(base, workload=WorkloadSpec(workload=work, seed=traffic.seed), cluster=cluster))
 
 
@@ -124,8 +148,9 @@ def failure_binding(check: SLOCheck, result: SimulationResult) -> str:
     return "front-end" if check.saturated else f"{check.binding} (front-end)"
 
 
-def operating_point(result: SimulationResult, check: SLOCheck, rate: float, traffic: Traffic,
-                    c: Candidate) -> dict[str, Any]:  # fmt: skip
+def operating_point(
+    result: SimulationResult, check: SLOCheck, rate: float, traffic: Traffic, c: Candidate
+) -> dict[str, Any]:
     """The figures a plan reports at a unit's max rate."""
     s = result.summary
     out_tok_s = rate * traffic.mean_output
@@ -136,16 +161,21 @@ def operating_point(result: SimulationResult, check: SLOCheck, rate: float, traf
         "input_tok_s": rate * traffic.mean_input,
         "output_tok_s_per_gpu": out_tok_s / c.gpus,
         "tok_s_per_user": 1.0 / tpot["p50"] if tpot.get("p50") else math.nan,
-        "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p90_s": s["ttft_s"]["p90"], "ttft_p99_s": s["ttft_s"]["p99"],
-        "tpot_p50_s": tpot["p50"], "tpot_p90_s": tpot["p90"], "tpot_p99_s": tpot["p99"],
-        "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
+        "ttft_p50_s": s["ttft_s"]["p50"],
+        "ttft_p90_s": s["ttft_s"]["p90"],
+        "ttft_p99_s": s["ttft_s"]["p99"],
+        "tpot_p50_s": tpot["p50"],
+        "tpot_p90_s": tpot["p90"],
+        "tpot_p99_s": tpot["p99"],
+        "e2e_p50_s": s["e2e_s"]["p50"],
+        "e2e_p99_s": s["e2e_s"]["p99"],
         "slo_measured_s": check.measured_s,
         "slo_attainment": check.attainment,
         "headroom": check.headroom,
         "mean_decode_batch": s["mean_decode_batch"],
         "busy_fraction": s["busy_fraction"],
         "error_band": _band(result),
-    }  # fmt: skip
+    }
 
 
 def _band(result: SimulationResult) -> dict[str, Any] | None:
@@ -154,15 +184,24 @@ def _band(result: SimulationResult) -> dict[str, Any] | None:
     return conf.to_dict() if conf is not None else None
 
 
-def offline_capacity(model: str | ModelSpec, c: Candidate, traffic: Traffic,
-                     base: SimulationConfig | None = None) -> float:  # fmt: skip
+def offline_capacity(
+    model: str | ModelSpec, c: Candidate, traffic: Traffic, base: SimulationConfig | None = None
+) -> float:
     """Requests/s one unit completes with every probe request queued at t = 0 (full batches throughout)."""
     return float(simulate_unit(model, c, traffic, None, base=base).summary["request_throughput_req_s"])
 
 
-def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet, *, hint: float | None = None,
-                capacity: float | None = None, rel_tol: float = REL_TOL,
-                hopeless: Callable[[float], bool] | None = None) -> RateSearch:  # fmt: skip
+def search_rate(
+    model: str | ModelSpec,
+    c: Candidate,
+    traffic: Traffic,
+    slo: SLOSet,
+    *,
+    hint: float | None = None,
+    capacity: float | None = None,
+    rel_tol: float = REL_TOL,
+    hopeless: Callable[[float], bool] | None = None,
+) -> RateSearch:
     """Bisection for the highest rate at which ``c`` passes ``slo`` (see the module docstring); ``capacity``:
     its :func:`offline_capacity` when already known. ``hopeless(rate)``: True when a unit serving less than
     ``rate`` cannot matter (branch and bound); while nothing has passed, a failing probe at such a rate ends
@@ -191,8 +230,7 @@ def search_rate(model: str | ModelSpec, c: Candidate, traffic: Traffic, slo: SLO
             break
         if lo == 0:  # nothing passed yet: step down, below what a saturated probe actually served
             if hopeless is not None and hopeless(rate):
-                search.bounded = (f"cost bound: fails at {rate:.3g} req/s, and even that rate cannot beat the best "
-                                  "unit")  # fmt: skip
+                search.bounded = f"cost bound: fails at {rate:.3g} req/s, and even that rate cannot beat the best unit"
                 break
             if rate <= floor:
                 break

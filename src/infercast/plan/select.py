@@ -24,9 +24,22 @@ from infercast.specs.model import ModelSpec
 from infercast.specs.precision import get_scheme
 
 _SELECT_COLUMNS = [
-    "gpu", "passes", "precision", "tp", "ep", "kv_precision", "ttft_s", "tpot_s", "e2e_s", "output_throughput_tok_s",
-    "fits", "cost_per_mtok_usd", "reason", "configs_tried", "configs_passing",
-]  # fmt: skip
+    "gpu",
+    "passes",
+    "precision",
+    "tp",
+    "ep",
+    "kv_precision",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "output_throughput_tok_s",
+    "fits",
+    "cost_per_mtok_usd",
+    "reason",
+    "configs_tried",
+    "configs_passing",
+]
 
 
 def select(
@@ -75,9 +88,19 @@ def select(
     every: list[dict[str, object]] = []
     for hw in hws:
         configs = screen_gpu(
-            spec, hw, schemes or [get_scheme(default_precision(spec, hw))], tp_list, ttft_s=ttft_s, tpot_s=tpot_s,
-            input_len=input_len, output_len=output_len, batch=batch, ep=ep, kv_precision=kv_precision, engine=engine,
-        )  # fmt: skip
+            spec,
+            hw,
+            schemes or [get_scheme(default_precision(spec, hw))],
+            tp_list,
+            ttft_s=ttft_s,
+            tpot_s=tpot_s,
+            input_len=input_len,
+            output_len=output_len,
+            batch=batch,
+            ep=ep,
+            kv_precision=kv_precision,
+            engine=engine,
+        )
         every.extend(configs)
         passing = [c for c in configs if c["passes"]]
         evaluated = [c for c in configs if "_miss" in c]
@@ -103,7 +126,15 @@ def select(
     df["passes"] = df["passes"].astype(bool)
     df["reason"] = df["reason"].fillna("")
     df.attrs.update(
-        model=spec.id, ttft_s=ttft_s, tpot_s=tpot_s, input_len=input_len, output_len=output_len, batch=batch,
-        tps=tp_list, ep=ep, kv_precision=kv_precision, engine=engine,
-    )  # fmt: skip
+        model=spec.id,
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        tps=tp_list,
+        ep=ep,
+        kv_precision=kv_precision,
+        engine=engine,
+    )
     return df

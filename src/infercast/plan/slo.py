@@ -97,8 +97,9 @@ class SLOSet:
         limits = [t.limit_s for t in self.terms if t.metric == metric]
         return min(limits) if limits else None
 
-    def check(self, arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np.ndarray,
-              saturated: bool) -> SLOCheck:  # fmt: skip
+    def check(
+        self, arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, output: np.ndarray, saturated: bool
+    ) -> SLOCheck:
         """Judge one run from its per-request times (seconds; unfinished requests are NaN and fail)."""
         ttft, tpot, e2e = request_metrics(arrival, first, finish, output)
         values = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
@@ -132,8 +133,9 @@ class SLOSet:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "terms": [{"metric": t.metric, "percentile": t.percentile, "limit_ms": t.limit_s * 1e3}
-                      for t in self.terms],
+            "terms": [
+                {"metric": t.metric, "percentile": t.percentile, "limit_ms": t.limit_s * 1e3} for t in self.terms
+            ],
             "attainment": self.attainment,
         }
 
@@ -149,12 +151,16 @@ def _parse_term(spec: object) -> SLOTerm:
         raise InfercastError(f"expected a term like 'ttft:p99:200ms', got {spec!r}", field="slo")
     parts = [p.strip() for p in spec.strip().split(":")]
     if len(parts) not in (2, 3):
-        raise InfercastError(f"expected METRIC:pNN:TIME or METRIC:TIME (e.g. ttft:p99:200ms), got {spec!r}",
-                             field="slo")  # fmt: skip
+        raise InfercastError(
+            f"expected METRIC:pNN:TIME or METRIC:TIME (e.g. ttft:p99:200ms), got {spec!r}", field="slo"
+        )
     metric = METRICS.get(parts[0].lower())
     if metric is None:
-        raise InfercastError(f"unknown metric {parts[0]!r} in {spec!r}; allowed: ttft, tpot, e2e", field="slo",
-                             allowed=("ttft", "tpot", "e2e"))  # fmt: skip
+        raise InfercastError(
+            f"unknown metric {parts[0]!r} in {spec!r}; allowed: ttft, tpot, e2e",
+            field="slo",
+            allowed=("ttft", "tpot", "e2e"),
+        )
     percentile = None
     if len(parts) == 3:
         text = parts[1].lower()
@@ -163,7 +169,8 @@ def _parse_term(spec: object) -> SLOTerm:
         except ValueError:
             percentile = float("nan")
         if not (0 < percentile <= 100):
-            raise InfercastError(f"percentile must look like p50, p90, p99.9 (in (0, 100]), got {parts[1]!r}",
-                                 field="slo")  # fmt: skip
+            raise InfercastError(
+                f"percentile must look like p50, p90, p99.9 (in (0, 100]), got {parts[1]!r}", field="slo"
+            )
     limit = parse_duration("slo", parts[-1])
     return SLOTerm(metric, limit, percentile)

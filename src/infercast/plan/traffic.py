@@ -45,9 +45,16 @@ class Traffic:
     @cached_property
     def requests(self) -> Workload:
         """The requests of every probe, all at t = 0 (retimed per probe)."""
-        spec = WorkloadSpec(input_len=self.input_len, output_len=self.output_len, trace=self.trace,
-                            num_requests=self.num_requests, rate=math.inf, arrival=self.arrival,
-                            burstiness=self.burstiness, seed=self.seed)  # fmt: skip
+        spec = WorkloadSpec(
+            input_len=self.input_len,
+            output_len=self.output_len,
+            trace=self.trace,
+            num_requests=self.num_requests,
+            rate=math.inf,
+            arrival=self.arrival,
+            burstiness=self.burstiness,
+            seed=self.seed,
+        )
         return spec.build()
 
     def at_rate(self, rate: float, copies: int = 1) -> Workload:

@@ -157,9 +157,20 @@ def simulation_config(
     TensorRT-LLM's fitted one, none for the others; :mod:`infercast.cost.front_end`).
     ``step_mode``: step token by token (same results, slow; used to check the fast path).
     """
-    spec = WorkloadSpec(workload=workload, trace=trace, input_len=input_len, output_len=output_len,
-                        num_requests=num_requests, rate=rate, burstiness=burstiness, concurrency=concurrency,
-                        offline=offline, arrival=arrival, seed=seed, prefix=prefix)  # fmt: skip
+    spec = WorkloadSpec(
+        workload=workload,
+        trace=trace,
+        input_len=input_len,
+        output_len=output_len,
+        num_requests=num_requests,
+        rate=rate,
+        burstiness=burstiness,
+        concurrency=concurrency,
+        offline=offline,
+        arrival=arrival,
+        seed=seed,
+        prefix=prefix,
+    )
     sched = None if scheduler is None else scheduler_name(scheduler, extra=("disagg",))
     if disagg is not None and sched != "disagg":
         raise InfercastError(f"a DisaggConfig needs scheduler='disagg' (got {sched!r})", field="disagg")
@@ -168,18 +179,43 @@ def simulation_config(
         if not isinstance(disagg, DisaggConfig):
             raise InfercastError(f"must be a DisaggConfig, got {type(disagg).__name__}", field="disagg")
         sched = "chunked"
-    dep = Deployment.resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
-                             pp=pp, attention_dp=attention_dp)  # fmt: skip
+    dep = Deployment.resolve(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+    )
     if disagg is not None and (dep.pp > 1 or dep.attention_dp > 1):
         raise InfercastError(
             "disaggregated pools are sized by tensor parallelism only; drop pp / attention_dp or the disagg scheduler",
             field="pp" if dep.pp > 1 else "attention_dp",
         )
-    engine_config = EngineConfig(sched, max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization,
-                                 prefix_caching, preemption, speculative, overlap_scheduler)  # fmt: skip
+    engine_config = EngineConfig(
+        sched,
+        max_num_seqs,
+        max_num_batched_tokens,
+        block_size,
+        gpu_memory_utilization,
+        prefix_caching,
+        preemption,
+        speculative,
+        overlap_scheduler,
+    )
     profile = with_front_end(profile, dep, stream_token_s)
-    return SimulationConfig(dep, spec, engine_config, ClusterConfig(replicas, router, disagg),
-                            ObserveConfig(goodput, trace_steps, sample_interval), profile, step_mode)  # fmt: skip
+    return SimulationConfig(
+        dep,
+        spec,
+        engine_config,
+        ClusterConfig(replicas, router, disagg),
+        ObserveConfig(goodput, trace_steps, sample_interval),
+        profile,
+        step_mode,
+    )
 
 
 def run(config: SimulationConfig) -> SimulationResult:
@@ -192,8 +228,16 @@ def run(config: SimulationConfig) -> SimulationResult:
     dep, engine, cluster = config.deployment, config.engine, config.cluster
 
     def make(rid: int, tp: int | None, engine: EngineConfig) -> Replica:
-        return Replica(rid, with_tp(dep, tp), engine, table, recorder, profile=config.profile, seed=seed,
-                       step_mode=config.step_mode)  # fmt: skip
+        return Replica(
+            rid,
+            with_tp(dep, tp),
+            engine,
+            table,
+            recorder,
+            profile=config.profile,
+            seed=seed,
+            step_mode=config.step_mode,
+        )
 
     pools: dict[str, Any] = {}
     disagg = cluster.disagg
@@ -201,14 +245,24 @@ def run(config: SimulationConfig) -> SimulationResult:
         pool = replace(engine, scheduler="chunked")  # both pools run chunked prefill
         pre = [make(r, disagg.prefill_tp, pool) for r in range(disagg.prefill_instances)]
         dec = [make(disagg.prefill_instances + r, disagg.decode_tp, pool) for r in range(disagg.decode_instances)]
-        coord = Coordinator(table, pre, Router(cluster.router, table), decode_replicas=dec,
-                            decode_router=Router("least_outstanding", table), kv_link=disagg.link,
-                            closed_loop=work.closed_loop)  # fmt: skip
+        coord = Coordinator(
+            table,
+            pre,
+            Router(cluster.router, table),
+            decode_replicas=dec,
+            decode_router=Router("least_outstanding", table),
+            kv_link=disagg.link,
+            closed_loop=work.closed_loop,
+        )
         refuse_unservable(table, pre, decode=False)
         refuse_unservable(table, dec)
         reps = pre + dec
-        pools = {"prefill_instances": len(pre), "decode_instances": len(dec), "prefill_tp": pre[0].deployment.tp,
-                 "decode_tp": dec[0].deployment.tp}  # fmt: skip
+        pools = {
+            "prefill_instances": len(pre),
+            "decode_instances": len(dec),
+            "prefill_tp": pre[0].deployment.tp,
+            "decode_tp": dec[0].deployment.tp,
+        }
     else:
         reps = [make(r, None, engine) for r in range(cluster.replicas)]
         refuse_unservable(table, reps)
@@ -217,13 +271,25 @@ def run(config: SimulationConfig) -> SimulationResult:
     table.freeze()
     dep0 = reps[0].deployment
     description = {
-        "model": dep0.model.id, "gpu": dep0.hardware.id, "tp": dep.tp, "ep": dep.ep, "pp": dep.pp,
-        "attention_dp": dep.attention_dp, "gpus_per_replica": dep.gpus, "precision": dep0.scheme.name,
-        "engine": dep.engine.id, "scheduler": config.scheduler, "replicas": len(reps), **pools,
-        "router": cluster.router, "max_num_seqs": reps[0].max_seqs,
-        "max_num_batched_tokens": reps[0].max_batched_tokens, "kv_blocks_per_replica": reps[0].kv.num_blocks,
-        "block_size": reps[0].bs, "workload": work.name,
-    }  # fmt: skip
+        "model": dep0.model.id,
+        "gpu": dep0.hardware.id,
+        "tp": dep.tp,
+        "ep": dep.ep,
+        "pp": dep.pp,
+        "attention_dp": dep.attention_dp,
+        "gpus_per_replica": dep.gpus,
+        "precision": dep0.scheme.name,
+        "engine": dep.engine.id,
+        "scheduler": config.scheduler,
+        "replicas": len(reps),
+        **pools,
+        "router": cluster.router,
+        "max_num_seqs": reps[0].max_seqs,
+        "max_num_batched_tokens": reps[0].max_batched_tokens,
+        "kv_blocks_per_replica": reps[0].kv.num_blocks,
+        "block_size": reps[0].bs,
+        "workload": work.name,
+    }
     summary = summarize(table, recorder, reps, config.observe.goodput, work)
     # load level: the closed loop's clients, else the mean number of running sequences; near saturation when
     # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
@@ -234,11 +300,22 @@ def run(config: SimulationConfig) -> SimulationResult:
         "requests_per_s": summary.request_throughput_req_s / pools.get("prefill_instances", len(reps)),
         "output_tokens_per_s": summary.output_throughput_tok_s / pools.get("decode_instances", len(reps)),
     }
-    conf = confidence(dep.hardware.id, dep.engine.id, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
-                      concurrency=load,
-                      moe=dep.model.is_moe, mla=dep.model.mla is not None, saturated=bool(queued),
-                      attention=dep.model.attention_kind, rates=rates, model=dep.model.id,
-                      front_end=_front_end_load(reps, summary.duration_s))  # fmt: skip
+    conf = confidence(
+        dep.hardware.id,
+        dep.engine.id,
+        tp=dep.tp,
+        ep=dep.ep,
+        pp=dep.pp,
+        attention_dp=dep.attention_dp,
+        concurrency=load,
+        moe=dep.model.is_moe,
+        mla=dep.model.mla is not None,
+        saturated=bool(queued),
+        attention=dep.model.attention_kind,
+        rates=rates,
+        model=dep.model.id,
+        front_end=_front_end_load(reps, summary.duration_s),
+    )
     return SimulationResult(summary, table, recorder, description, reps, config, conf)
 
 
@@ -284,8 +361,11 @@ def summarize(
     front_end = _front_end_load(reps, span)
     if slo is not None:
         ok = slo.met(ttft[done], tpot[done], e2e[done])
-        goodput = {"goodput_req_s": int(ok.sum()) / span, "slo_attainment": float(ok.mean()) if ok.size else 0.0,
-                   "slo": slo.to_dict()}  # fmt: skip
+        goodput = {
+            "goodput_req_s": int(ok.sum()) / span,
+            "slo_attainment": float(ok.mean()) if ok.size else 0.0,
+            "slo": slo.to_dict(),
+        }
     return SimulationSummary(
         num_requests=table.n,
         completed=completed,

@@ -93,8 +93,12 @@ def replica_pool(mem: MemoryBudget, prefix_cache: bool) -> tuple[BlockRule, int,
         return rule, mem.num_blocks, mem.block_bytes, mem.state_blocks_per_sequence
     block_bytes = mem.kv_bytes_per_token * bs  # every layer's tokens, as memory.py sizes blocks without groups
     pool, state = mem.unreserved_bytes, mem.state_bytes_per_sequence
-    return (BlockRule(bs), int(pool // block_bytes) if pool > 0 else 0, block_bytes,
-            int(-(-state // block_bytes)) if state else 0)  # fmt: skip
+    return (
+        BlockRule(bs),
+        int(pool // block_bytes) if pool > 0 else 0,
+        block_bytes,
+        int(-(-state // block_bytes)) if state else 0,
+    )
 
 
 class BlockLedger:

@@ -180,8 +180,14 @@ class Coordinator:
         position = 0
         watchdog = Watchdog("the cluster event loop")
         while True:
-            watchdog.tick((position, len(self.events), tuple(rep.t for rep in everyone),
-                           tuple(rep.outstanding for rep in everyone)))  # fmt: skip
+            watchdog.tick(
+                (
+                    position,
+                    len(self.events),
+                    tuple(rep.t for rep in everyone),
+                    tuple(rep.outstanding for rep in everyone),
+                )
+            )
             t_arrival = float(tb.arrival[order[position]]) if position < len(order) else np.inf
             t_event = self.events[0][0] if self.events else np.inf
             t_next = min(t_arrival, t_event)
@@ -199,8 +205,9 @@ class Coordinator:
             if t_next == np.inf:
                 stuck = [rep.inbox[0] for rep in self.decode if rep.inbox]
                 if stuck:
-                    raise InfercastError(f"request {stuck[0]} cannot fit in any decode replica's KV cache",
-                                         field="workload")  # fmt: skip
+                    raise InfercastError(
+                        f"request {stuck[0]} cannot fit in any decode replica's KV cache", field="workload"
+                    )
                 return
             if t_event <= t_arrival:
                 t, _, i = heapq.heappop(self.events)

@@ -85,8 +85,9 @@ class EngineConfig:
         if self.speculative is not None:
             _require_type("speculative", self.speculative, SpeculativeConfig, "a SpeculativeConfig or None")
         if self.overlap_scheduler is not None and not isinstance(self.overlap_scheduler, bool):
-            raise InfercastError(f"must be True, False or None, got {self.overlap_scheduler!r}",
-                                 field="overlap_scheduler")  # fmt: skip
+            raise InfercastError(
+                f"must be True, False or None, got {self.overlap_scheduler!r}", field="overlap_scheduler"
+            )
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ class DisaggConfig:
 
     def __post_init__(self) -> None:
         for name in ("prefill_instances", "decode_instances"):
-            object.__setattr__(self, name, require_at_most(name, require_positive_int(name, getattr(self, name)),
-                                                           MAX_REPLICAS))  # fmt: skip
+            object.__setattr__(
+                self, name, require_at_most(name, require_positive_int(name, getattr(self, name)), MAX_REPLICAS)
+            )
         for name in ("prefill_tp", "decode_tp"):
             value = getattr(self, name)
             if value is not None:
@@ -126,8 +128,10 @@ class ClusterConfig:
         if self.disagg is not None:
             _require_type("disagg", self.disagg, DisaggConfig, "a DisaggConfig or None")
             if self.replicas != 1:
-                raise InfercastError("disaggregated pools are sized by DisaggConfig(prefill_instances, "
-                                     "decode_instances), not replicas", field="replicas")  # fmt: skip
+                raise InfercastError(
+                    "disaggregated pools are sized by DisaggConfig(prefill_instances, decode_instances), not replicas",
+                    field="replicas",
+                )
 
 
 @dataclass(frozen=True)
@@ -179,8 +183,9 @@ class SimulationConfig:
         if not isinstance(self.step_mode, bool):
             raise InfercastError(f"must be True or False, got {self.step_mode!r}", field="step_mode")
         if self.cluster.disagg is not None and self.engine.scheduler not in (None, "chunked"):
-            raise InfercastError(f"disaggregated pools run chunked prefill, not {self.engine.scheduler!r}",
-                                 field="scheduler")  # fmt: skip
+            raise InfercastError(
+                f"disaggregated pools run chunked prefill, not {self.engine.scheduler!r}", field="scheduler"
+            )
 
     @property
     def scheduler(self) -> str:

@@ -47,10 +47,14 @@ class DecodeSpan:
         self.const = table.constant_f[n]
         cs, cw, ms, mw = table.cs_f, table.cw_f, table.ms_f, table.mw_f
         self.lines = [
-            (c0[n] + cs[v][n] * s + cw[v][n] * sw, cs[v][n] * ds + cw[v][n] * dsw, m0[n] + ms[v][n] * s + mw[v][n] * sw,
-             ms[v][n] * ds + mw[v][n] * dsw)
+            (
+                c0[n] + cs[v][n] * s + cw[v][n] * sw,
+                cs[v][n] * ds + cw[v][n] * dsw,
+                m0[n] + ms[v][n] * s + mw[v][n] * sw,
+                ms[v][n] * ds + mw[v][n] * dsw,
+            )
             for v, (c0, m0) in enumerate(zip(table.c0_f, table.m0_f, strict=True))
-        ]  # fmt: skip
+        ]
 
     def step(self, j: int) -> float:
         """Time of step j of the span."""

@@ -105,8 +105,9 @@ def decode_span(rep: Replica, t_limit: float) -> None:
                 if k > 1 and limited:
                     k = steps_to_reach(base, slope, t_limit - origin, k)
         if line is None:
-            span = DecodeSpan(table, n, s, float(batch.window_sum()) if window else s, n,
-                              batch.n_below if window else n)  # fmt: skip
+            span = DecodeSpan(
+                table, n, s, float(batch.window_sum()) if window else s, n, batch.n_below if window else n
+            )
             const, line = span.const, span.lines[0] if single else None
             first = span.step(0)
             if k > 1:
@@ -198,9 +199,21 @@ def speculative_step(rep: Replica) -> None:
     q = n * (k + 1)  # query tokens of the verification pass
     kv_read = (k + 1) * s + n * k * (k + 1) / 2
     kv_read_w = (k + 1) * sw + n * k * (k + 1) / 2 if not rep.window else (k + 1) * sw
-    verify = rep.step_fn(one=1.0, tokens=q, sampled=q, prefill_tokens=0.0, decode_tokens=q, prefill_pairs=0.0,
-                         prefill_pairs_win=0.0, prefill_kv=0.0, prefill_kv_win=0.0, decode_kv=kv_read,
-                         decode_kv_win=kv_read_w, seqs=n, prefill_seqs=0.0)  # fmt: skip
+    verify = rep.step_fn(
+        one=1.0,
+        tokens=q,
+        sampled=q,
+        prefill_tokens=0.0,
+        decode_tokens=q,
+        prefill_pairs=0.0,
+        prefill_pairs_win=0.0,
+        prefill_kv=0.0,
+        prefill_kv_win=0.0,
+        decode_kv=kv_read,
+        decode_kv_win=kv_read_w,
+        seqs=n,
+        prefill_seqs=0.0,
+    )
     below = batch.n_below if rep.window else n
     if spec.draft_table is not None:
         draft = DecodeSpan(spec.draft_table, n, s, sw, n, below).total(k)

@@ -125,4 +125,3 @@ def summary_table(result: SimulationResult) -> Table:
         t.caption = "\n".join(f"[yellow]warning: {w}[/]" for w in conf.warnings) + f"\n{t.caption}"
         t.caption_justify = "left"
     return t
-

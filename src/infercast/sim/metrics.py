@@ -73,8 +73,9 @@ class GapRecorder:
         self._points.extend(np.column_stack([values, weights]).ravel().tolist())
         self.maybe_flush()
 
-    def add_ramp(self, const: float, lines: list[tuple[float, float, float, float]], j0: int, j1: int,
-                 weight: float) -> None:  # fmt: skip
+    def add_ramp(
+        self, const: float, lines: list[tuple[float, float, float, float]], j0: int, j1: int, weight: float
+    ) -> None:
         """Steps j0..j1-1 of a decode run (see class docstring), each seen ``weight`` times."""
         if j1 <= j0 or weight <= 0:
             return
@@ -225,8 +226,9 @@ class SLO:
         values: dict[str, float] = {}
         for spec in specs:
             if not isinstance(spec, str):
-                raise InfercastError(f"expected specs like 'ttft:200' (name:milliseconds), got {spec!r}",
-                                     field="goodput")  # fmt: skip
+                raise InfercastError(
+                    f"expected specs like 'ttft:200' (name:milliseconds), got {spec!r}", field="goodput"
+                )
             name, _, ms = spec.partition(":")
             key = _SLO_KEYS.get(name.strip().lower())
             if key is None:

@@ -107,8 +107,18 @@ def _step_events(result: SimulationResult, pid_of: dict[int, int]) -> list[dict[
             args["prefill_ids"] = ids[:_PREFILL_IDS_SHOWN]
             if len(ids) > _PREFILL_IDS_SHOWN:
                 args["prefill_ids_omitted"] = len(ids) - _PREFILL_IDS_SHOWN
-        events.append({"name": s.kind, "cat": "step", "ph": "X", "ts": _us(s.start), "dur": dur,
-                       "pid": pid_of[s.replica], "tid": pid_of[s.replica], "args": args})  # fmt: skip
+        events.append(
+            {
+                "name": s.kind,
+                "cat": "step",
+                "ph": "X",
+                "ts": _us(s.start),
+                "dur": dur,
+                "pid": pid_of[s.replica],
+                "tid": pid_of[s.replica],
+                "args": args,
+            }
+        )
     return events
 
 
@@ -127,11 +137,27 @@ def _counter_events(result: SimulationResult, pid_of: dict[int, int], max_sample
         for row in group.itertuples(index=False):
             ts = _us(row.t)
             for name, key, column in _COUNTERS:
-                events.append({"name": name, "ph": "C", "ts": ts, "pid": pid, "tid": pid,
-                               "args": {key: int(getattr(row, column))}})  # fmt: skip
+                events.append(
+                    {
+                        "name": name,
+                        "ph": "C",
+                        "ts": ts,
+                        "pid": pid,
+                        "tid": pid,
+                        "args": {key: int(getattr(row, column))},
+                    }
+                )
             if total_blocks:
-                events.append({"name": "KV usage", "ph": "C", "ts": ts, "pid": pid, "tid": pid,
-                               "args": {"pct": round(100.0 * row.kv_blocks / total_blocks, 3)}})  # fmt: skip
+                events.append(
+                    {
+                        "name": "KV usage",
+                        "ph": "C",
+                        "ts": ts,
+                        "pid": pid,
+                        "tid": pid,
+                        "args": {"pct": round(100.0 * row.kv_blocks / total_blocks, 3)},
+                    }
+                )
     return events
 
 
@@ -171,14 +197,38 @@ def _request_events(result: SimulationResult, pid: int, max_requests: int) -> tu
             "tpot_ms": _finite(round(row.tpot_s * 1e3, 4)),
             "e2e_ms": _finite(round(row.e2e_s * 1e3, 4)),
         }
-        events.append({"name": f"req {rid}", "cat": "request", "ph": "X", "ts": arrive,
-                       "dur": round(finish - arrive, 3), "pid": pid, "tid": tid, "args": args})  # fmt: skip
-        for name, start, end in (("overhead", arrive, queued), ("queued", queued, scheduled),
-                                 ("prefill", scheduled, first), ("decode", first, finish)):  # fmt: skip
+        events.append(
+            {
+                "name": f"req {rid}",
+                "cat": "request",
+                "ph": "X",
+                "ts": arrive,
+                "dur": round(finish - arrive, 3),
+                "pid": pid,
+                "tid": tid,
+                "args": args,
+            }
+        )
+        for name, start, end in (
+            ("overhead", arrive, queued),
+            ("queued", queued, scheduled),
+            ("prefill", scheduled, first),
+            ("decode", first, finish),
+        ):
             dur = round(end - start, 3)
             if dur > 0:
-                events.append({"name": name, "cat": "request", "ph": "X", "ts": start, "dur": dur, "pid": pid,
-                               "tid": tid, "args": {"request": int(rid)}})  # fmt: skip
+                events.append(
+                    {
+                        "name": name,
+                        "cat": "request",
+                        "ph": "X",
+                        "ts": start,
+                        "dur": dur,
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"request": int(rid)},
+                    }
+                )
     return events, len(lane_free)
 
 
@@ -238,8 +288,10 @@ def to_chrome_trace(
         other["note"] = "no engine steps were recorded: run simulate(..., trace_steps=N) to keep them"
     elif sum(s.steps for s in rec.steps) < rec.step_count:
         last = rec.steps[-1]
-        other["note"] = (f"only the first {kept} step records were kept (to t = {last.start + last.duration:.3f} s); "
-                         "raise trace_steps to keep more")  # fmt: skip
+        other["note"] = (
+            f"only the first {kept} step records were kept (to t = {last.start + last.duration:.3f} s); "
+            "raise trace_steps to keep more"
+        )
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
@@ -297,8 +349,11 @@ def validate_chrome_trace(trace: dict[str, Any]) -> list[str]:
             problems.append(f"event {i} (X): dur must be a number > 0, got {e.get('dur')!r}")
         if ph in ("X", "C") and not isinstance(e.get("ts"), int | float):
             problems.append(f"event {i} ({ph}): ts must be a number")
-        if ph == "C" and not (isinstance(e.get("args"), dict) and e["args"]
-                              and all(isinstance(v, int | float) for v in e["args"].values())):  # fmt: skip
+        if ph == "C" and not (
+            isinstance(e.get("args"), dict)
+            and e["args"]
+            and all(isinstance(v, int | float) for v in e["args"].values())
+        ):
             problems.append(f"event {i} (C): args must map series names to numbers")
         if ph == "M" and e.get("name") not in _METADATA:
             problems.append(f"event {i} (M): unknown metadata {e.get('name')!r}")

@@ -167,8 +167,9 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
         edges = np.arange(start, end + width, width)
         if edges.size < 2:
             edges = np.array([start, start + width])
-        tok = _token_rate(done["first_token_s"].to_numpy(), done["finish_s"].to_numpy(),
-                          done["output_tokens"].to_numpy(), edges)  # fmt: skip
+        tok = _token_rate(
+            done["first_token_s"].to_numpy(), done["finish_s"].to_numpy(), done["output_tokens"].to_numpy(), edges
+        )
         req = np.histogram(done["finish_s"].to_numpy(), bins=edges)[0] / width
         ax_tp.stairs(tok, edges, color="C0", lw=1.6, label="output tokens/s (left)")
         ax_tp.set_ylabel("output tokens/s")
@@ -200,20 +201,35 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
             if many:
                 kw["alpha"] = 0.6
             if total:
-                ax_kv.plot(t, 100.0 * g["kv_blocks"].to_numpy() / total, color=f"C{i % 10}",
-                           label=(tag or "KV blocks in use") if not many or i == 0 else None, **kw)  # fmt: skip
+                ax_kv.plot(
+                    t,
+                    100.0 * g["kv_blocks"].to_numpy() / total,
+                    color=f"C{i % 10}",
+                    label=(tag or "KV blocks in use") if not many or i == 0 else None,
+                    **kw,
+                )
             else:
                 ax_kv.plot(t, g["kv_blocks"].to_numpy(), color=f"C{i % 10}", label=tag or None, **kw)
-            ax_q.plot(t, g["running"].to_numpy(), color="C2" if len(replicas) == 1 else f"C{i % 10}",
-                      label=f"running{' · ' + tag if tag else ''}" if not many or i == 0 else None, **kw)  # fmt: skip
-            ax_q.plot(t, g["waiting"].to_numpy(), color="C1" if len(replicas) == 1 else f"C{i % 10}", ls="--",
-                      label=f"waiting{' · ' + tag if tag else ''}" if not many or i == 0 else None, **kw)  # fmt: skip
+            ax_q.plot(
+                t,
+                g["running"].to_numpy(),
+                color="C2" if len(replicas) == 1 else f"C{i % 10}",
+                label=f"running{' · ' + tag if tag else ''}" if not many or i == 0 else None,
+                **kw,
+            )
+            ax_q.plot(
+                t,
+                g["waiting"].to_numpy(),
+                color="C1" if len(replicas) == 1 else f"C{i % 10}",
+                ls="--",
+                label=f"waiting{' · ' + tag if tag else ''}" if not many or i == 0 else None,
+                **kw,
+            )
         if total:
             peak = 100.0 * float(occ["kv_blocks"].max()) / total
             ax_kv.set_ylabel("KV cache in use (%)")
             ax_kv.set_ylim(0, min(105.0, max(5.0, peak * 1.25)))
-            ax_kv.set_title(f"KV-cache occupancy (% of {total:,} blocks per replica; peak {peak:.1f}%)",
-                            fontsize=10)  # fmt: skip
+            ax_kv.set_title(f"KV-cache occupancy (% of {total:,} blocks per replica; peak {peak:.1f}%)", fontsize=10)
         else:
             ax_kv.set_ylabel("KV blocks in use")
             ax_kv.set_title("KV-cache occupancy", fontsize=10)
@@ -222,8 +238,11 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
         ax_q.set_ylabel("sequences")
         ax_q.set_ylim(bottom=0)
         ax_q.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax_q.set_title("Running (in the batch) and waiting (queued) sequences"
-                       + (" — solid: running, dashed: waiting" if len(replicas) > 1 else ""), fontsize=10)  # fmt: skip
+        ax_q.set_title(
+            "Running (in the batch) and waiting (queued) sequences"
+            + (" — solid: running, dashed: waiting" if len(replicas) > 1 else ""),
+            fontsize=10,
+        )
         ax_kv.legend(loc="upper left", fontsize=8)
         ax_q.legend(loc="upper left", fontsize=8, ncol=2 if len(replicas) > 1 else 1)
     for ax in (ax_tp, ax_kv, ax_q):
@@ -294,8 +313,10 @@ def plot_rate_sweep(
 
     fig, axes = _figure(1, 3, (14, 4.4))
     ax_ttft, ax_tpot, ax_good = axes[0]
-    panels = ((ax_ttft, "ttft", "TTFT", slo_.ttft_s if slo_ else None),
-              (ax_tpot, "tpot", "TPOT", slo_.tpot_s if slo_ else None))  # fmt: skip
+    panels = (
+        (ax_ttft, "ttft", "TTFT", slo_.ttft_s if slo_ else None),
+        (ax_tpot, "tpot", "TPOT", slo_.tpot_s if slo_ else None),
+    )
     for ax, key, label, limit in panels:
         for q, color, style in (("p50", "C0", "-"), ("p99", "C3", "--")):
             ms = t[f"{key}_{q}_s"].to_numpy(dtype=float) * 1e3
@@ -312,8 +333,9 @@ def plot_rate_sweep(
     good = t["goodput_req_s"].to_numpy(dtype=float)
     ax_good.plot(rate, good, "-o", color="C4", ms=4, label="goodput" if slo_ else "goodput (= throughput, no SLO)")
     if "request_throughput_req_s" in t.columns and slo_ is not None:
-        ax_good.plot(rate, t["request_throughput_req_s"].to_numpy(dtype=float), "--", color="C7", lw=1.2,
-                     label="throughput")  # fmt: skip
+        ax_good.plot(
+            rate, t["request_throughput_req_s"].to_numpy(dtype=float), "--", color="C7", lw=1.2, label="throughput"
+        )
     top = float(np.nanmax(np.concatenate([rate, good])))
     ax_good.plot([0, top], [0, top], ":", color="0.5", lw=1, label="ideal (served = offered)")
     if sat.any():
@@ -331,6 +353,5 @@ def plot_rate_sweep(
         ax.set_xlim(left=0)
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(loc="upper left" if ax is ax_good else "best", fontsize=8)
-    fig.suptitle("Latency and goodput vs offered load" + (f" (SLO {slo_.describe()})" if slo_ else ""),
-                 fontsize=10)  # fmt: skip
+    fig.suptitle("Latency and goodput vs offered load" + (f" (SLO {slo_.describe()})" if slo_ else ""), fontsize=10)
     return _save(fig, path)

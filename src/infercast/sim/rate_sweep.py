@@ -108,27 +108,33 @@ def rate_sweep(
     else:
         for name in SWEEP_SETS:
             if name in options and options[name] not in (None, False):
-                raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`",
-                                     field=name)  # fmt: skip
+                raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`", field=name)
         workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
         template = WorkloadSpec(**workload_options, rate=math.inf)  # validates the workload options once
         slo = SLO.parse(goodput)
     base = template.build()
     seed = template.seed
-    config = model if isinstance(model, SimulationConfig) else simulation_config(model, gpu, workload=base,
-                                                                                  seed=seed, **options)  # fmt: skip
+    config = (
+        model
+        if isinstance(model, SimulationConfig)
+        else simulation_config(model, gpu, workload=base, seed=seed, **options)
+    )
     if rates is not None:
         rates = [require_positive_number("rates", r) for r in rates]
         if not rates:
             raise InfercastError("needs at least one rate", field="rates")
 
     def simulate_at(work: Workload, slo: SLO | None) -> SimulationResult:
-        return simulate(replace(config, workload=WorkloadSpec(workload=work, seed=seed),
-                                observe=replace(config.observe, goodput=slo)))  # fmt: skip
+        return simulate(
+            replace(
+                config, workload=WorkloadSpec(workload=work, seed=seed), observe=replace(config.observe, goodput=slo)
+            )
+        )
 
     def run(rate: float) -> SimulationResult:
-        return simulate_at(retime(base, rate=rate, arrival=template.arrival, burstiness=template.burstiness,
-                                  seed=seed), slo)  # fmt: skip
+        return simulate_at(
+            retime(base, rate=rate, arrival=template.arrival, burstiness=template.burstiness, seed=seed), slo
+        )
 
     offline = simulate_at(base, None)
     capacity = offline.summary["request_throughput_req_s"]

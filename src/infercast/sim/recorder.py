@@ -86,6 +86,12 @@ class Recorder:
 
     def occupancy(self) -> np.ndarray:
         """Samples as a structured array."""
-        dtype = [("replica", "i8"), ("t", "f8"), ("kv_blocks", "i8"), ("running", "i8"), ("waiting", "i8"),
-                 ("prefilling", "i8")]  # fmt: skip
+        dtype = [
+            ("replica", "i8"),
+            ("t", "f8"),
+            ("kv_blocks", "i8"),
+            ("running", "i8"),
+            ("waiting", "i8"),
+            ("prefilling", "i8"),
+        ]
         return np.array(self.samples, dtype=dtype)

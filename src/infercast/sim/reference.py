@@ -82,8 +82,15 @@ class Request:
 class ReferenceReplica:
     """One replica, stepped one engine step at a time (see module docstring)."""
 
-    def __init__(self, rid: int, dep: Deployment, config: SimulationConfig, requests: list[Request],
-                 hash_block_size: int | None, gaps: list[float]):  # fmt: skip
+    def __init__(
+        self,
+        rid: int,
+        dep: Deployment,
+        config: SimulationConfig,
+        requests: list[Request],
+        hash_block_size: int | None,
+        gaps: list[float],
+    ):
         engine = config.engine
         if engine.speculative is not None:
             raise InfercastError("the reference simulator does not model speculative decoding", field="speculative")
@@ -92,8 +99,13 @@ class ReferenceReplica:
         self.reserves = self.scheduler.reserves
         self.max_seqs = engine.max_num_seqs or dep.engine.max_num_seqs
         self.max_batched_tokens = engine.max_num_batched_tokens or dep.engine.max_num_batched_tokens
-        mem = memory_budget(dep, gpu_memory_utilization=engine.gpu_memory_utilization, block_size=engine.block_size,
-                            max_num_batched_tokens=self.max_batched_tokens, max_num_seqs=self.max_seqs)
+        mem = memory_budget(
+            dep,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            block_size=engine.block_size,
+            max_num_batched_tokens=self.max_batched_tokens,
+            max_num_seqs=self.max_seqs,
+        )
         prefix_cache = engine.prefix_caching and hash_block_size is not None
         _, num_blocks, self.block_bytes, self.state_blocks = replica_pool(mem, prefix_cache)
         self.bs, self.token_bytes = mem.block_size, mem.kv_bytes_per_token
@@ -182,8 +194,9 @@ class ReferenceReplica:
         if not self.windowed:
             return -(-tokens // self.bs)
         m = self.model_spec
-        return int(kv_blocks_per_sequence(tokens, self.bs, m.sliding_window, m.num_attention_layers,
-                                          m.num_sliding_layers))  # fmt: skip
+        return int(
+            kv_blocks_per_sequence(tokens, self.bs, m.sliding_window, m.num_attention_layers, m.num_sliding_layers)
+        )
 
     def _unpin(self, r: Request) -> None:
         if r.pinned:
@@ -270,8 +283,9 @@ class ReferenceReplica:
         decodes = list(self.running) if plan.decode or not plan.prefill else []
         chunks = [(c, reqs[i].computed) for i, c in plan.prefill]
         sampled = sum(1 for i, c in plan.prefill if reqs[i].computed + c == reqs[i].target)
-        batch = StepBatch.from_items(chunks, [reqs[i].context for i in decodes], window=self.window,
-                                     prefill_samples=sampled)  # fmt: skip
+        batch = StepBatch.from_items(
+            chunks, [reqs[i].context for i in decodes], window=self.window, prefill_samples=sampled
+        )
         start = self.last_start = self.t
         duration = float(self.model.step_time(batch)[0]) + self.swap_cost
         end = self.t = start + duration
@@ -383,8 +397,10 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
     hashes = work.block_hashes
     draws = intake_draws(len(work), config.workload.seed).tolist()
     lengths = zip(work.prompt_len.tolist(), work.output_len.tolist(), work.arrival.tolist(), draws, strict=True)
-    requests = [Request(i, p, o, a, None if hashes is None else hashes[i], target=p, intake=d)
-                for i, (p, o, a, d) in enumerate(lengths)]  # fmt: skip
+    requests = [
+        Request(i, p, o, a, None if hashes is None else hashes[i], target=p, intake=d)
+        for i, (p, o, a, d) in enumerate(lengths)
+    ]
     gaps: list[float] = []
     dep, cluster = config.deployment, config.cluster
     hash_bs = work.hash_block_size if hashes is not None else None
@@ -469,13 +485,28 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
     return _result(config, work, requests, gaps, everyone)
 
 
-def _result(config: SimulationConfig, work, requests: list[Request], gaps: list[float],
-            replicas: list[ReferenceReplica]) -> SimulationResult:  # fmt: skip
+def _result(
+    config: SimulationConfig, work, requests: list[Request], gaps: list[float], replicas: list[ReferenceReplica]
+) -> SimulationResult:
     """The fast simulator's result types, filled from the reference's records."""
     table = RequestTable(work, config.workload.seed)
     table.freeze()
-    for name in ("arrival", "visible", "first_token", "last_token", "finish", "scheduled", "target", "computed",
-                 "generated", "cached_tokens", "preemptions", "swapped", "replica", "prefill_replica"):  # fmt: skip
+    for name in (
+        "arrival",
+        "visible",
+        "first_token",
+        "last_token",
+        "finish",
+        "scheduled",
+        "target",
+        "computed",
+        "generated",
+        "cached_tokens",
+        "preemptions",
+        "swapped",
+        "replica",
+        "prefill_replica",
+    ):
         column = getattr(table, name)
         column[:] = [getattr(r, name) for r in requests]
     recorder = Recorder()

@@ -69,8 +69,13 @@ class Replica:
         self.max_batched_tokens = (
             eng.max_num_batched_tokens if config.max_num_batched_tokens is None else config.max_num_batched_tokens
         )
-        mem = memory_budget(dep, gpu_memory_utilization=config.gpu_memory_utilization, block_size=config.block_size,
-                            max_num_batched_tokens=self.max_batched_tokens, max_num_seqs=self.max_seqs)
+        mem = memory_budget(
+            dep,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            block_size=config.block_size,
+            max_num_batched_tokens=self.max_batched_tokens,
+            max_num_seqs=self.max_seqs,
+        )
         if mem.num_blocks <= 0:
             raise DoesNotFitError(
                 f"{dep.model.id} does not fit on {dep.tp}x {dep.hardware.id} at {dep.scheme.name}: no room for "
@@ -339,10 +344,21 @@ class Replica:
         else:
             s = sw = 0.0
         n_pre = len(plan.prefill)
-        dt = self.step_fn(one=1.0, tokens=pre_tokens + n, sampled=sampled + n, prefill_tokens=pre_tokens,
-                          decode_tokens=n, prefill_pairs=pairs, prefill_pairs_win=pairs_w, prefill_kv=kv_read,
-                          prefill_kv_win=kv_read_w, decode_kv=s, decode_kv_win=sw, seqs=n_pre + n,
-                          prefill_seqs=n_pre)  # fmt: skip
+        dt = self.step_fn(
+            one=1.0,
+            tokens=pre_tokens + n,
+            sampled=sampled + n,
+            prefill_tokens=pre_tokens,
+            decode_tokens=n,
+            prefill_pairs=pairs,
+            prefill_pairs_win=pairs_w,
+            prefill_kv=kv_read,
+            prefill_kv_win=kv_read_w,
+            decode_kv=s,
+            decode_kv_win=sw,
+            seqs=n_pre + n,
+            prefill_seqs=n_pre,
+        )
         dt += self.swap_cost
         self.swap_cost = 0.0
         start = self.t
@@ -350,8 +366,17 @@ class Replica:
         self.t = end
         self.last_step_start = start
         if self.rec.tracing:
-            self.rec.step(StepRecord(self.rid, start, dt, "mixed" if n else "prefill", pre_tokens, n,
-                                     prefill_ids=tuple(i for i, _ in plan.prefill)))  # fmt: skip
+            self.rec.step(
+                StepRecord(
+                    self.rid,
+                    start,
+                    dt,
+                    "mixed" if n else "prefill",
+                    pre_tokens,
+                    n,
+                    prefill_ids=tuple(i for i, _ in plan.prefill),
+                )
+            )
         else:
             self.rec.count(1, dt, n)
         if self.front_end is not None:
@@ -372,8 +397,9 @@ class Replica:
             if done == target[i]:
                 self._prefill_done(i, end)
         if end >= self.next_sample:
-            self.next_sample = self.rec.sample(self.rid, end, self.kv.used, batch.n, len(self.waiting),
-                                               len(self.prefilling))  # fmt: skip
+            self.next_sample = self.rec.sample(
+                self.rid, end, self.kv.used, batch.n, len(self.waiting), len(self.prefilling)
+            )
         self._steps_since_check += 1
         if self._steps_since_check > GAP_CHECK_EVERY_STEPS:
             self._steps_since_check = 0
@@ -427,8 +453,9 @@ class Replica:
     def _speculator(self, spec: SpeculativeConfig, dep: Deployment, seed: int) -> Speculator:
         table = None
         if spec.draft_model:
-            draft = Deployment.resolve(spec.draft_model, dep.hardware, tp=dep.tp, precision=dep.scheme.name,
-                                       engine=dep.engine)  # fmt: skip
+            draft = Deployment.resolve(
+                spec.draft_model, dep.hardware, tp=dep.tp, precision=dep.scheme.name, engine=dep.engine
+            )
             table = compiled_costs(cost_model(draft, None), self.max_seqs)[1]
         return Speculator(spec, seed + 7919 * self.rid, table)
 

@@ -66,8 +66,12 @@ def saturation(table: RequestTable, work: Workload) -> dict[str, Any]:
     growing = (late - early) / span > QUEUE_GROWTH and late > MIN_LATE_QUEUE_S
     judged = len(arrive) - warm >= MIN_WINDOW_ARRIVALS  # arrivals in the window
     saturated = (judged and keep_up < KEEP_UP) or growing
-    out: dict[str, Any] = {"saturated": bool(saturated), "offered_rate_req_s": offered,
-                           "served_to_arrived": keep_up, "served_rate_req_s": served / window}  # fmt: skip
+    out: dict[str, Any] = {
+        "saturated": bool(saturated),
+        "offered_rate_req_s": offered,
+        "served_to_arrived": keep_up,
+        "served_rate_req_s": served / window,
+    }
     if saturated:
         out["saturation_reason"] = (
             f"served {keep_up:.0%} of the requests that arrived over the run and queueing delay grew from "

@@ -36,8 +36,9 @@ class SpeculativeConfig:
     def __post_init__(self) -> None:
         k = require_positive_int("spec_tokens", self.num_tokens)
         if k > MAX_SPEC_TOKENS:
-            raise InfercastError(f"{k} draft tokens per step is more than the limit of {MAX_SPEC_TOKENS}",
-                                 field="spec_tokens")  # fmt: skip
+            raise InfercastError(
+                f"{k} draft tokens per step is more than the limit of {MAX_SPEC_TOKENS}", field="spec_tokens"
+            )
         object.__setattr__(self, "num_tokens", k)
         acceptance = require_positive_number("spec_acceptance", self.acceptance, allow_zero=True)
         if acceptance > 1:

@@ -16,8 +16,21 @@ import numpy as np
 from infercast.sim.workload import Workload
 
 _FLOAT_FIELDS = ("arrival", "visible", "first_token", "last_token", "finish", "scheduled", "intake")
-_INT_FIELDS = ("prompt", "output", "target", "computed", "generated", "shared", "pinned", "private", "cached_tokens",
-               "preemptions", "swapped", "replica", "prefill_replica")  # fmt: skip
+_INT_FIELDS = (
+    "prompt",
+    "output",
+    "target",
+    "computed",
+    "generated",
+    "shared",
+    "pinned",
+    "private",
+    "cached_tokens",
+    "preemptions",
+    "swapped",
+    "replica",
+    "prefill_replica",
+)
 
 
 def _floats(values: np.ndarray) -> array:

@@ -13,8 +13,15 @@ from typing import Any
 
 from infercast.sim.metrics import PERCENTILES
 
-_OPTIONAL = ("front_end_busy_fraction", "slo_attainment", "slo", "offered_rate_req_s", "served_to_arrived",
-             "served_rate_req_s", "saturation_reason")  # fmt: skip
+_OPTIONAL = (
+    "front_end_busy_fraction",
+    "slo_attainment",
+    "slo",
+    "offered_rate_req_s",
+    "served_to_arrived",
+    "served_rate_req_s",
+    "saturation_reason",
+)
 """Keys the dict form leaves out when None (no front-end; no SLO given; saturation not judged)."""
 
 

@@ -127,8 +127,11 @@ def is_builtin(model: object, gpu: object) -> bool:
     if not isinstance(model, str) or not isinstance(gpu, str):
         return False
     key = gpu.strip().lower()
-    return (model.strip().lower() in model_catalog() and key not in _user_hardware
-            and aliases("gpu").get(key, key) in hardware_catalog())  # fmt: skip
+    return (
+        model.strip().lower() in model_catalog()
+        and key not in _user_hardware
+        and aliases("gpu").get(key, key) in hardware_catalog()
+    )
 
 
 def _exists(path: Path) -> bool:

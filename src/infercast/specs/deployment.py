@@ -67,8 +67,17 @@ class Deployment:
         plain = all(type(a) in _PLAIN_ARGS for a in key)
         if plain and (hit := _RESOLVED.get(key)) is not None:
             return hit
-        dep = cls._resolve(model, gpu, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine,
-                           pp=pp, attention_dp=attention_dp)  # fmt: skip
+        dep = cls._resolve(
+            model,
+            gpu,
+            tp=tp,
+            ep=ep,
+            precision=precision,
+            kv_precision=kv_precision,
+            engine=engine,
+            pp=pp,
+            attention_dp=attention_dp,
+        )
         if plain and is_builtin(model, gpu):
             if len(_RESOLVED) >= _RESOLVED_LIMIT:
                 _RESOLVED.clear()
@@ -132,8 +141,10 @@ class Deployment:
 
     @property
     def label(self) -> str:
-        return (f"{self.model.id} on {self.gpus}x {self.hardware.id} {self.scheme.name}/kv-{self.kv_format.name} "
-                f"{self.layout}")  # fmt: skip
+        return (
+            f"{self.model.id} on {self.gpus}x {self.hardware.id} {self.scheme.name}/kv-{self.kv_format.name} "
+            f"{self.layout}"
+        )
 
 
 def default_precision(model: ModelSpec, hw: HardwareSpec) -> str:

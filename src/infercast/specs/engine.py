@@ -76,8 +76,9 @@ class EngineSpec(BaseModel):
         """The preset as the engine sets itself up on ``hw``: the batch limits of the largest memory tier it
         reaches (and is not excluded from), the base ones below every tier."""
         memory = hw.memory.usable
-        reached = [t for t in self.gpu_tiers
-                   if memory >= t.min_memory_gib * 2**30 and not any(x in hw.id for x in t.excluded)]  # fmt: skip
+        reached = [
+            t for t in self.gpu_tiers if memory >= t.min_memory_gib * 2**30 and not any(x in hw.id for x in t.excluded)
+        ]
         if not reached:
             return self
         tier = max(reached, key=lambda t: t.min_memory_gib)

@@ -23,8 +23,11 @@ class MemorySpec(BaseModel):
     capacity_as_sold: str = Field(description='Capacity as marketed, e.g. "80 GB".')
     capacity_note: str = ""
     usable_bytes: float | None = Field(
-        default=None, gt=0, description="Memory the CUDA/HIP driver exposes (cudaGetDeviceProperties totalGlobalMem, "
-        "torch's 'total capacity'), bytes; None where not recorded (the physical capacity is used then).")
+        default=None,
+        gt=0,
+        description="Memory the CUDA/HIP driver exposes (cudaGetDeviceProperties totalGlobalMem, "
+        "torch's 'total capacity'), bytes; None where not recorded (the physical capacity is used then).",
+    )
     usable_note: str = ""
     bandwidth_bytes_s: float = Field(gt=0, description="Datasheet peak bandwidth, bytes/s (SI).")
     type: str = ""
@@ -41,8 +44,9 @@ class MemorySpec(BaseModel):
         cap = info.data.get("capacity_bytes")
         if v is not None and cap is not None and not 0.5 * cap <= v <= cap:
             # drivers reserve a few percent (ECC on GDDR 1/16 more): below half the chip is a typo
-            raise ValueError(f"usable_bytes {v:.0f} must lie between half of capacity_bytes and capacity_bytes "
-                             f"{cap:.0f}")
+            raise ValueError(
+                f"usable_bytes {v:.0f} must lie between half of capacity_bytes and capacity_bytes {cap:.0f}"
+            )
         return v
 
 

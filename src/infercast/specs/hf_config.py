@@ -37,11 +37,33 @@ from infercast.specs.model import (
 )
 
 SUPPORTED_TYPES = (
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-    "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "phi3",
-    "deepseek_v32", "glm_moe_dsa", "kimi_k2", "kimi_k25", "minimax_m2", "qwen3_next", "qwen3_5_moe",
-    "qwen3_5_moe_text", "llama4", "llama4_text", "deepseek_v4",
-)  # fmt: skip
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "gpt_oss",
+    "phi3",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "kimi_k2",
+    "kimi_k25",
+    "minimax_m2",
+    "qwen3_next",
+    "qwen3_5_moe",
+    "qwen3_5_moe_text",
+    "llama4",
+    "llama4_text",
+    "deepseek_v4",
+)
 
 _MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2", "kimi_k25")
 _HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")

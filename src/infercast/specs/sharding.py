@@ -93,10 +93,16 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1, attention_dp: int =
             out.append(Linear("indexer_q_proj", "attention", q_in, heads, L, "dense", "tokens", replicated=True))
             out.append(
                 Linear(
-                    "indexer_k_proj", "attention", h, sa.index_head_dim + sa.index_n_heads, L, "dense", "tokens",
+                    "indexer_k_proj",
+                    "attention",
+                    h,
+                    sa.index_head_dim + sa.index_n_heads,
+                    L,
+                    "dense",
+                    "tokens",
                     replicated=True,
                 )
-            )  # fmt: skip
+            )
     else:
         kv_heads = model.kv_heads_per_rank(tp)
         q_heads = nq / tp * (2 if model.attn_output_gate else 1)  # the output gate doubles the query projection
@@ -152,8 +158,9 @@ def _compressed_attention_linears(model: ModelSpec, tp: int) -> list[Linear]:
         c = ca.coff(ca.indexer_ratio)
         di, ni = ca.index_head_dim, ca.index_n_heads
         out.append(Linear("csa_compressor_proj", "attention", h, 2 * c * hd, csa, "dense", "tokens", replicated=True))
-        out.append(Linear("indexer_q_proj", "attention", ca.q_lora_rank, ni * di, csa, "dense", "tokens",
-                          replicated=True))  # fmt: skip
+        out.append(
+            Linear("indexer_q_proj", "attention", ca.q_lora_rank, ni * di, csa, "dense", "tokens", replicated=True)
+        )
         out.append(Linear("indexer_k_proj", "attention", h, 2 * c * di + ni, csa, "dense", "tokens", replicated=True))
     if hca:
         out.append(Linear("hca_compressor_proj", "attention", h, 2 * hd, hca, "dense", "tokens", replicated=True))

@@ -46,5 +46,13 @@ def make_scheduler(name: str) -> Scheduler:
     return SCHEDULERS[scheduler_name(name)]()
 
 
-__all__ = ["ALIASES", "SCHEDULERS", "Plan", "ReplicaView", "Scheduler", "engine_scheduler", "make_scheduler",
-           "scheduler_name"]  # fmt: skip
+__all__ = [
+    "ALIASES",
+    "SCHEDULERS",
+    "Plan",
+    "ReplicaView",
+    "Scheduler",
+    "engine_scheduler",
+    "make_scheduler",
+    "scheduler_name",
+]

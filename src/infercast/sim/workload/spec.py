@@ -128,9 +128,17 @@ class WorkloadSpec:
             else:
                 kind = "poisson"  # closed loop: no arrival process
             n = self.num_requests if self.num_requests is not None else self.default_num_requests
-            return synthetic(n, self.input_len, self.output_len, arrival=kind, rate=self.rate,
-                             burstiness=self.burstiness, concurrency=self.concurrency, seed=self.seed,
-                             prefix=self.prefix)  # fmt: skip
+            return synthetic(
+                n,
+                self.input_len,
+                self.output_len,
+                arrival=kind,
+                rate=self.rate,
+                burstiness=self.burstiness,
+                concurrency=self.concurrency,
+                seed=self.seed,
+                prefix=self.prefix,
+            )
         work = self.workload if self.workload is not None else _load_trace(self.trace)
         if self.num_requests is not None:
             if self.num_requests > len(work):
@@ -142,8 +150,15 @@ class WorkloadSpec:
                 )
             work = work.head(self.num_requests)
         if self.has_load:
-            work = retime(work, rate=self.rate, arrival=self.arrival, burstiness=self.burstiness,
-                          concurrency=self.concurrency, offline=self.offline, seed=self.seed)  # fmt: skip
+            work = retime(
+                work,
+                rate=self.rate,
+                arrival=self.arrival,
+                burstiness=self.burstiness,
+                concurrency=self.concurrency,
+                offline=self.offline,
+                seed=self.seed,
+            )
         if self.prefix is not None:
             work = _apply_prefix(work, self.prefix, _streams(self.seed)[3])
         return work

@@ -59,13 +59,25 @@ def _finish_trace(
     if len(times) == 0:
         raise InfercastError(f"{path} has no requests (empty trace)", field="path")
     checks = (
-        ("arrival time", times, ~np.isfinite(times) | (times < 0) | (times > MAX_TRACE_SECONDS),
-         f"finite, >= 0 and <= {MAX_TRACE_SECONDS:g} s"),
-        ("prompt length", prompt, ~((prompt >= 1) & (prompt <= MAX_TRACE_TOKENS)) | (prompt != np.round(prompt)),
-         f"an integer in [1, {MAX_TRACE_TOKENS}]"),
-        ("output length", output, ~((output >= 1) & (output <= MAX_TRACE_TOKENS)) | (output != np.round(output)),
-         f"an integer in [1, {MAX_TRACE_TOKENS}]"),
-    )  # fmt: skip
+        (
+            "arrival time",
+            times,
+            ~np.isfinite(times) | (times < 0) | (times > MAX_TRACE_SECONDS),
+            f"finite, >= 0 and <= {MAX_TRACE_SECONDS:g} s",
+        ),
+        (
+            "prompt length",
+            prompt,
+            ~((prompt >= 1) & (prompt <= MAX_TRACE_TOKENS)) | (prompt != np.round(prompt)),
+            f"an integer in [1, {MAX_TRACE_TOKENS}]",
+        ),
+        (
+            "output length",
+            output,
+            ~((output >= 1) & (output <= MAX_TRACE_TOKENS)) | (output != np.round(output)),
+            f"an integer in [1, {MAX_TRACE_TOKENS}]",
+        ),
+    )
     for what, arr, bad, rule in checks:
         if bad.any():
             i = int(np.argmax(bad))
