@@ -1,4 +1,4 @@
-"""The docs stay true: the CLI reference is the generated one, every relative link resolves, --version is pyproject's."""
+"""The docs stay true: docs/cli.md is the generated one, relative links resolve, --version is pyproject's."""
 
 from __future__ import annotations
 
