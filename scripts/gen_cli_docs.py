@@ -73,8 +73,8 @@ def _command_section(name: str, command: Any, parent_ctx: Any, context_cls: Any)
     doc = inspect.cleandoc(command.help or "").split("\f")[0].strip()
     if doc:
         lines += [doc, ""]
-    usage = " ".join(command.collect_usage_pieces(ctx))
-    lines += ["```", f"infercast {name} {usage}".rstrip(), "```", ""]
+    arguments = [p.name.upper() for p in command.params if p.param_type_name == "argument"]
+    lines += ["```", " ".join(["infercast", name, "[OPTIONS]", *arguments]), "```", ""]
     params = [p for p in command.params if not getattr(p, "hidden", False)]
     if params:
         lines += ["| option | type | default | help |", "|---|---|---|---|"]
