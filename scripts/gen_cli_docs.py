@@ -59,7 +59,12 @@ def _type(param: Any, ctx: Any) -> str:
     if getattr(param, "is_flag", False):
         return ""
     shown = param.display_type(ctx) if hasattr(param, "display_type") else param.type.name
-    return _cell(shown.strip("<>"))
+    shown = shown.strip("<>")
+    if shown.endswith(" range"):  # typer's min=/max= options: say the bounds
+        low, high = getattr(param, "min", None), getattr(param, "max", None)
+        bounds = [f">= {low}" if low is not None else "", f"<= {high}" if high is not None else ""]
+        shown = " ".join([shown.removesuffix(" range"), *[b for b in bounds if b]])
+    return _cell(shown)
 
 
 def _help(param: Any) -> str:
