@@ -100,3 +100,14 @@ def test_version_matches_pyproject(capsys):
         pytest.skip(f"the installed infercast is another checkout ({url}); install this one to check --version")
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.strip() == f"infercast {project['version']}"
+
+
+def test_every_docs_page_is_in_the_site_nav():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["strict"] is True and config["docs_dir"] == "docs"
+    in_nav = {page for entry in config["nav"] for page in entry.values()}
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert pages <= in_nav, f"pages missing from mkdocs.yml's nav: {sorted(pages - in_nav)}"
+    assert in_nav <= pages, f"nav entries without a page: {sorted(in_nav - pages)}"
