@@ -67,8 +67,13 @@ def _type(param: Any, ctx: Any) -> str:
     return _cell(shown)
 
 
+def _escape(text: str) -> str:
+    """Prose with Markdown's HTML and emphasis characters escaped (``kernels/<gpu>.yaml`` would vanish as a tag)."""
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+
+
 def _help(param: Any) -> str:
-    return _cell(getattr(param, "help", None) or "")
+    return _escape(_cell(getattr(param, "help", None) or ""))
 
 
 def _command_section(name: str, command: Any, parent_ctx: Any, context_cls: Any) -> list[str]:
@@ -77,7 +82,7 @@ def _command_section(name: str, command: Any, parent_ctx: Any, context_cls: Any)
     lines = [f"## `{name}`", ""]
     doc = inspect.cleandoc(command.help or "").split("\f")[0].strip()
     if doc:
-        lines += [doc, ""]
+        lines += [_escape(doc), ""]
     arguments = [p.name.upper() for p in command.params if p.param_type_name == "argument"]
     lines += ["```", " ".join(["infercast", name, "[OPTIONS]", *arguments]), "```", ""]
     params = [p for p in command.params if not getattr(p, "hidden", False)]
@@ -102,7 +107,7 @@ def render() -> str:
     lines += ["| command | what it does |", "|---|---|"]
     for name, command in group.commands.items():
         if not command.hidden:
-            lines.append(f"| [`{name}`](#{name}) | {_cell(command.get_short_help_str(limit=300))} |")
+            lines.append(f"| [`{name}`](#{name}) | {_escape(_cell(command.get_short_help_str(limit=300)))} |")
     lines.append("")
     for name, command in group.commands.items():
         if not command.hidden:
