@@ -11,9 +11,9 @@ Columns of error per metric (median / p90 of |predicted / measured - 1|):
 The held-out column is the honest estimate of error on configurations not calibrated on.
 
 Two fits are cross-validated, as scripts/fit_profiles.py and scripts/fit_engines.py run them:
-- kernel-level and static-batch records (data/measurements/published/): infercast.measure.calibrate.fit;
+- kernel-level and static-batch records (data/measurements/published/): infercast.calibrate.profile_fit.fit;
 - closed-loop serving records (data/measurements/closed_loop/): the per-engine load fit
-  (infercast.measure.engine_fit) on top of the installed GPU kernel profile. Those kernel parameters come
+  (infercast.calibrate.load_fit) on top of the installed GPU kernel profile. Those kernel parameters come
   from kernel-level data, never from closed-loop points, so they are not refitted per fold. An engine left
   out has no data of its own: its load parameters fall back to their priors.
 
@@ -40,12 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.analysis.error_bands import BANDS_FILE, load_level, tp_group  # noqa: E402
-from infercast.measure.calibrate import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
-from infercast.measure.closed_loop import highest_served_rates, served_concurrency  # noqa: E402
-from infercast.measure.engine_fit import LOAD_KINDS, LOAD_PARAMS, fit_engines, fitted_values  # noqa: E402
-from infercast.measure.predictors import profile_for  # noqa: E402
-from infercast.measure.records import Record, load_records  # noqa: E402
-from infercast.measure.validate import Comparison, compare  # noqa: E402
+from infercast.calibrate.load_fit import LOAD_KINDS, LOAD_PARAMS, fit_engines, fitted_values  # noqa: E402
+from infercast.calibrate.predict import profile_for  # noqa: E402
+from infercast.calibrate.profile_fit import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
+from infercast.calibrate.serving import highest_served_rates, served_concurrency  # noqa: E402
+from infercast.calibrate.validation import Comparison, compare  # noqa: E402
+from infercast.records.readers import load_records  # noqa: E402
+from infercast.records.record import Record  # noqa: E402
 
 GROUPINGS: dict[str, Callable[[Record], str]] = {
     "engine": lambda r: r.engine.split("-")[0],  # vllm-0.6 and vllm are one engine family

@@ -26,10 +26,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from infercast.calibrate.predict import deployment_of, profile_for  # noqa: E402
+from infercast.calibrate.serving import simulate_closed_loop  # noqa: E402
 from infercast.errors import DoesNotFitError  # noqa: E402
-from infercast.measure.closed_loop import simulate_closed_loop  # noqa: E402
-from infercast.measure.predictors import deployment_of, profile_for  # noqa: E402
-from infercast.measure.records import Record, load_records  # noqa: E402
+from infercast.records.readers import load_records  # noqa: E402
+from infercast.records.record import Record  # noqa: E402
 
 DATA = ROOT / "data" / "measurements" / "closed_loop"
 WARM_UP_ROUNDS = 2

@@ -7,7 +7,7 @@ silicon:
 * ``priors``: the architecture priors alone (``profiles/defaults.yaml``);
 * ``measured kernels``: plus the kernel parameters fitted to aiconfigurator's H100 tables
   (``profiles/kernels/h100-sxm.yaml``; vLLM 0.24's GEMMs, attention and fused MoE);
-* ``installed``: plus the end-to-end fits every prediction uses (``profiles/h100-sxm.yaml``, ``engines.yaml``).
+* ``installed``: plus the end-to-end fits every prediction uses (``profiles/h100-sxm.yaml``, ``engine_load.yaml``).
 
 Rows are grouped by what they time. The kernel groups (GEMMs, copies, peak matmul) test the GPU's kernel
 parameters. The step groups test the cost model's composition of the ``torch`` engine, which is this harness:
@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from infercast.calibrate.harness_fit import same_token_moe_step
+from infercast.calibrate.validation import compare
 from infercast.cost.profile import load_profile
-from infercast.measure.harness_fit import same_token_moe_step
-from infercast.measure.records import Record, load_records
-from infercast.measure.validate import compare
+from infercast.records.readers import load_records
+from infercast.records.record import Record
 from infercast.specs.catalog import get_hardware, get_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def group_of(rec: Record) -> str:
 
 
 def profiles_for(records: list[Record], layer: dict[str, bool]) -> dict:
-    """The cost profiles of one layer, keyed 'gpu/engine' as :func:`infercast.measure.validate.compare` wants."""
+    """The cost profiles of one layer, keyed 'gpu/engine' as :func:`infercast.calibrate.validation.compare` wants."""
     out = {}
     for gpu, engine in {(r.gpu, r.engine) for r in records}:
         hw = get_hardware(gpu)

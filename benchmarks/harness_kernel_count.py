@@ -1,9 +1,9 @@
 """How many ops the torch harness dispatches per decoder layer, against the operator table's kernels (CPU).
 
-The harness (measure/torch_model.py) runs its layers unfused. This counts the ATen ops one step dispatches,
+The harness (harness/torch_model.py) runs its layers unfused. This counts the ATen ops one step dispatches,
 with ``TorchDispatchMode``, at two depths: one layer and two layers. The difference is the cost of one layer.
 Views (reshape, transpose, slicing and the like) launch no kernel, so ops and kernels are counted apart. The
-``torch`` engine's per-layer overheads (cost/profiles/engines.yaml, ``harness_fit``) stand for this
+``torch`` engine's per-layer overheads (cost/profiles/engine_load.yaml, ``harness_fit``) stand for this
 difference from the table's fused kernels.
 
     python benchmarks/harness_kernel_count.py [MODEL ...]      # default: llama-3.2-1b qwen3-8b
@@ -20,7 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from infercast.cost.operators import build_op_table
-from infercast.measure.torch_model import TransformerModel
+from infercast.harness.torch_model import TransformerModel
 from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.truncate import truncated

@@ -17,8 +17,8 @@ import argparse
 
 import torch
 
-from infercast.measure.torch_ffn import MoEFFN
-from infercast.measure.torch_model import TransformerModel
+from infercast.harness.torch_ffn import MoEFFN
+from infercast.harness.torch_model import TransformerModel
 from infercast.specs.catalog import get_model
 
 

@@ -7,7 +7,7 @@ H100, H200, B200, B300 and GB200 with TensorRT-LLM, vLLM and SGLang, for 15 mode
 the 2026 families). The project calibrates only on the H100 rows that ``../shared/reference/closed_loop_h100.csv``
 holds; every other aggregated row (one engine serving prefill and decode) with a recorded concurrency is held
 out, and this script predicts each of them as ``infercast validate`` does (read as
-``measure/closed_loop_rows.py`` reads the calibration rows: fixed lengths, 10 x C requests, the same engine
+``records/silicon_rows.py`` reads the calibration rows: fixed lengths, 10 x C requests, the same engine
 settings) and reports median and p90 |error| of mean TTFT and TPOT by GPU, engine and model. Nothing here is
 fitted: the numbers say how far the tool carries beyond its calibration. Disaggregated rows are left out (the
 simulator's disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.analysis.error_bands import HELDOUT_DIMENSIONS, HELDOUT_FILE, find_band, load_level  # noqa: E402
-from infercast.measure.aiconfigurator import locate  # noqa: E402
-from infercast.measure.closed_loop_rows import convert_rows, from_wheel_row  # noqa: E402
-from infercast.measure.validate import BAND_METRICS, Comparison, compare_each, summarize_by  # noqa: E402
+from infercast.calibrate.validation import BAND_METRICS, Comparison, compare_each, summarize_by  # noqa: E402
+from infercast.records.kernel_tables import locate  # noqa: E402
+from infercast.records.silicon_rows import convert_rows, from_wheel_row  # noqa: E402
 
 CALIBRATION = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
 OUT_MD = ROOT / "benchmarks" / "heldout_silicon.md"

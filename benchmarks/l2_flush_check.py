@@ -1,6 +1,6 @@
 """Which L2 flush makes a lone GEMM's time match the same GEMM inside a layer stack (CUDA only).
 
-The harness times each GEMM alone, evicting the L2 cache before every repeat (measure/timing.py). This script
+The harness times each GEMM alone, evicting the L2 cache before every repeat (harness/timing.py). This script
 times one decoder layer's GEMMs of a model three ways, at several token counts M:
 
 * ``none``: no flush (small weights are served from L2: too fast);
@@ -25,8 +25,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from infercast.measure.microbench import gemm_shapes
-from infercast.measure.timing import Timer
+from infercast.harness.microbench import gemm_shapes
+from infercast.harness.timing import Timer
 from infercast.specs.catalog import get_model
 
 LAYER_GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")

@@ -30,10 +30,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from infercast.calibrate.predict import deployment_of, profile_for  # noqa: E402
 from infercast.cost.batch import StepBatch  # noqa: E402
 from infercast.cost.step import StepCostModel  # noqa: E402
-from infercast.measure.predictors import deployment_of, profile_for  # noqa: E402
-from infercast.measure.records import Record, load_records  # noqa: E402
+from infercast.records.readers import load_records  # noqa: E402
+from infercast.records.record import Record  # noqa: E402
 
 DATA = ROOT / "data" / "measurements" / "closed_loop"
 HOST_BOUND = 1.15

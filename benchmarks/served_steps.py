@@ -25,12 +25,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from validate_sim_cpu import ENGINE_LIMITS  # noqa: E402
 
-from infercast.engine.clock import WallClock  # noqa: E402
-from infercast.engine.cpu_steps import RequestShape  # noqa: E402
-from infercast.engine.loadgen import replay  # noqa: E402
-from infercast.engine.paged import PagedKV, PagedRunner, SeqChunk  # noqa: E402
-from infercast.engine.simulate import EngineConfig  # noqa: E402
-from infercast.engine.validate import build_model, make_engine  # noqa: E402
+from infercast.harness.engine.clock import WallClock  # noqa: E402
+from infercast.harness.engine.cpu_steps import RequestShape  # noqa: E402
+from infercast.harness.engine.loadgen import replay  # noqa: E402
+from infercast.harness.engine.paged import PagedKV, PagedRunner, SeqChunk  # noqa: E402
+from infercast.harness.engine.sim_agreement import build_model, make_engine  # noqa: E402
+from infercast.harness.engine.sim_twin import HarnessEngineConfig  # noqa: E402
 from infercast.specs.catalog import get_model  # noqa: E402
 
 MARKS: list[tuple[float, float]] = []
@@ -45,7 +45,7 @@ def _timed_forward(self: PagedRunner, prefills: list[SeqChunk], decodes: list[Se
     return out
 
 
-def served(model, config: EngineConfig, kind: str, clients: int | None, n: int, seed: int, gc_on: bool) -> None:
+def served(model, config: HarnessEngineConfig, kind: str, clients: int | None, n: int, seed: int, gc_on: bool) -> None:
     """Serve one calibration-shaped workload and print each kind of step's time and its parts (ms)."""
     MARKS.clear()
     engine = make_engine(model, config)
@@ -106,7 +106,7 @@ def main() -> None:
     layers = int(sys.argv[3]) if len(sys.argv) > 3 else None
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("served_steps.py: no CUDA device here (pass cpu as the first argument to run on the CPU)")
-    config = EngineConfig(get_model(model_id), num_layers=layers, scheduler="chunked", **ENGINE_LIMITS)
+    config = HarnessEngineConfig(get_model(model_id), num_layers=layers, scheduler="chunked", **ENGINE_LIMITS)
     model = build_model(config, device=device)
     PagedRunner.step = _timed_forward
     served(model, config, "offline", None, 8, 1, True)  # the first run of the process

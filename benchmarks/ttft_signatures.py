@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import infercast  # noqa: E402
-from infercast.measure.closed_loop import closed_loop_rates  # noqa: E402
+from infercast.calibrate.serving import closed_loop_rates  # noqa: E402
 
 DATA = ROOT / "data" / "measurements" / "closed_loop" / "h100-sxm.csv"
 
@@ -130,7 +130,7 @@ def kv_capacity(d: pd.DataFrame) -> None:
 
 def simulated_means(records: list, row: pd.Series) -> tuple[float, float]:
     """Simulated mean TTFT and TPOT (ms) of one closed-loop point, read as ``benchmarks/accuracy.py`` reads it."""
-    from infercast.measure.predictors import predict_record
+    from infercast.calibrate.predict import predict_record
 
     recs = [
         r
@@ -153,7 +153,7 @@ def ceilings(d: pd.DataFrame) -> None:
         f"{'engine':8} {'model':14} {'prompt':>6} {'out':>4} {'C':>4} {'tp':>3} {'K':>6} {'req/s':>6} "
         f"{'tok/s':>6} | {'K':>6} {'req/s':>6} {'tok/s':>6} {'TTFT ms':>15}"
     )
-    from infercast.measure.records import load_records
+    from infercast.records.readers import load_records
 
     records = load_records([DATA])
     top = d[d.c == d.groupby(["engine", "model", "precision"]).c.transform("max")]

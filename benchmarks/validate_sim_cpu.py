@@ -5,7 +5,7 @@ Usage:  python benchmarks/validate_sim_cpu.py [--threads 1] [--duration 20] [--c
 1. Calibrate (unless --calibration): measured GEMM/copy peaks -> a ``cpu`` hardware spec; the engine serving
    calibration workloads (the validation's request distributions, other seeds; closed loops of 2 and 6
    clients and an offline burst, both schedulers, two interleaved rounds) -> its logged steps -> a fitted cost
-   profile, scored on the round held out (engine/cpu_steps.py).
+   profile, scored on the round held out (harness/engine/cpu_steps.py).
 2. For each scheduler, the simulator's offline throughput (all requests at once) sets the capacity; the
    loads are Poisson arrivals at 0.3x (light), 0.85x (near saturation) and 1.3x (overloaded) of it.
 3. Each load runs on the engine in real time and in the simulator; the script prints measured vs simulated
@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from infercast.engine.cpu import calibrate, load_calibration, save_calibration  # noqa: E402
-from infercast.engine.simulate import EngineConfig, simulate_engine  # noqa: E402
-from infercast.engine.validate import LATENCIES, Validation, build_model, plot_cdfs, validate_sim  # noqa: E402
+from infercast.harness.engine.cpu import calibrate, load_calibration, save_calibration  # noqa: E402
+from infercast.harness.engine.sim_agreement import LATENCIES, Validation, build_model, plot_cdfs, validate_sim  # noqa: E402
+from infercast.harness.engine.sim_twin import HarnessEngineConfig, simulate_engine  # noqa: E402
 from infercast.sim.workload import WorkloadSpec  # noqa: E402
 from infercast.specs.catalog import get_model  # noqa: E402
 
@@ -67,7 +67,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     t0 = time.perf_counter()
-    base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
+    base = HarnessEngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
     model = build_model(base)
     if args.calibration:
         hardware, profile, fit = load_calibration(args.calibration)
@@ -133,12 +133,12 @@ def main() -> None:
     )
 
 
-def load_runs(model, base: EngineConfig, hardware, profile, *, duration: float, seed: int, threads: int):
+def load_runs(model, base: HarnessEngineConfig, hardware, profile, *, duration: float, seed: int, threads: int):
     """Each scheduler at each load, in order: ``(scheduler, load, rate, requests, Validation)``. A load's rate is
     its fraction (:data:`LOADS`) of the simulator's offline capacity for that scheduler; it runs for
     ``duration`` seconds of arrivals (at least 16 requests)."""
     for scheduler in SCHEDULERS:
-        config = EngineConfig(**{**base.__dict__, "scheduler": scheduler})
+        config = HarnessEngineConfig(**{**base.__dict__, "scheduler": scheduler})
         capacity = simulate_engine(config, hardware, profile, workload(None, 200, seed)).summary[
             "request_throughput_req_s"
         ]

@@ -34,12 +34,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch  # noqa: E402
 from validate_sim_cpu import ENGINE_LIMITS, _print, _verdict, load_runs  # noqa: E402
 
-from infercast.engine.clock import WallClock  # noqa: E402
-from infercast.engine.cpu import calibrate, fit_params  # noqa: E402
-from infercast.engine.cpu_steps import RequestShape  # noqa: E402
-from infercast.engine.loadgen import replay  # noqa: E402
-from infercast.engine.simulate import EngineConfig  # noqa: E402
-from infercast.engine.validate import Validation, build_model, make_engine, plot_cdfs  # noqa: E402
+from infercast.harness.engine.clock import WallClock  # noqa: E402
+from infercast.harness.engine.cpu import calibrate, fit_params  # noqa: E402
+from infercast.harness.engine.cpu_steps import RequestShape  # noqa: E402
+from infercast.harness.engine.loadgen import replay  # noqa: E402
+from infercast.harness.engine.sim_agreement import Validation, build_model, make_engine, plot_cdfs  # noqa: E402
+from infercast.harness.engine.sim_twin import HarnessEngineConfig  # noqa: E402
 from infercast.specs.catalog import get_hardware, get_model  # noqa: E402
 
 
@@ -68,7 +68,7 @@ def main() -> None:
     out = Path(args.out)
     t0 = time.perf_counter()
     hardware = get_hardware(args.gpu)
-    base = EngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
+    base = HarnessEngineConfig(get_model(args.model), num_layers=args.layers, precision=args.precision, **ENGINE_LIMITS)
     model = build_model(base, device=args.device)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(
@@ -132,7 +132,7 @@ def main() -> None:
     )
 
 
-def _warm_up(model, config: EngineConfig, seconds: float) -> None:
+def _warm_up(model, config: HarnessEngineConfig, seconds: float) -> None:
     """Serve the calibration's request shapes, unmeasured, for ``seconds``. On the lent H100 (2026-11-26) the
     engine's served steps took 2x as long in the first minute as afterwards (decode 72-86 ms, then 34-36 ms;
     a one-off probe), so a calibration taken cold described a slower engine than the runs it predicted."""

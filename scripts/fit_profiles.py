@@ -3,12 +3,12 @@ and install them.
 
 Usage:  python scripts/fit_profiles.py [--out DIR]
 Writes: src/infercast/cost/profiles/<gpu>.yaml (kernel parameters) for every GPU with measurements, and
-        src/infercast/cost/profiles/engines.yaml (engine parameters shared by all GPUs); with --out, the same
+        src/infercast/cost/profiles/engine_load.yaml (engine parameters shared by all GPUs); with --out, the same
         files into DIR instead (to compare with the installed ones without replacing them).
 Three stages: one joint fit of every kernel-level and static-batch point; then, with those kernel profiles
-installed, each serving engine's load parameters on its closed-loop points (infercast.measure.engine_fit); then
+installed, each serving engine's load parameters on its closed-loop points (infercast.calibrate.load_fit); then
 the torch engine's overheads on infercast's own harness timed on real GPUs (data/harness/, outside the joint fit:
-infercast.measure.harness_fit).
+infercast.calibrate.harness_fit).
 Rows measured on the CPU (gpu 'cpu') are left out: they test the harness, not a GPU.
 """
 
@@ -24,17 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT / "data" / "harness"
 sys.path.insert(0, str(ROOT / "src"))
 
-from infercast.cost.profile import load_profile, set_profile_override  # noqa: E402
-from infercast.measure.calibrate import PROFILE_DIR, fit, write_engine_profile, write_gpu_profile  # noqa: E402
-from infercast.measure.engine_fit import LOAD_KINDS, fit_engines, write_engine_load  # noqa: E402
-from infercast.measure.engine_fit import load_records as closed_loop  # noqa: E402
-from infercast.measure.harness_fit import (  # noqa: E402
+from infercast.calibrate.harness_fit import (  # noqa: E402
     fit_harness,
     held_out_errors,
     summarize_held_out,
     write_harness_fit,
 )
-from infercast.measure.records import load_records, measurement_files  # noqa: E402
+from infercast.calibrate.load_fit import LOAD_KINDS, fit_engines, write_engine_load  # noqa: E402
+from infercast.calibrate.load_fit import closed_loop_records as closed_loop  # noqa: E402
+from infercast.calibrate.profile_fit import PROFILE_DIR, fit, write_engine_profile, write_gpu_profile  # noqa: E402
+from infercast.cost.profile import load_profile, set_profile_override  # noqa: E402
+from infercast.records.readers import load_records, measurement_files  # noqa: E402
 
 
 def main() -> None:
@@ -60,7 +60,7 @@ def main() -> None:
             f"{gpu}: {data['points']} points, median |error| {data['median_abs_error_before']:.1%} -> "
             f"{data['median_abs_error_after']:.1%} -> {_show(path)}"
         )
-    path = write_engine_profile(result, folder / "engines.yaml")
+    path = write_engine_profile(result, folder / "engine_load.yaml")
     print(
         f"engines {sorted(result.engine_values())} -> {_show(path)}; "
         f"{len(result.values)} parameters fitted on {len(result.records)} points"

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from infercast.measure.records import Record, write_records  # noqa: E402
+from infercast.records.record import Record, write_records  # noqa: E402
 
 MODELS = {
     "Llama-2-7B": "llama-2-7b",

@@ -4,7 +4,7 @@
 # $OUT/measurements-<gpu-id>.tar.gz too when $OUT is set (one file after every step, so a run cut short keeps
 # what it measured, and a host that fetches a limited number of files back gets them all). data/harness/ is
 # outside data/measurements/, so the project's profile fit does not read these rows (data/harness/h100-sxm/
-# README.md says why). <gpu-id> is the harness's own label for the device (infercast.measure.runner.
+# README.md says why). <gpu-id> is the harness's own label for the device (infercast.harness.runner.
 # device_label); a GPU the hardware catalog does not know stops the script: set GPU_ID=<catalog id> (see
 # `infercast gpus`).
 #
@@ -13,7 +13,7 @@
 #     bash scripts/measure_gpu.sh llama1b      # one or more named steps, e.g. to stay under a per-command limit
 # Steps: env llama1b llama8b qwen8b extrapolate qwen30b fp8 flush
 #
-# Entry point: `python3 -m infercast.measure run ...` (src/infercast/measure/__main__.py) is `infercast measure`
+# Entry point: `python3 -m infercast.harness run ...` (src/infercast/harness/__main__.py) is `infercast measure`
 # run from source: same options. Besides torch it needs pydantic and PyYAML (and the CLI's typer, rich, numpy,
 # scipy, pandas). A box without internet that lacks one gets it carried in as wheels: download them elsewhere
 # (`pip download --only-binary=:all: pydantic pydantic-core annotated-types typing-inspection -d wheels/`), then
@@ -42,7 +42,7 @@ import sys
 
 import torch
 
-from infercast.measure.runner import device_label
+from infercast.harness.runner import device_label
 
 if not torch.cuda.is_available():
     sys.exit(f"measure_gpu.sh: torch {torch.__version__} sees no CUDA GPU; this script measures a GPU")
@@ -64,9 +64,9 @@ COMMON=(--gpu "$GPU_ID" --prefill-lens "$LENS" --batches "$BATCHES" --contexts "
 measure() {  # measure OUTFILE ARGS...
   local out=$1
   shift
-  echo "+ $PY -m infercast.measure run --out $DEST/$out $*" >&2
+  echo "+ $PY -m infercast.harness run --out $DEST/$out $*" >&2
   local t0=$SECONDS
-  $PY -m infercast.measure run --out "$DEST/$out" "$@"
+  $PY -m infercast.harness run --out "$DEST/$out" "$@"
   echo "  ($out: $((SECONDS - t0)) s)" >&2
 }
 
@@ -103,7 +103,7 @@ step_extrapolate() {
   measure llama-3.1-8b-bf16-L4-L8.csv --model llama-3.1-8b --suite quick --extrapolate-from 4,8 "${COMMON[@]}"
   if [[ -f "$DEST/llama-3.1-8b-bf16.csv" && -f "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" ]]; then
     # a failed comparison (e.g. no matching rows) is reported but does not stop the remaining steps
-    if ! $PY -m infercast.measure compare "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" \
+    if ! $PY -m infercast.harness compare "$DEST/llama-3.1-8b-bf16-L4-L8.extrapolated.csv" \
       "$DEST/llama-3.1-8b-bf16.csv" 2>&1 | tee "$DEST/llama-3.1-8b-extrapolation-vs-full.txt"; then
       echo "  (extrapolation check failed; see $DEST/llama-3.1-8b-extrapolation-vs-full.txt)" >&2
     fi

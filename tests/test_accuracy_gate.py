@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from infercast.measure.calibrate import CPU_LABEL
-from infercast.measure.engine_fit import LOAD_KINDS
-from infercast.measure.records import load_records
-from infercast.measure.validate import compare
+from infercast.calibrate.load_fit import LOAD_KINDS
+from infercast.calibrate.profile_fit import CPU_LABEL
+from infercast.calibrate.validation import compare
+from infercast.records.readers import load_records
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = json.loads((ROOT / "benchmarks" / "accuracy_gate.json").read_text())

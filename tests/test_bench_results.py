@@ -7,8 +7,9 @@ import math
 
 import pytest
 
+from infercast.calibrate.predict import predict_record
 from infercast.errors import InfercastError
-from infercast.measure.bench_results import (
+from infercast.records.bench_results import (
     RunFacts,
     catalog_model_for,
     load_bench_records,
@@ -16,7 +17,6 @@ from infercast.measure.bench_results import (
     records_from_runs,
     to_vllm_result,
 )
-from infercast.measure.predictors import predict_record
 from infercast.sim.api import simulate
 from tests.cli_helpers import run, run_json
 from tests.conftest import FIXTURES

@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infercast.calibrate.predict import predict_record
+from infercast.calibrate.profile_fit import build_profiles, fit, write_gpu_profile
+from infercast.calibrate.validation import compare, summarize
 from infercast.cost.profile import load_profile, load_profile_file
 from infercast.errors import InfercastError
-from infercast.measure.calibrate import build_profiles, fit, write_gpu_profile
-from infercast.measure.predictors import predict_record
-from infercast.measure.records import Record, read_records, write_records
-from infercast.measure.validate import compare, summarize
+from infercast.records.readers import read_records
+from infercast.records.record import Record, write_records
 
 TRUTH = {
     "h100-sxm/gemm_eff_max.bf16": 0.71,
@@ -137,7 +138,7 @@ def test_published_points_predicted_within_target():
 
 # ----- failures the fit must report, not swallow ---------------------------------------------------------------
 def test_unpredictable_records_stop_the_fit_naming_them(tmp_path, monkeypatch):
-    import infercast.measure.calibrate as calibrate
+    import infercast.calibrate.profile_fit as calibrate
 
     path = tmp_path / "m.csv"
     write_records(path, synthetic_records()[:6])
@@ -185,7 +186,7 @@ def test_calibrate_writes_to_a_folder_of_its_own_not_the_package(tmp_path, monke
     import json
 
     import infercast.cli.calibration_cmds as cmds
-    from infercast.measure.calibrate import PROFILE_DIR
+    from infercast.calibrate.profile_fit import PROFILE_DIR
 
     installed = {p.name: p.read_text() for p in PROFILE_DIR.glob("*.yaml")}
     data = tmp_path / "mine.csv"

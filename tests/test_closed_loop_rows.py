@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from infercast.errors import InfercastError
-from infercast.measure.closed_loop_rows import catalog_gpu_id, catalog_model_id, convert
-from infercast.measure.records import load_records, read_records
+from infercast.records.readers import load_records, read_records
+from infercast.records.silicon_rows import catalog_gpu_id, catalog_model_id, convert
 from tests.cli_helpers import run, run_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -457,7 +457,7 @@ def test_bad_closed_loop_rows_are_refused_naming_file_row_and_field(tmp_path: Pa
 
 
 def test_a_vllm_release_from_0_14_on_reads_as_the_async_scheduling_preset() -> None:
-    from infercast.measure.closed_loop_rows import release_preset
+    from infercast.records.silicon_rows import release_preset
 
     assert [release_preset("vllm", v) for v in ("0.12.0", "0.11.2", "", "garbage")] == ["vllm"] * 4
     assert [release_preset("vllm", v) for v in ("0.14.0", "0.19.0", "v0.15.1", "1.0", "nightly-5b8c30d")] == [

@@ -501,10 +501,10 @@ def test_engine_graph_memory_matches_graph_replay():
 
 
 def test_a_gpu_named_like_a_profile_file_gets_priors():
-    """profiles/defaults.yaml and engines.yaml are not GPU profiles, whatever a user GPU is called."""
+    """profiles/defaults.yaml and engine_load.yaml are not GPU profiles, whatever a user GPU is called."""
     from infercast.cost.profile import load_profile
 
-    for name in ("defaults", "engines"):
+    for name in ("defaults", "engine_load"):
         profile = load_profile(name, "hopper", "vllm-0.6")
         assert profile.hbm_efficiency == load_profile(name, "hopper", "vllm-0.6", fitted=False).hbm_efficiency
         assert not any(v.startswith("fitted: ") for v in profile.provenance.values())

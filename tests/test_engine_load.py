@@ -20,15 +20,7 @@ from infercast.analysis.error_bands import (
     confidence,
     load_level,
 )
-from infercast.errors import InfercastError
-from infercast.measure.calibrate import FitResult, base_profile
-from infercast.measure.closed_loop import (
-    closed_loop_rates,
-    highest_served_rates,
-    served_concurrency,
-    simulate_closed_loop,
-)
-from infercast.measure.engine_fit import (
+from infercast.calibrate.load_fit import (
     LOAD_PARAMS,
     at_grid_edge,
     engine_versions,
@@ -39,7 +31,15 @@ from infercast.measure.engine_fit import (
     spread,
     write_engine_load,
 )
-from infercast.measure.records import Record, check_record
+from infercast.calibrate.profile_fit import FitResult, base_profile
+from infercast.calibrate.serving import (
+    closed_loop_rates,
+    highest_served_rates,
+    served_concurrency,
+    simulate_closed_loop,
+)
+from infercast.errors import InfercastError
+from infercast.records.record import Record, check_record
 from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
@@ -147,7 +147,7 @@ def test_step_budget_staggers_a_wave_of_prompts():
     """A wave of 8 fixed-length 1k prompts: a budget of 8192 tokens prefills them in one step (each first token
     waits for all eight), a budget of 2048 two at a time (the first ones come out early): mean TTFT falls, and
     a record's ``max_num_batched_tokens`` reaches the simulated engine."""
-    from infercast.measure.predictors import predict_record
+    from infercast.calibrate.predict import predict_record
 
     dep = Deployment.resolve("qwen3-32b", "h100-sxm", tp=2, engine="vllm")
     prof = base_profile("h100-sxm", "vllm")
@@ -165,7 +165,7 @@ def test_one_slot_fewer_than_clients_makes_one_client_wait():
     """C clients on C - 1 sequence slots: one client always waits for a request to finish, so mean TTFT gains
     about one request's decode time over C, and more with longer outputs; a record's ``max_num_seqs`` reaches
     the simulated engine, and the CSV keeps it."""
-    from infercast.measure.predictors import predict_record
+    from infercast.calibrate.predict import predict_record
 
     dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="trtllm")
     prof = base_profile("h100-sxm", "trtllm")
@@ -185,7 +185,7 @@ def test_a_records_memory_fraction_reaches_the_engine_and_decides_when_reservati
     """TensorRT-LLM reserves prompt + output per request: Qwen3-32B FP8 at TP 1 in 0.80 of free memory holds
     128 x (2048 + 128) reserved tokens but not 128 x (2048 + 256), so the second queues (measured: 1.6 -> 2.5 s);
     in 0.90 of free memory both fit."""
-    from infercast.measure.predictors import predict_record
+    from infercast.calibrate.predict import predict_record
 
     rec = _closed(
         model="qwen3-32b",
@@ -206,7 +206,8 @@ def test_a_records_memory_fraction_reaches_the_engine_and_decides_when_reservati
 
 
 def test_records_keep_the_sequence_limit(tmp_path):
-    from infercast.measure.records import read_records, write_records
+    from infercast.records.readers import read_records
+    from infercast.records.record import write_records
 
     path = tmp_path / "r.csv"
     write_records(path, [_closed(max_num_seqs=7)], "test")
@@ -214,7 +215,7 @@ def test_records_keep_the_sequence_limit(tmp_path):
 
 
 def _installed(dep: Deployment):
-    from infercast.measure.predictors import profile_for
+    from infercast.calibrate.predict import profile_for
 
     return profile_for(_closed(model=dep.model.id, gpu=dep.hardware.id, engine=dep.engine.id), None)
 
@@ -237,8 +238,8 @@ def test_median_cost_sums_each_metrics_median_and_ignores_outliers():
 def test_load_fit_recovers_the_overheads_a_synthetic_engine_ran_with():
     """Records made by the simulator itself at a known fixed overhead and jitter: the least-median grid search
     finds those values again (they lie on its grid), whatever the priors."""
-    from infercast.measure.calibrate import build_profiles
-    from infercast.measure.predictors import predict_located
+    from infercast.calibrate.predict import predict_located
+    from infercast.calibrate.profile_fit import build_profiles
 
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 0.0}
     profiles = build_profiles([("h100-sxm", "vllm")], truth, "truth", "kernels")
@@ -260,8 +261,8 @@ def test_load_fit_finds_the_front_end_a_loaded_synthetic_engine_streamed_through
     never reach that ceiling, a loaded one (128 clients at TP 8) does. The median fit finds the per-request
     times on the light points, the front-end fit the time per token on the loaded one; without the front-end the
     loaded point's TTFT comes out more than 10 % too short."""
-    from infercast.measure.calibrate import build_profiles
-    from infercast.measure.predictors import predict_located
+    from infercast.calibrate.predict import predict_located
+    from infercast.calibrate.profile_fit import build_profiles
 
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 1e-4}
     profiles = build_profiles([("h100-sxm", "vllm")], truth, "truth", "kernels")
@@ -300,9 +301,9 @@ def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
     """The grid is screened on a subset, but the shortlist and the refinement are scored on every record: a
     subset made at other overheads (here: the whole grid shortlisted) cannot move the fit off the truth, while
     with a shortlist of one the subset alone decides."""
-    from infercast.measure import engine_fit
-    from infercast.measure.calibrate import build_profiles
-    from infercast.measure.predictors import predict_located
+    from infercast.calibrate.predict import predict_located
+    from infercast.calibrate.profile_fit import build_profiles
+    from infercast.calibrate import load_fit
 
     def made_at(values: dict[str, float]) -> list:
         profiles = build_profiles([("h100-sxm", "vllm")], values, "truth", "kernels")
@@ -313,10 +314,10 @@ def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 0.0}
     decoy = {"vllm:request_overhead_s": 0.1, "vllm:request_jitter_s": 0.05, "vllm:stream_token_s": 0.0}
     records, misleading = made_at(truth), made_at(decoy)
-    monkeypatch.setattr(engine_fit, "spread", lambda recs: misleading)
-    monkeypatch.setattr(engine_fit, "SHORTLIST", 1000)
+    monkeypatch.setattr(load_fit, "spread", lambda recs: misleading)
+    monkeypatch.setattr(load_fit, "SHORTLIST", 1000)
     assert fit_load(records, "vllm").values == pytest.approx(truth)
-    monkeypatch.setattr(engine_fit, "SHORTLIST", 1)
+    monkeypatch.setattr(load_fit, "SHORTLIST", 1)
     assert fit_load(records, "vllm").values != pytest.approx(truth)
 
 
@@ -335,7 +336,7 @@ def test_spread_keeps_whole_points_across_regimes():
 
 
 def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
-    """engines.yaml's summary reports TTFT and TPOT separately: pooled over both metrics' records, the median
+    """engine_load.yaml's summary reports TTFT and TPOT separately: pooled over both metrics' records, the median
     rose here (TPOT records crowd the middle) while each metric's own median, what the fit minimises, fell."""
     ttft = [_closed("closed_loop_ttft", batch=c) for c in (8, 16, 32)]
     recs = ttft + [_closed("closed_loop_tpot", batch=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
@@ -349,7 +350,7 @@ def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
     summary = metric_errors(res)
     assert summary["ttft"] == pytest.approx({"before": 0.40, "after": 0.10})
     assert summary["tpot"] == pytest.approx({"before": 0.06, "after": 0.04})
-    path = tmp_path / "engines.yaml"
+    path = tmp_path / "engine_load.yaml"
     write_engine_load({"vllm": res}, recs, path, "test.csv")
     data = yaml.safe_load(path.read_text())
     assert data["engines"]["vllm"] == {"request_overhead_s": 0.01}

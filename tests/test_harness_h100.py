@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infercast.calibrate.validation import compare
 from infercast.cost.profile import load_profile
-from infercast.measure.records import Record, load_records
-from infercast.measure.validate import compare
+from infercast.records.readers import load_records
+from infercast.records.record import Record
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness" / "h100-sxm"
 
@@ -65,19 +66,19 @@ def test_decode_attention_of_batches_is_within_its_band(records) -> None:
 
 # ----- the torch engine fitted to these rows (scripts/fit_profiles.py, stage 3) ---------------------------------
 def test_installed_torch_engine_predicts_the_harness_steps(records) -> None:
-    """engines.yaml's torch values come from these rows (the GPU's parameters left as installed): in-sample they
+    """engine_load.yaml's torch values come from these rows (the GPU's parameters left as installed): in-sample they
     predict the graph-replayed decode steps and TPOT loops closely, and the summary holds the fit's error leaving
     one model out."""
     import yaml
 
-    from infercast.measure.calibrate import PROFILE_DIR
-    from infercast.measure.harness_fit import harness_rows
+    from infercast.calibrate.harness_fit import harness_rows
+    from infercast.calibrate.profile_fit import PROFILE_DIR
 
     steps = harness_rows(records)
     errors = {k: _errors(records, lambda r, k=k: r.kind == k, fitted=True) for k in ("decode_step", "tpot")}
     assert np.median(np.abs(errors["decode_step"])) < 0.10
     assert np.median(np.abs(errors["tpot"])) < 0.10
-    summary = yaml.safe_load((PROFILE_DIR / "engines.yaml").read_text())["harness_fit"]
+    summary = yaml.safe_load((PROFILE_DIR / "engine_load.yaml").read_text())["harness_fit"]
     assert summary["points"] == len(steps)
     assert summary["median_abs_error"]["fitted"] < summary["median_abs_error"]["priors"]
     assert summary["held_out"]["all"] < 0.13
@@ -92,7 +93,7 @@ def test_same_token_moe_decode_steps_are_left_out_of_the_fit(records) -> None:
     not."""
     from dataclasses import replace
 
-    from infercast.measure.harness_fit import SAME_TOKEN_BEFORE, harness_rows, same_token_moe_step
+    from infercast.calibrate.harness_fit import SAME_TOKEN_BEFORE, harness_rows, same_token_moe_step
 
     moe_batches = [r for r in records if r.model == "qwen3-30b-a3b" and r.kind == "decode_step" and r.batch > 1]
     assert len(moe_batches) == 18 and not any(same_token_moe_step(r) for r in moe_batches)
@@ -125,15 +126,15 @@ def test_torch_predictions_carry_the_harness_fits_error_bands() -> None:
 def test_the_harness_fit_moves_only_the_torch_engine(records, tmp_path) -> None:
     import yaml
 
-    from infercast.measure.calibrate import PROFILE_DIR
-    from infercast.measure.harness_fit import HEADER, PARAMETERS, fit_harness, write_harness_fit
+    from infercast.calibrate.harness_fit import HEADER, PARAMETERS, fit_harness, write_harness_fit
+    from infercast.calibrate.profile_fit import PROFILE_DIR
 
     llama = [r for r in records if r.model == "llama-3.1-8b" and r.layers == 0]
     result = fit_harness(llama, source="llama rows")
     assert set(result.values) <= set(PARAMETERS) and result.values
     assert {r.kind for r in result.records} == {"prefill_step", "decode_step", "ttft", "tpot"}
-    path = tmp_path / "engines.yaml"
-    path.write_text((PROFILE_DIR / "engines.yaml").read_text())
+    path = tmp_path / "engine_load.yaml"
+    path.write_text((PROFILE_DIR / "engine_load.yaml").read_text())
     before = yaml.safe_load(path.read_text())
     write_harness_fit(result, {"all": 0.5}, path, "llama rows")
     after = yaml.safe_load(path.read_text())

@@ -7,7 +7,7 @@ import csv
 import importlib.util
 from pathlib import Path
 
-from infercast.measure.closed_loop_rows import convert
+from infercast.records.silicon_rows import convert
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "heldout_silicon.py"
 RAW = (
@@ -79,8 +79,8 @@ def test_a_blank_precision_is_the_16_bit_checkpoint(tmp_path: Path) -> None:
 
 
 def _point(model: str, engine: str, clients: int, error: float, kind: str = "closed_loop_ttft"):
-    from infercast.measure.records import Record
-    from infercast.measure.validate import Comparison
+    from infercast.calibrate.validation import Comparison
+    from infercast.records.record import Record
 
     record = Record(kind=kind, model=model, gpu="h200", engine=engine, batch=clients, value=100.0, unit="ms")
     return Comparison(record, predicted=0.1 * (1 + error), measured=0.1)

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from infercast.calibrate.kernel_fit import build_kernel_profile, write_kernel_profile
 from infercast.cost.curves import Curve, lerp_curves, monotone_floor
 from infercast.cost.profile import load_profile, set_profile_override
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.measure.aiconfigurator import build_kernel_profile, locate, write_kernel_profile
+from infercast.records.kernel_tables import locate
 from infercast.specs.deployment import Deployment
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -190,7 +191,7 @@ def _synthetic_moe_rows() -> pd.DataFrame:
 
 
 def test_moe_fit_recovers_known_parameters_from_synthetic_rows():
-    from infercast.measure.aiconfigurator_fit import fit_moe, moe_layer_time, moe_shapes
+    from infercast.calibrate.kernel_fit import fit_moe, moe_layer_time, moe_shapes
 
     frame = _synthetic_moe_rows()
     peak, bw = 989e12, 3.35e12
@@ -219,8 +220,8 @@ def _expert_time(model: StepCostModel, tokens: int) -> float:
     """Seconds of one MoE layer's routed experts on one rank as the step model charges them: the expert GEMM rows
     and the activation row (launches left out, as the tables time kernels), plus the router row's three routing
     kernels; i.e. what a fused-MoE table row measures."""
+    from infercast.calibrate.kernel_fit import MOE_AUX_KERNELS
     from infercast.cost.batch import StepBatch
-    from infercast.measure.aiconfigurator_fit import MOE_AUX_KERNELS
 
     b = model.breakdown(StepBatch.uniform(decode_seqs=tokens, context=1))
     pk = (
@@ -249,7 +250,7 @@ def test_expert_time_follows_the_h100_fused_moe_table(model, precision, dtype, t
     twice the fit's RMS log residual. Log errors now: Qwen3 bf16 +0.35 (1 token: the fixed time is fitted over every
     shape), +0.01, +0.04, +0.14; DeepSeek-V3 fp8 TP 8 -0.16, +0.36, +0.37, +0.10 (one form over every shape
     and TP: at TP 8 this shape's experts are 256 wide)."""
-    from infercast.measure.aiconfigurator_fit import moe_layer_time, moe_shapes
+    from infercast.calibrate.kernel_fit import moe_layer_time, moe_shapes
 
     profile = load_profile("h100-sxm", "hopper", "vllm", fitted=False)
     cost = StepCostModel(Deployment.resolve(model, "h100-sxm", tp=tp, precision=precision), profile)
@@ -311,7 +312,7 @@ def test_without_moe_tables_the_experts_are_dense_gemms_and_dense_models_are_unc
 
 
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
-    from infercast.measure.aiconfigurator import version_key
+    from infercast.records.kernel_tables import version_key
 
     versions = ["1.3.0", "0.1.5", "0.1.dev19262", "1.3.0rc20", "0.5.6.post2", "0.5.6"]
     assert sorted(versions, key=version_key) == ["0.1.dev19262", "0.1.5", "0.5.6", "0.5.6.post2", "1.3.0rc20", "1.3.0"]
@@ -324,8 +325,8 @@ def test_fits_name_parameters_left_on_a_bound():
     import numpy as np
     import yaml
 
-    from infercast.measure.aiconfigurator_fit import _fit
-    from infercast.measure.calibrate import PROFILE_DIR
+    from infercast.calibrate.kernel_fit import _fit
+    from infercast.calibrate.profile_fit import PROFILE_DIR
 
     # y = 5 x: the fitted slope wants 5 but may not exceed 2; the intercept is free
     xs = np.linspace(1.0, 2.0, 8)

@@ -1,5 +1,5 @@
-"""Each layer imports only layers below it (docs/architecture.md): specs <- cost <- analysis <- sim <- plan, with
-measure, engine and the CLI on top. Every import counts, lazy and type-only ones included."""
+"""Each layer imports only layers below it (docs/architecture.md): specs <- records <- cost <- analysis <- sim <- plan
+<- calibrate, harness <- cli. Every import counts, lazy and type-only ones included."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ LAYERS: dict[str, int] = {
     "show": 0,
     "data": 0,
     "specs": 1,
-    "cost": 2,
-    "memory": 2,  # memory: bytes of weights, KV and activations, from specs (cost level)
-    "analysis": 3,
-    "sim": 4,
-    "plan": 5,
-    "measure": 6,
-    "engine": 7,  # a real engine on measure's PyTorch decoder, driven by sim's schedulers
+    "records": 2,  # measurement records and one reader per source format: foundation + specs only
+    "cost": 3,
+    "memory": 3,  # memory: bytes of weights, KV and activations, from specs (cost level)
+    "analysis": 4,
+    "sim": 5,
+    "plan": 6,
+    "calibrate": 7,  # predict records, fit profiles, validate by group
+    "harness": 7,  # the PyTorch decoder, its timing, and the real engine driven by sim's schedulers
     "cli": 8,
     "tutorial_api": 8,
     "__init__": 8,

@@ -9,11 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from infercast.calibrate.predict import deployment_of, predict_record
+from infercast.calibrate.profile_fit import build_profiles, fit
+from infercast.calibrate.validation import compare
 from infercast.errors import InfercastError
-from infercast.measure.calibrate import build_profiles, fit
-from infercast.measure.predictors import deployment_of, predict_record
-from infercast.measure.records import Record, read_records, write_records
-from infercast.measure.validate import compare
+from infercast.records.readers import read_records
+from infercast.records.record import Record, write_records
 from infercast.specs.catalog import get_model
 from infercast.specs.sharding import rank_linears
 from infercast.specs.truncate import is_sliding_layer, sliding_layers, truncated
@@ -163,7 +164,7 @@ def test_prediction_errors_name_the_file_and_row(tmp_path) -> None:
 def test_gemm_records_move_their_precisions_bytes():
     """A memory-bound GEMM (one row, a 8192 x 8192 weight) streams the weight at the record's operand width: an
     fp8 record (e4m3 operands) takes about half the time of a bf16 one and an fp32 record twice."""
-    from infercast.measure.predictors import predict_record
+    from infercast.calibrate.predict import predict_record
 
     def gemv(precision: str) -> float:
         return predict_record(

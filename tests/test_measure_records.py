@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from infercast.errors import InfercastError
-from infercast.measure.records import FIELDS, Record, load_records, read_records, write_records
+from infercast.records.readers import load_records, read_records
+from infercast.records.record import FIELDS, Record, write_records
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "measurements" / "published" / "reference.csv"
 

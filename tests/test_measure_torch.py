@@ -14,18 +14,19 @@ from dataclasses import replace  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from infercast.calibrate.predict import predict_record  # noqa: E402
+from infercast.calibrate.profile_fit import fit  # noqa: E402
 from infercast.cli import main as cli_main  # noqa: E402
 from infercast.cli.measure_cmd import parse_int_list  # noqa: E402
 from infercast.errors import InfercastError  # noqa: E402
-from infercast.measure import __main__ as measure_main  # noqa: E402
-from infercast.measure.calibrate import fit  # noqa: E402
-from infercast.measure.predictors import predict_record  # noqa: E402
-from infercast.measure.records import Record, read_records, write_records  # noqa: E402
-from infercast.measure.runner import MeasureOptions, compare_records, extrapolate_layers, run_measure  # noqa: E402
-from infercast.measure.timing import Timer, command_line, detect_gpu_id  # noqa: E402
-from infercast.measure.torch_attention import make_plan  # noqa: E402
-from infercast.measure.torch_ffn import MoEFFN  # noqa: E402
-from infercast.measure.torch_model import TransformerModel, is_sliding_layer, truncated_spec  # noqa: E402
+from infercast.harness import __main__ as measure_main  # noqa: E402
+from infercast.harness.runner import MeasureOptions, compare_records, extrapolate_layers, run_measure  # noqa: E402
+from infercast.harness.timing import Timer, command_line, detect_gpu_id  # noqa: E402
+from infercast.harness.torch_attention import make_plan  # noqa: E402
+from infercast.harness.torch_ffn import MoEFFN  # noqa: E402
+from infercast.harness.torch_model import TransformerModel, is_sliding_layer, truncated_spec  # noqa: E402
+from infercast.records.readers import read_records  # noqa: E402
+from infercast.records.record import Record, write_records  # noqa: E402
 from infercast.specs.model import MLASpec, ModelSpec, MoESpec  # noqa: E402
 
 VOCAB = 97
@@ -286,7 +287,7 @@ def test_measure_command_writes_readable_records(
 def test_module_entry_point_is_the_same_command(
     tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python -m infercast.measure run` takes the same options and list syntax and prints the same JSON."""
+    """`python -m infercast.harness run` takes the same options and list syntax and prints the same JSON."""
     out = tmp_path / "m.csv"
     args = _tiny_args(tiny_config, out, suite="quick")
     code, stdout, err = _cli(capsys, "run", *args, entry=measure_main.main)
@@ -402,7 +403,7 @@ def test_l2_flush_reads_twice_the_l2() -> None:  # pragma: no cover - GPU only
 def test_graph_decode_steps_give_each_sequence_its_own_token() -> None:  # pragma: no cover - GPU only
     """A decode graph's token buffer starts at token 0 in every sequence; the sweep fills it with a random token per
     sequence, as its eager path does. With one token everywhere a MoE batch routes like a single token."""
-    from infercast.measure.runner import StepSweeps
+    from infercast.harness.runner import StepSweeps
 
     model = TransformerModel(SPECS["gqa"], precision="bf16", device="cuda", seed=3)
     sweeps = StepSweeps(model, Timer(torch.device("cuda"), 1, 1), stamp=None, use_graphs=True, skipped=[])

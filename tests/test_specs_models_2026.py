@@ -240,6 +240,6 @@ def test_truncated_hybrid_keeps_its_layer_mix():
 
 
 def test_torch_harness_refuses_attention_it_does_not_implement():
-    torch_model = pytest.importorskip("infercast.measure.torch_model")
+    torch_model = pytest.importorskip("infercast.harness.torch_model")
     with pytest.raises(InfercastError, match="linear attention"):
         torch_model.TransformerModel(get_model("qwen3.5-397b-a17b"), num_layers=4)

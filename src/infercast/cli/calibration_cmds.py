@@ -11,8 +11,9 @@ from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console
 from infercast.errors import InfercastError
-from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_records
-from infercast.measure.records import GROUP_FIELDS, Record, load_records, measurement_files
+from infercast.records.bench_results import FORMATS, RunFacts, load_bench_records
+from infercast.records.readers import load_records, measurement_files
+from infercast.records.record import GROUP_FIELDS, Record
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
@@ -71,7 +72,7 @@ def _measurements(
 
 def _without_cpu(records: list[Record], what: str) -> list[Record]:
     """Drop rows measured on the CPU (plumbing checks), saying so; refuse when nothing is left."""
-    from infercast.measure.calibrate import CPU_LABEL
+    from infercast.calibrate.profile_fit import CPU_LABEL
 
     kept = [r for r in records if r.gpu.strip().lower() != CPU_LABEL]
     dropped = len(records) - len(kept)
@@ -145,8 +146,8 @@ def calibrate(
     with --install. Predictions use only the installed profiles; to try a written one from Python, call
     set_profile_override(gpu, load_profile_file(path)) from infercast.cost.profile.
     """
-    from infercast.measure.calibrate import PROFILE_DIR, fit, write_gpu_profile
-    from infercast.measure.engine_fit import LOAD_KINDS
+    from infercast.calibrate.load_fit import LOAD_KINDS
+    from infercast.calibrate.profile_fit import PROFILE_DIR, fit, write_gpu_profile
 
     if install and out is not None:
         raise InfercastError("give --out FOLDER or --install, not both", field="out")
@@ -282,8 +283,8 @@ def validate(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
-    from infercast.measure.calibrate import build_profiles
-    from infercast.measure.validate import compare_each, group_fields, summarize, summarize_by
+    from infercast.calibrate.profile_fit import build_profiles
+    from infercast.calibrate.validation import compare_each, group_fields, summarize, summarize_by
 
     fields = group_fields(by)  # an unknown field is refused before any file is read
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)

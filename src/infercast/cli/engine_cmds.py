@@ -26,7 +26,7 @@ def _config(
     max_batched_tokens: int,
     no_prefix_caching: bool,
 ):
-    from infercast.engine.simulate import EngineConfig
+    from infercast.harness.engine.sim_twin import HarnessEngineConfig
     from infercast.sim.scheduler import scheduler_name
     from infercast.specs.catalog import get_model
 
@@ -35,7 +35,7 @@ def _config(
     spec = get_model(model)
     if layers is not None and not 1 <= layers <= spec.num_layers:
         raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {layers}", field="layers")
-    return EngineConfig(
+    return HarnessEngineConfig(
         spec,
         num_layers=layers,
         precision=precision,
@@ -68,8 +68,8 @@ def calibrate_cpu(
 ) -> None:
     """Measure this CPU's GEMM and copy peaks, serve calibration workloads on the engine, fit a cost profile to
     its steps (scored on a round held out)."""
-    from infercast.engine.cpu import calibrate, save_calibration
-    from infercast.engine.validate import build_model
+    from infercast.harness.engine.cpu import calibrate, save_calibration
+    from infercast.harness.engine.sim_agreement import build_model
 
     threads = require_positive_int("threads", threads)
     repeats = require_positive_int("repeats", repeats)
@@ -132,9 +132,9 @@ def validate_sim(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Run a workload on the real engine (wall clock) and in the simulator; print both and their errors."""
-    from infercast.engine.cpu import load_calibration
-    from infercast.engine.validate import build_model, plot_cdfs
-    from infercast.engine.validate import validate_sim as run_validation
+    from infercast.harness.engine.cpu import load_calibration
+    from infercast.harness.engine.sim_agreement import build_model, plot_cdfs
+    from infercast.harness.engine.sim_agreement import validate_sim as run_validation
     from infercast.sim.workload import WorkloadSpec
 
     threads = require_positive_int("threads", threads)
@@ -213,8 +213,8 @@ def serve(
     """Serve the engine over an OpenAI-compatible HTTP API (POST /v1/completions, streaming; GET /v1/models)."""
     import torch
 
-    from infercast.engine.server import EngineServer
-    from infercast.engine.validate import build_model, make_engine
+    from infercast.harness.engine.server import EngineServer
+    from infercast.harness.engine.sim_agreement import build_model, make_engine
 
     threads = require_positive_int("threads", threads)
     if not 0 <= port <= 65535:

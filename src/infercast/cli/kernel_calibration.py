@@ -6,9 +6,10 @@ from pathlib import Path
 
 from rich.table import Table
 
+from infercast.calibrate.kernel_fit import build_kernel_profile, write_kernel_profile
 from infercast.cli.common import console, emit_json
 from infercast.errors import InfercastError
-from infercast.measure.aiconfigurator import GPU_DIRS, build_kernel_profile, locate, write_kernel_profile
+from infercast.records.kernel_tables import GPU_DIRS, locate
 
 KERNEL_PROFILE_DIR = Path(__file__).resolve().parents[1] / "cost" / "profiles" / "kernels"
 SOURCES = ("aiconfigurator",)

@@ -1,8 +1,8 @@
 """`infercast measure`: time a random-weight PyTorch build of a model and write measurement records (CSV).
 
 PyTorch is imported only when the command runs, so the rest of the CLI works without it. The same function
-serves ``python -m infercast.measure run`` (:mod:`infercast.measure.__main__`), so both front ends parse lists
-alike, share :class:`~infercast.measure.options.MeasureOptions`' defaults and print results the same way.
+serves ``python -m infercast.harness run`` (:mod:`infercast.harness.__main__`), so both front ends parse lists
+alike, share :class:`~infercast.harness.options.MeasureOptions`' defaults and print results the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
 from infercast.errors import InfercastError
-from infercast.measure.options import DEFAULTS, MeasureResult
+from infercast.harness.options import DEFAULTS, MeasureResult
 
 
 def _layer_pair(text: str | None) -> tuple[int, int] | None:
@@ -83,8 +83,8 @@ def measure(
 ) -> None:
     """Measure prefill/decode step times, TTFT/TPOT and microbenchmarks of a model with random weights."""
     try:
-        from infercast.measure.runner import MeasureOptions, run_measure
-        from infercast.measure.timing import command_line
+        from infercast.harness.runner import MeasureOptions, run_measure
+        from infercast.harness.timing import command_line
     except ImportError as exc:
         raise InfercastError(
             f"needs PyTorch ({exc}); install it with: pip install 'infercast[measure]'", field="measure"

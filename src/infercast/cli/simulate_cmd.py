@@ -255,7 +255,7 @@ JSON_FORMATS = ("infercast", "vllm")
 
 def _vllm_json(result, *, rate: float | None, burstiness: float, concurrency: int | None) -> dict:
     """The run under ``vllm bench serve --save-result`` key names (goodput filled in when SLOs were given)."""
-    from infercast.measure.bench_results import to_vllm_result
+    from infercast.records.bench_results import to_vllm_result
 
     doc = to_vllm_result(
         result,

@@ -37,11 +37,11 @@ def gemm_time(
     on a model's GEMM shapes).
 
     Bytes: ``(m·k + k·n) · in_bytes`` read (activations and weights) and ``m·n · out_bytes`` written. The 2-byte
-    defaults are the 16-bit operands and output of the GEMMs the records time: ``measure/microbench.py``
+    defaults are the 16-bit operands and output of the GEMMs the records time: ``harness/microbench.py``
     (``_gemm_fn``) runs ``F.linear`` on bf16/fp16 tensors, and the published reference GEMMs
     (``data/measurements/published/reference.csv``: 8192^3 on H100 SXM and H200) are bf16. The step model counts
     the same bytes for a bf16/fp16 scheme: weights at the scheme's weight format and rows in and out at its
-    activation format, 2 bytes each (``cost/operators.py``). ``measure/predictors.py`` passes the bytes of other
+    activation format, 2 bytes each (``cost/operators.py``). ``calibrate/predict.py`` passes the bytes of other
     records' GEMMs (fp8: 1-byte e4m3 operands, bf16 output; fp32: 4 and 4).
     """
     eff_max, m_half = profile.gemm_params(key)

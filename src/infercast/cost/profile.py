@@ -4,7 +4,7 @@ Values resolve in layers: the ``ideal`` engine (pure roofline, all efficiencies 
 alone; otherwise architecture/engine priors (``profiles/defaults.yaml``), then kernel parameters and
 collective latency tables measured per GPU (``profiles/kernels/<gpu>.yaml``, written by
 ``infercast calibrate --from aiconfigurator``), then fitted engine parameters shared by all GPUs
-(``profiles/engines.yaml``), then end-to-end fitted values per GPU (``profiles/<gpu>.yaml``; its optional
+(``profiles/engine_load.yaml``), then end-to-end fitted values per GPU (``profiles/<gpu>.yaml``; its optional
 ``engines`` section overrides engine parameters for that GPU only). ``provenance`` records, per parameter,
 ``measured: ...``, ``fitted: ...`` or ``prior: ...``.
 """
@@ -45,7 +45,7 @@ MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s"
 run as dense GEMMs (``gemm_*``, ``hbm_efficiency``, ``gemm_latency_s``). Not part of the end-to-end fit."""
 MOE_PAIR_ELEMENT_BYTES = 2.0
 """Bytes per element of the routed pairs' activations that ``moe_pair_passes`` counts passes over: the fused-MoE
-tables' 16-bit hidden states. The fit (measure/aiconfigurator_fit.py) and the step model (cost/step.py) both take
+tables' 16-bit hidden states. The fit (calibrate/kernel_fit.py) and the step model (cost/step.py) both take
 it from here, so a scheme whose activation format is not 16-bit still gets the passes as measured."""
 MOE_SAME_KERNEL = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16")}
 """Compute keys served by one fused-MoE kernel fit (16-bit experts: bf16 and fp16 run the same kernels)."""
@@ -256,24 +256,24 @@ def _read_yaml(name: str) -> dict[str, Any] | None:
 
 @cache
 def _engines_yaml() -> dict[str, Any]:
-    """``engines.yaml`` as installed (read once per process)."""
-    return _read_yaml("engines.yaml") or {}
+    """``engine_load.yaml`` as installed (read once per process)."""
+    return _read_yaml("engine_load.yaml") or {}
 
 
 def harness_fit() -> dict[str, Any]:
-    """``engines.yaml``'s ``harness_fit``: the torch engine fitted to infercast's harness on real GPUs, with its
-    error leaving one model out (measure/harness_fit.py); empty when never fitted."""
+    """``engine_load.yaml``'s ``harness_fit``: the torch engine fitted to infercast's harness on real GPUs, with its
+    error leaving one model out (calibrate/harness_fit.py); empty when never fitted."""
     return _engines_yaml().get("harness_fit") or {}
 
 
 def load_fit() -> dict[str, Any]:
-    """``engines.yaml``'s ``load_fit``: each serving engine's per-request parameters fitted on closed-loop runs
-    (measure/engine_fit.py), with the ones its grid search left on an edge; empty when never fitted."""
+    """``engine_load.yaml``'s ``load_fit``: each serving engine's per-request parameters fitted on closed-loop runs
+    (calibrate/load_fit.py), with the ones its grid search left on an edge; empty when never fitted."""
     return _engines_yaml().get("load_fit") or {}
 
 
 def fitted_engine_values() -> dict[str, dict[str, Any]]:
-    """``engines.yaml``'s fitted values per engine (shared by all GPUs); empty when never fitted."""
+    """``engine_load.yaml``'s fitted values per engine (shared by all GPUs); empty when never fitted."""
     return _engines_yaml().get("engines") or {}
 
 
@@ -383,7 +383,7 @@ def load_profile(
         profile = _apply_measured(profile, kernels, engine)
     fitted_key = str(eng.get("fitted_as", engine))  # a later release sharing another's fitted values
     as_note = f" (fitted for {fitted_key})" if fitted_key != engine else ""
-    shared = _read_yaml("engines.yaml") if fitted else None
+    shared = _read_yaml("engine_load.yaml") if fitted else None
     if shared and fitted_key in shared.get("engines", {}):
         src = f"fitted (engine, all GPUs){as_note}: {shared.get('fitted_from', 'calibration')}"
         profile = profile.with_values(_flatten(shared["engines"][fitted_key]), src)
@@ -475,8 +475,8 @@ def has_measured_kernels(hardware_id: str) -> bool:
 
 
 def _gpu_profile_file(hardware_id: str) -> dict[str, Any] | None:
-    """The fitted ``profiles/<id>.yaml`` of a GPU; a file that names another GPU (defaults.yaml and engines.yaml,
-    were a user accelerator called "defaults" or "engines") is not its profile."""
+    """The fitted ``profiles/<id>.yaml`` of a GPU; a file that names another GPU (defaults.yaml and engine_load.yaml,
+    were a user accelerator called "defaults" or "engine_load") is not its profile."""
     data = _read_yaml(f"{hardware_id}.yaml")
     return data if isinstance(data, dict) and data.get("hardware") == hardware_id else None
 

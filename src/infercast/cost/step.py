@@ -18,7 +18,7 @@ All parameters come from :mod:`infercast.cost.profile`.
 
 The routed experts (``experts_gate_up``, ``experts_down``) take the fused-MoE parameters where the GPU's kernel
 profile has them for the compute key (``CostProfile.moe_params``, fitted to the fused-MoE tables by
-:mod:`infercast.measure.aiconfigurator_fit` with this form): ``moe_eff_max``/``moe_m_half`` at M = T·k/E rows per
+:mod:`infercast.calibrate.kernel_fit` with this form): ``moe_eff_max``/``moe_m_half`` at M = T·k/E rows per
 expert, ``moe_hbm_efficiency`` on their bytes, ``moe_latency_s`` per kernel, and ``moe_pair_passes · T·k·(h + w)
 · act / (HBM · moe_hbm_efficiency)`` per step on the gate/up row (T: the tokens the rank's experts see).
 Without them the experts are dense GEMMs.

@@ -1,8 +1,8 @@
 """The first N decoder layers of a model: what a layer-subset measurement runs and what its prediction prices.
 
-One rule serves both sides. The torch harness (:mod:`infercast.measure.torch_model`) builds layer ``i`` as a
+One rule serves both sides. The torch harness (:mod:`infercast.harness.torch_model`) builds layer ``i`` as a
 sliding-window layer when :func:`is_sliding_layer` says so, and the predictor
-(:mod:`infercast.measure.predictors`) prices a ``layers=N`` record with :func:`truncated`, whose sliding-layer
+(:mod:`infercast.calibrate.predict`) prices a ``layers=N`` record with :func:`truncated`, whose sliding-layer
 count is the number of those first N layers that slide. No torch import here.
 """
 

@@ -1,0 +1,516 @@
+"""Fit infercast's kernel parameters to the GEMM and attention tables of aiconfigurator-core, and write them with
+the collective curves as ``cost/profiles/kernels/<gpu>.yaml`` (:func:`build_kernel_profile`).
+
+The functional forms are the step model's (:mod:`infercast.cost.step`), with a measured fixed time per kernel:
+
+* GEMM (M x K) @ (K x N):  ``max(2MNK / (peak · eff_max · M/(M + m_half)),  bytes / (HBM · hbm_eff)) + t_gemm``
+* decode attention:        ``KV bytes / (HBM · attn_decode_eff) + t_attn_decode + sequences · t_seq``
+* prefill attention:       ``causal FLOPs / (peak · attn_prefill_eff) + t_attn_prefill``
+* routed MoE experts (one fused-MoE layer on one rank, :func:`moe_layer_time`): the two grouped GEMMs as
+  GEMMs of ``M = T·k/E`` rows per expert with their own ``moe_eff_max``, ``moe_m_half``, ``moe_hbm_efficiency``
+  (weights of the touched experts, ``E/ep · (1 − (1 − k/E)^T)``) and ``moe_latency_s`` per GEMM kernel, plus
+  ``moe_pair_passes`` passes over the activations of every routed token-expert pair, ``T·k·(h + w)`` 16-bit
+  elements at the MoE streaming rate (gather, intermediate buffers, activation and weighted sum run over all
+  pairs the rank's kernels see, local or not), plus what the step model charges the same layer elsewhere
+  (the activation kernel, the three routing kernels), fixed from the dense fits
+
+Each is fitted by least squares on log time over every row of the newest table of one engine (vLLM's where
+present: its GEMMs are cuBLAS through torch, as SGLang's), and reports points and RMS log residual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS
+from infercast.errors import InfercastError
+from infercast.records.kernel_tables import (
+    GPU_DIRS,
+    Source,
+    import_collectives,
+    latest,
+    read_table,
+    relative,
+    version_key,
+)
+from infercast.specs.catalog import get_hardware
+
+if TYPE_CHECKING:
+    from infercast.specs.hardware import HardwareSpec
+
+ENGINES = ("vllm", "sglang", "trtllm")
+"""Engine folders searched for kernel tables, in order of preference."""
+
+GEMM_SOURCES = {"bf16": ("bfloat16", ("torch.nn.functional.linear", "torch")), "fp8": ("fp8", ("Cutlass",))}
+"""infercast compute key -> (gemm_dtype in the table, kernel_source prefixes accepted)."""
+
+MIN_DIM = 1024
+"""GEMMs fitted: N and K at least this (every linear layer of the catalog's LLMs at TP <= 8)."""
+MIN_HEADS = 4
+"""Attention rows fitted: at least this many query heads per GPU (the catalog's models at TP <= 8)."""
+M_FLOOR = 16.0  # CostProfile.gemm_m_floor: tensor-core tiles are at least 16 rows
+
+
+def _newest(source: Source, gpu_id: str, op: str, filename: str) -> tuple[str, Any] | None:
+    for engine in ENGINES:
+        path = latest(source.gpu(gpu_id) / op / engine, filename)
+        if path is not None:
+            return relative(source, path), read_table(path)
+    return None
+
+
+BOUND_TOLERANCE = 1e-4
+"""A fitted parameter within this log distance (0.01 %) of a bound is reported as on it."""
+
+
+def _fit(
+    residual: Any, start: list[float], lower: list[float], upper: list[float], names: tuple[str, ...]
+) -> tuple[np.ndarray, float, list[str]]:
+    """Least squares on log residuals; returns the parameters, the RMS log residual and the names of those that
+    ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
+    res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
+    r = residual(res.x)
+    near = dict(rtol=0.0, atol=BOUND_TOLERANCE)
+    edge = np.isclose(res.x, np.log(lower), **near) | np.isclose(res.x, np.log(upper), **near)
+    return np.exp(res.x), float(np.sqrt(np.mean(r**2))), [n for n, e in zip(names, edge, strict=True) if e]
+
+
+def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tuple[str, ...], width: float) -> dict:
+    """(eff_max, m_half, hbm_eff, t0) of one GEMM dtype; ``width``: bytes per weight/activation element."""
+    rows = frame[frame["gemm_dtype"] == dtype]
+    rows = rows[(rows["n"] >= MIN_DIM) & (rows["k"] >= MIN_DIM)]
+    if rows.empty:
+        return {}
+    preferred = rows[rows["kernel_source"].str.startswith(sources)]
+    # the engine's default kernel for this dtype: the preferred one, else the table's most measured one
+    kernel = (preferred if not preferred.empty else rows)["kernel_source"].value_counts().index[0]
+    rows = rows[rows["kernel_source"] == kernel]
+    m, n, k = (rows[c].to_numpy(float) for c in ("m", "n", "k"))
+    t = rows["latency"].to_numpy(float) * 1e-3
+    flops = 2 * m * n * k
+    nbytes = (m * k + k * n) * width + m * n * 2.0  # outputs in 16 bits
+    rows_eff = np.maximum(m, M_FLOOR)
+
+    def model(x: np.ndarray) -> np.ndarray:
+        eff, half, hbm, t0 = np.exp(x)
+        return np.maximum(flops / (peak * eff * rows_eff / (rows_eff + half)), nbytes / (bandwidth * hbm)) + t0
+
+    params, rms, edge = _fit(
+        lambda x: np.log(model(x) / t),
+        [0.8, 64.0, 0.85, 3e-6],
+        [0.05, 0.5, 0.3, 1e-8],
+        [1.0, 8192.0, 1.0, 5e-5],
+        ("gemm_eff_max", "gemm_m_half", "hbm_efficiency", "gemm_latency_s"),
+    )
+    return {
+        "eff_max": params[0],
+        "m_half": params[1],
+        "hbm": params[2],
+        "t0": params[3],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "kernel": str(kernel),
+        "at_bound": edge,
+    }
+
+
+def _attention_rows(frame: Any) -> Any:
+    """bf16 KV, no sliding window, the most common kernel."""
+    rows = frame[frame["kv_cache_dtype"].isin(("bfloat16", "float16"))]
+    if "window_size" in rows.columns:
+        rows = rows[rows["window_size"] == 0]
+    rows = rows[(rows["num_heads"] >= MIN_HEADS) & rows["head_dim"].isin((64, 128))]
+    if rows.empty:
+        return rows
+    top = rows["kernel_source"].value_counts().index[0]
+    return rows[rows["kernel_source"] == top]
+
+
+def fit_decode_attention(frame: Any, bandwidth: float) -> dict:
+    """(efficiency, t0) of decode attention: KV bytes read (batch x context x KV heads x head_dim x 2 x 2)."""
+    rows = _attention_rows(frame)
+    if rows.empty:
+        return {}
+    b, ctx = rows["batch_size"].to_numpy(float), rows["step"].to_numpy(float) + rows["isl"].to_numpy(float)
+    kv, hd, nq = (rows[c].to_numpy(float) for c in ("num_key_value_heads", "head_dim", "num_heads"))
+    nbytes = b * ctx * kv * hd * 2 * 2 + b * nq * hd * 2 * 2  # K and V in bf16, plus q in and o out
+    t = rows["latency"].to_numpy(float) * 1e-3
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        eff, t0, ts = np.exp(x)
+        return np.log((nbytes / (bandwidth * eff) + t0 + ts * b) / t)
+
+    params, rms, edge = _fit(
+        residual,
+        [0.8, 8e-6, 1e-7],
+        [0.1, 1e-8, 1e-10],
+        [1.0, 1e-4, 1e-5],
+        ("attn_decode_efficiency", "attn_decode_latency_s", "attn_decode_seq_s"),
+    )
+    return {
+        "eff": params[0],
+        "t0": params[1],
+        "t_seq": params[2],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+        "kernel": str(rows["kernel_source"].iloc[0]),
+    }
+
+
+def fit_prefill_attention(frame: Any, peak: float) -> dict:
+    """(efficiency, t0) of prefill attention: causal FLOPs 4 · heads · head_dim · batch · s(s+1)/2."""
+    rows = _attention_rows(frame)
+    if rows.empty:
+        return {}
+    b, s = rows["batch_size"].to_numpy(float), rows["isl"].to_numpy(float)
+    nq, hd = rows["num_heads"].to_numpy(float), rows["head_dim"].to_numpy(float)
+    flops = 4 * nq * hd * b * s * (s + 1) / 2
+    t = rows["latency"].to_numpy(float) * 1e-3
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        eff, t0 = np.exp(x)
+        return np.log((flops / (peak * eff) + t0) / t)
+
+    params, rms, edge = _fit(
+        residual, [0.5, 1e-5], [0.02, 1e-8], [1.0, 1e-3], ("attn_prefill_efficiency", "attn_prefill_latency_s")
+    )
+    return {
+        "eff": params[0],
+        "t0": params[1],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+        "kernel": str(rows["kernel_source"].iloc[0]),
+    }
+
+
+MOE_SOURCES = {"bf16": ("bfloat16", ()), "fp8": ("fp8_block", ("vllm_fp8moe_triton",))}
+"""infercast compute key -> (moe_dtype in the table, kernel_source prefixes preferred). bf16: the table's most
+measured kernel (vLLM's default unquantized fused MoE: Triton on Hopper/Ampere/Ada, FlashInfer TRT-LLM on
+Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoints), vLLM's Triton fused MoE
+where measured (its default on Hopper/Ada; the FlashInfer CUTLASS rows are opt-in backends), else the most
+measured kernel (FlashInfer TRT-LLM on Blackwell). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
+MOE_DISTRIBUTION = "balanced"
+"""Rows fitted: tokens spread evenly over the experts (the step model does not model load imbalance)."""
+MOE_AUX_KERNELS = 3
+"""Routing kernels per MoE layer the step model charges on the router row (topk_softmax, moe_align_block_size,
+moe_sum; cost/operators.py), each at the dense fixed GEMM time: inside the measured fused-MoE time too."""
+MOE_START = [0.6, 32.0, 0.7, 5e-6, 1.0]
+MOE_LOWER = [0.02, 0.5, 0.05, 1e-8, 1e-4]
+MOE_UPPER = [1.0, 8192.0, 1.0, 2e-4, 100.0]
+
+
+@dataclass(frozen=True)
+class MoEShapes:
+    """Per-row quantities of a fused-MoE table (arrays): everything :func:`moe_layer_time` needs."""
+
+    tokens: np.ndarray
+    flops: np.ndarray  # both grouped GEMMs, per layer per rank
+    gate_up: tuple[np.ndarray, np.ndarray]  # (FLOPs, bytes) of the gate/up GEMM
+    down: tuple[np.ndarray, np.ndarray]
+    rows: np.ndarray  # GEMM rows per expert, floored at M_FLOOR
+    pairs: np.ndarray  # bytes of the routed pairs' activations, T·k·(h + w)·2
+    known: np.ndarray  # seconds the step model charges the layer outside the two expert GEMM rows
+
+
+def moe_shapes(
+    frame: Any, width: float, vector_peak: float, bandwidth: float, hbm: float, t_gemm: float, balanced: bool = True
+) -> MoEShapes:
+    """FLOPs and bytes of each table row as :func:`infercast.cost.operators.build_op_table` counts them for one
+    MoE layer on one rank (gated experts, 16-bit activations; ``width`` bytes per expert weight), and the time
+    the step model charges the same layer's activation row (``hbm``: dense streaming efficiency) and routing
+    kernels (``t_gemm`` each)."""
+    t, h, inter, k, e, tp, ep = (
+        frame[c].to_numpy(float)
+        for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+    )
+    w = inter / tp
+    routed = t * k / ep  # rows of this rank's experts
+    # experts of this rank at least one token reaches: a "balanced" table spreads the T·k pairs evenly, touching
+    # min(E, T·k) experts (the step model, for real routing, takes the expectation under uniform random routing,
+    # E·(1 − (1 − k/E)^T); the two agree at T = 1 and from T ≈ E/k·4 on)
+    touched = np.minimum(e, t * k) / ep if balanced else (e / ep) * -np.expm1(t * np.log1p(-k / e))
+    act = 2.0
+    gate_up = (2 * routed * h * 2 * w, touched * h * 2 * w * width + routed * (h + 2 * w) * act)
+    down = (2 * routed * w * h, touched * w * h * width + routed * (w + h) * act)
+    act_bytes = t * (k / ep * (3 * w + h) + h) * act
+    act_flops = t * k / ep * 4 * w
+    known = np.maximum(act_flops / vector_peak, act_bytes / (bandwidth * hbm)) + MOE_AUX_KERNELS * t_gemm
+    pairs = t * k * (h + w) * MOE_PAIR_ELEMENT_BYTES
+    return MoEShapes(t, gate_up[0] + down[0], gate_up, down, np.maximum(t * k / e, M_FLOOR), pairs, known)
+
+
+def moe_layer_time(s: MoEShapes, peak: float, bandwidth: float, params: Any) -> np.ndarray:
+    """Seconds of one fused-MoE layer on one rank: the step model's expert rows with the MoE parameters
+    ``(eff_max, m_half, hbm_eff, t_kernel, pair_passes)``, plus the known rest (:class:`MoEShapes`)."""
+    eff, half, hbm, t0, passes = params
+    slow = (s.rows + half) / (s.rows * peak * eff)
+    total = s.known + 2 * t0 + passes * s.pairs / (bandwidth * hbm)
+    for flops, nbytes in (s.gate_up, s.down):
+        total = total + np.maximum(flops * slow, nbytes / (bandwidth * hbm))
+    return total
+
+
+def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: float) -> dict:
+    """(eff_max, m_half, hbm_eff, t_kernel, pair_passes) of one MoE kernel by least squares on log time."""
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return np.log(moe_layer_time(shapes, peak, bandwidth, np.exp(x)) / latency_s)
+
+    params, rms, edge = _fit(residual, MOE_START, MOE_LOWER, MOE_UPPER, MOE_PARAMS)
+    return {
+        "eff_max": params[0],
+        "m_half": params[1],
+        "hbm": params[2],
+        "t0": params[3],
+        "passes": params[4],
+        "points": len(latency_s),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+    }
+
+
+def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...]) -> tuple[str, str, Any] | None:
+    """(table, kernel, rows): the balanced rows of ``dtype`` in the newest fused-MoE table of the first engine
+    (vLLM, SGLang, TensorRT-LLM) that has them, of the preferred kernel, else the most measured one."""
+    for engine in ENGINES:
+        folder = source.gpu(gpu_id) / "moe" / engine
+        if not folder.is_dir():
+            continue
+        versions = sorted(
+            (v for v in folder.iterdir() if (v / "moe_perf.parquet").is_file()),
+            key=lambda v: version_key(v.name),
+            reverse=True,
+        )
+        for version in versions:
+            path = version / "moe_perf.parquet"
+            frame = read_table(path)
+            rows = frame[(frame["moe_dtype"] == dtype) & (frame["distribution"] == MOE_DISTRIBUTION)]
+            rows = rows[rows["latency"] > 0]
+            if rows.empty:
+                continue
+            preferred = rows[rows["kernel_source"].str.startswith(prefixes)] if prefixes else rows.iloc[:0]
+            kernel = (preferred if not preferred.empty else rows)["kernel_source"].value_counts().index[0]
+            return relative(source, path), str(kernel), rows[rows["kernel_source"] == kernel]
+    return None
+
+
+def _g(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def _fit_gemm_table(
+    hw: HardwareSpec,
+    table: str,
+    frame: Any,
+    kernels: dict,
+    prov: dict,
+    fits: dict,
+    suffix: str = "",
+    curves_only: bool = False,
+) -> None:
+    """GEMM curves (``gemm_eff_max``, ``gemm_m_half`` per compute key) of one engine's table into ``kernels``;
+    unless ``curves_only``, also the streaming efficiency and fixed GEMM time from its 16-bit GEMMs."""
+    for key, (dtype, prefixes) in GEMM_SOURCES.items():
+        if key not in hw.peak_flops:
+            continue
+        r = fit_gemm(frame, hw.peak(key), hw.memory.bandwidth_bytes_s, dtype, prefixes, 1.0 if key == "fp8" else 2.0)
+        if not r:
+            continue
+        note = (
+            f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
+            f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
+        )
+        kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
+        kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
+        prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
+        fits[f"gemm.{key}{suffix}"] = {
+            "table": table,
+            "dtype": dtype,
+            "kernel": r["kernel"],
+            "points": r["points"],
+            "rms_log_residual": round(r["rms_log_residual"], 4),
+            "hbm_efficiency": _g(r["hbm"]),
+            "latency_s": _g(r["t0"]),
+            **_bound_entry(r),
+        }
+        if key == "bf16" and not curves_only:  # the streaming efficiency and fixed GEMM time: 16-bit GEMMs
+            kernels["hbm_efficiency"] = _g(r["hbm"])
+            kernels["gemm_latency_s"] = _g(r["t0"])
+            prov["hbm_efficiency"] = prov["gemm_latency_s"] = note
+
+
+def fit_engine_gemms(source: Source, gpu_id: str, base_table: str, fits: dict) -> tuple[dict, dict]:
+    """Per engine whose own GEMM table is not the base one: its GEMM curves (``gemm_eff_max``, ``gemm_m_half``),
+    and their provenance. Each engine runs its own GEMM kernels (TensorRT-LLM's FP8 path is not vLLM's CUTLASS
+    one); streaming efficiency and fixed GEMM time stay the base table's, shared by every engine on the GPU."""
+    hw = get_hardware(gpu_id)
+    curves: dict[str, dict] = {}
+    provenance: dict[str, dict] = {}
+    for engine in ENGINES:
+        path = latest(source.gpu(gpu_id) / "gemm" / engine, "gemm_perf.parquet")
+        if path is None or relative(source, path) == base_table:
+            continue
+        kernels: dict[str, Any] = {}
+        prov: dict[str, str] = {}
+        _fit_gemm_table(hw, relative(source, path), read_table(path), kernels, prov, fits, f".{engine}", True)
+        if kernels:
+            curves[engine], provenance[engine] = kernels, prov
+    return curves, provenance
+
+
+def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """(kernel parameter values, provenance per parameter, fit statistics) for one GPU."""
+    hw = get_hardware(gpu_id)
+    bandwidth = hw.memory.bandwidth_bytes_s
+    kernels: dict[str, Any] = {}
+    prov: dict[str, str] = {}
+    fits: dict[str, Any] = {}
+    gemm = _newest(source, gpu_id, "gemm", "gemm_perf.parquet")
+    if gemm is not None:
+        _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits)
+    _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
+    attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
+    if attn is not None:
+        table, frame = attn
+        r = fit_decode_attention(frame, bandwidth)
+        if r:
+            note = (
+                f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+                f"{_at_bound(r)}"
+            )
+            kernels["attn_decode_efficiency"] = _g(r["eff"])
+            kernels["attn_decode_latency_s"] = _g(r["t0"])
+            kernels["attn_decode_seq_s"] = _g(r["t_seq"])
+            prov["attn_decode_efficiency"] = prov["attn_decode_latency_s"] = prov["attn_decode_seq_s"] = note
+            fits["attention.decode"] = {
+                "table": table,
+                "kernel": r["kernel"],
+                "points": r["points"],
+                "rms_log_residual": round(r["rms_log_residual"], 4),
+                **_bound_entry(r),
+            }
+    attn = _newest(source, gpu_id, "attention", "context_attention_perf.parquet")
+    if attn is not None:
+        table, frame = attn
+        key = "bf16" if "bf16" in hw.peak_flops else "fp16"
+        r = fit_prefill_attention(frame, hw.peak(key))
+        if r:
+            note = (
+                f"{table} ({r['kernel']}), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+                f"{_at_bound(r)}"
+            )
+            kernels["attn_prefill_efficiency"] = _g(r["eff"])
+            kernels["attn_prefill_latency_s"] = _g(r["t0"])
+            prov["attn_prefill_efficiency"] = prov["attn_prefill_latency_s"] = note
+            fits["attention.prefill"] = {
+                "table": table,
+                "kernel": r["kernel"],
+                "points": r["points"],
+                "rms_log_residual": round(r["rms_log_residual"], 4),
+                **_bound_entry(r),
+            }
+    return kernels, prov, fits
+
+
+def _at_bound(r: dict) -> str:
+    """Provenance suffix naming the parameters a fit left on a bound (empty when none)."""
+    return f"; at a fit bound (not measured): {', '.join(r['at_bound'])}" if r.get("at_bound") else ""
+
+
+def _bound_entry(r: dict) -> dict:
+    return {"at_bound": list(r["at_bound"])} if r.get("at_bound") else {}
+
+
+def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fits: dict) -> None:
+    """MoE parameters per compute key from the fused-MoE tables; the fixed terms use the dense fits just made
+    (``hbm_efficiency``, ``gemm_latency_s``; the architecture priors' where the GPU has no GEMM table)."""
+    from infercast.cost.profile import load_profile
+
+    hw = get_hardware(gpu_id)
+    bandwidth = hw.memory.bandwidth_bytes_s
+    prior = load_profile(gpu_id, hw.architecture, "vllm", fitted=False, measured=False)
+    hbm = kernels.get("hbm_efficiency", prior.hbm_efficiency)
+    t_gemm = kernels.get("gemm_latency_s", prior.gemm_latency_s)
+    vector_peak = hw.peak_flops.get("fp32", hw.peak_flops.get("bf16", 1e15) / 16.0)
+    for key, (dtype, prefixes) in MOE_SOURCES.items():
+        if key not in hw.peak_flops:
+            continue
+        found = moe_rows(source, gpu_id, dtype, prefixes)
+        if found is None:
+            prov[f"moe.{key}"] = f"no balanced {dtype} fused-MoE table: routed experts use the dense GEMM parameters"
+            continue
+        table, kernel, rows = found
+        shapes = moe_shapes(rows, 1.0 if key == "fp8" else 2.0, vector_peak, bandwidth, hbm, t_gemm)
+        r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
+        note = (
+            f"{table} {dtype} ({kernel}, {MOE_DISTRIBUTION}), {r['points']} points, "
+            f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
+        )
+        for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
+            kernels.setdefault(name, {})[key] = _g(r[value])
+            prov[f"{name}.{key}"] = note
+        fits[f"moe.{key}"] = {
+            "table": table,
+            "dtype": dtype,
+            "kernel": kernel,
+            "distribution": MOE_DISTRIBUTION,
+            "points": r["points"],
+            "rms_log_residual": round(r["rms_log_residual"], 4),
+            "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
+            "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
+            **_bound_entry(r),
+        }
+
+
+def build_kernel_profile(source: Source, gpu_id: str) -> dict[str, Any]:
+    """The ``cost/profiles/kernels/<gpu>.yaml`` content for one GPU: collectives and fitted kernel parameters."""
+    if not source.gpu(gpu_id).is_dir():
+        raise InfercastError(f"{source.gpu(gpu_id)} is missing from the aiconfigurator tables", field="from")
+    kernels, provenance, fits = fit_kernels(source, gpu_id)
+    base = str(fits.get("gemm.bf16", {}).get("table", ""))
+    engine_kernels, engine_provenance = fit_engine_gemms(source, gpu_id, base, fits) if base else ({}, {})
+    return {
+        "hardware": gpu_id,
+        "source": f"aiconfigurator-core {source.version} systems/data/{GPU_DIRS[gpu_id]}",
+        "kernels": kernels,
+        "provenance": provenance,
+        "engine_kernels": engine_kernels,
+        "engine_provenance": engine_provenance,
+        "fit": fits,
+        "collectives": import_collectives(source, gpu_id),
+    }
+
+
+HEADER = """\
+# Kernel parameters and collective latency curves of {gpu}, measured: imported from NVIDIA's
+# aiconfigurator-core {version} kernel tables (Apache-2.0) by `infercast calibrate --from aiconfigurator`.
+# Do not edit by hand: re-run that command. Collective curves are raw medians per message size (bytes, us);
+# infercast lowers spikes to the next bigger size's time when it loads them (monotone curves).
+"""
+
+
+def write_kernel_profile(data: dict[str, Any], path: Path) -> Path:
+    """Write one kernel profile YAML (compact: curves as flow lists)."""
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _list(dumper: yaml.SafeDumper, value: list) -> Any:
+        flow = all(isinstance(v, int | float) for v in value)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+    _Dumper.add_representer(list, _list)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    version = data["source"].split()[1] if data.get("source") else "?"
+    text = HEADER.format(gpu=data["hardware"], version=version)
+    text += yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120)
+    path.write_text(text)
+    return path

@@ -1,0 +1,286 @@
+"""Measurement records: one measured figure per CSV row, the common currency of measure/calibrate/validate.
+
+A record says what was run (model, GPU, formats, parallelism, the shape of the work) and what was measured
+(``value`` in ``unit``). Published figures and our own GPU runs use the same columns, so one calibration
+fit and one validation report serve both.
+
+Kinds and the fields they use:
+
+=====================  ======================================================  ===========
+kind                   work described by                                       unit
+=====================  ======================================================  ===========
+prefill_step           ``batch`` chunks of ``input_len`` tokens on ``context``  s
+                       cached tokens each (one forward pass)
+decode_step            ``batch`` decode tokens, each at ``context`` (one step)  s
+ttft                   one request (``batch`` requests) of ``input_len`` tokens s
+tpot                   mean decode step of a static batch (input/output/batch)  s
+static_throughput      output tok/s of a static batch (input/output/batch)      tok/s
+gemm                   one GEMM of ``m`` x ``k`` @ ``k`` x ``n`` in ``precision``   s
+op                     one layer operator (``op``) of a 1-layer model: a GEMM   s
+                       etc. for ``batch`` tokens; ``attention_prefill``:
+                       ``batch`` prompts of ``input_len`` on ``context``;
+                       ``attention_decode``: ``batch`` tokens at ``context``
+hbm_copy               device-to-device copy of ``bytes`` (read + write)        s
+launch_overhead        one tiny kernel launch (``op`` eager or cuda_graph)      s
+serving_ttft           mean TTFT of ``batch`` requests to a serving engine      s
+serving_tpot           median TPOT ((E2E - TTFT)/(n - 1), vLLM's definition)   s
+                       of ``batch`` requests to a serving engine
+serving_throughput     output tokens/s of those requests over the benchmark     tok/s
+closed_loop_ttft       mean TTFT of a closed loop of ``batch`` clients (10 x    s
+                       ``batch`` requests, lengths uniform in [r L, L], r =
+                       ``min_len_ratio``, 0.8 when not given; the engine's
+                       step budget ``max_num_batched_tokens``, sequence
+                       limit ``max_num_seqs`` and KV memory fraction
+                       ``gpu_memory_utilization`` when not its preset's)
+closed_loop_tpot       mean TPOT of the same closed-loop benchmark              s
+=====================  ======================================================  ===========
+
+Serving kinds include queueing and scheduling, so they are predicted by the simulator. Their load: the
+``batch`` requests are sent all at once, unless ``concurrency`` > 0 (closed loop: that many clients, each
+sending its next request when the last one finished, as ``vllm bench serve --max-concurrency`` and GuideLLM's
+concurrent strategy do) or ``request_rate`` > 0 (open loop at that rate: ``arrival`` poisson (default),
+gamma with ``burstiness``, or constant). Prompt and output lengths are the run's means. Benchmark result files
+of ``vllm bench serve``, GuideLLM and AIPerf become such rows through :mod:`infercast.records.bench_results`.
+Closed-loop kinds describe a published sweep point run as ``vllm bench serve --max-concurrency C --num-prompts
+10*C --random-range-ratio 0.8`` (``batch`` = C; ``input_len``/``output_len`` = L, the top of the length range)
+with means over all requests, ramp-up included (:mod:`infercast.calibrate.serving`).
+
+A CSV of closed-loop benchmark rows in aiconfigurator's silicon format (``ttft_ms_mean``, ``tpot_ms_mean``, ...)
+is read as such records too (:mod:`infercast.records.silicon_rows`).
+
+``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
+that row use the same truncated model (:func:`infercast.specs.truncate.truncated`).
+
+:func:`~infercast.records.readers.read_records` checks every row: known columns only, the fields its kind
+needs present and positive, whole numbers where counts are meant, a finite positive value in a unit the kind
+allows. Each record keeps
+where it came from (``origin``, ``path:row``) so that later errors (an unknown GPU, say) can name the row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from infercast.errors import InfercastError, nearest, require_positive_int
+
+GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
+"""What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
+the error bands' levels."""
+
+KINDS = (
+    "prefill_step",
+    "decode_step",
+    "ttft",
+    "tpot",
+    "static_throughput",
+    "gemm",
+    "op",
+    "hbm_copy",
+    "launch_overhead",
+    "serving_ttft",
+    "serving_tpot",
+    "serving_throughput",
+    "closed_loop_ttft",
+    "closed_loop_tpot",
+)
+UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "tok/s": 1.0}
+TIME_UNITS = ("s", "ms", "us")
+
+
+@dataclass(frozen=True)
+class KindRule:
+    """What a row of one kind must hold: fields that must be >= 1 (with their minimum), text fields that
+    must be given, and the units its value may be in."""
+
+    positive: dict[str, int]
+    text: tuple[str, ...] = ("gpu", "model")
+    units: tuple[str, ...] = TIME_UNITS
+
+
+_REQUEST = {"batch": 1, "input_len": 1}
+RULES: dict[str, KindRule] = {
+    "prefill_step": KindRule(_REQUEST),
+    "decode_step": KindRule({"batch": 1, "context": 1}),
+    "ttft": KindRule(_REQUEST),
+    "tpot": KindRule(_REQUEST | {"output_len": 2}),  # a TPOT needs a second token
+    "static_throughput": KindRule(_REQUEST | {"output_len": 1}, units=("tok/s",)),
+    "gemm": KindRule({"m": 1, "n": 1, "k": 1}, text=("gpu",)),
+    "op": KindRule({"batch": 1}, text=("gpu", "model", "op")),
+    "hbm_copy": KindRule({}, text=("gpu",)),  # bytes: checked below (a float)
+    "launch_overhead": KindRule({}, text=("gpu",)),
+    "serving_ttft": KindRule(_REQUEST | {"output_len": 1}),
+    "serving_tpot": KindRule(_REQUEST | {"output_len": 2}),
+    "serving_throughput": KindRule(_REQUEST | {"output_len": 1}, units=("tok/s",)),
+    "closed_loop_ttft": KindRule(_REQUEST | {"output_len": 1}),
+    "closed_loop_tpot": KindRule(_REQUEST | {"output_len": 2}),
+}
+"""Per kind: the fields a row needs (see the module docstring for what each kind describes)."""
+OP_RULES: dict[str, dict[str, int]] = {"attention_prefill": {"input_len": 1}, "attention_decode": {"context": 1}}
+"""Extra positive fields of the harness's attention operators (the work is not a token count)."""
+SERVING_KINDS = ("serving_ttft", "serving_tpot", "serving_throughput")
+ARRIVALS = ("", "poisson", "gamma", "constant")
+"""Open-loop arrival processes of serving rows ('' = poisson when ``request_rate`` is given)."""
+LAUNCH_OPS = ("", "eager", "cuda_graph", "cpu_op")
+"""``launch_overhead`` variants: eager launches (``cpu_op`` on the CPU harness) or kernels in a CUDA graph."""
+_MINIMUM = {"tp": 1, "ep": 1, "attention_dp": 1, "batch": 1}
+"""Integer fields that can never be 0 (the others may be 0 = not applicable, e.g. ``layers`` = whole model)."""
+
+
+@dataclass
+class Record:
+    """One measured figure (see module docstring for kinds)."""
+
+    kind: str
+    model: str = ""
+    gpu: str = ""
+    engine: str = "torch"
+    precision: str = "bf16"
+    kv_precision: str = ""
+    tp: int = 1
+    ep: int = 1
+    attention_dp: int = 1
+    """Attention data-parallel ways (wide EP: ``tp x attention_dp`` GPUs hold ``ep``-way experts)."""
+    batch: int = 1
+    input_len: int = 0
+    output_len: int = 0
+    context: int = 0
+    layers: int = 0
+    concurrency: int = 0
+    request_rate: float = 0.0
+    arrival: str = ""
+    burstiness: float = 1.0
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    bytes: float = 0.0
+    min_len_ratio: float = 0.0
+    """Closed-loop kinds: prompt and output lengths were uniform in [min_len_ratio x L, L] (1: fixed lengths;
+    0 / empty: 0.8, the range public closed-loop sweeps use)."""
+    max_num_batched_tokens: int = 0
+    """Serving and closed-loop kinds: the engine's token budget per step in the run (0 / empty: the engine
+    preset's default)."""
+    max_num_seqs: int = 0
+    """Serving and closed-loop kinds: the most sequences the engine ran at once (its max_num_seqs /
+    max_batch_size; 0 / empty: the engine preset's default)."""
+    gpu_memory_utilization: float = 0.0
+    """Serving and closed-loop kinds: the fraction of GPU memory the engine's KV cache was given in the run, as
+    the preset's ``kv_fraction`` reads it (vLLM ``--gpu-memory-utilization``, TensorRT-LLM
+    ``free_gpu_memory_fraction``; 0 / empty: the preset's default)."""
+    op: str = ""
+    value: float = math.nan
+    unit: str = "s"
+    source: str = ""
+    gpu_name: str = ""
+    driver: str = ""
+    torch_version: str = ""
+    clocks: str = ""
+    timestamp: str = ""
+    notes: str = ""
+    origin: str = field(default="", compare=False, repr=False, metadata={"csv": False})
+    """Where the row was read from (``path:row``); not a CSV column."""
+
+    @property
+    def value_si(self) -> float:
+        """The value in seconds (times) or tokens/s (throughputs)."""
+        return self.value * UNITS[self.unit]
+
+    @property
+    def where(self) -> str:
+        """``path:row`` when read from a file, else a short description of the record."""
+        if self.origin:
+            return self.origin
+        what = self.op or self.model or self.gpu
+        return f"{self.kind} record ({what})" if what else f"{self.kind} record"
+
+    def to_row(self) -> dict[str, object]:
+        """The record as one CSV row (every column of :data:`FIELDS`)."""
+        return {k: v for k, v in asdict(self).items() if k in _CSV}
+
+
+FIELDS = [f.name for f in fields(Record) if f.metadata.get("csv", True)]
+_CSV = frozenset(FIELDS)
+_INT_FIELDS = {f.name for f in fields(Record) if f.type == "int"}
+_FLOAT_FIELDS = {f.name for f in fields(Record) if f.type == "float"}
+
+
+def parse_cell(name: str, raw: str) -> object:
+    """One cell as its field's type; integers must be whole, floats finite (``value`` is checked later)."""
+    if name in _INT_FIELDS:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise InfercastError(f"must be an integer, got {raw!r}", field=name) from None
+        return require_positive_int(name, number, minimum=_MINIMUM.get(name, 0))
+    if name in _FLOAT_FIELDS:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise InfercastError(f"is not a number: {raw!r}", field=name) from None
+        if name != "value" and not (math.isfinite(number) and number >= 0):
+            raise InfercastError(f"must be a finite number >= 0, got {raw!r}", field=name)
+        return number
+    return raw.strip()
+
+
+def check_record(rec: Record) -> None:
+    """Raise InfercastError (naming the field) when ``rec`` does not describe a measurement of its kind."""
+    if rec.kind not in KINDS:
+        close = nearest(rec.kind, KINDS)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise InfercastError(f"unknown kind {rec.kind!r}; {hint}allowed: {', '.join(KINDS)}", field="kind")
+    rule = RULES[rec.kind]
+    if rec.unit not in rule.units:
+        raise InfercastError(
+            f"unit {rec.unit!r} is not allowed for {rec.kind}; allowed: {', '.join(rule.units)}", field="unit"
+        )
+    if not (math.isfinite(rec.value) and rec.value > 0):
+        raise InfercastError(f"must be a finite number > 0, got {rec.value}", field="value")
+    for name in rule.text:
+        if not getattr(rec, name):
+            raise InfercastError(f"is required for {rec.kind} rows", field=name)
+    positive = rule.positive | (OP_RULES.get(rec.op, {}) if rec.kind == "op" else {})
+    for name, minimum in positive.items():
+        require_positive_int(name, getattr(rec, name), minimum=minimum)
+    for name, minimum in _MINIMUM.items():
+        require_positive_int(name, getattr(rec, name), minimum=minimum)
+    if not 0 <= rec.min_len_ratio <= 1:
+        raise InfercastError(f"must be between 0 and 1, got {rec.min_len_ratio}", field="min_len_ratio")
+    if not 0 <= rec.gpu_memory_utilization <= 1:
+        raise InfercastError(
+            f"must be between 0 and 1 (0: the engine preset's), got {rec.gpu_memory_utilization}",
+            field="gpu_memory_utilization",
+        )
+    if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
+        raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
+    if rec.kind in SERVING_KINDS:
+        if rec.arrival not in ARRIVALS:
+            raise InfercastError(
+                f"unknown arrival {rec.arrival!r}; allowed: {', '.join(ARRIVALS[1:])}", field="arrival"
+            )
+        if rec.concurrency and rec.request_rate:
+            raise InfercastError(
+                "give concurrency (closed loop) or request_rate (open loop), not both", field="request_rate"
+            )
+        if rec.arrival == "gamma" and not rec.burstiness > 0:
+            raise InfercastError(f"must be > 0 for gamma arrivals, got {rec.burstiness}", field="burstiness")
+    if rec.kind == "launch_overhead" and rec.op not in LAUNCH_OPS:
+        raise InfercastError(f"unknown launch variant {rec.op!r}; allowed: {', '.join(LAUNCH_OPS[1:])}", field="op")
+
+
+def write_records(path: str | Path, records: list[Record], header_comment: str = "") -> None:
+    """Write records as CSV; ``header_comment`` lines (e.g. the command that produced them) start with '#'."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            for line in header_comment.splitlines():
+                handle.write(f"# {line}\n")
+            writer = csv.DictWriter(handle, fieldnames=FIELDS)
+            writer.writeheader()
+            for rec in records:
+                writer.writerow(rec.to_row())
+    except OSError as exc:
+        raise InfercastError(f"cannot write {path}: {exc.strerror or exc}", field="out") from None

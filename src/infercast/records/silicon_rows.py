@@ -1,0 +1,441 @@
+"""Closed-loop benchmark rows in aiconfigurator's silicon format, read as infercast measurement records.
+
+The format (one row per benchmark point; ``../shared/reference/closed_loop_h100.csv`` is a file of it, cut from
+``systems/silicon_sample.csv`` in the aiconfigurator-core wheel): ``id, engine, engine_version, model, gpu,
+precision, tp, input_len, output_len, concurrency, ttft_ms_mean, tpot_ms_mean``. ``ep`` and ``attention_dp`` are
+optional: else the id's ``_epN_`` / ``_dpN_``, and experts spread wider than tp read as attention data
+parallelism (:func:`layout_of`); concurrency counts all clients of the replica. ``model`` is a HuggingFace repo
+id, mapped onto the catalog (:func:`catalog_model_id`: exact source repo, else the name without checkpoint
+suffixes such as -Instruct, -FP8 or a date); ``gpu`` a system name such as ``h100-sxm``, ``h200_sxm`` or
+``b200-sxm`` (:func:`catalog_gpu_id`). ``infercast validate --data FILE`` and ``calibrate --data FILE`` read such
+a file directly (:func:`infercast.records.readers.read_records` recognises it by its ``ttft_ms_mean`` column), and
+the wheel's own ``silicon_sample.csv`` too (its aggregated rows with a recorded concurrency: :func:`from_wheel_row`);
+``scripts/import_closed_loop.py`` writes the committed calibration records.
+
+Each row (mean TTFT and mean TPOT of one closed-loop benchmark point) becomes two records,
+``closed_loop_ttft`` and ``closed_loop_tpot`` (batch = concurrency C, input_len / output_len = the top L of
+the length range; see infercast.calibrate.serving). Interpretation choices, stated in every row's notes:
+- the engine version goes into the notes; the record's engine is the profile it calibrates (vllm, sglang,
+  trtllm: their current major versions, named in the fitted profiles' provenance);
+- fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype 'auto'
+  follows the checkpoint, which quantises weights and activations only) and an 8-bit one on TensorRT-LLM. The
+  TensorRT-LLM rows cannot have run with a 16-bit cache: at TP 1, 64 clients, 4k prompts, the running requests
+  hold 64 x 4.2k tokens = 66 GiB of 16-bit KV, against the ~39 GiB KV pool beside 32 GiB of FP8 weights (0.9 of the
+  free memory), yet mean TTFT is 1.6 s (queueing for KV would add ~10 s: the 16-bit reading over-predicts
+  those nine TP 1-2 points 2-6x); an 8-bit cache (33 GiB) holds them, as ModelOpt FP8 checkpoints'
+  kv_cache_quant_algo FP8 sets. An interpretation, stated in every row. nvfp4 rows (none in the H100 file) get
+  an 8-bit cache on every engine: their checkpoints are TensorRT Model Optimizer's, which quantises the KV cache
+  to FP8 by default (:data:`FP8_KV_SCHEMES`).
+- Engine releases: a vLLM row of release 0.14 or later (or a nightly build) is read with the ``vllm-0.14`` preset,
+  whose scheduler runs asynchronously (on by default since vLLM 0.14: its per-step CPU work overlaps the GPU
+  step); earlier releases and rows without a version keep ``vllm`` (:data:`RELEASE_PRESETS`). The calibration
+  rows are vLLM 0.12.
+- Lengths: fixed (min_len_ratio 1) for every engine. The file comes from aiconfigurator's silicon runs, whose
+  benchmark client is NVIDIA's (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
+  ``ignore_eos`` and min_tokens = max_tokens; aiconfigurator's generator/config/backend_templates/benchmark/
+  bench_run.sh.j2 and Dynamo's benchmark scripts), not ``vllm bench serve`` with a range ratio. The SGLang
+  rows' own signature says so too: mean TTFT does not depend on the output length (TP 2, 1k prompts, 16
+  clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens) and equals the prefill time of all C prompts
+  (TTFT x tp / (C x L) = 56-120 us per token, against 12 us for the vLLM rows), i.e. the clients stayed
+  synchronised in waves, which only equal lengths sustain. How far equal-length clients drift apart is the
+  engines' varying per-request latency (``request_jitter_s``, fitted with the load fit).
+- vLLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), the rule of the TensorRT-LLM rows
+  below: aiconfigurator's generator gives aggregated vLLM workers ``max_num_tokens`` = max_batch_size + isl + a
+  margin (generator/rule_plugin/vllm.rule and benchmark/vllm.rule, + 1500 in both now; its backend mapping passes
+  it as ``--max-num-batched-tokens``), so 1k prompts at 8 clients run with 1532 tokens per step and 4k prompts
+  at 128 clients with 4724. The margin is chosen on the data, as for TensorRT-LLM: at the priors' per-request
+  times (5 + 5 ms), + 500 gives a median TTFT error of 7.1 % against 10.5, 7.3, 13.0 and 13.9 % for + 0, + 250,
+  + 1000 and + 1500, and 14.3 % for the reading it replaces (13.0 % at that reading's own fitted times): a fixed
+  2048 tokens (vLLM's SchedulerConfig default), which
+  matched the light-load waves (at 8 clients mean TTFT grows with the prompt 2.8-3.4x as fast as the kernel-level
+  prefill time: benchmarks/ttft_signatures.py) but not 4k prompts at 128 clients, TP 4 and 8, whose measured
+  TPOT (99-159 ms) needs ~4k prompt tokens in every step and whose TTFT (0.9-1.4 s) no queue behind 2048-token
+  steps allows (simulated: 7.7-11.8 s). An interpretation, stated in every row.
+- TensorRT-LLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), whole prompts beside
+  the decodes (the trtllm preset's in-flight scheduler: enable_chunked_prefill off), so a step holds one prompt
+  (1k, 2k or 4k) beside the decodes. aiconfigurator's generator sets ``max_batch_size`` = the batch size (the
+  file's C) and ``max_num_tokens`` = max_batch_size + isl + a margin for aggregated TensorRT-LLM workers; the
+  margin has changed between its releases: + 1500 in both rules the repository holds now
+  (generator/rule_plugin/trtllm.rule, rounded up to whole KV blocks of 32 tokens, and benchmark/trtllm.rule;
+  either would fit two 1k prompts in a step), + 500 in earlier releases' trtllm.rule (quoted in public write-ups
+  of the generator). The records do not round up to whole blocks: at most 31 tokens, never room for a second
+  prompt at these lengths.
+  The runs (TensorRT-LLM 1.0.0rc3) do not record which, so the data decide: with + 500 the 1k rows at 8-32 clients
+  come out 8-32 % too slow at TP 2-4 (35-60 % with + 1500), the Qwen3-32B and Llama-3.1-8B rows prefer
+  the same per-request overhead (20 ms each in a grid), and TensorRT-LLM's fitted TTFT median falls from 11.4 %
+  to 8.5 % (benchmarks/accuracy.py). An interpretation, stated in every row.
+- SGLang rows: prefill batches of up to 16,384 tokens (``max_num_batched_tokens``; the sglang preset prefills
+  without the decodes, ``enable_mixed_chunk`` off), SGLang's ``max_prefill_tokens`` default, not the 8,192-token
+  chunk its memory rule gives an H100 (``chunked_prefill_size``, which also caps a batch). The rows' own signature
+  says so: mean TTFT at 16 clients is about the prefill of all 16 prompts when they total 16k tokens (TP 2, 1k
+  prompts: 841 ms, where two 8,192-token batches give a mean of 1.5 batches, about 640 ms), and 2.5 batches of
+  16k at 4k prompts. Read with 8,192-token batches, the load fit put SGLang's fixed per-request time at 150 ms,
+  the largest value its grid tries, which then stood in every SGLang TTFT (a lone request's included); read
+  with 16,384 at the priors' per-request times (5 + 5 ms) the SGLang points' median TTFT error is 8.1 % (p90
+  19.6 %) against 9.4 % (35.4 %) and TPOT 3.3 % against 4.3 %, flat from 2 to 20 ms
+  (``benchmarks/alternative_readings.py sglang-chunk-8192``); refitted, 33 + 1.5 ms, off the grid's edge. Why
+  the runs' batches were not split at 8,192 (chunked prefill off, or a launch that set its size) is not
+  recorded, so the sglang preset keeps SGLang's documented chunk. Chosen on the data, so an interpretation,
+  stated in every row.
+- TensorRT-LLM rows: a KV cache of 0.80 of the memory free after loading (``gpu_memory_utilization``, read by the
+  trtllm preset as ``free_gpu_memory_fraction``): aiconfigurator's engine template for these runs
+  (generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2: ``free_gpu_memory_fraction``
+  default 0.80; TensorRT-LLM's own default is 0.9). With the in-flight scheduler's whole-request reservation
+  (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) that pool sets where the Qwen3-32B TP 1 rows start queueing: it holds
+  128 x (2048 + 128) and 64 x (4096 + 256) reserved tokens (281k) but not 128 x (2048 + 256) or 64 x (4096 + 512)
+  (295k), and the data jump exactly there (mean TTFT 0.8 -> 2.5 s and 1.6 -> 3.8 s).
+- TensorRT-LLM Llama-3.1-8B rows: one sequence slot fewer than clients (``max_num_seqs`` = C - 1). Their mean
+  TTFT grows with the output length by about D / C, D being one request's decode time (TP 1, 1k prompts,
+  8 clients: 191 / 318 / 550 ms at 128 / 256 / 512 output tokens, D / 8 = 127 / 240 / 474 ms), at 8-64
+  clients and every TP: in a closed loop that is one client always waiting for a slot. The cause is not known
+  (a pool of max_batch_size = C slots with one held by an internal request, such as a CUDA-graph padding
+  request, would give it); the Qwen3-32B rows of the same engine version show no such wait (their TTFT does
+  not grow with the output length). Chosen on the data (fitted
+  TTFT median 36 % -> 16 % on these rows; the Qwen3-32B rows, sharing the refitted per-request overhead, 16 % ->
+  22 %), so an interpretation, stated in every row.
+- Left out: the seven rows whose benchmark concurrency was not recorded (their source id reads ``_c_`` with no
+  number, and the wheel's source column has no ``silicon_concurrency``, unlike every other H100 row: Dynamo
+  0.8 runs of TensorRT-LLM 1.2 and vLLM 0.12, 4000/1000 tokens). The file's concurrency for them is the
+  deployment's batch size, and their own figures say the clients were fewer: the vLLM TP 1 and TP 2 rows
+  measured TPOT 16.9 and 11.6 ms where a decode-only batch of 24 and 48 such sequences takes 27 and 23 ms
+  (infercast.predict; 23 and 18 ms even with an 8-bit cache), and the TensorRT-LLM rows measured the decode-only
+  batch's TPOT (22.4 / 19.2 / 18.5 / 21.2 ms against 24.2 / 19.0 / 17.9 / 19.2 ms predicted) with no room for
+  the C prefills of 4000 tokens that each request's 1000 decode steps overlap in a closed loop of C clients
+  (the closed-loop simulation at C = batch size over-predicts their TPOT by 40-57 %, every other TensorRT-LLM
+  row by 5 % median). Read at C = batch size they were 14 of the 1,068 records, among them the 3rd and 4th
+  worst TTFT and five of the nine worst TPOT records (held-out error, benchmarks/accuracy.csv before the change).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from infercast.errors import InfercastError, unknown_choice
+from infercast.records.record import Record, check_record
+from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
+from infercast.specs.precision import get_scheme
+
+REQUIRED = (
+    "engine",
+    "model",
+    "gpu",
+    "precision",
+    "tp",
+    "input_len",
+    "output_len",
+    "concurrency",
+    "ttft_ms_mean",
+    "tpot_ms_mean",
+)
+"""Columns a closed-loop row needs (``id``, ``engine_version``, ``ep`` and ``attention_dp`` are optional)."""
+BUDGET_MARGIN = {"trtllm": 500, "vllm": 500}
+"""Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
+PREFILL_BATCH = {"sglang": 16384}
+"""Engines whose prefill batches (prompts prefilled together, decodes aside) held up to this many tokens rather
+than the preset's chunk (SGLang's ``max_prefill_tokens`` default; read from the data: module docstring)."""
+KV_FRACTION = {"trtllm": 0.80}
+"""Engines whose runs gave the KV cache this memory fraction rather than the preset's (see the docstring)."""
+FP8_KV_ENGINES = {"trtllm"}
+"""Engines whose fp8 rows ran with an 8-bit KV cache (see the module docstring)."""
+FP8_KV_SCHEMES = {"nvfp4"}
+"""Weight schemes whose checkpoints carry an 8-bit KV cache on every engine: NVFP4 checkpoints come from NVIDIA's
+TensorRT Model Optimizer, whose PTQ script quantises the KV cache to FP8 unless told otherwise
+(examples/llm_ptq/hf_ptq.py, ``--kv_cache_qformat`` default ``fp8``, written to hf_quant_config.json as
+``kv_cache_quant_algo``), and the engines' 'auto' KV dtype follows the checkpoint."""
+SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
+"""(engine, model) runs whose engine held this many fewer sequence slots than clients (see the docstring)."""
+RELEASE_PRESETS = {"vllm": ((0, 14, "vllm-0.14"),)}
+"""Engine presets of later releases, by the first (major, minor) release they describe: vLLM's scheduler runs
+asynchronously by default from 0.14 (``specs/data/engines.yaml``, ``vllm-0.14``). A row's engine is the latest
+preset its version reaches; a nightly build counts as the latest release, a row without a version as the base
+preset (the calibration's vLLM 0.12)."""
+SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
+NOTES = (
+    "{engine} {version}{preset}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
+    "ramp-up; KV cache {kv}{fraction}{budget}{slots}"
+)
+
+
+def release_preset(engine: str, version: str) -> str:
+    """The engine preset of a release (:data:`RELEASE_PRESETS`): ``vllm`` 0.19.0 -> ``vllm-0.14``."""
+    version = version.strip().lower()
+    releases = RELEASE_PRESETS.get(engine, ())
+    if not releases or not version:
+        return engine
+    if version.startswith("nightly"):
+        return releases[-1][2]
+    try:
+        major_minor = Version(version).release[:2]  # a release candidate of 0.14 counts as 0.14
+    except InvalidVersion:
+        return engine
+    reached = [preset for major, minor, preset in releases if major_minor >= (major, minor)]
+    return reached[-1] if reached else engine
+
+
+def catalog_model_id(repo: str) -> str:
+    """The catalog id of a row's HuggingFace repo id (:func:`infercast.specs.catalog.model_id_for_repo`); a model
+    outside the catalog is refused naming it and the catalog's ids."""
+    found = model_id_for_repo(repo)
+    if found is None:
+        raise unknown_choice("model", repo, list(model_catalog()))
+    return found
+
+
+def catalog_gpu_id(name: str) -> str:
+    """The hardware catalog id of a benchmark system name: ``h100_sxm``/``h100-sxm`` -> ``h100-sxm``, ``h200_sxm``
+    -> ``h200``, ``b200-sxm`` -> ``b200`` (the catalog names the SXM part without the form factor where no
+    other form exists), ``a100_sxm`` -> ``a100-80gb``."""
+    catalog, alias = hardware_catalog(), aliases("gpu")
+    key = name.strip().lower().replace("_", "-")
+    for candidate in (key, key.removesuffix("-sxm"), key.removesuffix("-sxm").removesuffix("-nvl")):
+        candidate = alias.get(candidate, candidate)
+        if candidate in catalog:
+            return candidate
+    raise unknown_choice("gpu", name, list(catalog))
+
+
+def row_precision(precision: str, model: str) -> str:
+    """The weight scheme of a row: its own name, or the model's release format where that names the row's format
+    for the routed experts only (``mxfp4`` on gpt-oss is ``mxfp4-moe``), or where a bare ``fp4`` row runs a model
+    released in a 4-bit float format: the checkpoint named is that release (gpt-oss's MXFP4 experts, run as such
+    on Hopper too, where there is no NVFP4 to quantise to), not an NVFP4 re-quantisation."""
+    key = precision.strip().lower().replace("_", "-")
+    default = get_model(model).default_precision
+    if default.startswith(key + "-") or (key == "fp4" and "fp4" in default):
+        return default
+    return get_scheme(key).name
+
+
+def layout_of(row: dict[str, str]) -> tuple[int, int, int]:
+    """(tp, ep, attention_dp) of a row. ``ep``: the column, else the id's ``_epN_`` (``_epnone_``: 1).
+    ``attention_dp``: an ``attention_dp`` or ``dp`` column, else the id's ``_dpN_``, else ep / tp where the experts
+    span more GPUs than one attention copy: aiconfigurator's layouts put tp x attention_dp GPUs under ep-way
+    experts (moe_tp x moe_ep = tp x dp), so tp 1 with ep 8 is eight attention copies."""
+    tp = int(row["tp"])
+    ep = _given(row, ("ep",), r"_ep(\d+)_") or 1
+    dp = _given(row, ("attention_dp", "dp"), r"_dp(\d+)_")
+    if dp is None:
+        dp = ep // tp if ep > tp and ep % tp == 0 else 1
+    return tp, ep, dp
+
+
+def _given(row: dict[str, str], columns: tuple[str, ...], id_pattern: str) -> int | None:
+    """The first non-empty of ``columns``, else the number the id's pattern captures, else None."""
+    for column in columns:
+        if (row.get(column) or "").strip():
+            return int(row[column])
+    found = re.search(id_pattern, row.get("id") or "")
+    return int(found.group(1)) if found else None
+
+
+def step_budget(row: dict[str, str]) -> int:
+    """The run's step budget in tokens (0: the preset's; see the module docstring)."""
+    engine = row["engine"]
+    if engine in BUDGET_MARGIN:
+        return int(row["concurrency"]) + int(row["input_len"]) + BUDGET_MARGIN[engine]
+    return PREFILL_BATCH.get(engine, 0)
+
+
+def concurrency_recorded(row: dict[str, str]) -> bool:
+    """Whether the source id names the benchmark's concurrency (``..._c16_...``; see the module docstring)."""
+    return "_c_" not in (row.get("id") or "")
+
+
+def convert(row: dict[str, str], origin: str = "") -> list[Record]:
+    """The ``closed_loop_ttft`` and ``closed_loop_tpot`` records of one row."""
+    engine = row["engine"].strip().lower()
+    row = {**row, "engine": engine}
+    model = catalog_model_id(row["model"])
+    held = SLOTS_BELOW_CLIENTS.get((engine, row["model"]), 0)
+    budget = step_budget(row)
+    preset = release_preset(engine, row.get("engine_version") or "")
+    precision = row_precision(row["precision"], model)
+    fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES)
+    kv = "fp8" if fp8_kv else "bf16"
+    c = int(row["concurrency"])
+    tp, ep, attention_dp = layout_of(row)
+    common = dict(
+        model=model,
+        gpu=catalog_gpu_id(row["gpu"]),
+        engine=preset,
+        precision=precision,
+        kv_precision=kv,
+        tp=tp,
+        ep=ep,
+        attention_dp=attention_dp,
+        batch=c,
+        input_len=int(row["input_len"]),
+        output_len=int(row["output_len"]),
+        unit="ms",
+        source=SOURCE.format(id=row.get("id") or "(none)"),
+        min_len_ratio=1.0,
+        max_num_batched_tokens=budget,
+        max_num_seqs=c - held if held else 0,
+        gpu_memory_utilization=KV_FRACTION.get(engine, 0.0),
+        origin=origin,
+        notes=NOTES.format(
+            engine=engine,
+            version=row.get("engine_version") or "(version not given)",
+            c=c,
+            preset=f" (engine preset {preset})" if preset != engine else "",
+            kv=(
+                "16-bit"
+                if kv != "fp8"
+                else "8-bit (TensorRT Model Optimizer's checkpoint default)"
+                if precision in FP8_KV_SCHEMES
+                else "8-bit (read from the data)"
+            ),
+            fraction=(
+                f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine template)"
+                if engine in KV_FRACTION
+                else ""
+            ),
+            lengths="fixed lengths (the benchmark client's)",
+            budget=(
+                f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
+                if engine in BUDGET_MARGIN
+                else f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens "
+                "default, read from the data)"
+                if budget
+                else ""
+            ),
+            slots=f"; {c - held} sequence slots (read from the data)" if held else "",
+        ),
+    )
+    records = [
+        Record(kind="closed_loop_ttft", value=float(row["ttft_ms_mean"]), **common),
+        Record(kind="closed_loop_tpot", value=float(row["tpot_ms_mean"]), **common),
+    ]
+    for rec in records:
+        check_record(rec)
+    return records
+
+
+def is_closed_loop_table(columns: Iterable[str]) -> bool:
+    """Whether a CSV header is this format's (it has the mean-TTFT column), or the wheel's own
+    ``silicon_sample.csv`` layout (:func:`from_wheel_row`)."""
+    names = set(columns)
+    return "ttft_ms_mean" in names or WHEEL_TTFT in names
+
+
+WHEEL_TTFT = "silicon_ttft_ms"
+"""The mean-TTFT column of ``systems/silicon_sample.csv`` as the aiconfigurator-core wheel ships it."""
+
+
+def wheel_concurrency(source: str) -> str | None:
+    """The benchmark's concurrency from a wheel row's ``silicon_data_source`` (``...; silicon_concurrency=64; ...``;
+    None where it is not recorded)."""
+    for part in source.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "silicon_concurrency" and value.strip().isdigit():
+            return value.strip()
+    return None
+
+
+def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
+    """A row of the wheel's ``silicon_sample.csv`` (``backend, system, model_path, isl, osl, tp_size, moe_ep_size,
+    attention_dp_size, silicon_ttft_ms, ...``) in this module's format; None for a disaggregated row (the
+    simulator's disaggregated pools take TP only) or one whose concurrency is not recorded. A blank precision is
+    the 16-bit checkpoint, as in the calibration file cut from it."""
+    concurrency = wheel_concurrency(row.get("silicon_data_source") or "")
+    if (row.get("mode") or "").strip() != "agg" or concurrency is None:
+        return None
+    return {
+        "id": row.get("id") or "",
+        "engine": row["backend"],
+        "engine_version": row.get("backend_version") or "",
+        "model": row["model_path"],
+        "gpu": row["system"],
+        "precision": (row.get("precision") or "").strip() or "bf16",
+        "tp": str(int(float(row["tp_size"]))),
+        "ep": str(max(1, int(float(row.get("moe_ep_size") or 1)))),
+        "attention_dp": str(max(1, int(float(row.get("attention_dp_size") or 1)))),
+        "input_len": row["isl"],
+        "output_len": row["osl"],
+        "concurrency": concurrency,
+        "ttft_ms_mean": row[WHEEL_TTFT],
+        "tpot_ms_mean": row["silicon_tpot_ms"],
+    }
+
+
+UNPLACED_FIELDS = ("model", "gpu", "precision")
+"""A row naming a model, GPU or weight format the catalogs lack is left out (with a warning), not an error: a
+published table spans more than any catalog."""
+
+
+def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], int, list[str]]:
+    """Records of ``(origin, row)`` pairs, how many rows were left out for not recording their concurrency, and
+    the reasons (``origin: field: why``) of the rows left out because the catalogs cannot place them. Any other
+    problem is an error naming the row's origin."""
+    records: list[Record] = []
+    skipped = 0
+    unplaced: list[str] = []
+    for origin, row in rows:
+        if not concurrency_recorded(row):
+            skipped += 1
+            continue
+        try:
+            missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
+            if missing:
+                raise InfercastError(
+                    f"missing {', '.join(missing)} (a closed-loop row needs {', '.join(REQUIRED)})", field="data"
+                )
+            records += convert(row, origin)
+        except InfercastError as exc:
+            if exc.field in UNPLACED_FIELDS:
+                unplaced.append(f"{origin}: {exc}")
+                continue
+            raise InfercastError(f"{origin}: {exc.message}", field=exc.field, allowed=exc.allowed) from None
+        except ValueError as exc:
+            raise InfercastError(f"{origin}: not a number where one is needed ({exc})", field="data") from None
+    return records, skipped, unplaced
+
+
+def _wheel_row(origin: str, row: dict[str, str]) -> dict[str, str] | None:
+    """:func:`from_wheel_row`, a missing column or a non-number refused naming the row."""
+    try:
+        return from_wheel_row(row)
+    except KeyError as exc:
+        raise InfercastError(
+            f"{origin}: missing column {exc.args[0]!r} of aiconfigurator's silicon_sample.csv", field="data"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise InfercastError(f"{origin}: not a number where one is needed ({exc})", field="data") from None
+
+
+def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> list[Record]:
+    """Records of a closed-loop file already split into ``(line number, text)`` lines (comments removed);
+    rows without a recorded concurrency are left out with a warning that counts them."""
+    reader = csv.DictReader(line for _, line in numbered)
+    rows = [(f"{path}:{numbered[reader.line_num - 1][0]}", row) for row in reader]
+    wheel_skipped = 0
+    if WHEEL_TTFT in (reader.fieldnames or []):
+        kept = [(origin, _wheel_row(origin, row)) for origin, row in rows]
+        wheel_skipped = sum(row is None for _, row in kept)
+        rows = [(origin, row) for origin, row in kept if row is not None]
+    records, skipped, unplaced = convert_rows(rows)
+    if wheel_skipped:
+        warnings.warn(
+            f"{path}: left out {wheel_skipped} disaggregated rows or rows without a recorded concurrency", stacklevel=2
+        )
+    if skipped:
+        warnings.warn(
+            f"{path}: left out {skipped} rows whose id records no concurrency ('_c_'; see "
+            "infercast.records.silicon_rows)",
+            stacklevel=2,
+        )
+    if unplaced:
+        shown = "; ".join(unplaced[:3]) + (f"; and {len(unplaced) - 3} more" if len(unplaced) > 3 else "")
+        warnings.warn(f"{path}: left out {len(unplaced)} rows the catalogs cannot place: {shown}", stacklevel=2)
+    if not records:
+        why = f" (first: {unplaced[0]})" if unplaced else ""
+        raise InfercastError(
+            f"{path} holds no closed-loop rows infercast can place, with a recorded concurrency{why}", field="data"
+        )
+    return records
