@@ -328,8 +328,8 @@ class ServingModel:
         )
         mem = pred.memory
         return ServingResult(
-            ttft=seconds(pred.ttft_s),
-            itl=seconds(pred.tpot_s),
+            ttft=seconds(pred.ttft_last_s),
+            itl=seconds(pred.tpot_last_s),
             kv_cache_size=nbytes(mem.kv_cache_bytes),
             model_weights_size=nbytes(mem.weights_bytes),
             memory_utilization=mem.total_bytes / mem.capacity_bytes,

@@ -16,18 +16,28 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from infercast.analysis.scenario import check_context, predict
+from infercast.analysis.scenario import TTFT_DEFINITION, Prediction, check_context, predict
 from infercast.analysis.sweep import cost_per_mtok, sweep
 from infercast.display import fmt_bytes, fmt_time
 from infercast.errors import InfercastError, require_positive_int
 from infercast.memory import MemoryBudget, memory_budget
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment, default_precision
+from infercast.specs.engine import get_engine
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import PrecisionScheme, get_scheme
 
-__all__ = ["compare", "crossover", "default_precision", "does_not_fit", "split_refs", "unsupported_note"]
+__all__ = [
+    "compare",
+    "crossover",
+    "default_precision",
+    "differs_in",
+    "distinguishable",
+    "does_not_fit",
+    "split_refs",
+    "unsupported_note",
+]
 
 # --------------------------------------------------------------------------------------------- helpers
 
@@ -82,11 +92,15 @@ def does_not_fit(mem: MemoryBudget) -> str:
 _COMPARE_COLUMNS = [
     "gpu",
     "precision",
+    "engine",
     "tp",
     "ep",
     "kv_precision",
     "ttft_s",
+    "ttft_last_s",
     "tpot_s",
+    "ttft_error",
+    "tpot_error",
     "e2e_s",
     "output_throughput_tok_s",
     "fits",
@@ -112,8 +126,131 @@ _COMPARE_COLUMNS = [
     "cost_ratio",
     "peak_flops_ratio",
     "bandwidth_ratio",
+    "ttft_distinguishable",
+    "tpot_distinguishable",
+    "differs_in",
     "note",
 ]
+
+_TERM_NAMES = {
+    "ffn": "FFN GEMM kernels",
+    "attention": "attention kernels",
+    "communication": "TP collectives",
+    "engine overhead": "per-step overhead",
+    "norm": "norm kernels",
+    "lm_head": "LM-head GEMM",
+    "moe": "MoE GEMM kernels",
+}
+"""How :func:`compare` names the cost terms (operator groups of the cost model) that make two rows differ."""
+
+
+def distinguishable(a: float, band_a: float, b: float, band_b: float) -> bool:
+    """Whether two predictions differ by more than their error bands: their intervals a(1 +- band_a) and
+    b(1 +- band_b) do not overlap (a NaN band, none committed, counts as 0)."""
+    ea = 0.0 if band_a != band_a else band_a
+    eb = 0.0 if band_b != band_b else band_b
+    return abs(a - b) > a * ea + b * eb
+
+
+def _terms(p: Prediction) -> dict[str, dict[str, float]]:
+    """Per-request seconds of each cost term of a prediction's TTFT and of one TPOT step (the mean over the
+    batch): operator groups, per-request overhead, API front-end, waiting for the rest of the batch's prefill."""
+    steps = max(p.output_len - 1, 1)
+    ttft = {g: share * p.prefill.time_s for g, share in p.prefill.time_share_by_group.items()}
+    ttft["per-request overhead"] = p.ttft_last_s - p.prefill.time_s - p.front_end_s
+    ttft["API front-end"] = p.front_end_s
+    ttft["the batch's prefill order"] = p.ttft_s - p.ttft_last_s
+    tpot = {g: share * p.decode.time_s / steps for g, share in p.decode.time_share_by_group.items()}
+    tpot["API front-end"] = p.tpot_last_s - p.itl_s
+    tpot["waiting for the batch's prefill"] = p.tpot_s - p.tpot_last_s
+    return {"TTFT": ttft, "TPOT": tpot}
+
+
+def differs_in(base: Prediction, p: Prediction) -> str:
+    """Which terms make ``p`` differ from ``base``, largest first: 'TPOT: per-step overhead -0.58 ms, ...;
+    TTFT: ...; scheduler inflight vs chunked' (empty when nothing differs by 1 % of the metric)."""
+    parts = []
+    a, b = _terms(base), _terms(p)
+    for metric, value in (("TTFT", base.ttft_s), ("TPOT", base.tpot_s)):
+        diff = {k: b[metric].get(k, 0.0) - a[metric].get(k, 0.0) for k in a[metric].keys() | b[metric].keys()}
+        big = sorted((kv for kv in diff.items() if abs(kv[1]) > 0.01 * value), key=lambda kv: -abs(kv[1]))[:3]
+        if big:
+            terms = ", ".join(f"{_TERM_NAMES.get(k, k)} {'+' if d > 0 else '-'}{_ms(abs(d))}" for k, d in big)
+            parts.append(f"{metric}: {terms}")
+    sched_a, sched_b = get_engine(base.engine).scheduler, get_engine(p.engine).scheduler
+    if sched_a != sched_b:
+        parts.append(f"scheduler {sched_b} vs {sched_a} (shapes queueing under load, not a static batch: simulate)")
+    return "; ".join(parts)
+
+
+def _compare_row(hw: HardwareSpec, p: Prediction) -> dict[str, object]:
+    """One row of :func:`compare` from a prediction on ``hw``."""
+    mem, pre, dec = p.memory, p.prefill, p.decode
+    bands = p.confidence.bands if p.confidence else {}
+    peak = hw.peak(pre.compute_key)
+    bw = hw.memory.bandwidth_bytes_s
+    fits = bool(mem.fits)
+    return {
+        "gpu": hw.id,
+        "precision": p.precision,
+        "engine": p.engine,
+        "tp": p.tp,
+        "ep": p.ep,
+        "kv_precision": p.kv_precision,
+        "ttft_s": p.ttft_s,
+        "ttft_last_s": p.ttft_last_s,
+        "tpot_s": p.tpot_s,
+        "ttft_error": bands["ttft"].typical if "ttft" in bands else np.nan,
+        "tpot_error": bands["tpot"].typical if "tpot" in bands else np.nan,
+        "e2e_s": p.e2e_s,
+        "output_throughput_tok_s": p.output_throughput_tok_s,
+        "fits": fits,
+        "weights_bytes": mem.weights_bytes,
+        "memory_bytes": mem.total_bytes,
+        "capacity_bytes": mem.capacity_bytes,
+        "prefill_bound": pre.bound,
+        "decode_bound": dec.bound,
+        "prefill_ai": pre.arithmetic_intensity,
+        "decode_ai": dec.arithmetic_intensity,
+        "ridge_point": pre.ridge_point,
+        "prefill_tflops_per_gpu": pre.achieved_tflops_per_gpu,
+        "prefill_flops_util": pre.achieved_tflops_per_gpu * 1e12 / peak,
+        "decode_tb_s_per_gpu": dec.achieved_bandwidth_tb_s_per_gpu,
+        "decode_bw_util": dec.achieved_bandwidth_tb_s_per_gpu * 1e12 / bw,
+        "peak_tflops": peak / 1e12,
+        "hbm_tb_s": bw / 1e12,
+        "cost_per_mtok_usd": cost_per_mtok(hw.price_per_hour_usd, p.gpus, p.output_throughput_tok_s),
+        "note": "" if fits else does_not_fit(mem),
+    }
+
+
+def _add_ratios(df: pd.DataFrame, preds: list[Prediction | None], engines: bool) -> None:
+    """Ratios to the first predicted row (the baseline), whether each row is distinguishable from it, and what
+    differs (:func:`compare`); ``engines``: the rows compare several engines (named in the baseline)."""
+    valid = df["ttft_s"].notna()
+    if valid.any():
+        base = df[valid].iloc[0]
+        df["ttft_speedup"] = base["ttft_s"] / df["ttft_s"]
+        df["tpot_speedup"] = base["tpot_s"] / df["tpot_s"]
+        df["e2e_speedup"] = base["e2e_s"] / df["e2e_s"]
+        df["throughput_ratio"] = df["output_throughput_tok_s"] / base["output_throughput_tok_s"]
+        df["cost_ratio"] = df["cost_per_mtok_usd"] / base["cost_per_mtok_usd"]
+        df["peak_flops_ratio"] = df["peak_tflops"] / base["peak_tflops"]
+        df["bandwidth_ratio"] = df["hbm_tb_s"] / base["hbm_tb_s"]
+        for metric in ("ttft", "tpot"):
+            df[f"{metric}_distinguishable"] = [
+                bool(
+                    distinguishable(
+                        base[f"{metric}_s"], base[f"{metric}_error"], r[f"{metric}_s"], r[f"{metric}_error"]
+                    )
+                )
+                if ok
+                else None
+                for ok, r in zip(valid, df.to_dict(orient="records"), strict=True)
+            ]
+        first = next(p for p in preds if p is not None)
+        df["differs_in"] = [differs_in(first, p) if p is not None else "" for p in preds]
+        df.attrs["baseline"] = f"{base['gpu']} {base['precision']}" + (f" {base['engine']}" if engines else "")
 
 
 def compare(
@@ -127,9 +264,14 @@ def compare(
     tp: int = 1,
     ep: int = 1,
     kv_precision: str | None = None,
-    engine: str = "vllm",
+    engine: str | Sequence[str] = "vllm",
 ) -> pd.DataFrame:
-    """One row per (GPU, precision): latencies, throughput, memory fit, phase ceilings, cost, ratios.
+    """One row per (GPU, precision, engine): latencies, throughput, memory fit, phase ceilings, cost, ratios.
+
+    ``ttft_s`` / ``tpot_s`` are means over the batch's requests (``ttft_last_s``: the last request's), as in
+    :func:`predict`. ``ttft_distinguishable`` / ``tpot_distinguishable``: whether a row differs from the
+    baseline by more than the two rows' error bands (``*_error``, :func:`distinguishable`); ``differs_in``
+    names the cost terms behind the difference (:func:`differs_in`). ``engine``: one or several (comma-separated).
 
     Ratios compare each row with the first row that could be predicted (``attrs["baseline"]``):
     ``*_speedup`` = baseline time / this time (>1 is faster); ``throughput_ratio``, ``cost_ratio``,
@@ -145,74 +287,35 @@ def compare(
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
     check_context(spec, input_len, output_len)
+    engines = [get_engine(e).id for e in split_refs("engine", engine)]
     rows: list[dict[str, object]] = []
-    for hw in hws:
-        for scheme in schemes or [get_scheme(default_precision(spec, hw))]:
-            note = unsupported_note(scheme, hw)
-            if note is not None:
-                rows.append({"gpu": hw.id, "precision": scheme.name, "tp": tp, "ep": ep, "note": note})
-                continue
-            p = predict(
-                spec,
-                hw,
-                input_len=input_len,
-                output_len=output_len,
-                batch=batch,
-                tp=tp,
-                ep=ep,
-                precision=scheme.name,
-                kv_precision=kv_precision,
-                engine=engine,
-                strict=False,
-            )
-            mem, pre, dec = p.memory, p.prefill, p.decode
-            peak = hw.peak(pre.compute_key)
-            bw = hw.memory.bandwidth_bytes_s
-            fits = bool(mem.fits)
-            rows.append(
-                {
-                    "gpu": hw.id,
-                    "precision": p.precision,
-                    "tp": p.tp,
-                    "ep": p.ep,
-                    "kv_precision": p.kv_precision,
-                    "ttft_s": p.ttft_s,
-                    "tpot_s": p.tpot_s,
-                    "e2e_s": p.e2e_s,
-                    "output_throughput_tok_s": p.output_throughput_tok_s,
-                    "fits": fits,
-                    "weights_bytes": mem.weights_bytes,
-                    "memory_bytes": mem.total_bytes,
-                    "capacity_bytes": mem.capacity_bytes,
-                    "prefill_bound": pre.bound,
-                    "decode_bound": dec.bound,
-                    "prefill_ai": pre.arithmetic_intensity,
-                    "decode_ai": dec.arithmetic_intensity,
-                    "ridge_point": pre.ridge_point,
-                    "prefill_tflops_per_gpu": pre.achieved_tflops_per_gpu,
-                    "prefill_flops_util": pre.achieved_tflops_per_gpu * 1e12 / peak,
-                    "decode_tb_s_per_gpu": dec.achieved_bandwidth_tb_s_per_gpu,
-                    "decode_bw_util": dec.achieved_bandwidth_tb_s_per_gpu * 1e12 / bw,
-                    "peak_tflops": peak / 1e12,
-                    "hbm_tb_s": bw / 1e12,
-                    "cost_per_mtok_usd": cost_per_mtok(hw.price_per_hour_usd, p.gpus, p.output_throughput_tok_s),
-                    "note": "" if fits else does_not_fit(mem),
-                }
-            )
+    preds: list[Prediction | None] = []
+    combos = [(h, sc, e) for h in hws for sc in schemes or [get_scheme(default_precision(spec, h))] for e in engines]
+    for hw, scheme, eng in combos:
+        note = unsupported_note(scheme, hw)
+        if note is not None:
+            rows.append({"gpu": hw.id, "precision": scheme.name, "engine": eng, "tp": tp, "ep": ep, "note": note})
+            preds.append(None)
+            continue
+        p = predict(
+            spec,
+            hw,
+            input_len=input_len,
+            output_len=output_len,
+            batch=batch,
+            tp=tp,
+            ep=ep,
+            precision=scheme.name,
+            kv_precision=kv_precision,
+            engine=eng,
+            strict=False,
+        )
+        preds.append(p)
+        rows.append(_compare_row(hw, p))
     df = pd.DataFrame(rows).reindex(columns=_COMPARE_COLUMNS)
     df["note"] = df["note"].fillna("")
     df["fits"] = df["fits"].astype(object)
-    valid = df["ttft_s"].notna()
-    if valid.any():
-        base = df[valid].iloc[0]
-        df["ttft_speedup"] = base["ttft_s"] / df["ttft_s"]
-        df["tpot_speedup"] = base["tpot_s"] / df["tpot_s"]
-        df["e2e_speedup"] = base["e2e_s"] / df["e2e_s"]
-        df["throughput_ratio"] = df["output_throughput_tok_s"] / base["output_throughput_tok_s"]
-        df["cost_ratio"] = df["cost_per_mtok_usd"] / base["cost_per_mtok_usd"]
-        df["peak_flops_ratio"] = df["peak_tflops"] / base["peak_tflops"]
-        df["bandwidth_ratio"] = df["hbm_tb_s"] / base["hbm_tb_s"]
-        df.attrs["baseline"] = f"{base['gpu']} {base['precision']}"
+    _add_ratios(df, preds, len(engines) > 1)
     df.attrs.update(
         model=spec.id,
         input_len=input_len,
@@ -221,7 +324,8 @@ def compare(
         tp=tp,
         ep=ep,
         kv_precision=kv_precision,
-        engine=engine,
+        engine=",".join(engines),
+        ttft_definition=TTFT_DEFINITION,
     )
     return df
 
@@ -290,7 +394,7 @@ def crossover(
             kv_precisions=dep.kv_format.name,
         )
         df = df.sort_values("input_len")
-        return df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy() * output_len, df["fits"].to_numpy()
+        return df["ttft_last_s"].to_numpy(), df["tpot_last_s"].to_numpy() * output_len, df["fits"].to_numpy()
 
     grid = np.unique(np.round(np.geomspace(1, max_input, GRID_POINTS)).astype(np.int64))
     ttft, decode, grid_fits = evaluate(grid)

@@ -11,6 +11,7 @@ import numpy as np
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch, causal_pairs, window_pairs
 from infercast.cost.series import RangeSums, add_sums, sum_steps, sums_from
 from infercast.cost.step import StepCostModel
+from infercast.specs.deployment import Deployment
 
 
 def _arr(v: np.ndarray | float) -> np.ndarray:
@@ -156,3 +157,56 @@ def _add_columns(s: RangeSums, a: int, b: int) -> RangeSums:
 
 
 _SUM_FIELDS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "engine_overhead_s", "steps")
+
+
+def first_token_share(
+    input_len: np.ndarray | float,
+    batch: np.ndarray | float,
+    budget: np.ndarray | float,
+    whole_prompts: bool = False,
+) -> np.ndarray:
+    """Mean over a static batch's requests of the share of the batch's prefill done when each gets its first
+    token: the engine prefills the prompts in order, ``budget`` tokens per step (its max_num_batched_tokens, or
+    ``--chunk-size``), so request i's first token comes with the step that holds its last prompt token.
+
+    ``whole_prompts``: prompts are never split (vLLM V0 / SGLang prefill-first, TensorRT-LLM in-flight), so a
+    step holds max(1, budget // I) whole prompts; otherwise prompts are packed token by token (chunked prefill,
+    vLLM V1). Assumes every prompt token costs the same (equal prompts: the attention of each prompt is the
+    same whichever step it runs in). 1 when the batch fits in one step; (B + 1) / 2B as the budget shrinks.
+    """
+    inp, bat, k = np.broadcast_arrays(_arr(input_len), _arr(batch), _arr(budget))
+    total = bat * inp
+    if whole_prompts:
+        per_step = np.maximum(np.floor(k / inp), 1.0)
+        groups = np.ceil(bat / per_step)
+        done = per_step * per_step * groups * (groups - 1) / 2 / bat + (bat - (groups - 1) * per_step)
+        share = done / bat
+    else:
+        # sum_i ceil(i I / K) K ~ I B (B + 1) / 2 + B (K - g) / 2, g = gcd(I, K): the rounding up to a step end
+        # averages (K - g) / 2 tokens (exact when B spans whole periods of K / g requests)
+        g = np.gcd(inp.astype(np.int64), np.maximum(k, 1).astype(np.int64)).astype(float)
+        share = (inp * (bat + 1) / 2 + (k - g) / 2) / total
+    return np.where(k >= total, 1.0, np.clip(share, 0.0, 1.0))
+
+
+def static_batch_means(
+    ttft_last: np.ndarray | float,
+    prefill_s: np.ndarray | float,
+    e2e: np.ndarray | float,
+    steps: np.ndarray | float,
+    share: np.ndarray | float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean TTFT, mean TPOT, last TPOT) of static batches from the last request's TTFT, the batch's prefill
+    time, E2E, O - 1 and :func:`~infercast.analysis.phases.first_token_share` (0 TPOT without a decode step)."""
+    ttft_mean = ttft_last - (1.0 - np.asarray(share)) * prefill_s
+    n = np.maximum(steps, 1)
+    has = np.asarray(steps) > 0
+    return ttft_mean, np.where(has, (e2e - ttft_mean) / n, 0.0), np.where(has, (e2e - ttft_last) / n, 0.0)
+
+
+def prefill_budget(dep: Deployment, chunk_size: int | None) -> tuple[float, bool]:
+    """Tokens per prefill step and whether prompts stay whole, as the engine schedules a static batch: the
+    chunk size given, else the engine's max_num_batched_tokens (whole prompts unless it chunks them)."""
+    if chunk_size is not None:
+        return float(chunk_size), False
+    return float(dep.engine.max_num_batched_tokens), dep.engine.scheduler != "chunked"

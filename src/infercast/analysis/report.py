@@ -16,6 +16,16 @@ from infercast.specs.precision import SCHEMES, PrecisionScheme, schemes_for
 CEILINGS = ("compute", "memory", "interconnect", "overhead")
 
 
+def roofline_bound(flops: float | np.ndarray, nbytes: float | np.ndarray, ridge_point: float) -> np.ndarray:
+    """0 (compute-bound) where the work's arithmetic intensity reaches the ridge point of the compute roof it
+    runs under, i.e. its time on the compute roof is at least its time on the HBM roof; else 1 (memory-bound).
+
+    The one definition of "bound" for a phase and an operator (predict, compare, roofline all read it): the
+    roofline's, not the derated kernel times, so a point left of the ridge is never called compute-bound."""
+    f = np.asarray(flops, dtype=float)
+    return np.where((f > 0) & (f >= ridge_point * np.asarray(nbytes, dtype=float)), 0, 1)
+
+
 @dataclass(frozen=True)
 class OpRow:
     """One operator's totals over a phase (per GPU)."""
@@ -46,6 +56,7 @@ class PhaseReport:
     compute_key: str
     """Tensor-core rate the GEMMs run at (the peak the ridge point is computed from)."""
     bound: str
+    """'compute' or 'memory': the phase's arithmetic intensity against the ridge point (:func:`roofline_bound`)."""
     time_share_by_ceiling: dict[str, float]
     time_share_by_group: dict[str, float]
     achieved_tflops_per_gpu: float
@@ -87,9 +98,11 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
     times = sums.time_s[:, column]
     engine = float(sums.engine_overhead_s[column])
     total = float(times.sum()) + engine
-    # Each op's roofline time goes to the ceiling that binds it; launch/latency and engine time to "overhead".
+    # Each op's roofline time goes to the ceiling that binds it (interconnect for collectives, else compute or
+    # memory by roofline_bound); launch/latency and engine time to "overhead".
     roof = np.maximum(compute, memory)
-    ceiling = np.where(model.is_comm, 2, compute < memory)  # 0 compute, 1 memory, 2 interconnect
+    ridge = dep.hardware.ridge_point(dep.compute_key)
+    ceiling = np.where(model.is_comm, 2, roofline_bound(flops, nbytes, ridge))  # 0 compute, 1 memory, 2 interconnect
     roof_by_ceiling = np.bincount(ceiling, weights=roof, minlength=3).tolist()
     scale = 1.0 / total if total else 0.0
     by_ceiling = (*roof_by_ceiling[:3], float(overhead.sum()) + engine)
@@ -108,9 +121,9 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
         flops_per_gpu=flops_gpu,
         bytes_per_gpu=bytes_gpu,
         arithmetic_intensity=flops_gpu / bytes_gpu if bytes_gpu else 0.0,
-        ridge_point=dep.hardware.ridge_point(dep.compute_key),
+        ridge_point=ridge,
         compute_key=dep.compute_key,
-        bound=max(share_c, key=share_c.get) if total else "none",
+        bound=CEILINGS[int(roofline_bound(flops_gpu, bytes_gpu, ridge))] if bytes_gpu or flops_gpu else "none",
         time_share_by_ceiling=share_c,
         time_share_by_group=share_g,
         achieved_tflops_per_gpu=flops_gpu * scale / 1e12,

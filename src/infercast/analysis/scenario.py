@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from infercast.analysis.error_bands import Confidence, confidence
-from infercast.analysis.phases import prefill_sums, static_batch_phases
+from infercast.analysis.phases import (
+    first_token_share,
+    prefill_budget,
+    prefill_sums,
+    static_batch_means,
+    static_batch_phases,
+)
 from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.cost.front_end import static_batch_delays, with_front_end
 from infercast.cost.profile import CostProfile
@@ -33,10 +41,14 @@ class Prediction:
     output_len: int
     batch: int
     ttft_s: float
-    """Request overhead (API server, tokenisation) + prefill steps + the front-end's delay of the first token."""
+    """TTFT, mean over the batch's requests (as ``simulate --offline`` and vLLM's benchmark report it): request
+    overhead (API server, tokenisation) + the share of the batch's prefill done when each request's prompt
+    completes (:func:`~infercast.analysis.phases.first_token_share`) + the front-end's delay of the first
+    token. The last request's is ``ttft_last_s``."""
     tpot_s: float
-    """Time between two tokens of each request as its client sees it: the mean decode step of the batch, or,
-    where the API server's front-end cannot stream a step's tokens within the step, the front-end's pace."""
+    """TPOT, mean over the batch's requests as vLLM's benchmark defines it, (E2E - TTFT) / (O - 1): a request
+    prefilled early waits for the rest of the batch's prefill before its second token, so this exceeds the
+    decode step (``itl_s``) when B > 1. The last request's is ``tpot_last_s``."""
     itl_s: float
     """The engine's mean decode step: a static batch emits one token per request per step (the simulator's ITL
     samples are its step gaps too); equals ``tpot_s`` unless the front-end paces the stream."""
@@ -59,11 +71,16 @@ class Prediction:
     front_end_s: float = 0.0
     """How late the API server's front-end delivers the first tokens, on average (``stream_token_s`` x about
     half the batch; 0 for an engine without one)."""
+    ttft_last_s: float = 0.0
+    """TTFT of the batch's last request: the whole batch's prefill (+ overhead and front-end delay)."""
+    tpot_last_s: float = 0.0
+    """TPOT of the last request, (E2E - ``ttft_last_s``) / (O - 1): the mean decode step of the batch, or,
+    where the API server's front-end cannot stream a step's tokens within the step, the front-end's pace."""
 
     @property
     def front_end_paced(self) -> bool:
         """The API server's front-end, not the engine's steps, sets TPOT (:func:`front_end_paces`)."""
-        return front_end_paces(self.tpot_s, self.itl_s)
+        return front_end_paces(self.tpot_last_s, self.itl_s)
 
     def to_dict(self, ops: bool = False) -> dict[str, object]:
         """Plain dict (JSON-ready); ``ops=True`` adds per-operator tables to each phase."""
@@ -83,9 +100,12 @@ class Prediction:
             "output_len": self.output_len,
             "batch": self.batch,
             "ttft_s": self.ttft_s,
-            "request_overhead_s": self.ttft_s - self.prefill.time_s - self.front_end_s,
+            "ttft_definition": TTFT_DEFINITION,
+            "ttft_last_s": self.ttft_last_s,
+            "request_overhead_s": self.ttft_last_s - self.prefill.time_s - self.front_end_s,
             "front_end_s": self.front_end_s,
             "tpot_s": self.tpot_s,
+            "tpot_last_s": self.tpot_last_s,
             "itl_s": self.itl_s,
             "single_stream_tpot_s": self.single_stream_tpot_s,
             "e2e_s": self.e2e_s,
@@ -114,6 +134,10 @@ class Prediction:
         from infercast.analysis.render import render_prediction
 
         return render_prediction(self)
+
+
+TTFT_DEFINITION = "mean over the batch's requests, as simulate --offline reports it (ttft_last_s: the last request's)"
+"""What a static batch's ``ttft_s`` is, in every command's JSON (predict, sweep, compare)."""
 
 
 def check_context(model: ModelSpec, input_len: int, output_len: int) -> None:
@@ -208,9 +232,11 @@ def predict(
 ) -> Prediction:
     """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
 
-    TTFT is the prefill of the batch's prompts (chunked when ``chunk_size`` is given); TPOT the mean decode
-    step as the context grows from I+1 to I+O-1, or the pace of an API-server front-end that cannot stream a
-    step's tokens within it (:func:`~infercast.cost.front_end.static_batch_delays`); ITL the mean decode step;
+    TTFT and TPOT are means over the batch's requests (``ttft_s``, ``tpot_s``; see :class:`Prediction`); the
+    last request's TTFT is the prefill of all the batch's prompts (chunked when ``chunk_size`` is given), its
+    TPOT the mean decode step as the context grows from I+1 to I+O-1, or the pace of an API-server front-end
+    that cannot stream a step's tokens within it (:func:`~infercast.cost.front_end.static_batch_delays`);
+    ITL the mean decode step;
     ``single_stream_tpot_s`` the same step for one request alone; throughput that of a
     static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
@@ -247,14 +273,18 @@ def predict(
     steps = output_len - 1
     ttft = pre_report.time_s + cm.profile.mean_request_overhead_s
     e2e = ttft + dec_report.time_s
-    itl = tpot = dec_report.time_s / steps if steps else 0.0
+    itl = dec_report.time_s / steps if steps else 0.0
     first = 0.0
     if cm.profile.stream_token_s > 0:  # the API server streams every token through one process
         first, last = (
             float(x) for x in static_batch_delays(cm.profile.stream_token_s, batch, dec_report.time_s, steps)
         )
         ttft, e2e = ttft + first, e2e + last
-        tpot = (e2e - ttft) / steps if steps else 0.0
+    budget, whole = prefill_budget(dep, chunk_size)
+    share = first_token_share(input_len, batch, budget, whole)
+    ttft_mean, tpot, tpot_last = (
+        float(np.ravel(x)[0]) for x in static_batch_means(ttft, pre_report.time_s, e2e, steps, share)
+    )
     single = single_total / steps if steps else 0.0
     output_rate = batch * output_len / e2e
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}
@@ -269,8 +299,10 @@ def predict(
         input_len=input_len,
         output_len=output_len,
         batch=batch,
-        ttft_s=ttft,
+        ttft_s=ttft_mean,
         tpot_s=tpot,
+        ttft_last_s=ttft,
+        tpot_last_s=tpot_last,
         itl_s=itl,
         front_end_s=first,
         single_stream_tpot_s=single,
@@ -283,7 +315,8 @@ def predict(
         pp=dep.pp,
         attention_dp=dep.attention_dp,
         gpus=dep.gpus,
-        advice=_front_end_tip(tpot, itl, batch, cm.profile.stream_token_s) + advice(pre_report, dec_report, cm, batch),
+        advice=_front_end_tip(tpot_last, itl, batch, cm.profile.stream_token_s)
+        + advice(pre_report, dec_report, cm, batch),
         provenance=prov,
         confidence=confidence(
             dep.hardware.id,

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.analysis.error_bands import band_columns, within_rate_limits
+from infercast.analysis.phases import first_token_share, prefill_budget, static_batch_means
 from infercast.cost.batch import NUM_FEATURES, F, StepBatch
 from infercast.cost.front_end import static_batch_delays
 from infercast.cost.series import LinearRun, linear_run
@@ -112,6 +113,10 @@ def sweep(
 ) -> pd.DataFrame:
     """Evaluate every combination; one DataFrame row per configuration (times in seconds, static batches).
 
+    ``ttft_s`` / ``tpot_s`` are means over each batch's requests, as :func:`~infercast.analysis.scenario.predict`
+    and ``simulate --offline`` report them; ``ttft_last_s`` / ``tpot_last_s`` the batch's last request's (the
+    whole batch prefilled first).
+
     ``ttft_error`` / ``tpot_error``: the expected relative error of that row's regime (cross-validated error
     bands, :mod:`infercast.analysis.error_bands`; NaN where none is committed).
 
@@ -183,6 +188,9 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
         first, last = static_batch_delays(model.profile.stream_token_s, bat, decode, steps)
         ttft, e2e = ttft + first, e2e + last
         tpot = (e2e - ttft) / np.maximum(steps, 1)
+    budget, whole = prefill_budget(dep, None)
+    prefill = np.broadcast_to(ttft_g[:, :, None], decode_g.shape).ravel() - model.profile.mean_request_overhead_s
+    ttft_mean, tpot_mean, _ = static_batch_means(ttft, prefill, e2e, steps, first_token_share(inp, bat, budget, whole))
     out_tput = bat * out / e2e
     mem = memory_budget(dep)
     m = dep.model
@@ -218,8 +226,10 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
             "batch": bat.astype(np.int64),
             "input_len": inp.astype(np.int64),
             "output_len": out.astype(np.int64),
-            "ttft_s": ttft,
-            "tpot_s": tpot,
+            "ttft_s": ttft_mean,
+            "ttft_last_s": ttft,
+            "tpot_s": tpot_mean,
+            "tpot_last_s": tpot,
             "e2e_s": e2e,
             "output_throughput_tok_s": out_tput,
             "total_throughput_tok_s": bat * (inp + out) / e2e,

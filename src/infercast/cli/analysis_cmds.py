@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
@@ -74,10 +75,13 @@ def compare(
     tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
     ep: Annotated[int, typer.Option(help=EP_HELP)] = 1,
     kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
-    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "vllm",
+    engine: Annotated[
+        str, typer.Option(help=ENGINE_HELP + " Comma-separated to compare engines: vllm,sglang,trtllm.")
+    ] = "vllm",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Compare GPUs (and precisions) on one scenario: TTFT tracks FLOP/s, TPOT tracks HBM bandwidth."""
+    """Compare GPUs, precisions and engines on one scenario: TTFT tracks FLOP/s, TPOT tracks HBM bandwidth; says
+    when a difference lies inside the error bands and which terms differ."""
     from infercast.analysis import compare as analysis
 
     df = analysis.compare(
@@ -97,26 +101,32 @@ def compare(
         return
     base = df.attrs.get("baseline", "-")
     ok = df[df["ttft_s"].notna()]
+    engines = df["engine"].nunique() > 1
     t = Table(
         title=f"{df.attrs['model']}: prompt {input_len}, output {output_len}, batch {batch}, tp {tp}"
         + (f", ep {ep}" if ep > 1 else "")
-        + f" ({engine})",
-        caption=f"speedup = {base} time / this time; $/Mtok = replica $/h over output tokens/s",
+        + f" ({df.attrs['engine']})",
+        caption=f"TTFT, TPOT: means over the batch's requests (± the error band); speedup = {base} time / this "
+        "time, ~ where the difference lies inside the two error bands; $/Mtok = replica $/h over output tokens/s",
     )
-    for col in ("GPU", "prec", "TTFT", "TPOT", "E2E", "tok/s", "memory", "$/Mtok", "TTFT speedup", "TPOT speedup"):
-        t.add_column(col, justify="left" if col in ("GPU", "prec", "memory") else "right", no_wrap=col == "memory")
-    for r in ok.itertuples(index=False):
+    heads = ("GPU", "prec", *(("engine",) if engines else ()), "TTFT mean", "TPOT mean", "E2E", "tok/s", "memory")
+    for col in (*heads, "$/Mtok", "TTFT speedup", "TPOT speedup"):
+        t.add_column(
+            col, justify="left" if col in ("GPU", "prec", "engine", "memory") else "right", no_wrap=col == "memory"
+        )
+    for i, r in enumerate(ok.itertuples(index=False)):
         t.add_row(
             r.gpu,
             r.precision,
-            _t(r.ttft_s),
-            _t(r.tpot_s),
+            *((r.engine,) if engines else ()),
+            _t(r.ttft_s) + _band(r.ttft_error),
+            _t(r.tpot_s) + _band(r.tpot_error),
             _t(r.e2e_s),
             f"{r.output_throughput_tok_s:,.1f}",
             ("fits " if r.fits else "[red]no fit[/] ") + f"{r.memory_bytes / 1e9:.1f}/{r.capacity_bytes / 1e9:.0f} GB",
             _usd(r.cost_per_mtok_usd),
-            _x(r.ttft_speedup),
-            _x(r.tpot_speedup),
+            _x(r.ttft_speedup) + ("" if r.ttft_distinguishable or not i else " ~"),
+            _x(r.tpot_speedup) + ("" if r.tpot_distinguishable or not i else " ~"),
         )
     p = Table(title="Which ceiling each phase hits (achieved per GPU; x = ratio of the spec to the baseline's)")
     for col in ("GPU", "prec", "prefill", "TFLOP/s", "of peak", "peak x", "decode", "TB/s", "of HBM", "HBM x"):
@@ -137,8 +147,29 @@ def compare(
     if len(ok):
         console.print(t)
         console.print(p)
+    for r in ok.iloc[1:].itertuples(index=False):
+        console.print(_verdict(r, engines))
     for r in df[df["note"] != ""].itertuples(index=False):
         console.print(f"[yellow]note[/] {r.gpu} {r.precision}: {r.note}")
+
+
+def _band(error: float) -> str:
+    return "" if _missing(error) else f" ±{100 * error:.0f}%"
+
+
+def _verdict(r: Any, engines: bool) -> str:
+    """'h100-sxm bf16 sglang vs the baseline: TTFT +1.7 %, TPOT -2.8 %: not distinguishable (inside the error
+    bands); differs in: ...' for one row of compare."""
+    name = f"{r.gpu} {r.precision}" + (f" {r.engine}" if engines else "") + " against the baseline"
+    moves = []
+    for metric, speedup, seen in (
+        ("TTFT", r.ttft_speedup, r.ttft_distinguishable),
+        ("TPOT", r.tpot_speedup, r.tpot_distinguishable),
+    ):
+        change = 1 / speedup - 1
+        moves.append(f"{metric} {change:+.1%}" + ("" if seen else " (not distinguishable: inside the error bands)"))
+    why = f"; differs in: {r.differs_in}" if r.differs_in else ""
+    return escape(f"{name}: " + ", ".join(moves) + why)
 
 
 # --------------------------------------------------------------------------------------------- roofline

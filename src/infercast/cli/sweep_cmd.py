@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from infercast.analysis.scenario import TTFT_DEFINITION
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
@@ -18,6 +19,10 @@ OUT_FORMATS = (".csv", ".parquet", ".json")
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+_VARYING = (("kv_precision", "kv"), ("engine", "engine"), ("ep", "ep"), ("pp", "pp"), ("attention_dp", "attn-dp"))
+"""Sweep columns the table shows only when they vary (column, header)."""
 
 
 def _names(text: str) -> list[str]:
@@ -93,29 +98,38 @@ def sweep(
             {
                 "rows": df.astype({c: str for c in df.select_dtypes("category")}).to_dict(orient="records"),
                 "skipped": df.attrs.get("skipped", []),
+                "ttft_definition": TTFT_DEFINITION,
             }
         )
         return
-    t = Table(title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""))
-    for col in ("model", "gpu", "precision", "tp", "batch", "in", "out", "TTFT", "TPOT", "out tok/s", "fits"):
-        t.add_column(col)
+    t = Table(
+        title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""),
+        caption="TTFT, TPOT: means over each static batch's requests, as simulate --offline reports them "
+        "(the last request's: ttft_last_s, tpot_last_s in --json / --out)",
+    )
+    # every choice that varies gets a column, so that no two rows look the same
+    extra = [(c, h) for c, h in _VARYING if df[c].nunique() > 1]
+    heads = ["model", "gpu", "precision", *(h for _, h in extra), "tp", "batch", "in", "out"]
+    for col in (*heads, "TTFT mean", "TPOT mean", "out tok/s", "fits"):
+        t.add_column(col, overflow="fold")
     # best first: configurations that fit (memory and context) ahead of any that do not, then by throughput
     runnable = df["fits"] & df["within_context"]
     order = df.assign(_runnable=runnable).sort_values(["_runnable", "output_throughput_tok_s"], ascending=False)
     shown = order.head(30) if len(df) > 30 else order
-    for r in shown.itertuples():
+    for r in shown.to_dict(orient="records"):
         t.add_row(
-            str(r.model),
-            str(r.gpu),
-            str(r.precision),
-            str(r.tp),
-            str(r.batch),
-            str(r.input_len),
-            str(r.output_len),
-            fmt_time(r.ttft_s),
-            fmt_time(r.tpot_s),
-            f"{r.output_throughput_tok_s:,.0f}",
-            "yes" if r.fits else "no",
+            str(r["model"]),
+            str(r["gpu"]),
+            str(r["precision"]),
+            *(str(r[c]) for c, _ in extra),
+            str(r["tp"]),
+            str(r["batch"]),
+            str(r["input_len"]),
+            str(r["output_len"]),
+            fmt_time(r["ttft_s"]),
+            fmt_time(r["tpot_s"]),
+            f"{r['output_throughput_tok_s']:,.0f}",
+            "yes" if r["fits"] else "no",
         )
     console.print(t)
     for s in df.attrs.get("skipped", []):

@@ -222,7 +222,7 @@ def _static_batch(
         engine=ROOFLINE_ENGINE,
         strict=False,
     )
-    return batch, p.ttft_s, p.tpot_s
+    return batch, p.ttft_last_s, p.tpot_last_s
 
 
 def rate_bound(model: ModelSpec, c: Candidate, traffic: Traffic) -> float:

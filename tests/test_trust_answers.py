@@ -1,0 +1,163 @@
+"""Issue 37, answers that misled a sizing decision: a static batch's TTFT/TPOT named and agreeing with the
+simulator, engine comparisons that say when they cannot tell options apart, sweep rows that can be told apart,
+and one definition of "bound"."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from infercast.analysis.compare import compare, distinguishable
+from infercast.analysis.phases import first_token_share
+from infercast.analysis.roofline_plot import roofline_data
+from infercast.analysis.scenario import predict
+from infercast.analysis.sweep import sweep
+from infercast.sim.api import simulate
+from tests.cli_helpers import run, run_json
+
+STATIC = {"input_len": 4096, "output_len": 256, "batch": 32}
+"""The issue's scenario: 32 prompts of 4k tokens run together."""
+
+
+# --------------------------------------------------------------------------------------------- item 1
+
+
+def test_first_token_share_of_whole_and_packed_prompts():
+    # 32 x 4k prompts, 8k tokens a step: pairs finish at 1/16, 2/16, ..., 16/16 of the prefill: mean 17/32
+    assert first_token_share(4096, 32, 8192) == pytest.approx(17 / 32)
+    assert first_token_share(4096, 32, 8192, whole_prompts=True) == pytest.approx(17 / 32)
+    # one step holds the whole batch (or the batch is one request): every first token comes with it
+    assert first_token_share(100, 8, 65536) == 1.0 and first_token_share(4096, 1, 2048) == 1.0
+    # a budget far below the prompts: one request after the other, (B + 1) / 2B
+    assert first_token_share(4096, 32, 1, whole_prompts=True) == pytest.approx(33 / 64)
+    shares = first_token_share(np.array([512, 2048]), np.array([64, 8]), 2048)
+    assert shares.shape == (2,) and ((shares > 0.5) & (shares <= 1)).all()
+
+
+def test_static_batch_ttft_and_tpot_agree_with_simulate_offline():
+    """predict's TTFT and TPOT of a static batch are the means over its requests, as simulate --offline reports.
+
+    Tolerance: TTFT within 15 %, TPOT and E2E within 5 %. What remains: the simulated prefill steps also carry
+    the decodes of the requests already prefilled (vLLM V1 schedules the running decodes first), so each later
+    chunk waits a little behind them; predict's static batch decodes only after the whole prefill."""
+    p = predict("llama-3.1-8b", "h100-sxm", **STATIC)
+    s = simulate("llama-3.1-8b", "h100-sxm", input_len=4096, output_len=256, num_requests=32, offline=True).summary
+    assert p.ttft_s == pytest.approx(s.ttft_s.mean, rel=0.15)
+    assert p.tpot_s == pytest.approx(s.tpot_s.mean, rel=0.05)
+    assert p.e2e_s == pytest.approx(s.e2e_s.mean, rel=0.05)
+    # the last request waits for the whole batch's prefill; its TPOT is the decode step
+    assert p.ttft_last_s > 1.7 * p.ttft_s
+    assert p.ttft_last_s == pytest.approx(s.ttft_s.p99, rel=0.1)
+    assert p.tpot_last_s == pytest.approx(p.itl_s) and p.tpot_s > 1.3 * p.itl_s
+    assert p.e2e_s == pytest.approx(p.ttft_s + 255 * p.tpot_s)
+
+
+def test_predict_sweep_and_compare_report_the_same_static_batch():
+    p = predict("llama-3.1-8b", "h100-sxm", engine="trtllm", **STATIC)
+    row = sweep(batches=32, input_lens=4096, output_lens=256, engines="trtllm").iloc[0]
+    cmp = compare("llama-3.1-8b", "h100-sxm", engine="trtllm", **STATIC).iloc[0]
+    for got in (row, cmp):
+        assert got["ttft_s"] == pytest.approx(p.ttft_s) and got["tpot_s"] == pytest.approx(p.tpot_s)
+    assert row["ttft_last_s"] == pytest.approx(p.ttft_last_s) and row["tpot_last_s"] == pytest.approx(p.tpot_last_s)
+    # a batch of one has nothing to average
+    one = predict("llama-3.1-8b", "h100-sxm", input_len=4096, output_len=256)
+    assert one.ttft_s == one.ttft_last_s and one.tpot_s == pytest.approx(one.tpot_last_s)
+
+
+def test_predict_output_names_both_ttfts(capsys):
+    code, out, _ = run(capsys, "predict", "--input-len", "4096", "--output-len", "256", "--batch", "32")
+    assert code == 0
+    assert "TTFT, mean over the batch's 32 requests" in out and "TTFT of the last request" in out
+    d = run_json(capsys, "predict", "--input-len", "4096", "--output-len", "256", "--batch", "32")
+    assert d["ttft_last_s"] > d["ttft_s"] and "mean over the batch" in d["ttft_definition"]
+    assert d["tpot_s"] > d["tpot_last_s"] == pytest.approx(d["itl_s"])
+
+
+# --------------------------------------------------------------------------------------------- item 2
+
+
+def test_distinguishable_needs_a_difference_beyond_both_bands():
+    assert not distinguishable(1.0, 0.05, 1.08, 0.05)
+    assert distinguishable(1.0, 0.05, 1.2, 0.05)
+    assert distinguishable(1.0, float("nan"), 1.01, float("nan"))  # no band: any difference shows
+
+
+def test_engine_comparison_says_not_distinguishable_and_names_the_terms(capsys):
+    df = compare("llama-3.1-70b", "h100-sxm", tp=4, input_len=2048, output_len=256, batch=16, engine="vllm,trtllm")
+    assert df["engine"].tolist() == ["vllm", "trtllm"]
+    trt = df.iloc[1]
+    assert abs(trt.tpot_speedup - 1) < trt.tpot_error  # a few % inside a band of tens of %
+    assert not trt.tpot_distinguishable and not trt.ttft_distinguishable
+    assert "per-step overhead" in trt.differs_in and "scheduler inflight vs chunked" in trt.differs_in
+    code, out, err = run(
+        capsys,
+        "compare",
+        "--gpus",
+        "h100-sxm",
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "4",
+        "--batch",
+        "16",
+        "--engine",
+        "vllm,trtllm",
+    )
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "not distinguishable" in text and "differs in:" in text and "per-step overhead" in text
+
+
+def test_gpu_comparison_that_clears_the_bands_is_not_flagged():
+    df = compare("llama-3.1-8b", ["a100-80gb", "h100-sxm"], input_len=2048, output_len=256)
+    assert df.iloc[1].tpot_distinguishable
+    assert "FFN GEMM kernels" in df.iloc[1].differs_in
+
+
+# --------------------------------------------------------------------------------------------- item 3
+
+
+def test_sweep_table_shows_the_engine_and_kv_format_that_vary(capsys):
+    code, out, err = run(
+        capsys,
+        "sweep",
+        "--engines",
+        "vllm,trtllm",
+        "--kv-precisions",
+        "bf16,fp8",
+        "--batches",
+        "8",
+        "--input-lens",
+        "512",
+        "--output-lens",
+        "64",
+    )
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if "h100" in line]
+    assert len(rows) == 4 and len(set(rows)) == 4  # no two rows look the same
+    assert "engine" in out and "kv" in out and "trtllm" in out and "fp8" in out
+    d = json.loads(run(capsys, "sweep", "--batches", "8", "--input-lens", "512", "--output-lens", "64", "--json")[1])
+    assert "mean over the batch" in d["ttft_definition"] and "ttft_last_s" in d["rows"][0]
+
+
+# --------------------------------------------------------------------------------------------- item 4
+
+
+def test_one_definition_of_bound_in_predict_compare_and_roofline():
+    """fp8 decode at batch 32 on an H100: AI ~29 against a ridge of ~590 sits under the memory roof."""
+    kw = {"input_len": 2048, "output_len": 256, "batch": 32, "precision": "fp8"}
+    p = predict("llama-3.1-8b", "h100-sxm", **kw)
+    assert p.decode.arithmetic_intensity < p.decode.ridge_point and p.decode.bound == "memory"
+    assert (
+        compare("llama-3.1-8b", "h100-sxm", "fp8", input_len=2048, output_len=256, batch=32).iloc[0]["decode_bound"]
+        == "memory"
+    )
+    point = roofline_data(["h100-sxm"], "llama-3.1-8b", **kw)["gpus"][0]["points"]["decode"]
+    assert point["bound"] == "memory"
+    assert p.decode.time_share_by_ceiling["compute"] == 0.0  # no operator left of the ridge counts as compute
+    for phase in (p.prefill, p.decode):
+        for op in phase.ops:
+            if op.bound in ("compute", "memory"):
+                assert (op.bound == "compute") == (op.arithmetic_intensity >= phase.ridge_point)
