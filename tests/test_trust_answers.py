@@ -161,3 +161,18 @@ def test_one_definition_of_bound_in_predict_compare_and_roofline():
         for op in phase.ops:
             if op.bound in ("compute", "memory"):
                 assert (op.bound == "compute") == (op.arithmetic_intensity >= phase.ridge_point)
+
+
+# --------------------------------------------------------------------------------------------- item 6
+
+
+def test_validate_points_show_the_concurrency_units_and_whole_names(capsys):
+    """The fixture ran 80 prompts through 8 clients: the load column says 8 clients; values carry units; the
+    metric names (serving_ttft / serving_tpot / serving_throughput) stay whole."""
+    bench = "tests/fixtures/bench/vllm_bench_serve_llama-3.1-8b_c8.json"
+    code, out, err = run(capsys, "validate", "--bench", bench, "--gpu", "h100-sxm", "--tp", "1", "--points")
+    assert code == 0, err
+    table = out[out.index("Points") :]
+    assert "8 clients" in table and " 80 " not in table
+    assert " ms " in table and "tok/s" in table
+    assert "…" not in table  # nothing cut to an ellipsis

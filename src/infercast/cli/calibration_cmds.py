@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console
+from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.records.bench_results import FORMATS, RunFacts, load_bench_records
 from infercast.records.readers import load_records, measurement_files
@@ -247,6 +248,51 @@ def _error_table(title: str, keys: list[str], rows: list[tuple[tuple, str, dict]
     return t
 
 
+def _load(rec: Record) -> str:
+    """How a point was loaded: '8 clients' (closed loop: the concurrency, not the prompt count), '2.5 req/s' (open
+    loop) or '80 at once' (a static batch or an offline run)."""
+    if rec.concurrency:
+        return f"{rec.concurrency} clients"
+    if rec.request_rate:
+        return f"{rec.request_rate:g} req/s"
+    return f"{rec.batch} at once" if rec.batch > 1 else "1"
+
+
+def _value(metric: str, value: float) -> str:
+    """A measured or predicted value with its unit: throughputs in tok/s, everything else a time."""
+    return f"{value:,.1f} tok/s" if metric.endswith("throughput") else fmt_time(value)
+
+
+def points_table(rows: list) -> Table:
+    """``validate --points``: one row per point, its load (concurrency, not the prompt count), values with units;
+    model, GPU, engine and TP go to the title when every point shares them, so that metric names stay whole."""
+    recs = [r.record for r in rows]
+    fields = {"model": "model", "gpu": "gpu", "engine": "engine", "tp": "tp"}
+    shared = {h: str(getattr(recs[0], f)) for f, h in fields.items() if len({getattr(x, f) for x in recs}) == 1}
+    varying = [(f, h) for f, h in fields.items() if h not in shared]
+    title = "Points" + (f" of {' '.join(f'{h} {v}' for h, v in shared.items())}" if shared else "")
+    p = Table(title=title + " (error = predicted / measured - 1)")
+    p.add_column("metric", min_width=12, overflow="fold")
+    for _, h in varying:
+        p.add_column(h, overflow="fold")
+    for col in ("load", "in tok", "out tok", "measured", "predicted", "error", "band (p90)"):
+        p.add_column(col, no_wrap=True, justify="left" if col == "load" else "right")
+    for r in rows:
+        rec = r.record
+        p.add_row(
+            r.metric,
+            *(str(getattr(rec, f)) for f, _ in varying),
+            _load(rec),
+            str(rec.input_len),
+            str(rec.output_len),
+            _value(r.metric, r.measured),
+            _value(r.metric, r.predicted),
+            f"{r.error:+.1%}",
+            f"±{r.band.typical:.0%} ({r.band.p90:.0%})" if r.band else "-",
+        )
+    return p
+
+
 def validate(
     data: DataOpt = None,
     bench: BenchOpt = None,
@@ -325,37 +371,4 @@ def validate(
             "print for their regime (about 90 % where the bands hold)"
         )
     if points:
-        p = Table(title="Points")
-        for col in (
-            "metric",
-            "model",
-            "gpu",
-            "engine",
-            "tp",
-            "batch",
-            "in",
-            "out",
-            "measured",
-            "predicted",
-            "error",
-            "band (p90)",
-        ):
-            p.add_column(col)
-        for r in rows:
-            rec = r.record
-            band = f"± {r.band.typical:.0%} ({r.band.p90:.0%})" if r.band else "-"
-            p.add_row(
-                r.metric,
-                rec.model,
-                rec.gpu,
-                rec.engine,
-                str(rec.tp),
-                str(rec.batch),
-                str(rec.input_len),
-                str(rec.output_len),
-                f"{r.measured:.4g}",
-                f"{r.predicted:.4g}",
-                f"{r.error:+.1%}",
-                band,
-            )
-        console.print(p)
+        console.print(points_table(rows))
