@@ -195,13 +195,11 @@ def static_batch_means(
     e2e: np.ndarray | float,
     steps: np.ndarray | float,
     share: np.ndarray | float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean TTFT, mean TPOT, last TPOT) of static batches from the last request's TTFT, the batch's prefill
-    time, E2E, O - 1 and :func:`~infercast.analysis.phases.first_token_share` (0 TPOT without a decode step)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean TTFT, mean TPOT) over the requests of static batches from the last request's TTFT, the batch's
+    prefill time, E2E, O - 1 and :func:`first_token_share` (TPOT 0 without a decode step)."""
     ttft_mean = ttft_last - (1.0 - np.asarray(share)) * prefill_s
-    n = np.maximum(steps, 1)
-    has = np.asarray(steps) > 0
-    return ttft_mean, np.where(has, (e2e - ttft_mean) / n, 0.0), np.where(has, (e2e - ttft_last) / n, 0.0)
+    return ttft_mean, np.where(np.asarray(steps) > 0, (e2e - ttft_mean) / np.maximum(steps, 1), 0.0)
 
 
 def prefill_budget(dep: Deployment, chunk_size: int | None) -> tuple[float, bool]:

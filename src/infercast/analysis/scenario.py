@@ -273,18 +273,17 @@ def predict(
     steps = output_len - 1
     ttft = pre_report.time_s + cm.profile.mean_request_overhead_s
     e2e = ttft + dec_report.time_s
-    itl = dec_report.time_s / steps if steps else 0.0
+    itl = tpot_last = dec_report.time_s / steps if steps else 0.0
     first = 0.0
     if cm.profile.stream_token_s > 0:  # the API server streams every token through one process
         first, last = (
             float(x) for x in static_batch_delays(cm.profile.stream_token_s, batch, dec_report.time_s, steps)
         )
         ttft, e2e = ttft + first, e2e + last
+        tpot_last = (e2e - ttft) / steps if steps else 0.0
     budget, whole = prefill_budget(dep, chunk_size)
     share = first_token_share(input_len, batch, budget, whole)
-    ttft_mean, tpot, tpot_last = (
-        float(np.ravel(x)[0]) for x in static_batch_means(ttft, pre_report.time_s, e2e, steps, share)
-    )
+    ttft_mean, tpot = (float(np.ravel(x)[0]) for x in static_batch_means(ttft, pre_report.time_s, e2e, steps, share))
     single = single_total / steps if steps else 0.0
     output_rate = batch * output_len / e2e
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}

@@ -190,7 +190,7 @@ def _evaluate_group(dep: Deployment, batches: np.ndarray, inputs: np.ndarray, ou
         tpot = (e2e - ttft) / np.maximum(steps, 1)
     budget, whole = prefill_budget(dep, None)
     prefill = np.broadcast_to(ttft_g[:, :, None], decode_g.shape).ravel() - model.profile.mean_request_overhead_s
-    ttft_mean, tpot_mean, _ = static_batch_means(ttft, prefill, e2e, steps, first_token_share(inp, bat, budget, whole))
+    ttft_mean, tpot_mean = static_batch_means(ttft, prefill, e2e, steps, first_token_share(inp, bat, budget, whole))
     out_tput = bat * out / e2e
     mem = memory_budget(dep)
     m = dep.model
