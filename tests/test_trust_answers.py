@@ -176,3 +176,31 @@ def test_validate_points_show_the_concurrency_units_and_whole_names(capsys):
     assert "8 clients" in table and " 80 " not in table
     assert " ms " in table and "tok/s" in table
     assert "…" not in table  # nothing cut to an ellipsis
+
+
+# --------------------------------------------------------------------------------------------- item 8
+
+
+def test_trace_says_what_it_cut_and_every_file_written_is_named(capsys, tmp_path):
+    sim = ("simulate", "--rate", "50", "--num-requests", "300", "--input-len", "256", "--output-len", "16")
+    trace, table, plots = tmp_path / "t.json", tmp_path / "r.csv", tmp_path / "plots"
+    code, out, err = run(
+        capsys, *sim, "--trace-out", str(trace), "--requests-out", str(table), "--plot-dir", str(plots), "--json"
+    )
+    assert code == 0, err
+    json.loads(out)  # the notes go to stderr: --json stays one document
+    err = " ".join(err.split())
+    for path in (trace, table, plots / "latency_cdfs.png", plots / "timeline.png"):
+        assert f"wrote {path}" in err and path.exists()
+    assert "first 200 of 300" in err and "--trace-all" in err
+    code, _, err = run(capsys, *sim, "--trace-out", str(trace), "--trace-all")
+    assert code == 0 and "first 200" not in err
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(1 for e in events if e["ph"] == "X" and e["name"].startswith("req ")) == 300
+    code, _, err = run(capsys, "simulate", "--trace-all")
+    assert code == 2 and "--trace-out" in err
+    rows = tmp_path / "rows.csv"
+    code, _, err = run(
+        capsys, "sweep", "--batches", "1", "--input-lens", "64", "--output-lens", "8", "--out", str(rows)
+    )
+    assert code == 0 and f"wrote {rows}" in " ".join(err.split())

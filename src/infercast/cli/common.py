@@ -15,6 +15,12 @@ from infercast.errors import require_positive_number
 console = Console(width=None if Console().is_terminal else 120)
 err_console = Console(stderr=True)
 
+
+def wrote(path: object, what: str = "") -> None:
+    """'wrote PATH' (on stderr, so that --json output stays one document), for every file a command writes."""
+    err_console.print(f"wrote {path}" + (f" ({what})" if what else ""), markup=False, highlight=False, soft_wrap=True)
+
+
 JSON_HELP = "Print machine-readable JSON instead of tables."
 
 # a replica's layout, as `predict` and `memory` take it

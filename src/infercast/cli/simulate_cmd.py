@@ -14,8 +14,10 @@ from infercast.cli.common import (
     StreamTokenOption,
     console,
     emit_json,
+    err_console,
     parse_float_list,
     stream_token_seconds,
+    wrote,
 )
 from infercast.cli.flags import with_flags
 from infercast.display import fmt_time
@@ -134,7 +136,17 @@ def simulate(
         float | None, typer.Option(help="--rate-sweep: share of requests that must meet the SLOs (default 0.9).")
     ] = None,
     requests_out: Annotated[Path | None, typer.Option(help="Write the per-request table (.csv or .parquet).")] = None,
-    trace_out: Annotated[Path | None, typer.Option(help="Write a Perfetto/Chrome trace (.json or .json.gz).")] = None,
+    trace_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write a Perfetto/Chrome trace (.json or .json.gz); its request track holds the first 200 requests "
+            "by arrival unless --trace-all."
+        ),
+    ] = None,
+    trace_all: Annotated[
+        bool,
+        typer.Option("--trace-all", help="--trace-out: keep every request and every step in the trace (big files)."),
+    ] = False,
     plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
     step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -159,6 +171,8 @@ def simulate(
     prefix = _prefix(prefix_len, num_prefixes)
     if not rate_sweep:
         _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
+    if trace_out is None:
+        _refuse(given, ("trace_all",), "only applies with --trace-out")
     common = dict(
         tp=tp,
         ep=ep,
@@ -205,6 +219,7 @@ def simulate(
             plot_rate_sweep(
                 sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo, slo_capacity=sweep.slo_capacity_req_s
             )
+            wrote(plot_dir / "rate_sweep.png")
         if json_out:
             emit_json(sweep.to_dict())
         else:
@@ -220,25 +235,12 @@ def simulate(
         concurrency=concurrency,
         offline=offline,
         goodput=goodput,
-        trace_steps=200_000 if trace_out else 0,
+        trace_steps=(10**12 if trace_all else 200_000) if trace_out else 0,
         sample_interval=0.05 if (trace_out or plot_dir) else 1.0,
         **common,
     )
     result = run_simulation(config)
-    if requests_out:
-        from infercast.sim.export import write_requests
-
-        write_requests(result, requests_out)
-    if trace_out:
-        from infercast.sim.perfetto import write_chrome_trace
-
-        write_chrome_trace(result, trace_out)
-    if plot_dir:
-        from infercast.sim.plots import plot_latency_cdfs, plot_timeline
-
-        make_dir(plot_dir, "plot_dir")
-        plot_latency_cdfs(result, plot_dir / "latency_cdfs.png")
-        plot_timeline(result, plot_dir / "timeline.png")
+    _write_outputs(result, requests_out, trace_out, plot_dir, trace_all)
     if json_format == "vllm":
         emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
         return
@@ -251,6 +253,32 @@ def simulate(
 
 
 JSON_FORMATS = ("infercast", "vllm")
+
+
+def _write_outputs(
+    result, requests_out: Path | None, trace_out: Path | None, plot_dir: Path | None, trace_all: bool
+) -> None:
+    """Write the files asked for, each with a 'wrote PATH' line; say what a trace leaves out and how to keep it."""
+    if requests_out:
+        from infercast.sim.export import write_requests
+
+        write_requests(result, requests_out)
+        wrote(requests_out, "per-request table")
+    if trace_out:
+        from infercast.sim.perfetto import DEFAULT_MAX_REQUESTS, trace_cuts, write_chrome_trace
+
+        keep = None if trace_all else DEFAULT_MAX_REQUESTS
+        write_chrome_trace(result, trace_out, max_requests=keep)
+        wrote(trace_out, "open it at https://ui.perfetto.dev")
+        for cut in trace_cuts(result, keep):
+            err_console.print(f"note: {cut}; --trace-all keeps everything", markup=False, highlight=False)
+    if plot_dir:
+        from infercast.sim.plots import plot_latency_cdfs, plot_timeline
+
+        make_dir(plot_dir, "plot_dir")
+        for name, plot in (("latency_cdfs.png", plot_latency_cdfs), ("timeline.png", plot_timeline)):
+            plot(result, plot_dir / name)
+            wrote(plot_dir / name)
 
 
 def _vllm_json(result, *, rate: float | None, burstiness: float, concurrency: int | None) -> dict:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from infercast.analysis.scenario import TTFT_DEFINITION
-from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
+from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list, wrote
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.files import atomic_path, check_output_file
@@ -93,6 +93,7 @@ def sweep(
     )
     if out is not None:
         write_rows(df, out)
+        wrote(out, f"{len(df):,} rows")
     if json_out:
         emit_json(
             {

@@ -161,13 +161,16 @@ def _counter_events(result: SimulationResult, pid_of: dict[int, int], max_sample
     return events
 
 
-def _request_events(result: SimulationResult, pid: int, max_requests: int) -> tuple[list[dict[str, Any]], int]:
-    """Lanes of per-request slices for the first ``max_requests`` finished requests; (events, lanes used)."""
-    if max_requests <= 0:
+def _request_events(result: SimulationResult, pid: int, max_requests: int | None) -> tuple[list[dict[str, Any]], int]:
+    """Lanes of per-request slices for the first ``max_requests`` finished requests (None: all); (events, lanes
+    used)."""
+    if max_requests is not None and max_requests <= 0:
         return [], 0
     df = result.requests()
     df = df[np.isfinite(df["finish_s"]) & np.isfinite(df["first_token_s"])]
-    df = df.sort_values("arrival_s", kind="stable").head(max_requests)
+    df = df.sort_values("arrival_s", kind="stable")
+    if max_requests is not None:
+        df = df.head(max_requests)
     events: list[dict[str, Any]] = []
     lane_free: list[float] = []  # per lane: when its last request ends (us)
     for rid, row in df.iterrows():
@@ -235,16 +238,16 @@ def _request_events(result: SimulationResult, pid: int, max_requests: int) -> tu
 def to_chrome_trace(
     result: SimulationResult,
     *,
-    max_requests: int = DEFAULT_MAX_REQUESTS,
+    max_requests: int | None = DEFAULT_MAX_REQUESTS,
     max_counter_samples: int | None = DEFAULT_MAX_COUNTER_SAMPLES,
 ) -> dict[str, Any]:
     """The simulation as a Chrome trace-event JSON object (see the module docstring for its tracks).
 
-    ``max_requests``: requests drawn on the per-request track (first by arrival; 0 for none).
+    ``max_requests``: requests drawn on the per-request track (first by arrival; 0 for none, None for all).
     ``max_counter_samples``: occupancy samples per replica kept for counters (thinned evenly; None: all).
     """
-    if max_requests < 0:
-        raise InfercastError(f"must be >= 0, got {max_requests}", field="max_requests")
+    if max_requests is not None and max_requests < 0:
+        raise InfercastError(f"must be >= 0 or None (all), got {max_requests}", field="max_requests")
     if max_counter_samples is not None and max_counter_samples < 2:
         raise InfercastError(f"must be >= 2 or None, got {max_counter_samples}", field="max_counter_samples")
     cfg = result.config
@@ -299,7 +302,7 @@ def write_chrome_trace(
     result: SimulationResult,
     path: str | Path,
     *,
-    max_requests: int = DEFAULT_MAX_REQUESTS,
+    max_requests: int | None = DEFAULT_MAX_REQUESTS,
     max_counter_samples: int | None = DEFAULT_MAX_COUNTER_SAMPLES,
 ) -> Path:
     """Write :func:`to_chrome_trace` to ``path`` (gzip-compressed when it ends with ``.gz``); returns the path.
@@ -318,6 +321,22 @@ def write_chrome_trace(
         else:
             tmp.write_text(text, encoding="utf-8")
     return path
+
+
+def trace_cuts(result: SimulationResult, max_requests: int | None = DEFAULT_MAX_REQUESTS) -> list[str]:
+    """What a trace of ``result`` leaves out, and why, in words ('the request track shows the first 200 of 2,000
+    requests (to keep the file small)'); empty when it holds everything."""
+    cuts = []
+    finished = int(np.count_nonzero(np.isfinite(result.table.finish) & np.isfinite(result.table.first_token)))
+    if max_requests is not None and finished > max_requests:
+        cuts.append(
+            f"the request track shows the first {max_requests:,} of {finished:,} finished requests by arrival "
+            "(to keep the file small and the viewer fast)"
+        )
+    rec = result.recorder
+    if rec.steps and sum(s.steps for s in rec.steps) < rec.step_count:
+        cuts.append(f"the step track holds the first {len(rec.steps):,} step records of {rec.step_count:,} steps")
+    return cuts
 
 
 _REQUIRED = {
