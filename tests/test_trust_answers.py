@@ -204,3 +204,69 @@ def test_trace_says_what_it_cut_and_every_file_written_is_named(capsys, tmp_path
         capsys, "sweep", "--batches", "1", "--input-lens", "64", "--output-lens", "8", "--out", str(rows)
     )
     assert code == 0 and f"wrote {rows}" in " ".join(err.split())
+
+
+# --------------------------------------------------------------------------------------------- item 9
+
+
+def test_plan_table_keeps_a_units_and_a_fleets_price_apart(capsys):
+    args = ("plan", "--model", "llama-3.1-8b", "--gpus", "a10g", "--tps", "1", "--slo", "ttft:p99:300ms")
+    args += ("tpot:p90:40ms", "--rate", "5", "--input-len", "512", "--output-len", "128", "--num-requests", "300")
+    row = run_json(capsys, *args, "--workers", "1")["candidates"][0]
+    assert row["replicas"] > 1 and row["fleet_usd_per_hour"] > row["unit_usd_per_hour"]
+    code, out, err = run(capsys, *args, "--workers", "1")
+    assert code == 0, err
+    assert "unit $/h" in out and "fleet, $/h" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("a10g"))
+    assert f"{row['unit_usd_per_hour']:,.2f}" in line
+    assert f"{row['replicas']:.0f}×1, {row['fleet_usd_per_hour']:,.2f}" in line
+
+
+def test_memory_says_what_would_fit(capsys):
+    from infercast.memory import memory_budget
+
+    d = run_json(capsys, "memory", "--model", "llama-3.1-70b", "--gpu", "h100-sxm")
+    assert not d["fits"] and [o["flags"] for o in d["would_fit"]][:1] == ["--tp 2"]
+    for o in d["would_fit"]:
+        budget = memory_budget("llama-3.1-70b", "h100-sxm", tp=o["tp"], precision=o["precision"])
+        assert budget.fits, o
+    code, out, _ = run(capsys, "memory", "--model", "llama-3.1-405b", "--gpu", "h100-sxm")
+    assert code == 0 and "would fit: --tp 16" in out
+    assert "would_fit" not in run_json(capsys, "memory")  # nothing to suggest when it fits
+
+
+def test_disaggregated_busy_fraction_names_its_pool(capsys):
+    args = ("simulate", "--scheduler", "disagg", "--prefill-instances", "1", "--decode-instances", "1")
+    args += ("--rate", "5", "--num-requests", "100", "--input-len", "1024", "--output-len", "128")
+    d = run_json(capsys, *args)
+    pools = d["pool_busy_fraction"]
+    assert set(pools) == {"prefill", "decode"} and pools["decode"] > pools["prefill"] > 0
+    assert d["busy_fraction"] == pytest.approx((pools["prefill"] + pools["decode"]) / 2)
+    out = run(capsys, *args)[1]
+    assert "Busy fraction, prefill pool" in out and "Busy fraction, decode pool" in out
+    assert "pool_busy_fraction" not in run_json(
+        capsys, "simulate", "--offline", "--num-requests", "4", "--input-len", "64", "--output-len", "4"
+    )
+
+
+def test_no_help_text_loses_brackets_to_rich_markup():
+    """`pip install 'infercast[ray]'` printed as `pip install 'infercast'`: every help text renders as written."""
+    import typer
+    from rich.text import Text
+
+    from infercast.cli import app
+
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        for param in command.params:
+            text = getattr(param, "help", None) or ""
+            assert Text.from_markup(text).plain == text.replace("\\[", "["), (name, param.name)
+
+
+def test_the_default_engines_release_is_shown(capsys):
+    code, out, _ = run(capsys, "predict")
+    assert code == 0 and "vllm (vLLM 0.12)" in out
+    code, out, _ = run(capsys, "simulate", "--offline", "--num-requests", "4", "--input-len", "64", "--output-len", "4")
+    assert code == 0 and "vLLM 0.12" in out
+    code, out, _ = run(capsys, "predict", "--help")
+    assert "vLLM 0.12" in " ".join(out.split())

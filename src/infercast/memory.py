@@ -570,3 +570,61 @@ def require_fit(budget: MemoryBudget) -> None:
         f"({budget.kv_pool_bytes / gb:.1f} GB); {hint}",
         field="memory",
     )
+
+
+_NARROWER = ("fp8", "int8", "w8a16", "int4")
+"""Weight formats :func:`what_would_fit` tries, widest first (the GPU must run each: ``schemes_for``)."""
+_WIDER_TP = (2, 4, 8, 16)
+
+
+def what_would_fit(dep: Deployment, **budget: int | float | None) -> list[dict[str, object]]:
+    """Layouts near ``dep`` that fit where ``dep`` does not: the smallest larger TP alone, the widest narrower
+    weight format alone, an fp8 KV cache alone, and the fewest GPUs with the widest format (empty: none does).
+    Each: ``{"tp", "precision", "kv_precision", "flags"}`` with the command-line flags that change; ``budget``: the
+    other :func:`memory_budget` keywords (context, concurrency, ...)."""
+    from infercast.specs.precision import get_scheme, schemes_for
+
+    runnable = set(schemes_for(dep.hardware))
+    bits = dep.scheme.weight_format.bits
+    formats = [p for p in _NARROWER if p in runnable and get_scheme(p).weight_format.bits < bits]
+    tps = [t for t in _WIDER_TP if t > dep.tp]
+
+    def fits(tp: int, precision: str, kv: str) -> bool:
+        try:
+            return memory_budget(
+                dep.model,
+                dep.hardware,
+                tp=tp,
+                ep=dep.ep,
+                pp=dep.pp,
+                attention_dp=dep.attention_dp,
+                precision=precision,
+                kv_precision=kv,
+                engine=dep.engine,
+                **budget,  # type: ignore[arg-type]
+            ).fits
+        except InfercastError:  # a TP the heads do not divide, a KV format the chip lacks
+            return False
+
+    kv = dep.kv_format.name
+    kvs = [kv] if kv == "fp8" else [kv, "fp8"]
+    widths = [dep.scheme.name, *formats]
+    ok = [(t, p, k) for t in (dep.tp, *tps) for p in widths for k in kvs if fits(t, p, k)]
+    # one change at a time, then the fewest GPUs with the widest format and the KV format kept if it can be
+    picks = [
+        [c for c in ok if c[1:] == (dep.scheme.name, kv)],
+        [c for c in ok if c[0] == dep.tp and c[2] == kv],
+        [c for c in ok if c[:2] == (dep.tp, dep.scheme.name)],
+        sorted(ok, key=lambda c: (c[0], widths.index(c[1]), kvs.index(c[2]))),
+    ]
+    found: list[tuple[int, str, str]] = []
+    for pick in picks:
+        if pick and pick[0] not in found:
+            found.append(pick[0])
+    out = []
+    for tp, precision, kv_fmt in found:
+        flags = [f"--tp {tp}"] if tp != dep.tp else []
+        flags += [f"--precision {precision}"] if precision != dep.scheme.name else []
+        flags += [f"--kv-precision {kv_fmt}"] if kv_fmt != kv else []
+        out.append({"tp": tp, "precision": precision, "kv_precision": kv_fmt, "flags": " ".join(flags)})
+    return out

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infercast.display import fmt_bytes, fmt_count, fmt_pct, fmt_time
+from infercast.specs.engine import engine_label
 
 if TYPE_CHECKING:
     from infercast.analysis.report import PhaseReport
@@ -90,7 +91,7 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     head = Table(
         title=f"{pred.model} on {pred.gpus or pred.tp}x {pred.gpu}{layout} · {pred.precision} "
         f"(kv {pred.kv_precision}) · "
-        f"{pred.engine} · in {pred.input_len} / out {pred.output_len} · batch {pred.batch}",
+        f"{engine_label(pred.engine)} · in {pred.input_len} / out {pred.output_len} · batch {pred.batch}",
         show_header=False,
     )
     head.add_column("metric")

@@ -18,13 +18,17 @@ from rich.table import Table
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, parse_duration
+from infercast.specs.engine import engine_label
 
 if TYPE_CHECKING:
     import pandas as pd
 
 PRECISIONS_HELP = "Comma-separated schemes, e.g. bf16,fp8,int4 (default: the model's; fp16 without bf16)."
 MODEL_HELP = "Catalog id or config.json path."
-ENGINE_HELP = "Engine profile: vllm, vllm-0.14 (async scheduling), sglang, trtllm, ideal (pure roofline)."
+ENGINE_HELP = (
+    "Engine profile: vllm (vLLM 0.12), vllm-0.14 (async scheduling), sglang (SGLang 0.5), trtllm (TensorRT-LLM "
+    "1.0), ideal (pure roofline)."
+)
 EP_HELP = "Expert-parallel ways (MoE; must divide tp)."
 KV_HELP = "KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision)."
 
@@ -105,7 +109,7 @@ def compare(
     t = Table(
         title=f"{df.attrs['model']}: prompt {input_len}, output {output_len}, batch {batch}, tp {tp}"
         + (f", ep {ep}" if ep > 1 else "")
-        + f" ({df.attrs['engine']})",
+        + f" ({', '.join(engine_label(e) for e in str(df.attrs['engine']).split(','))})",
         caption=f"TTFT, TPOT: means over the batch's requests (± the error band); speedup = {base} time / this "
         "time, ~ where the difference lies inside the two error bands; $/Mtok = replica $/h over output tokens/s",
     )

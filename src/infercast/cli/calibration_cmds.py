@@ -95,7 +95,7 @@ def calibrate(
         typer.Option(
             "--from",
             help="Import measured kernel tables instead of fitting measurements: 'aiconfigurator' (the installed "
-            "aiconfigurator-core, extra [aiconfigurator]) or 'aiconfigurator:PATH' (an unpacked wheel). Writes "
+            "aiconfigurator-core, extra \\[aiconfigurator]) or 'aiconfigurator:PATH' (an unpacked wheel). Writes "
             "kernels/<gpu>.yaml profiles (GEMM/attention fits, collective latency curves) for --gpu or every GPU.",
         ),
     ] = None,

@@ -8,7 +8,8 @@ import typer
 
 from infercast.analysis.render import render_memory
 from infercast.cli.common import JSON_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
-from infercast.memory import memory_budget
+from infercast.memory import memory_budget, what_would_fit
+from infercast.specs.deployment import Deployment
 
 
 def memory(
@@ -46,7 +47,7 @@ def memory(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Per-GPU memory budget: weights, KV cache, activations, runtime; fits or not and by how much."""
-    budget = memory_budget(
+    dep = Deployment.resolve(
         model,
         gpu,
         tp=tp,
@@ -56,14 +57,27 @@ def memory(
         precision=precision,
         kv_precision=kv_precision,
         engine=engine,
-        context=context,
-        concurrency=concurrency,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_num_batched_tokens=max_batched_tokens,
-        max_num_seqs=max_num_seqs,
     )
+    sizes = {
+        "context": context,
+        "concurrency": concurrency,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "block_size": block_size,
+        "max_num_batched_tokens": max_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+    }
+    budget = memory_budget(dep, **sizes)  # type: ignore[arg-type]
+    # when it does not fit: the nearest layouts that would (more TP, narrower weights, an fp8 KV cache)
+    options = [] if budget.fits else what_would_fit(dep, **sizes)
     if json_out:
-        emit_json(budget.to_dict())
-    else:
-        console.print(render_memory(budget))
+        emit_json({**budget.to_dict(), **({} if budget.fits else {"would_fit": options})})
+        return
+    console.print(render_memory(budget))
+    if not budget.fits:
+        console.print(
+            "would fit: " + "; or ".join(str(o["flags"]) for o in options)
+            if options
+            else "no layout within tp 16 and 4-bit weights fits: lower --context or --concurrency",
+            markup=False,
+            highlight=False,
+        )

@@ -66,7 +66,9 @@ def plan(
     num_requests: Annotated[int | None, typer.Option(help="Requests per simulated probe (default 400).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of lengths and arrivals.")] = 0,
     workers: Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")] = None,
-    ray: Annotated[bool, typer.Option("--ray", help="Run the searches on Ray (pip install 'infercast[ray]').")] = False,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Run the searches on Ray (pip install 'infercast\\[ray]').")
+    ] = False,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (implies --ray).")] = None,
     exhaustive: Annotated[bool, typer.Option("--exhaustive", help="Search every candidate (no cost bound).")] = False,
     daily: Annotated[str | None, typer.Option(help="Daily load: diurnal[:TROUGH], a CSV of rates, or a trace.")] = None,
@@ -173,19 +175,18 @@ def render(result: PlanResult, top: int) -> None:
         t_["metric"] + (f" p{t_['percentile']:g}" if t_["percentile"] is not None else "") for t_ in s["slo"]["terms"]
     ]
     t.add_column("candidate", no_wrap=True, min_width=12)
-    for col in ("req/s", "fleet", "$/h", "$/Mtok", "tok/s/GPU", "tok/s/usr", *terms):
+    for col in ("req/s", "unit $/h", "fleet, $/h", "$/Mtok", "tok/s/GPU", "tok/s/usr", *terms):
         t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     t.add_column("binds", no_wrap=True, min_width=10)
     for r in result.table.head(top).to_dict(orient="records"):
-        fleet = r["unit_usd_per_hour"] if _missing(r["fleet_usd_per_hour"]) else r["fleet_usd_per_hour"]
         why = r["binding"] if r["status"] in ("pass", "fail") else r["status"]
         units = "-" if _missing(r["replicas"]) else f"{r['replicas']:.0f}×{r['gpus_per_unit']}"
         measured = r["slo_measured_ms"] or {}
         t.add_row(
             r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
             _num(r["max_rate_req_s"], ".3g"),
-            units,
-            _num(fleet, ",.2f"),
+            _num(r["unit_usd_per_hour"], ",.2f"),
+            units + ("" if _missing(r["fleet_usd_per_hour"]) else f", {r['fleet_usd_per_hour']:,.2f}"),
             _num(r["usd_per_mtok_output"], ".3g"),
             _num(r["output_tok_s_per_gpu"], ",.0f"),
             _num(r["tok_s_per_user"], ".1f"),
@@ -201,9 +202,9 @@ def render(result: PlanResult, top: int) -> None:
         highlight=False,
     )
     console.print(
-        "req/s: the most one unit serves within the SLO; fleet: units x GPUs for the target rate; $/Mtok: "
-        "unit $/h over its output tokens/s; SLO columns: ms at that rate; * on a Pareto front "
-        "(tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)",
+        "req/s: the most one unit serves within the SLO; unit $/h: one unit's price; fleet: units x GPUs for the "
+        "target rate and the fleet's $/h; $/Mtok: unit $/h over its output tokens/s; SLO columns: ms at that "
+        "rate; * on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)",
         style="dim",
         highlight=False,
     )

@@ -41,7 +41,10 @@ def predict(
     ] = None,
     engine: Annotated[
         str,
-        typer.Option(help="Engine profile: vllm, vllm-0.14 (async scheduling), sglang, trtllm, ideal (pure roofline)."),
+        typer.Option(
+            help="Engine profile: vllm (vLLM 0.12), vllm-0.14 (async scheduling), sglang (SGLang 0.5), trtllm "
+            "(TensorRT-LLM 1.0), ideal (pure roofline)."
+        ),
     ] = "vllm",
     stream_token_us: StreamTokenOption = None,
     chunk_size: Annotated[

@@ -61,7 +61,12 @@ def simulate(
     ] = 1,
     precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
     kv_precision: Annotated[str | None, typer.Option(help="KV-cache format.")] = None,
-    engine: Annotated[str, typer.Option(help="Engine profile: vllm, vllm-0.14, sglang, trtllm, ideal.")] = "vllm",
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="Engine profile: vllm (vLLM 0.12), vllm-0.14, sglang (SGLang 0.5), trtllm (TensorRT-LLM 1.0), ideal."
+        ),
+    ] = "vllm",
     scheduler: Annotated[str | None, typer.Option(help=SCHEDULERS)] = None,
     input_len: Annotated[
         str | None,

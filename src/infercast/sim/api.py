@@ -290,7 +290,7 @@ def run(config: SimulationConfig) -> SimulationResult:
         "block_size": reps[0].bs,
         "workload": work.name,
     }
-    summary = summarize(table, recorder, reps, config.observe.goodput, work)
+    summary = summarize(table, recorder, reps, config.observe.goodput, work, pools.get("prefill_instances", 0))
     # load level: the closed loop's clients, else the mean number of running sequences; near saturation when
     # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
     load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
@@ -344,12 +344,13 @@ def _check_lengths(work: Workload, model: str | ModelSpec) -> None:
 
 
 def summarize(
-    table: RequestTable, rec: Recorder, reps: list[Replica], slo: SLO | None, work: Workload
+    table: RequestTable, rec: Recorder, reps: list[Replica], slo: SLO | None, work: Workload, prefill_replicas: int = 0
 ) -> SimulationSummary:
     """The metrics ``vllm bench serve`` reports, plus queueing, cache, preemption and saturation figures.
 
     Throughputs are over the benchmark duration as ``vllm bench serve`` measures it: from the benchmark's
     start — the workload's t = 0, when the client starts sending — to the last completion.
+    ``prefill_replicas``: a disaggregated run's first replicas that form its prefill pool (0: not disaggregated).
     """
     done = ~np.isnan(table.finish)
     ttft, tpot, e2e = request_metrics(table.arrival, table.first_token, table.finish, table.output)
@@ -382,6 +383,7 @@ def summarize(
         prefix_cache_hit_rate=_hit_rate(reps),
         steps=rec.step_count,
         busy_fraction=rec.busy_time / (span * len(reps)),
+        pool_busy_fraction=_pool_busy(reps, prefill_replicas, span),
         front_end_busy_fraction=front_end[0] if front_end else None,
         mean_decode_batch=rec.mean_decode_batch(),
         **goodput,
@@ -397,6 +399,14 @@ def _front_end_load(reps: list[Replica], span: float) -> tuple[float, float] | N
     if not ends:
         return None
     return min(max(end.work for end in ends) / span, 1.0), ends[0].token_s
+
+
+def _pool_busy(reps: list[Replica], prefill_replicas: int, span: float) -> dict[str, float] | None:
+    """Busy fraction of a disaggregated run's prefill pool (its first ``prefill_replicas``) and decode pool."""
+    if not prefill_replicas or prefill_replicas >= len(reps):
+        return None
+    pools = {"prefill": reps[:prefill_replicas], "decode": reps[prefill_replicas:]}
+    return {k: sum(getattr(r, "busy", 0.0) for r in v) / (span * len(v)) for k, v in pools.items()}
 
 
 def _hit_rate(reps: list[Replica]) -> float:

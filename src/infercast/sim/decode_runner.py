@@ -162,6 +162,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             batch.D += k
         batch.last_decode = end
         rep.t = end
+        rep.busy += total
         if rec.tracing:
             rec.step(StepRecord(rep.rid, start, total, "decode", 0, n, steps=k))
         else:
@@ -232,6 +233,7 @@ def speculative_step(rep: Replica) -> None:
     batch.advance(m, grown)
     batch.last_decode = end
     rep.t = end
+    rep.busy += dt
     if rep.rec.tracing:
         rep.rec.step(StepRecord(rep.rid, start, dt, "decode", 0, n))
     else:

@@ -112,7 +112,11 @@ def summary_table(result: SimulationResult) -> Table:
     t.add_row("Prefix-cache hit rate", _num(100 * s.get("prefix_cache_hit_rate", 0.0), ".1f") + " %")
     if "mean_decode_batch" in s:
         t.add_row("Mean decode batch (sequences per decode step)", _num(s["mean_decode_batch"], ".1f"))
-    if "busy_fraction" in s:
+    pools = s.get("pool_busy_fraction")
+    if pools:  # disaggregated: say which pool is busy (the mean over both hides a saturated one)
+        for pool, busy in pools.items():
+            t.add_row(f"Busy fraction, {pool} pool", _num(100 * busy, ".1f") + " %")
+    elif "busy_fraction" in s:
         t.add_row("Busy fraction", _num(100 * s["busy_fraction"], ".1f") + " %")
     if s.get("front_end_busy_fraction") is not None:
         t.add_row("API front-end busy fraction", _num(100 * s["front_end_busy_fraction"], ".1f") + " %")

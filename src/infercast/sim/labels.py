@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infercast.sim.metrics import slo_text
+from infercast.specs.engine import engine_label
 
 __all__ = ["deployment_label", "run_label", "slo_text"]
 
@@ -30,7 +31,7 @@ def run_label(config: dict[str, Any]) -> str:
     """:func:`deployment_label` · engine · scheduler · workload, for titles and captions."""
     parts = [
         deployment_label(config),
-        config.get("engine", ""),
+        engine_label(config["engine"]) if config.get("engine") else "",
         config.get("scheduler", ""),
         config.get("workload", ""),
     ]

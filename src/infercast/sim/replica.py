@@ -112,6 +112,7 @@ class Replica:
         self.one_line = single_line(self.decode_table)
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
         self.t = 0.0
+        self.busy = 0.0  # seconds of steps run (per-pool busy fractions of a disaggregated run)
         self.pending: deque[int] = deque()  # handed to this replica, not yet visible to the engine
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
@@ -364,6 +365,7 @@ class Replica:
         start = self.t
         end = start + dt
         self.t = end
+        self.busy += dt
         self.last_step_start = start
         if self.rec.tracing:
             self.rec.step(

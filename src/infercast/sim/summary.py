@@ -15,6 +15,7 @@ from infercast.sim.metrics import PERCENTILES
 
 _OPTIONAL = (
     "front_end_busy_fraction",
+    "pool_busy_fraction",
     "slo_attainment",
     "slo",
     "offered_rate_req_s",
@@ -68,6 +69,11 @@ class SimulationSummary(Mapping[str, Any]):
     prefix_cache_hit_rate: float
     steps: int
     busy_fraction: float
+    """Share of the run the replicas' GPUs were running steps (the mean over all replicas, both pools of a
+    disaggregated run: ``pool_busy_fraction`` has each pool's)."""
+    pool_busy_fraction: dict[str, float] | None = None
+    """Disaggregated runs: busy fraction of the prefill pool and of the decode pool (``{"prefill": .., "decode":
+    ..}``); None otherwise."""
     front_end_busy_fraction: float | None = None
     """Share of the run the API server's front-end was busy streaming tokens (the busiest replica's); only for an
     engine profile with one (``CostProfile.stream_token_s``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Literal
@@ -72,6 +73,18 @@ class EngineSpec(BaseModel):
     gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def release(self) -> str:
+        """The engine release whose defaults this preset holds, as its description opens ('vLLM 0.12',
+        'TensorRT-LLM 1.0'); empty for presets of no release ('ideal', infercast's own harness)."""
+        found = re.match(r"(\S+ v?\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?)(?=[\s(:,]|$)", self.description)
+        return found.group(1) if found else ""
+
+    @property
+    def label(self) -> str:
+        """The id with the release it models, for titles: 'vllm (vLLM 0.12)'; the id alone without a release."""
+        return f"{self.id} ({self.release})" if self.release else self.id
+
     def for_hardware(self, hw: HardwareSpec) -> EngineSpec:
         """The preset as the engine sets itself up on ``hw``: the batch limits of the largest memory tier it
         reaches (and is not excluded from), the base ones below every tier."""
@@ -90,6 +103,12 @@ class EngineSpec(BaseModel):
 def engine_catalog() -> dict[str, EngineSpec]:
     text = resources.files("infercast.specs.data").joinpath("engines.yaml").read_text()
     return {e.id: e for e in (EngineSpec.model_validate(x) for x in parse_package_yaml(text))}
+
+
+def engine_label(ref: str) -> str:
+    """:attr:`EngineSpec.label` of a catalog id ('vllm (vLLM 0.12)'); an unknown id as given."""
+    found = engine_catalog().get(str(ref).strip().lower())
+    return found.label if found else str(ref)
 
 
 def get_engine(ref: str | EngineSpec) -> EngineSpec:
