@@ -303,7 +303,8 @@ def select(
         title=f"SLA TTFT <= {fmt_time(ttft_s)}, TPOT <= {fmt_time(tpot_s)}: {df.attrs['model']}, prompt "
         f"{input_len}, output {output_len}, batch {batch}",
         caption=f"{n_pass} of {len(df)} {'configurations' if all_configs else 'GPUs'} pass; "
-        "$/Mtok = replica $/h over output tokens/s. A static batch alone, no queueing: for traffic, tail "
+        "$/Mtok = replica $/h over output tokens/s; TTFT, TPOT: the batch's last request's (predict's ttft_last_s, "
+        "tpot_last_s). A static batch alone, no queueing: for traffic, tail "
         f"percentiles and fleet size run `infercast plan --slo ttft:p99:{ttft} tpot:p90:{tpot} --rate R`",
     )
     for col in ("GPU", "verdict", "tp", "prec", "TTFT", "TPOT", "tok/s", "$/Mtok", "reason"):
