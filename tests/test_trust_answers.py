@@ -270,3 +270,56 @@ def test_the_default_engines_release_is_shown(capsys):
     assert code == 0 and "vLLM 0.12" in out
     code, out, _ = run(capsys, "predict", "--help")
     assert "vLLM 0.12" in " ".join(out.split())
+
+
+# --------------------------------------------------------------------------------------------- item 7
+
+
+def test_every_command_takes_a_profile_file_on_top_of_the_packages(capsys, tmp_path):
+    """A profile calibrate wrote is used with --profile FILE, before or after the command, for that run only;
+    what it leaves out (other engines, other parameters) keeps the package's values."""
+    import yaml
+
+    path = tmp_path / "h100-sxm.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "hardware": "h100-sxm",
+                "fitted_from": "a test",
+                "kernels": {"hbm_efficiency": 0.5},
+                "engines": {"vllm": {"step_overhead_s": 0.002}},
+            }
+        )
+    )
+    base = run_json(capsys, "predict")
+    before = run_json(capsys, "--profile", str(path), "predict")
+    after = run_json(capsys, "predict", "--profile", str(path))
+    assert before["tpot_s"] == after["tpot_s"] > 1.5 * base["tpot_s"]
+    assert "a test" in after["provenance"]["param.hbm_efficiency"]
+    assert run_json(capsys, "predict")["tpot_s"] == base["tpot_s"]  # one run only
+    sim = run_json(
+        capsys,
+        "simulate",
+        "--offline",
+        "--num-requests",
+        "4",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--profile",
+        str(path),
+    )
+    plain = run_json(capsys, "simulate", "--offline", "--num-requests", "4", "--input-len", "64", "--output-len", "8")
+    assert sim["tpot_s"]["mean"] > 1.5 * plain["tpot_s"]["mean"]
+    # sglang keeps its own engine values; only the kernel parameter changes for it
+    sg = run_json(capsys, "predict", "--engine", "sglang", "--profile", str(path))
+    assert (
+        sg["provenance"]["param.step_overhead_s"]
+        == run_json(capsys, "predict", "--engine", "sglang")["provenance"]["param.step_overhead_s"]
+    )
+    bad = tmp_path / "bad.yaml"
+    for text, word in (("hardware: h100-sxm\nkernels: {hbm_efficiency: 7}\n", "<= 1"), ("[1, 2]\n", "hardware")):
+        bad.write_text(text)
+        code, _, err = run(capsys, "predict", "--profile", str(bad))
+        assert code == 2 and word in err and "Traceback" not in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from pathlib import Path
 
 import typer
 
@@ -90,8 +91,37 @@ def _root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
     ),
+    profile: list[Path] | None = typer.Option(
+        None,
+        "--profile",
+        help="A cost profile `infercast calibrate` wrote (FILE.yaml, repeatable; before or after the command): its "
+        "fitted values replace the package's for its GPU in this run.",
+    ),
 ) -> None:
     """Predict, simulate and measure LLM serving performance."""
+    from infercast.cost.profile import use_profile_file
+
+    for path in profile or []:
+        use_profile_file(path)
+
+
+def _hoist_profiles(argv: list[str]) -> list[str]:
+    """Move every ``--profile FILE`` to the front, where the root command takes it: every command accepts it."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--profile" and i + 1 < len(argv):
+            front += argv[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--profile="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def _usage_field(exc: click_exceptions.UsageError) -> str | None:
@@ -122,7 +152,17 @@ def main(argv: list[str] | None = None) -> None:
     the traceback). Warnings raised while a command runs are held back: dropped when the command fails (the
     error line is what matters), printed after the output when it succeeds.
     """
-    args = _join_multi_values(list(sys.argv[1:] if argv is None else argv))
+    args = _hoist_profiles(_join_multi_values(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        _main(args)
+    finally:  # --profile holds for one run (tests call main many times in one process)
+        profiles = sys.modules.get("infercast.cost.profile")  # not imported: nothing to clear (fast start)
+        if profiles is not None:
+            profiles.clear_profile_files()
+
+
+def _main(args: list[str]) -> None:
+    """:func:`main` after the arguments are arranged."""
     as_json = "--json" in args
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

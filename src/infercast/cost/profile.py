@@ -304,6 +304,53 @@ def set_profile_override(hardware_id: str, data: dict[str, Any] | None) -> None:
     has_fitted_profile.cache_clear()
 
 
+_user_profiles: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+"""Profiles given with ``--profile FILE`` (:func:`use_profile_file`), per GPU: applied on top of the package's."""
+
+
+def use_profile_file(path: str | Path) -> str:
+    """Predict with a profile ``infercast calibrate`` wrote (the CLI's ``--profile FILE``): its fitted values go on
+    top of the package's for that GPU (what it leaves out keeps the package's value), for this process. Returns
+    the GPU id; a file that is not a profile, names an unknown GPU or holds a value out of range fails here, in
+    one line naming the file."""
+    from infercast.files import load_yaml
+    from infercast.specs.catalog import get_hardware
+
+    data = load_yaml(path, "profile")
+    if not isinstance(data, dict) or not isinstance(data.get("hardware"), str):
+        raise InfercastError(f"{path} is not a cost profile (needs a 'hardware' key naming the GPU)", field="profile")
+    hw = get_hardware(data["hardware"])
+    sections = {"kernels": data.get("kernels") or {}, **(data.get("engines") or {})}
+    if not isinstance(data.get("engines") or {}, dict) or not all(isinstance(v, dict) for v in sections.values()):
+        raise InfercastError(f"{path}: 'kernels' and each engine under 'engines' must be mappings", field="profile")
+    for name, section in sections.items():
+        try:
+            values = _flatten(section)
+            over = [k for k, v in values.items() if k.split(".", 1)[0].endswith(("efficiency", "_eff_max")) and v > 1]
+            if over:
+                raise InfercastError(
+                    f"{over[0]} must be <= 1 (a fraction of the peak), got {values[over[0]]:g}", field="profile"
+                )
+            load_profile(hw.id, hw.architecture, "vllm", fitted=False).with_values(values, str(path))
+        except InfercastError as exc:  # before ValueError, which it extends
+            raise InfercastError(f"{path}: {name}: {exc.message}", field="profile") from None
+        except (TypeError, ValueError):
+            raise InfercastError(f"{path}: {name} holds a value that is not a number", field="profile") from None
+    _user_profiles.setdefault(hw.id, []).append((str(path), data))
+    _generation[0] += 1
+    load_profile.cache_clear()
+    has_fitted_profile.cache_clear()
+    return hw.id
+
+
+def clear_profile_files() -> None:
+    """Forget every :func:`use_profile_file` (tests; a long-lived process switching profiles)."""
+    _user_profiles.clear()
+    _generation[0] += 1
+    load_profile.cache_clear()
+    has_fitted_profile.cache_clear()
+
+
 def load_profile_file(path: str | Path) -> dict[str, Any]:
     """Read a fitted-profile YAML written by ``infercast calibrate``."""
     try:
@@ -396,6 +443,12 @@ def load_profile(
         engine_vals = _flatten(data.get("engines", {}).get(fitted_key, {}))
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
+    for path, user in _user_profiles.get(hardware_id, []) if fitted else []:
+        src = f"fitted ({path}): {user.get('fitted_from', 'calibration')}"
+        engines = user.get("engines") or {}
+        for section in (user.get("kernels") or {}, engines.get(engine, engines.get(fitted_key, {}))):
+            if section:
+                profile = profile.with_values(_flatten(section), src)
     return profile
 
 
@@ -460,7 +513,7 @@ def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> 
 @cache
 def has_fitted_profile(hardware_id: str) -> bool:
     """Whether a GPU has a fitted profile (installed file or in-process override); read once per process."""
-    return hardware_id in _overrides or _gpu_profile_file(hardware_id) is not None
+    return hardware_id in _overrides or hardware_id in _user_profiles or _gpu_profile_file(hardware_id) is not None
 
 
 def fitted_as(engine: str) -> str:
