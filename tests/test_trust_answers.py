@@ -323,3 +323,43 @@ def test_every_command_takes_a_profile_file_on_top_of_the_packages(capsys, tmp_p
         bad.write_text(text)
         code, _, err = run(capsys, "predict", "--profile", str(bad))
         assert code == 2 and word in err and "Traceback" not in err
+
+
+def test_calibrate_fits_only_what_the_data_cover_flags_bounds_and_the_profile_is_usable(capsys, tmp_path, monkeypatch):
+    """The user's torch rows on an H100 beside project rows of another engine (vllm) on the same GPU: the fit
+    frees the H100's kernels and torch's overheads, never vllm's; values pushed onto a bound are flagged; the
+    written profile works with --profile."""
+    from dataclasses import replace
+
+    import infercast.cli.calibration_cmds as cmds
+    from infercast.records.record import write_records
+    from tests.test_calibration import synthetic_records
+
+    mine = synthetic_records()
+    data, project = tmp_path / "mine.csv", tmp_path / "project"
+    write_records(data, mine)
+    write_records(project / "other.csv", [replace(r, engine="vllm") for r in mine[:12]])
+    monkeypatch.setattr(cmds, "PROJECT_DATA", project)
+    monkeypatch.chdir(tmp_path)
+    out = run_json(capsys, "calibrate", "--data", str(data))
+    assert out["fitted"] and not [k for k in out["fitted"] if k.startswith("vllm:")]
+    assert all(k.startswith(("h100-sxm/", "torch:")) for k in out["fitted"])
+    written = tmp_path / out["written"][0]
+    assert "vllm" not in (yaml_load(written).get("engines") or {})
+    # an HBM that streams faster than the model's ceiling: the fitted efficiency lands on 1.0 and is flagged
+    fast = [replace(r, value=r.value * 0.5) if r.kind == "decode_step" else r for r in mine]
+    write_records(data, fast)
+    code, _, err = run(capsys, "calibrate", "--data", str(data), "--no-project-data", "--out", "fast")
+    assert code == 0 and "sits on its upper bound" in " ".join(err.split())
+    flagged = yaml_load(tmp_path / "fast" / "h100-sxm.yaml")["fit"]["at_bound"]
+    assert "h100-sxm/hbm_efficiency" in flagged
+    code, out_text, _ = run(capsys, "calibrate", "--data", str(data), "--no-project-data", "--out", "fast")
+    assert "--profile" in out_text
+    d = run_json(capsys, "--profile", str(tmp_path / "fast" / "h100-sxm.yaml"), "predict", "--engine", "torch")
+    assert "fast" in d["provenance"]["param.hbm_efficiency"]
+
+
+def yaml_load(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())

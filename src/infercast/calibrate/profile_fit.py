@@ -176,6 +176,27 @@ def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
     return params
 
 
+def covered_parameters(records: Sequence[Record], new: Sequence[Record]) -> list[str]:
+    """The parameters a fit should free when ``new`` are the user's measurements and ``records`` add others
+    (the project's data, fitted jointly): the kernel parameters of the GPUs ``new`` ran on and the engine
+    parameters of the engines it ran, nothing else (another engine's values stay as the package has them)."""
+    gpus = {r.gpu for r in new}
+    engines = {r.engine for r in new}
+    mine = [r for r in records if r.gpu in gpus and r.gpu.strip().lower() != CPU_LABEL]
+    out = []
+    for name in candidate_parameters(mine) if mine else {}:
+        scope, _, param = name.partition(":") if ":" in name else ("", "", name)
+        if param in LOAD_ONLY + HARNESS_ONLY + READ_OFF:
+            continue
+        if (scope and scope in engines) or (not scope and name.split("/", 1)[0] in gpus):
+            out.append(name)
+    return out
+
+
+BOUND_TOLERANCE = 1e-3
+"""A fitted value within this fraction of a bound sits on it (the solver stops ~1e-4 inside a bound)."""
+
+
 @dataclass
 class FitResult:
     """Outcome of :func:`fit`: fitted values, the priors they replaced, errors before and after."""
@@ -237,6 +258,25 @@ class FitResult:
                 out.append(f"engine {eng}: {len(free)} parameters fitted on {points} points")
         return out
 
+    def at_bounds(self) -> list[dict[str, object]]:
+        """Fitted values pushed onto a bound of :data:`BOUNDS` (an efficiency at 1.0, an overhead at its floor):
+        the data ask for more than the model allows there, so the value is a limit, not a measurement."""
+        out: list[dict[str, object]] = []
+        for name, value in sorted(self.values.items()):
+            lo, hi = BOUNDS[_base(name)]
+            side = (
+                "upper"
+                if value >= hi * (1 - BOUND_TOLERANCE)
+                else "lower"
+                if value <= lo * (1 + BOUND_TOLERANCE)
+                else ""
+            )
+            if side:
+                out.append(
+                    {"parameter": name, "value": _round(value), "bound": hi if side == "upper" else lo, "side": side}
+                )
+        return out
+
     def profiles(self) -> dict[str, CostProfile]:
         """Fitted profiles for every (gpu, engine) in the data, keyed 'gpu/engine'."""
         return build_profiles(self.pairs, self.values, f"fitted: {self.source}", self.base)
@@ -270,6 +310,9 @@ class FitResult:
         idx = [i for i, r in enumerate(self.records) if r.gpu == gpu]
         summary = self._fit_summary(idx)
         summary["priors"] = {k: _round(v) for k, v in sorted(self.priors.items()) if k.startswith(f"{gpu}/")}
+        edge = [b["parameter"] for b in self.at_bounds() if str(b["parameter"]).startswith(f"{gpu}/")]
+        if edge:
+            summary["at_bound"] = edge
         data["fit"] = summary
         return data
 

@@ -141,14 +141,15 @@ def calibrate(
     request_rate: RateOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Fit per-GPU efficiency/overhead parameters (least squares on log error) and write the profiles.
+    """Fit the parameters your measurements cover (their GPU's kernels, their engine's overheads) and write a
+    profile per GPU.
 
-    Profiles are written for the GPUs in --data only, to ./infercast-profiles/ (or --out), or into the package
-    with --install. Predictions use only the installed profiles; to try a written one from Python, call
-    set_profile_override(gpu, load_profile_file(path)) from infercast.cost.profile.
+    Profiles go to ./infercast-profiles/<gpu>.yaml (or --out), or into the package with --install. Use one with
+    `infercast --profile FILE <command>` (any command); from Python, use_profile_file(path) from
+    infercast.cost.profile. Values the fit pushed onto a bound are flagged.
     """
     from infercast.calibrate.load_fit import LOAD_KINDS
-    from infercast.calibrate.profile_fit import PROFILE_DIR, fit, write_gpu_profile
+    from infercast.calibrate.profile_fit import PROFILE_DIR, covered_parameters, fit, write_gpu_profile
 
     if install and out is not None:
         raise InfercastError("give --out FOLDER or --install, not both", field="out")
@@ -176,7 +177,9 @@ def calibrate(
         files += extra
     elif project_data:
         err_console.print(f"[yellow]note[/] {PROJECT_DATA} not found: fitting the given data only")
-    result = fit(records, gpus=gpu or None, source=", ".join(str(f) for f in files))
+    # only what the given data cover is fitted: the project's points inform it, its other engines stay as they are
+    covered = covered_parameters(records, new)
+    result = fit(records, gpus=gpu or None, parameters=covered, source=", ".join(str(f) for f in files))
     if not result.converged:
         err_console.print(f"[yellow]warning[/] the least-squares fit did not converge: {result.message}")
     few = result.underdetermined(targets)
@@ -204,6 +207,7 @@ def calibrate(
         "priors": result.priors,
         "converged": result.converged,
         "few_points": few,
+        "at_bound": result.at_bounds(),
         "written": written,
         "installed": install and not dry_run,
     }
@@ -212,6 +216,13 @@ def calibrate(
         return
     for line in few:
         err_console.print(f"[yellow]warning[/] few points: {line}")
+    for b in result.at_bounds():
+        err_console.print(
+            f"warning: {b['parameter']} = {b['value']:.4g} sits on its {b['side']} bound ({b['bound']:g}): the data "
+            "ask for more than the model allows there, so it is a limit, not a measurement",
+            markup=False,
+            highlight=False,
+        )
     t = Table(title=f"Calibration on {len(result.records)} points ({len(idx)} on {', '.join(targets)})")
     for col in ("parameter", "prior", "fitted"):
         t.add_column(col, justify="left" if col == "parameter" else "right")
@@ -219,11 +230,15 @@ def calibrate(
         t.add_row(name, f"{result.priors[name]:.4g}", f"{value:.4g}")
     console.print(t)
     where = f"; wrote {', '.join(written)}" if written else " (dry run)"
-    if written and not install:
-        where += " (not installed: predictions still use the package's profiles; --install to replace them)"
     console.print(
         f"median |error| on {', '.join(targets)}: {np.median(before):.1%} before -> {np.median(after):.1%} after{where}"
     )
+    if written and not install:
+        console.print(
+            f"use it: infercast --profile {written[0]} predict ... (any command; --install replaces the package's)",
+            markup=False,
+            highlight=False,
+        )
 
 
 ERROR_COLUMNS = ("points", "median |error|", "p90 |error|", "median signed", "inside p90 band")
