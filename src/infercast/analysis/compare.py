@@ -244,9 +244,9 @@ def _add_ratios(df: pd.DataFrame, preds: list[Prediction | None], engines: bool)
                         base[f"{metric}_s"], base[f"{metric}_error"], r[f"{metric}_s"], r[f"{metric}_error"]
                     )
                 )
-                if ok
-                else None
-                for ok, r in zip(valid, df.to_dict(orient="records"), strict=True)
+                if ok and i != base.name
+                else None  # the baseline itself, or a row that could not be predicted
+                for i, ok, r in zip(df.index, valid, df.to_dict(orient="records"), strict=True)
             ]
         first = next(p for p in preds if p is not None)
         df["differs_in"] = [differs_in(first, p) if p is not None else "" for p in preds]
