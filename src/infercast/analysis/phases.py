@@ -184,8 +184,9 @@ def first_token_share(
     else:
         # sum_i ceil(i I / K) K ~ I B (B + 1) / 2 + B (K - g) / 2, g = gcd(I, K): the rounding up to a step end
         # averages (K - g) / 2 tokens (exact when B spans whole periods of K / g requests)
-        g = np.gcd(inp.astype(np.int64), np.maximum(k, 1).astype(np.int64)).astype(float)
-        share = (inp * (bat + 1) / 2 + (k - g) / 2) / total
+        kc = np.clip(k, 1, total)  # a budget past the batch's tokens is one step (1 below): no int64 overflow
+        g = np.gcd(inp.astype(np.int64), kc.astype(np.int64)).astype(float)
+        share = (inp * (bat + 1) / 2 + (kc - g) / 2) / total
     return np.where(k >= total, 1.0, np.clip(share, 0.0, 1.0))
 
 
