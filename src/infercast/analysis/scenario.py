@@ -51,7 +51,7 @@ class Prediction:
     decode step (``itl_s``) when B > 1. The last request's is ``tpot_last_s``."""
     itl_s: float
     """The engine's mean decode step: a static batch emits one token per request per step (the simulator's ITL
-    samples are its step gaps too); equals ``tpot_s`` unless the front-end paces the stream."""
+    samples are its step gaps too); equals ``tpot_last_s`` unless the front-end paces the stream."""
     single_stream_tpot_s: float
     """Mean decode step of ONE request alone (batch 1): the floor TPOT approaches at low load."""
     e2e_s: float
