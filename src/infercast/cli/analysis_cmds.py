@@ -103,35 +103,9 @@ def compare(
     if json_out:
         emit_json({**df.attrs, "rows": _records(df)})
         return
-    base = df.attrs.get("baseline", "-")
     ok = df[df["ttft_s"].notna()]
     engines = df["engine"].nunique() > 1
-    t = Table(
-        title=f"{df.attrs['model']}: prompt {input_len}, output {output_len}, batch {batch}, tp {tp}"
-        + (f", ep {ep}" if ep > 1 else "")
-        + f" ({', '.join(engine_label(e) for e in str(df.attrs['engine']).split(','))})",
-        caption=f"TTFT, TPOT: means over the batch's requests (± the error band); speedup = {base} time / this "
-        "time, ~ where the difference lies inside the two error bands; $/Mtok = replica $/h over output tokens/s",
-    )
-    heads = ("GPU", "prec", *(("engine",) if engines else ()), "TTFT mean", "TPOT mean", "E2E", "tok/s", "memory")
-    for col in (*heads, "$/Mtok", "TTFT speedup", "TPOT speedup"):
-        t.add_column(
-            col, justify="left" if col in ("GPU", "prec", "engine", "memory") else "right", no_wrap=col == "memory"
-        )
-    for i, r in enumerate(ok.itertuples(index=False)):
-        t.add_row(
-            r.gpu,
-            r.precision,
-            *((r.engine,) if engines else ()),
-            _t(r.ttft_s) + _band(r.ttft_error),
-            _t(r.tpot_s) + _band(r.tpot_error),
-            _t(r.e2e_s),
-            f"{r.output_throughput_tok_s:,.1f}",
-            ("fits " if r.fits else "[red]no fit[/] ") + f"{r.memory_bytes / 1e9:.1f}/{r.capacity_bytes / 1e9:.0f} GB",
-            _usd(r.cost_per_mtok_usd),
-            _x(r.ttft_speedup) + ("" if r.ttft_distinguishable or not i else " ~"),
-            _x(r.tpot_speedup) + ("" if r.tpot_distinguishable or not i else " ~"),
-        )
+    t = _compare_table(df, ok, engines)
     p = Table(title="Which ceiling each phase hits (achieved per GPU; x = ratio of the spec to the baseline's)")
     for col in ("GPU", "prec", "prefill", "TFLOP/s", "of peak", "peak x", "decode", "TB/s", "of HBM", "HBM x"):
         p.add_column(col, justify="left" if col in ("GPU", "prec", "prefill", "decode") else "right")
@@ -155,6 +129,39 @@ def compare(
         console.print(_verdict(r, engines))
     for r in df[df["note"] != ""].itertuples(index=False):
         console.print(f"[yellow]note[/] {r.gpu} {r.precision}: {r.note}")
+
+
+def _compare_table(df: pd.DataFrame, ok: pd.DataFrame, engines: bool) -> Table:
+    """compare's main table: means with their bands, speedups marked ~ where inside the bands."""
+    base = df.attrs.get("baseline", "-")
+    a = df.attrs
+    t = Table(
+        title=f"{a['model']}: prompt {a['input_len']}, output {a['output_len']}, batch {a['batch']}, tp {a['tp']}"
+        + (f", ep {a['ep']}" if a["ep"] > 1 else "")
+        + f" ({', '.join(engine_label(e) for e in str(a['engine']).split(','))})",
+        caption=f"TTFT, TPOT: means over the batch's requests (± the error band); speedup = {base} time / this "
+        "time, ~ where the difference lies inside the two error bands; $/Mtok = replica $/h over output tokens/s",
+    )
+    heads = ("GPU", "prec", *(("engine",) if engines else ()), "TTFT mean", "TPOT mean", "E2E", "tok/s", "memory")
+    for col in (*heads, "$/Mtok", "TTFT speedup", "TPOT speedup"):
+        t.add_column(
+            col, justify="left" if col in ("GPU", "prec", "engine", "memory") else "right", no_wrap=col == "memory"
+        )
+    for i, r in enumerate(ok.itertuples(index=False)):
+        t.add_row(
+            r.gpu,
+            r.precision,
+            *((r.engine,) if engines else ()),
+            _t(r.ttft_s) + _band(r.ttft_error),
+            _t(r.tpot_s) + _band(r.tpot_error),
+            _t(r.e2e_s),
+            f"{r.output_throughput_tok_s:,.1f}",
+            ("fits " if r.fits else "[red]no fit[/] ") + f"{r.memory_bytes / 1e9:.1f}/{r.capacity_bytes / 1e9:.0f} GB",
+            _usd(r.cost_per_mtok_usd),
+            _x(r.ttft_speedup) + ("" if r.ttft_distinguishable or not i else " ~"),
+            _x(r.tpot_speedup) + ("" if r.tpot_distinguishable or not i else " ~"),
+        )
+    return t
 
 
 def _band(error: float) -> str:

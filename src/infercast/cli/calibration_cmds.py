@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
@@ -15,6 +15,9 @@ from infercast.errors import InfercastError
 from infercast.records.bench_results import FORMATS, RunFacts, load_bench_records
 from infercast.records.readers import load_records, measurement_files
 from infercast.records.record import GROUP_FIELDS, Record
+
+if TYPE_CHECKING:
+    from infercast.calibrate.profile_fit import FitResult
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
@@ -214,6 +217,14 @@ def calibrate(
     if json_out:
         emit_json(payload)
         return
+    _print_fit(result, targets, payload, install)
+
+
+def _print_fit(result: FitResult, targets: list[str], payload: dict, install: bool) -> None:
+    """calibrate's report: warnings (few points, values on a bound), the fitted values, the error before and after,
+    and how to use the written profile."""
+    few, written = payload["few_points"], payload["written"]
+    before, after = payload["median_abs_error_before"], payload["median_abs_error_after"]
     for line in few:
         err_console.print(f"[yellow]warning[/] few points: {line}")
     for b in result.at_bounds():
@@ -223,16 +234,15 @@ def calibrate(
             markup=False,
             highlight=False,
         )
-    t = Table(title=f"Calibration on {len(result.records)} points ({len(idx)} on {', '.join(targets)})")
+    on = f"{payload['points_of_written_gpus']} on {', '.join(targets)}"
+    t = Table(title=f"Calibration on {len(result.records)} points ({on})")
     for col in ("parameter", "prior", "fitted"):
         t.add_column(col, justify="left" if col == "parameter" else "right")
     for name, value in sorted(result.values.items()):
         t.add_row(name, f"{result.priors[name]:.4g}", f"{value:.4g}")
     console.print(t)
     where = f"; wrote {', '.join(written)}" if written else " (dry run)"
-    console.print(
-        f"median |error| on {', '.join(targets)}: {np.median(before):.1%} before -> {np.median(after):.1%} after{where}"
-    )
+    console.print(f"median |error| on {', '.join(targets)}: {before:.1%} before -> {after:.1%} after{where}")
     if written and not install:
         console.print(
             f"use it: infercast --profile {written[0]} predict ... (any command; --install replaces the package's)",

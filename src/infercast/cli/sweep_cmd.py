@@ -52,6 +52,40 @@ def write_rows(df: pd.DataFrame, out: Path) -> None:
         raise InfercastError(f"cannot write {str(out)!r}: {exc.strerror or exc}", field="out") from None
 
 
+def _table(df: pd.DataFrame, out: Path | None) -> Table:
+    """The best 30 rows (runnable first, then by throughput), with a column for every choice that varies."""
+    t = Table(
+        title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""),
+        caption="TTFT, TPOT: means over each static batch's requests, as simulate --offline reports them "
+        "(the last request's: ttft_last_s, tpot_last_s in --json / --out)",
+    )
+    # every choice that varies gets a column, so that no two rows look the same
+    extra = [(c, h) for c, h in _VARYING if df[c].nunique() > 1]
+    heads = ["model", "gpu", "precision", *(h for _, h in extra), "tp", "batch", "in", "out"]
+    for col in (*heads, "TTFT mean", "TPOT mean", "out tok/s", "fits"):
+        t.add_column(col, overflow="fold")
+    # best first: configurations that fit (memory and context) ahead of any that do not, then by throughput
+    runnable = df["fits"] & df["within_context"]
+    order = df.assign(_runnable=runnable).sort_values(["_runnable", "output_throughput_tok_s"], ascending=False)
+    shown = order.head(30) if len(df) > 30 else order
+    for r in shown.to_dict(orient="records"):
+        t.add_row(
+            str(r["model"]),
+            str(r["gpu"]),
+            str(r["precision"]),
+            *(str(r[c]) for c, _ in extra),
+            str(r["tp"]),
+            str(r["batch"]),
+            str(r["input_len"]),
+            str(r["output_len"]),
+            fmt_time(r["ttft_s"]),
+            fmt_time(r["tpot_s"]),
+            f"{r['output_throughput_tok_s']:,.0f}",
+            "yes" if r["fits"] else "no",
+        )
+    return t
+
+
 def sweep(
     models: Annotated[str, typer.Option(help="Comma-separated model ids.")] = "llama-3.1-8b",
     gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "h100-sxm",
@@ -103,35 +137,6 @@ def sweep(
             }
         )
         return
-    t = Table(
-        title=f"{len(df):,} configurations" + (f" (written to {out})" if out else ""),
-        caption="TTFT, TPOT: means over each static batch's requests, as simulate --offline reports them "
-        "(the last request's: ttft_last_s, tpot_last_s in --json / --out)",
-    )
-    # every choice that varies gets a column, so that no two rows look the same
-    extra = [(c, h) for c, h in _VARYING if df[c].nunique() > 1]
-    heads = ["model", "gpu", "precision", *(h for _, h in extra), "tp", "batch", "in", "out"]
-    for col in (*heads, "TTFT mean", "TPOT mean", "out tok/s", "fits"):
-        t.add_column(col, overflow="fold")
-    # best first: configurations that fit (memory and context) ahead of any that do not, then by throughput
-    runnable = df["fits"] & df["within_context"]
-    order = df.assign(_runnable=runnable).sort_values(["_runnable", "output_throughput_tok_s"], ascending=False)
-    shown = order.head(30) if len(df) > 30 else order
-    for r in shown.to_dict(orient="records"):
-        t.add_row(
-            str(r["model"]),
-            str(r["gpu"]),
-            str(r["precision"]),
-            *(str(r[c]) for c, _ in extra),
-            str(r["tp"]),
-            str(r["batch"]),
-            str(r["input_len"]),
-            str(r["output_len"]),
-            fmt_time(r["ttft_s"]),
-            fmt_time(r["tpot_s"]),
-            f"{r['output_throughput_tok_s']:,.0f}",
-            "yes" if r["fits"] else "no",
-        )
-    console.print(t)
+    console.print(_table(df, out))
     for s in df.attrs.get("skipped", []):
         console.print(f"[yellow]skipped[/] {s['model']} {s['gpu']} {s['precision']}: {s['reason']}")
