@@ -515,5 +515,7 @@ def _result(
     recorder.busy_time = sum(rep.busy for rep in replicas)
     recorder.decode_seqs = sum(rep.decode_seqs for rep in replicas)
     recorder.prefill_only_steps = sum(rep.prefill_only_steps for rep in replicas)
-    summary = summarize(table, recorder, replicas, config.observe.goodput, work)  # type: ignore[arg-type]
+    disagg = config.cluster.disagg
+    pre = disagg.prefill_instances if disagg is not None else 0
+    summary = summarize(table, recorder, replicas, config.observe.goodput, work, pre)  # type: ignore[arg-type]
     return SimulationResult(summary, table, recorder, {"reference": True}, [], config)
