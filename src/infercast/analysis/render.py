@@ -21,7 +21,7 @@ def render_memory(mem: MemoryBudget) -> Table:
     layout = mem.layout or f"tp{mem.tp}"
     t = Table(
         title=f"Memory per GPU: {mem.model_id} on {mem.gpu_id} ({layout}, {mem.precision}, "
-        f"kv {mem.kv_precision}, {mem.engine})",
+        f"kv {mem.kv_precision}, {engine_label(mem.engine)})",
         show_header=False,
     )
     t.add_column("item")

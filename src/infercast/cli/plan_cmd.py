@@ -21,6 +21,7 @@ from infercast.cli.common import (
     stream_token_seconds,
 )
 from infercast.errors import InfercastError
+from infercast.specs.engine import engine_label
 
 if TYPE_CHECKING:
     from infercast.plan.result import PlanResult
@@ -215,7 +216,8 @@ def render(result: PlanResult, top: int) -> None:
         console.print("[red]no candidate meets the SLO[/]: relax it, add GPUs/TPs, or see the reasons above")
         return
     c = result.chosen
-    console.print(f"[bold]chosen[/]: {c['label']} — {c['max_rate_req_s']:.3g} req/s per unit")
+    engine = f" on {engine_label(c['engine'])}" if c.get("engine") else ""
+    console.print(f"[bold]chosen[/]: {c['label']}{engine} — {c['max_rate_req_s']:.3g} req/s per unit")
     band = c.get("error_band")
     if band and band.get("error_bands"):
         parts = [
