@@ -6,6 +6,8 @@ plain data (what the page shows) and writes its downloads into the job's folder.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing as mp
 import shutil
 import threading
@@ -19,17 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from infercast.errors import InfercastError
+from infercast.ui.forms import Form
 
-Work = Callable[[dict[str, Any], Path, Callable[[float, str], None]], dict[str, Any]]
-"""A job's function: (inputs, folder for its files, progress(fraction, text)) -> what the page shows."""
+Work = Callable[[dict[str, Any], Path, Callable[[float | None, str], None]], dict[str, Any]]
+"""A job's function: (inputs, folder for its files, progress(fraction or None, text)) -> what the page shows."""
 
 
 def _child(work: Work, inputs: dict[str, Any], folder: Path, conn: Connection) -> None:
     """Run ``work`` and send ("done", result) / ("error", field, message) / ("crash", text) back."""
     import warnings
 
-    def progress(fraction: float, text: str) -> None:
-        conn.send(("progress", float(fraction), text))
+    def progress(fraction: float | None, text: str) -> None:
+        conn.send(("progress", None if fraction is None else float(fraction), text))
 
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -62,7 +65,8 @@ class Job:
     fraction: float | None = None
     text: str = ""
     result: dict[str, Any] | None = None
-    error: tuple[str | None, str] | None = None
+    error: tuple[str | None, str, str] | None = None
+    """(field, the one-line message, the message without its field) of a run that failed or was stopped."""
     ended: float | None = None
     process: Any = None
 
@@ -86,7 +90,7 @@ class JobRunner:
         self.keep = keep
         self.jobs: dict[str, Job] = {}
         self.lock = threading.Lock()
-        self.ctx = mp.get_context("spawn")
+        self.ctx = mp.get_context("spawn")  # not fork: the server runs threads
 
     def running(self) -> int:
         return sum(1 for j in self.jobs.values() if j.state == "running")
@@ -124,7 +128,8 @@ class JobRunner:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._stop(job, "timeout")
-                job.error = ("run", f"run: stopped at the web UI's limit of {job.limit_s:g} s; use the CLI for longer")
+                text = f"stopped at the web UI's limit of {job.limit_s:g} s; use the CLI for longer runs"
+                job.error = ("run", f"run: {text}", text)
                 break
             try:
                 ready = conn.poll(min(left, 0.2))
@@ -132,7 +137,8 @@ class JobRunner:
             except (EOFError, OSError):
                 if job.state == "running":
                     job.state = "error"
-                    job.error = (None, "internal error: the run's process ended without an answer")
+                    text = "internal error: the run's process ended without an answer"
+                    job.error = (None, text, text)
                 break
             if message is not None:
                 self._receive(job, message)
@@ -148,9 +154,9 @@ class JobRunner:
         elif kind == "done":
             job.result, job.state, job.fraction = message[1], "done", 1.0
         elif kind == "error":
-            job.error, job.state = (message[1], message[2]), "error"
+            job.error, job.state = (message[1], message[2], message[3]), "error"
         elif kind == "crash":
-            job.error, job.state = (None, message[1]), "error"
+            job.error, job.state = (None, message[1], message[1]), "error"
 
     def _stop(self, job: Job, state: str) -> None:
         if job.process is not None and job.process.is_alive():
@@ -178,3 +184,30 @@ class JobRunner:
         for job in list(self.jobs.values()):
             if job.state == "running":
                 self._stop(job, "cancelled")
+
+
+def follow(
+    form: Form, runner: JobRunner, kind: str, work: Work, inputs: dict[str, Any], *, command: Any, fields: Any
+) -> tuple[Job | None, dict[str, Any] | None]:
+    """The job for the form's inputs (the one its ``job`` names, or an equal one running or done, else a new
+    one) and its result when done; a failed run's error goes beside its field, as the CLI words it."""
+    key = hashlib.sha256(json.dumps(sorted(form.query_items())).encode()).hexdigest()[:16]
+    named = runner.jobs.get(form.get("job"))
+    job = named if named is not None and named.key == key else runner.find(kind, key)
+    if job is None:
+        try:
+            job = runner.start(kind, key, work, inputs)
+        except InfercastError as exc:
+            form.banner.append(str(exc))
+            return None, None
+    if job.state == "done":
+        return job, job.result
+    if job.error:
+        field, text, bare = job.error
+        if job.state == "error" and field:
+            form.library_error(InfercastError(bare, field=field), command, fields)
+        else:
+            form.banner.append(text)
+    elif job.state == "cancelled":
+        form.banner.append("run: cancelled; press Run to start it again")
+    return job, None
