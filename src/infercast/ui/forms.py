@@ -13,6 +13,9 @@ from typing import Any
 from infercast.cli.flags import flag_error, option_flags
 from infercast.errors import InfercastError
 
+NOT_INT = "Input should be a valid integer, unable to parse string as an integer"
+NOT_FLOAT = "Input should be a valid number, unable to parse string as a number"
+"""The CLI's words for a value that does not parse (typer's, as ``infercast`` prints them)."""
 UPLOAD_PREFIX = "upload:"
 """Field values naming a file uploaded to this server (``upload:<id>``), resolved by :class:`Form.path`."""
 
@@ -51,7 +54,7 @@ class Form:
         try:
             return int(text)
         except ValueError:
-            self.fail(name, f"Invalid value for '{flag}': {text!r} is not a valid integer.")
+            self.fail(name, f"{name}: Invalid value for '{flag}': {NOT_INT}")
             return default
 
     def number(self, name: str, default: float | None, flag: str) -> float | None:
@@ -61,7 +64,7 @@ class Form:
         try:
             return float(text)
         except ValueError:
-            self.fail(name, f"Invalid value for '{flag}': {text!r} is not a valid float.")
+            self.fail(name, f"{name}: Invalid value for '{flag}': {NOT_FLOAT}")
             return default
 
     def integers(self, name: str, default: Iterable[int], flag: str) -> list[int]:
@@ -70,7 +73,7 @@ class Form:
             try:
                 out.append(int(text))
             except ValueError:
-                self.fail(name, f"Invalid value for '{flag}': {text!r} is not a valid integer.")
+                self.fail(name, f"{name}: Invalid value for '{flag}': {NOT_INT}")
         return out or list(default)
 
     def at_most(self, name: str, value: float | None, limit: float, why: str) -> None:
@@ -89,9 +92,12 @@ class Form:
             return str(found.path), found.name
         return value, value
 
-    def library_error(self, exc: InfercastError, command: Callable[..., Any], fields: Iterable[str]) -> None:
-        """Show a library error as the CLI prints it, beside its field (else as a banner)."""
-        mapped = flag_error(exc, option_flags(command), fields=False)
+    def library_error(
+        self, exc: InfercastError, command: Callable[..., Any], fields: Iterable[str], *, flag_fields: bool = False
+    ) -> None:
+        """Show a library error as the CLI prints it (``flag_fields``: the command names the field by its flag,
+        as ``simulate`` does), beside its field (else as a banner)."""
+        mapped = flag_error(exc, option_flags(command), fields=flag_fields)
         text = str(mapped)
         field = exc.field if exc.field in set(fields) else None
         if field is None and exc.field:

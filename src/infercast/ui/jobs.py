@@ -187,7 +187,15 @@ class JobRunner:
 
 
 def follow(
-    form: Form, runner: JobRunner, kind: str, work: Work, inputs: dict[str, Any], *, command: Any, fields: Any
+    form: Form,
+    runner: JobRunner,
+    kind: str,
+    work: Work,
+    inputs: dict[str, Any],
+    *,
+    command: Any,
+    fields: Any,
+    flag_fields: bool = False,
 ) -> tuple[Job | None, dict[str, Any] | None]:
     """The job for the form's inputs (the one its ``job`` names, or an equal one running or done, else a new
     one) and its result when done; a failed run's error goes beside its field, as the CLI words it."""
@@ -205,7 +213,7 @@ def follow(
     if job.error:
         field, text, bare = job.error
         if job.state == "error" and field:
-            form.library_error(InfercastError(bare, field=field), command, fields)
+            form.library_error(InfercastError(bare, field=field), command, fields, flag_fields=flag_fields)
         else:
             form.banner.append(text)
     elif job.state == "cancelled":

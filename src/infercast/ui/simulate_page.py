@@ -75,7 +75,7 @@ def read(form: Form, limits: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             sizes = {k: v for k, v in pools.items() if v is not None}
             kw["disagg"] = DisaggConfig(**sizes)
         except InfercastError as exc:
-            form.library_error(exc, _command(), FIELDS)
+            form.library_error(exc, _command(), FIELDS, flag_fields=True)
     form.at_most("num_requests", kw["num_requests"], limits.sim_requests, f"a run must end within {limits.run_s:g} s")
     return kw, {"pools": pools, "trace_name": trace_name, "load": load, "workload": workload}
 
@@ -87,7 +87,7 @@ def validate(form: Form, kw: dict[str, Any]) -> None:
     try:
         simulation_config(**kw)
     except InfercastError as exc:
-        form.library_error(exc, _command(), FIELDS)
+        form.library_error(exc, _command(), FIELDS, flag_fields=True)
 
 
 def _cdf(values: Any) -> dict[str, list[float]]:
@@ -192,7 +192,7 @@ def render(form: Form, state: Any) -> dict[str, Any]:
     validate(form, kw)
     if form.errors or form.banner:
         return context
-    job, result = follow(form, state.jobs, "simulate", run_job, kw, command=_command(), fields=FIELDS)
+    job, result = follow(form, state.jobs, "simulate", run_job, kw, command=_command(), fields=FIELDS, flag_fields=True)
     context["job"] = job
     if result is not None:
         context["result"] = result
