@@ -108,7 +108,7 @@ def pareto_chart(rows: list[dict[str, Any]], chosen: dict[str, Any] | None) -> d
     if chosen and _num(chosen.get("tok_s_per_user")) is not None:
         data.append(
             {"x": [chosen["tok_s_per_user"]], "y": [chosen["usd_per_mtok_output"]], "mode": "markers+text"}
-            | {"name": "chosen", "text": [chosen["label"]], "textposition": "top center"}
+            | {"name": "chosen", "text": [chosen["label"]], "textposition": "top right"}
             | {"marker": {"color": "#e53e3e", "size": 14, "symbol": "star"}}
         )
     layout = {

@@ -71,8 +71,8 @@ def row(p: infercast.Prediction) -> dict[str, Any]:
         "out_tok_s": p.output_throughput_tok_s,
         "total_tok_s": p.total_throughput_tok_s,
         "fits": m.fits,
-        "max_concurrency": m.max_concurrency,
-        "max_context": m.max_context(p.batch) if m.fits else 0,
+        "max_concurrency": int(d["memory"]["max_concurrency"]),  # at this request's context
+        "max_context": m.max_context(p.batch) if m.weights_fit else 0,  # per request, at this batch
         "bounds": f"{p.prefill.bound} / {p.decode.bound}",
         "warnings": list(d.get("warnings") or []),
     }

@@ -154,9 +154,10 @@ def timeline_chart(tl: dict[str, list[float]]) -> dict[str, Any]:
     layout = {
         "xaxis": {"title": {"text": "time (s)"}},
         "yaxis": {"title": {"text": "requests"}},
-        "yaxis2": {"title": {"text": "KV use %"}, "overlaying": "y", "side": "right", "range": [0, 105]},
+        "yaxis2": {"title": {"text": "KV use %"}, "overlaying": "y", "side": "right", "range": [0, 100]}
+        | {"dtick": 25, "showgrid": False},
         "margin": {"t": 20, "r": 50},
-        "legend": {"orientation": "h", "y": -0.25},
+        "legend": {"orientation": "h", "y": -0.3},
     }
     return {"data": data, "layout": layout}
 
