@@ -28,6 +28,8 @@ class Form:
         self.errors: dict[str, str] = {}
         self.banner: list[str] = []
         self._uploads = uploads
+        self._shown: dict[str, str] = {}
+        """Uploaded files' paths on this server -> the names their owners gave them (messages show the names)."""
 
     @property
     def submitted(self) -> bool:
@@ -89,6 +91,7 @@ class Form:
             if found is None:
                 self.fail(name, f"{name}: the uploaded file is gone (the server restarted?); upload it again")
                 return "", value
+            self._shown[str(found.path)] = found.name
             return str(found.path), found.name
         return value, value
 
@@ -99,6 +102,8 @@ class Form:
         as ``simulate`` does), beside its field (else as a banner)."""
         mapped = flag_error(exc, option_flags(command), fields=flag_fields)
         text = str(mapped)
+        for path, shown in self._shown.items():
+            text = text.replace(path, shown)
         field = exc.field if exc.field in set(fields) else None
         if field is None and exc.field:
             for name in fields:  # the library sometimes names a sub-field: kv_precision for precision's row
