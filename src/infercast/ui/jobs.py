@@ -159,13 +159,13 @@ class JobRunner:
             job.error, job.state = (None, message[1], message[1]), "error"
 
     def _stop(self, job: Job, state: str) -> None:
+        job.state = state  # first: the watcher then reads the child's end as this stop, not as a crash
+        job.ended = time.monotonic()
         if job.process is not None and job.process.is_alive():
             job.process.terminate()
             job.process.join(timeout=5)
             if job.process.is_alive():
                 job.process.kill()
-        job.state = state
-        job.ended = time.monotonic()
 
     def cancel(self, job_id: str) -> Job | None:
         job = self.jobs.get(job_id)
