@@ -24,7 +24,7 @@ import warnings  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    from fastapi.testclient import TestClient  # noqa: E402
+    from fastapi.testclient import TestClient
 
 import infercast  # noqa: E402
 from infercast.errors import InfercastError  # noqa: E402
@@ -338,8 +338,10 @@ def test_unknown_job_is_a_json_404(client):
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.5.0.1", True), ("::1", True), ("localhost", True), ("0.0.0.0", False)]
-    + [("192.168.1.4", False), ("::", False), ("example.com", False)],
+    [
+        *[("127.0.0.1", True), ("127.5.0.1", True), ("::1", True), ("localhost", True)],
+        *[("0.0.0.0", False), ("192.168.1.4", False), ("::", False), ("example.com", False)],
+    ],
 )
 def test_loopback_hosts(host, loopback):
     assert is_loopback(host) is loopback
