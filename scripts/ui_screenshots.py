@@ -1,5 +1,6 @@
 """Screenshots of the web UI's pages (docs/ui-predict.png is the README's): run from the repository root,
-``python scripts/ui_screenshots.py [OUT_DIR]`` (needs the ``ui`` extra, Chromium and chromedriver)."""
+``python scripts/ui_screenshots.py [OUT_DIR [PAGE ...]]`` (default: docs/ and the predict page; needs the ``ui``
+extra, Chromium and chromedriver)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ PAGES = {
 }
 
 
-def main(out: Path) -> None:
+def main(out: Path, pages: list[str]) -> None:
     reason = browser_missing()
     if reason:
         sys.exit(f"cannot take screenshots: {reason}")
     with live_server(create_app()) as base, chrome() as driver:
-        for page, values in PAGES.items():
+        for page in pages:
+            values = PAGES[page]
             outcome = run_page(driver, base, page, values)
             if outcome != "results":
                 sys.exit(f"{page}: the page showed an error instead of results")
@@ -35,4 +37,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs", sys.argv[2:] or ["predict"])

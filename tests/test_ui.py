@@ -390,3 +390,34 @@ def test_cli_startup_does_not_load_the_web_stack():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+def test_infercast_ui_prints_its_url_and_stops_cleanly_on_ctrl_c():
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.ui_driver import free_port
+
+    port = free_port()
+    env = os.environ | {"PYTHONPATH": str(Path(infercast.__file__).parents[1])}
+    cmd = [sys.executable, "-c", "from infercast.cli import main; main()", "ui", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == f"infercast ui: http://127.0.0.1:{port}/  (Ctrl-C stops it)"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["ok"] is True
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err
