@@ -125,8 +125,8 @@ def roofline(preds: list[infercast.Prediction]) -> dict[str, Any]:
                 }
             )
     layout = {
-        "xaxis": {"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
-        "yaxis": {"type": "log", "title": {"text": "TFLOP/s per GPU"}},
+        "xaxis": {"type": "log", "dtick": 1, "title": {"text": "arithmetic intensity (FLOP/byte)"}},
+        "yaxis": {"type": "log", "dtick": 1, "title": {"text": "TFLOP/s per GPU"}},
         "margin": {"t": 30, "r": 10},
         "legend": {"orientation": "h", "y": -0.25},
     }
@@ -143,17 +143,22 @@ PARTS = (
 
 
 def memory_chart(preds: list[infercast.Prediction]) -> dict[str, Any]:
-    """Plotly figure: per-GPU memory as a stacked bar against the GPU's capacity."""
+    """Plotly figure: per-GPU memory as a stacked bar (weights, this batch's KV, activations, runtime, and the
+    free rest of the capacity, which the KV pool can take), labelled with the max concurrency and context."""
     names = [p.gpu for p in preds]
     data: list[dict[str, Any]] = [
         {"type": "bar", "name": label, "x": names, "y": [getattr(p.memory, attr) / GIB for p in preds]}
         | {"marker": {"color": color}}
         for label, attr, color in PARTS
     ]
+    free = [max(0.0, p.memory.capacity_bytes - p.memory.total_bytes) / GIB for p in preds]
+    labels = []
+    for p in preds:
+        r = row(p)
+        labels.append(f"{p.memory.capacity_bytes / GIB:.0f} GiB · max {r['max_concurrency']:,} requests")
     data.append(
-        {"type": "scatter", "mode": "markers", "name": "capacity", "x": names}
-        | {"y": [p.memory.capacity_bytes / GIB for p in preds], "marker": {"symbol": "line-ew-open", "size": 40}}
-        | {"line": {"color": "#e53e3e"}}
+        {"type": "bar", "name": "free (KV pool headroom)", "x": names, "y": free, "text": labels}
+        | {"textposition": "outside", "marker": {"color": "#e2e8f0", "line": {"color": "#a0aec0", "width": 1}}}
     )
     layout = {"barmode": "stack", "yaxis": {"title": {"text": "GiB per GPU"}}, "margin": {"t": 30, "r": 10}}
     layout["legend"] = {"orientation": "h", "y": -0.2}
