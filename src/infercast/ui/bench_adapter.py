@@ -1,14 +1,14 @@
-"""The web UI's one door into the measurement code (benchmark readers, validation, fitting): the public API
-has no entry for these yet, and that code is being re-cut; only this module names its modules."""
+"""The web UI's one door into the measurement side (benchmark readers in records/, validation and fitting in
+calibrate/): the public API has no entry for these yet; only this module names their modules."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from infercast.measure.bench_results import FORMATS, RunFacts, load_bench_records
-from infercast.measure.calibrate import fit, write_gpu_profile
-from infercast.measure.validate import compare_each, summarize
+from infercast.calibrate.profile_fit import fit, write_gpu_profile
+from infercast.calibrate.validation import compare_each, summarize
+from infercast.records.bench_results import FORMATS, RunFacts, load_bench_records
 
 BENCH_FORMATS = FORMATS
 """auto, vllm (``vllm bench serve --save-result``), guidellm, aiperf."""
