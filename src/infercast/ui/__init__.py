@@ -44,6 +44,12 @@ def serve(host: str = "127.0.0.1", port: int = 8765, *, allow_remote: bool = Fal
         from infercast.ui.app import create_app
     except ImportError as exc:
         raise InfercastError(f"{MISSING} ({exc.name} is missing)", field="ui") from None
+    if port == 0:  # any free port, chosen here so that the printed address is the real one
+        import socket
+
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host.strip("[]"), 0))
+            port = probe.getsockname()[1]
     app = create_app()
     shown = f"[{host}]" if ":" in host else host
     print(f"infercast ui: http://{shown}:{port}/  (Ctrl-C stops it)", flush=True)
