@@ -421,3 +421,37 @@ def test_infercast_ui_prints_its_url_and_stops_cleanly_on_ctrl_c():
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_simulate_pool_sizes_need_the_disagg_scheduler_as_in_the_cli(client, capsys):
+    page = client.get("/simulate?run=1&prefill_instances=2&rate=1&input_len=9&output_len=9").text
+    cli = ["simulate", "--prefill-instances", "2", "--rate", "1", "--input-len", "9", "--output-len", "9"]
+    assert field_error(page, "prefill_instances") == cli_error(capsys, *cli)
+
+
+def test_simulate_disaggregated_and_trace_runs_match_the_api(client):
+    from infercast.sim.config import DisaggConfig
+
+    page, _ = finish(client, "/simulate?run=1&scheduler=disagg&decode_instances=2&num_requests=150&rate=6")
+    api = infercast.simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        scheduler="disagg",
+        disagg=DisaggConfig(decode_instances=2),
+        input_len=1024,
+        output_len=256,
+        num_requests=150,
+        rate=6,
+    )
+    shown = float(re.search(r'id="ttft-p99" data-value="([^"]+)"', page).group(1))
+    assert shown == pytest.approx(api.summary.to_dict()["ttft_s"]["p99"], rel=1e-12)
+    page, _ = finish(client, "/simulate?run=1&workload=trace&trace=azure_code&num_requests=150&rate=4")
+    api = infercast.simulate("llama-3.1-8b", "h100-sxm", trace="azure_code", num_requests=150, rate=4)
+    shown = float(re.search(r'id="ttft-p99" data-value="([^"]+)"', page).group(1))
+    assert shown == pytest.approx(api.summary.to_dict()["ttft_s"]["p99"], rel=1e-12)
+
+
+def test_plan_daily_load_sizes_for_the_peak(client):
+    page, status = finish(client, "/plan?run=1&load=daily&daily=diurnal&rate=8&gpus=h100-sxm&tps=1&precisions=fp8")
+    assert status["state"] == "done", banners(page)
+    assert "--daily diurnal" in page and 'id="plan-chosen"' in page

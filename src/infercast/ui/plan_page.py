@@ -39,7 +39,7 @@ def read(form: Form, limits: Any) -> dict[str, Any]:
         "model": form.path("model")[0] or "llama-3.1-8b",
         "gpus": form.many("gpus", ["h100-sxm", "a100-80gb"]),
         "slo": form.get("slo", DEFAULT_SLO),
-        "rate": form.number("rate", 10.0, "--rate") if load == "rate" else None,
+        "rate": form.number("rate", 10.0, "--rate"),  # with a daily load: its peak
         "daily": (form.get("daily") or "diurnal") if load == "daily" else None,
         "input_len": _length(form.get("input_len", "1024")),
         "output_len": _length(form.get("output_len", "256")),

@@ -68,7 +68,11 @@ def read(form: Form, limits: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if workload == "trace" and not trace:
         form.fail("trace", "trace: choose a built-in trace or upload one")
     pools = {k: form.integer(k, None, "--" + k.replace("_", "-")) for k in DISAGG}
-    if (kw["scheduler"] or "") == "disagg":
+    if (kw["scheduler"] or "") != "disagg":
+        given = next((k for k, v in pools.items() if v is not None), None)
+        if given:  # as the CLI: pool sizes without the disaggregated scheduler are an error, not ignored
+            form.fail(given, f"--{given.replace('_', '-')}: only applies with --scheduler disagg")
+    else:
         from infercast.sim.config import DisaggConfig
 
         try:
