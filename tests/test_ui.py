@@ -455,3 +455,18 @@ def test_plan_daily_load_sizes_for_the_peak(client):
     page, status = finish(client, "/plan?run=1&load=daily&daily=diurnal&rate=8&gpus=h100-sxm&tps=1&precisions=fp8")
     assert status["state"] == "done", banners(page)
     assert "--daily diurnal" in page and 'id="plan-chosen"' in page
+
+
+def test_a_bug_shows_one_line_not_a_traceback(client, monkeypatch):
+    from infercast.ui import predict_page
+
+    def broken(_inputs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(predict_page, "predictions", broken)
+    r = client.get("/predict?run=1")
+    assert r.status_code == 500 and "Traceback" not in r.text
+    (line,) = [b for b in re.findall(r'class="banner error"[^>]*>([^<]*)', r.text)]
+    assert re.fullmatch(
+        r"internal error ZeroDivisionError at test_ui\.py:\d+: division by zero \(please report\)", line
+    )

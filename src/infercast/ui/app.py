@@ -110,9 +110,16 @@ def create_app(limits: Limits | None = None, root: Path | None = None) -> FastAP
     def page(name: str):
         def handler(request: Request) -> HTMLResponse:
             form = Form(_multi(request), uploads=state.upload)
-            context = _page_module(name).render(form, state)
+            template = f"{name}.html"
+            try:
+                context = _page_module(name).render(form, state)
+            except Exception as exc:  # a bug: one line on the page, as the CLI prints it, never a traceback
+                form.banner.append(_internal(exc))
+                context, template = {}, "error.html"
             context |= {"page": name, "pages": PAGES, "form": form, "limits": limits, "q": form.query_items()}
-            return templates.TemplateResponse(request, f"{name}.html", context)
+            return templates.TemplateResponse(
+                request, template, context, status_code=500 if template == "error.html" else 200
+            )
 
         handler.__name__ = f"{name}_page"
         return handler
@@ -148,10 +155,19 @@ def create_app(limits: Limits | None = None, root: Path | None = None) -> FastAP
 
     @app.exception_handler(Exception)
     async def internal(_request: Request, exc: Exception) -> JSONResponse:
-        text = " ".join(str(exc).split())[:300]
-        return JSONResponse({"error": {"field": None, "message": f"internal error {type(exc).__name__}: {text}"}}, 500)
+        return JSONResponse({"error": {"field": None, "message": _internal(exc)}}, 500)
 
     return app
+
+
+def _internal(exc: Exception) -> str:
+    """The CLI's line for a bug: its type, where it happened and its text (no traceback)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    text = " ".join(str(exc).split())[:300]
+    return f"internal error {type(exc).__name__}{place}: {text} (please report)"
 
 
 def _multi(request: Request) -> dict[str, list[str]]:
