@@ -10,7 +10,7 @@ import ipaddress
 
 from infercast.errors import InfercastError
 
-MISSING = 'the web UI needs its extra: pip install -e ".[ui]" (fastapi, uvicorn, plotly, python-multipart)'
+MISSING = 'the web UI needs its extra: pip install -e ".[ui]" (fastapi, uvicorn, jinja2, plotly, python-multipart)'
 
 
 def is_loopback(host: str) -> bool:
@@ -43,7 +43,7 @@ def serve(host: str = "127.0.0.1", port: int = 8765, *, allow_remote: bool = Fal
 
         from infercast.ui.app import create_app
     except ImportError as exc:
-        raise InfercastError(f"{MISSING} ({exc.name} is missing)", field="ui") from None
+        raise InfercastError(f"{MISSING}; {' '.join(str(exc).split())}", field="ui") from None
     if port == 0:  # any free port, chosen here so that the printed address is the real one
         import socket
 
