@@ -470,3 +470,11 @@ def test_a_bug_shows_one_line_not_a_traceback(client, monkeypatch):
     assert re.fullmatch(
         r"internal error ZeroDivisionError at test_ui\.py:\d+: division by zero \(please report\)", line
     )
+
+
+def test_without_the_extra_infercast_ui_says_how_to_get_it(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the ui extra were not installed
+    message = cli_error(capsys, "ui", "--port", "0")
+    assert message.startswith('ui: the web UI needs its extra: pip install -e ".[ui]"')
