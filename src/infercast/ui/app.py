@@ -127,6 +127,18 @@ def create_app(limits: Limits | None = None, root: Path | None = None) -> FastAP
     for name in PAGES:
         app.get(f"/{name}", response_class=HTMLResponse)(page(name))
 
+    _job_routes(app, state)
+
+    @app.exception_handler(Exception)
+    async def internal(_request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": {"field": None, "message": _internal(exc)}}, 500)
+
+    return app
+
+
+def _job_routes(app: FastAPI, state: UIState) -> None:
+    """Job progress, cancel and downloads, and uploads."""
+
     @app.get("/api/jobs/{job_id}")
     def job_status(job_id: str) -> JSONResponse:
         job = state.jobs.jobs.get(job_id)
@@ -152,12 +164,6 @@ def create_app(limits: Limits | None = None, root: Path | None = None) -> FastAP
     @app.post("/upload")
     async def upload(request: Request) -> Response:
         return await _receive_upload(request, state)
-
-    @app.exception_handler(Exception)
-    async def internal(_request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"error": {"field": None, "message": _internal(exc)}}, 500)
-
-    return app
 
 
 def _internal(exc: Exception) -> str:

@@ -71,7 +71,8 @@ def run_job(kw: dict[str, Any], folder: Path, progress: Any) -> dict[str, Any]:
         progress(low + (high - low) * (done / total if total else 1.0), f"{phase} {done}/{total}")
 
     args = dict(kw)
-    result = infercast.plan(args.pop("model"), args.pop("gpus"), executor="serial", progress=report, **args)
+    planner: Any = infercast.plan  # the module is callable (infercast.plan.planner.plan)
+    result = planner(args.pop("model"), args.pop("gpus"), executor="serial", progress=report, **args)
     result.save_table(folder / "plan.csv")
     data = json.loads(json.dumps(result.to_dict(), default=str, allow_nan=True).replace("NaN", "null"))
     return {

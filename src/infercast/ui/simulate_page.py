@@ -76,7 +76,7 @@ def read(form: Form, limits: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         from infercast.sim.config import DisaggConfig
 
         try:
-            sizes = {k: v for k, v in pools.items() if v is not None}
+            sizes: dict[str, Any] = {k: v for k, v in pools.items() if v is not None}
             kw["disagg"] = DisaggConfig(**sizes)
         except InfercastError as exc:
             form.library_error(exc, _command(), FIELDS, flag_fields=True)
@@ -143,8 +143,8 @@ def run_job(kw: dict[str, Any], folder: Path, progress: Any) -> dict[str, Any]:
 
 def cdf_chart(cdf: dict[str, dict[str, list[float]]], metric: str) -> dict[str, Any]:
     data = [{"x": cdf[metric]["x"], "y": cdf[metric]["y"], "mode": "lines", "name": metric.upper()}]
-    layout = {"xaxis": {"title": {"text": f"{metric.upper()} (ms)"}}, "yaxis": {"title": {"text": "share"}}}
-    layout |= {"margin": {"t": 20, "r": 10}, "showlegend": False}
+    layout: dict[str, Any] = {"xaxis": {"title": {"text": f"{metric.upper()} (ms)"}}}
+    layout |= {"yaxis": {"title": {"text": "share"}}, "margin": {"t": 20, "r": 10}, "showlegend": False}
     return {"data": data, "layout": layout}
 
 
