@@ -57,8 +57,14 @@ function followJob() {
   poll();
 }
 
+function showResults() {
+  const results = document.getElementById("results");
+  if (results && new URL(window.location.href).searchParams.has("run")) results.scrollIntoView({ block: "start" });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   drawCharts();
+  showResults();
   setupCopy();
   followJob();
 });
