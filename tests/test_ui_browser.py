@@ -55,7 +55,9 @@ def test_predict_page_matches_the_api(ui, shots):
         assert tpot.text == f"{p.tpot_s * 1e3:.2f}"
     assert "tp=4" in driver.current_url and "gpu=h200" in driver.current_url  # a shareable address
     driver.find_element("id", "copy-cli").click()
-    assert driver.find_element("id", "copy-cli").text == "Copied"
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 5, poll_frequency=0.05).until(lambda d: d.find_element("id", "copy-cli").text == "Copied")
     assert screenshot(driver, shots / "ui-predict.png").stat().st_size > 20_000
 
 
@@ -129,11 +131,11 @@ def test_validate_page_uploads_compares_and_fits(ui, shots):
     driver.get(f"{base}/validate")
     driver.find_element("id", "upload-bench").send_keys(str(bench))
     driver.find_element("css selector", "form.upload button").click()
-    assert "bench=upload" in driver.current_url
-    fill(driver, {"gpu": "h100-sxm", "tp": 1, "engine": "vllm"})
-    driver.find_element("id", "run").click()
     from selenium.webdriver.support.ui import WebDriverWait
 
+    WebDriverWait(driver, 30).until(lambda d: "bench=upload" in d.current_url)  # back on the page, file named
+    fill(driver, {"gpu": "h100-sxm", "tp": 1, "engine": "vllm"})
+    driver.find_element("id", "run").click()
     WebDriverWait(driver, 120).until(lambda d: d.find_elements("id", "results"))
     recs = bench_adapter.records(str(bench), "auto", {"gpu": "h100-sxm", "tp": 1, "engine": "vllm"})
     points, _, _ = bench_adapter.compare(recs)
