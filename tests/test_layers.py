@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "calibrate": 7,  # predict records, fit profiles, validate by group
     "harness": 7,  # the PyTorch decoder, its timing, and the real engine driven by sim's schedulers
     "cli": 8,
+    "ui": 8,  # the web app: on top, beside the CLI (it reuses the CLI's flag names)
     "tutorial_api": 8,
     "__init__": 8,
     "__main__": 8,

@@ -25,6 +25,7 @@ from infercast.cli import (
     predict_cmd,
     simulate_cmd,
     sweep_cmd,
+    ui_cmd,
 )
 from infercast.cli.flags import with_flags
 from infercast.errors import InfercastError
@@ -54,6 +55,7 @@ app.command("validate")(calibration_cmds.validate)
 app.command("calibrate-cpu")(engine_cmds.calibrate_cpu)
 app.command("validate-sim")(engine_cmds.validate_sim)
 app.command("serve")(engine_cmds.serve)
+app.command("ui")(ui_cmd.ui)
 for _command in app.registered_commands:  # library messages quote API names (`tp`); commands show their flags
     _command.callback = with_flags(_command.callback, fields=False)
 
