@@ -301,9 +301,9 @@ def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
     """The grid is screened on a subset, but the shortlist and the refinement are scored on every record: a
     subset made at other overheads (here: the whole grid shortlisted) cannot move the fit off the truth, while
     with a shortlist of one the subset alone decides."""
+    from infercast.calibrate import load_fit
     from infercast.calibrate.predict import predict_located
     from infercast.calibrate.profile_fit import build_profiles
-    from infercast.calibrate import load_fit
 
     def made_at(values: dict[str, float]) -> list:
         profiles = build_profiles([("h100-sxm", "vllm")], values, "truth", "kernels")
