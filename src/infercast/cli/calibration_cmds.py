@@ -146,7 +146,7 @@ def calibrate(
     with --install. Predictions use only the installed profiles; to try a written one from Python, call
     set_profile_override(gpu, load_profile_file(path)) from infercast.cost.profile.
     """
-    from infercast.calibrate.load_fit import LOAD_KINDS
+    from infercast.calibrate.load_fit import is_load
     from infercast.calibrate.profile_fit import PROFILE_DIR, fit, write_gpu_profile
 
     if install and out is not None:
@@ -170,7 +170,7 @@ def calibrate(
         mine = {f.resolve() for f in new_files}
         extra = [f for f in measurement_files([PROJECT_DATA]) if f.resolve() not in mine]
         # closed-loop serving points are fitted by scripts/fit_profiles.py's engine stage, not here (minutes)
-        project = [r for r in load_records(extra) if r.kind not in LOAD_KINDS] if extra else []
+        project = [r for r in load_records(extra) if not is_load(r)] if extra else []
         records += _without_cpu(project, "calibrate") if project else []
         files += extra
     elif project_data:
@@ -350,7 +350,7 @@ def validate(
                 rec.gpu,
                 rec.engine,
                 str(rec.tp),
-                str(rec.batch),
+                str(rec.in_flight),
                 str(rec.input_len),
                 str(rec.output_len),
                 f"{r.measured:.4g}",

@@ -443,7 +443,7 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
             precision=facts.precision or meta.get("precision", ""),
             tp=tp,
             ep=int(ep_raw),
-            batch=run.num_requests,
+            num_prompts=run.num_requests,
             input_len=max(round(run.input_len), 1),
             output_len=max(round(run.output_len), 1),
             burstiness=run.burstiness,
@@ -453,14 +453,14 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
             **load,
         )
         values = (
-            ("serving_ttft", run.ttft_mean_s, "s"),
-            ("serving_tpot", run.tpot_median_s, "s"),
-            ("serving_throughput", run.output_throughput_tok_s, "tok/s"),
+            ("serving_ttft", run.ttft_mean_s, "s", "mean"),
+            ("serving_tpot", run.tpot_median_s, "s", "median"),
+            ("serving_throughput", run.output_throughput_tok_s, "tok/s", ""),
         )
-        for kind, value, unit in values:
+        for kind, value, unit, statistic in values:
             if kind == "serving_tpot" and common["output_len"] < 2:
                 continue  # one output token has no TPOT
-            rec = Record(kind=kind, value=value, unit=unit, **common)  # type: ignore[arg-type]
+            rec = Record(kind=kind, value=value, unit=unit, statistic=statistic, **common)  # type: ignore[arg-type]
             try:
                 check_record(rec)
             except InfercastError as exc:
