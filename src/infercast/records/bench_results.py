@@ -150,13 +150,21 @@ def _json_documents(text: str, where: str) -> list[dict]:
     return docs
 
 
-def _detect(doc: dict, where: str) -> str:
+def detect_tool(doc: dict) -> str | None:
+    """The tool whose result a JSON document is (vllm, guidellm, aiperf), else None."""
     if isinstance(doc.get("benchmarks"), list):
         return "guidellm"
     if "mean_ttft_ms" in doc or ("num_prompts" in doc and "backend" in doc):
         return "vllm"
     if isinstance(doc.get("time_to_first_token"), dict) or "input_config" in doc:
         return "aiperf"
+    return None
+
+
+def _detect(doc: dict, where: str) -> str:
+    tool = detect_tool(doc)
+    if tool is not None:
+        return tool
     raise _bad(
         where,
         "is not a result file infercast reads: expected vllm bench serve --save-result JSON (mean_ttft_ms), "
