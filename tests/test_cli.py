@@ -208,3 +208,11 @@ def test_predict_shows_what_ttft_is_made_of(capsys):
     assert code == 0
     line = next(ln for ln in out.splitlines() if "prefill + per-request overhead" in ln)
     assert f"{1e3 * data['request_overhead_s']:.2f} ms" in line
+
+
+def test_python_dash_m_runs_the_cli():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "infercast", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("infercast ")

@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "cli": 8,
     "tutorial_api": 8,
     "__init__": 8,
+    "__main__": 8,
 }
 """Layer of each top-level module or package of ``infercast`` (higher may import lower or equal)."""
 ENTRY_POINTS = ("__main__.py",)

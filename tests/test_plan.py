@@ -295,6 +295,15 @@ def test_process_pool_and_serial_agree(small_plan):
     pd.testing.assert_frame_equal(_comparable(local.table), _comparable(small_plan.table))
 
 
+def test_worker_count_does_not_change_a_bounded_plan():
+    """With the cost bound on, rounds (and so warm starts and cut-offs) must not depend on the worker count."""
+    args = (MODEL, "l4,h100-sxm")
+    kw = dict(slo=SLO, rate=10, precisions=["bf16", "fp8"], input_len=512, output_len=128)
+    one = plan(*args, executor="serial", workers=1, **kw)
+    two = plan(*args, executor="local", workers=2, **kw)
+    pd.testing.assert_frame_equal(_comparable(one.table), _comparable(two.table))
+
+
 def test_ray_and_local_agree(small_plan):
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'infercast[ray]'")
     res = plan(

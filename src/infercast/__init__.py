@@ -16,8 +16,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
-
 _EXPORTS: dict[str, tuple[str, str]] = {
     "predict": ("infercast.analysis.scenario", "predict"),
     "Prediction": ("infercast.analysis.scenario", "Prediction"),
@@ -54,8 +52,20 @@ _MODULES = {"show": "infercast.show", "plan": "infercast.plan"}
 __all__ = sorted([*_EXPORTS, *_MODULES, "__version__"])
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (pyproject's, via the package metadata), so ``--version`` never lags."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("infercast")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
+    if name == "__version__":
+        value: Any = _installed_version()
+    elif name in _EXPORTS:
         module, attr = _EXPORTS[name]
         value = getattr(import_module(module), attr)
     elif name in _MODULES:

@@ -39,8 +39,9 @@ BOUND_SLACK = 1.25
 """Optimistic max rate of a unit = its offline throughput x 1.25. Offline runs (every request at t = 0) drain
 at the end with part-empty batches, so they understate sustained throughput a little; no searched unit has
 exceeded 0.95 x its offline throughput in our runs."""
-ROUND_FAMILIES = 2
-"""Families per worker per search round; the cost bound is tightened between rounds (deterministically)."""
+ROUND_FAMILIES = 4
+"""Families per search round, whatever the number of workers: the cost bound and the warm start change only
+between rounds, so a fixed round size gives every executor and worker count the same plan."""
 MAX_FLEET_CHECKS = 4
 """Fleets re-simulated at most (the top one, and the next while re-sizing changes the order)."""
 FLEET_EXTRA_UNITS = 3
@@ -164,7 +165,7 @@ def _search(
     bounded: dict[Candidate, str] = {}
     best: tuple[float, float] | None = None
     sims = 0
-    per_round = ROUND_FAMILIES * ex.workers
+    per_round = ROUND_FAMILIES
     total = len(survivors)
     while families:
         if best is not None and not exhaustive:
