@@ -147,3 +147,12 @@ def test_no_import_cycles_between_modules():
         if m not in index:
             visit(m)
     assert not cycles, cycles
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says which one it is (``sim/blocks.py`` and a ``blocks.py`` elsewhere would not)."""
+    names: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            names.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    assert not {n: p for n, p in names.items() if len(p) > 1}

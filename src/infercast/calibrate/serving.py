@@ -77,7 +77,7 @@ class ServingBench:
 
 
 @dataclass(frozen=True)
-class ServingResult:
+class BenchStatistics:
     """Statistics over the measured requests of one simulated benchmark (seconds; tokens/s)."""
 
     ttft_mean_s: float
@@ -114,7 +114,7 @@ def serving_bench(rec: Record) -> ServingBench:
     )
 
 
-def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench, seed: int = SEED) -> ServingResult:
+def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench, seed: int = SEED) -> BenchStatistics:
     """Simulate one serving benchmark on ``dep`` (cached per deployment, profile values, benchmark and seed: the
     TTFT, TPOT and throughput records of one run share it, and repeated fits re-use unchanged points)."""
     key = (dep.label, dep.engine.id, dep.model.num_layers, tuple(sorted(profile.flat().items())), bench, seed)
@@ -141,7 +141,7 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
     else:
         ttft = (res["ttft_s"]["mean"], res["ttft_s"]["p50"])
         tpot = (res["tpot_s"]["mean"], res["tpot_s"]["p50"])
-    out = _CACHE[key] = ServingResult(*ttft, *tpot, res["output_throughput_tok_s"], bool(queued))
+    out = _CACHE[key] = BenchStatistics(*ttft, *tpot, res["output_throughput_tok_s"], bool(queued))
     return out
 
 
@@ -187,4 +187,4 @@ def served_concurrency(records: Iterable[Record]) -> dict[str, list[int]]:
 
 
 CACHE_SIZE = 20_000
-_CACHE: dict[tuple, ServingResult] = {}
+_CACHE: dict[tuple, BenchStatistics] = {}

@@ -21,7 +21,7 @@ Lines = list[tuple[int, str]]
 
 
 @dataclass(frozen=True)
-class Source:
+class SourceFile:
     """What a sniff sees of a file: its path, its lines (comments left out) and, for a CSV, its columns."""
 
     path: Path
@@ -35,21 +35,21 @@ class RecordReader:
     what the caller says about benchmark runs whose files do not record it)."""
 
     what: str
-    sniff: Callable[[Source], bool]
-    read: Callable[[Source, RunFacts], list[Record]]
+    sniff: Callable[[SourceFile], bool]
+    read: Callable[[SourceFile, RunFacts], list[Record]]
 
 
 def _bench(tool: str) -> RecordReader:
-    def sniff(src: Source) -> bool:
+    def sniff(src: SourceFile) -> bool:
         return _tool_of(src) == tool
 
-    def read(src: Source, facts: RunFacts) -> list[Record]:
+    def read(src: SourceFile, facts: RunFacts) -> list[Record]:
         return records_from_runs(read_bench_file(src.path, tool), facts)
 
     return RecordReader(f"{tool} benchmark result file", sniff, read)
 
 
-def _tool_of(src: Source) -> str | None:
+def _tool_of(src: SourceFile) -> str | None:
     """The benchmark tool that wrote a JSON (or AIPerf CSV) result file, else None."""
     if src.path.suffix.lower() == ".csv":
         return "aiperf" if "Metric" in src.columns else None
@@ -84,7 +84,7 @@ CSV_FORMATS = ("silicon", "infercast")
 """The formats a measurement CSV (``--data``) may be in."""
 
 
-def _source(path: Path, field: str) -> Source:
+def _source(path: Path, field: str) -> SourceFile:
     """A file's lines and CSV columns (empty where it is not a CSV)."""
     try:
         with path.open(newline="", encoding="utf-8") as handle:
@@ -105,7 +105,7 @@ def _source(path: Path, field: str) -> Source:
         except csv.Error as exc:
             if field == "data":
                 raise InfercastError(f"{path} is not a readable CSV: {exc}", field=field) from None
-    return Source(path, lines, columns)
+    return SourceFile(path, lines, columns)
 
 
 def sniff_format(path: str | Path, formats: Iterable[str] = READERS) -> str | None:
@@ -144,7 +144,7 @@ def read_records(path: str | Path) -> list[Record]:
     return READERS[name].read(src, RunFacts())
 
 
-def _read_project_csv(src: Source) -> list[Record]:
+def _read_project_csv(src: SourceFile) -> list[Record]:
     """Rows of infercast's own CSV, each checked (:func:`~infercast.records.record.check_record`)."""
     path, numbered, columns = src.path, src.lines, src.columns
     reader = csv.DictReader(line for _, line in numbered)
