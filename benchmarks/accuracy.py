@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.analysis.error_bands import BANDS_FILE, load_level, tp_group  # noqa: E402
-from infercast.calibrate.load_fit import LOAD_KINDS, LOAD_PARAMS, fit_engines, fitted_values  # noqa: E402
+from infercast.calibrate.load_fit import LOAD_PARAMS, fit_engines, fitted_values, is_load  # noqa: E402
 from infercast.calibrate.predict import profile_for  # noqa: E402
 from infercast.calibrate.profile_fit import CPU_LABEL, PRIOR_WEIGHT, build_profiles, fit  # noqa: E402
 from infercast.calibrate.serving import highest_served_rates, served_concurrency  # noqa: E402
@@ -66,14 +66,10 @@ def pairs(records: Sequence[Record]) -> list[tuple[str, str]]:
     return sorted({(r.gpu, r.engine) for r in records})
 
 
-def is_load(r: Record) -> bool:
-    return r.kind in LOAD_KINDS
-
-
 def metric_name(r: Record) -> str:
     """Short metric names of the table: the closed-loop kinds become 'ttft' / 'tpot' (the issue's targets)."""
     if is_load(r):
-        return "closed-loop " + r.kind.removeprefix("closed_loop_")
+        return "closed-loop " + r.kind.removeprefix("serving_")
     return Comparison(r, 1.0, 1.0).metric
 
 
@@ -171,7 +167,7 @@ def closed_loop_breakdown(records: list[Record], err_fit: np.ndarray, err_cv: np
     for i, r in enumerate(records):
         if is_load(r):
             metric = metric_name(r).removeprefix("closed-loop ")
-            groups.setdefault((metric, r.engine, r.model, r.precision, load_level(r.batch)), []).append(i)
+            groups.setdefault((metric, r.engine, r.model, r.precision, load_level(r.in_flight)), []).append(i)
     head = [
         "metric",
         "engine",
@@ -219,7 +215,7 @@ def regime_rows(records: list[Record], err: np.ndarray, prior_err: np.ndarray) -
         for gpu_kind, e in (("fitted", err), ("prior", prior_err)):
             dims = [
                 ("engine", lambda r: r.engine),
-                ("load", lambda r: load_level(r.batch)),
+                ("load", lambda r: load_level(r.in_flight)),
                 ("tp", lambda r: tp_group(r.tp)),
             ]
             for depth in range(len(dims) + 1):
@@ -246,7 +242,7 @@ def gate_subset(records: list[Record]) -> list[Record]:
     return [
         r
         for r in records
-        if not is_load(r) or (r.batch <= GATE["max_concurrency"] and r.output_len <= GATE["max_output_len"])
+        if not is_load(r) or (r.concurrency <= GATE["max_concurrency"] and r.output_len <= GATE["max_output_len"])
     ]
 
 
@@ -293,7 +289,7 @@ def main() -> None:
     if args.points:
         for i, r in enumerate(records):
             print(
-                f"{metric_name(r):28s} {r.model:12s} {r.engine:8s} tp{r.tp} c{r.batch:<4d} in {r.input_len:<5d} "
+                f"{metric_name(r):28s} {r.model:12s} {r.engine:8s} tp{r.tp} c{r.in_flight:<4d} in {r.input_len:<5d} "
                 f"out {r.output_len:<5d} measured {r.value_si:10.4g}  prior {100 * err_prior[i]:+6.1f}%  "
                 f"fitted {100 * err_fit[i]:+6.1f}%  held-out {100 * err_cv[i]:+6.1f}%"
             )
@@ -346,7 +342,7 @@ def write_outputs(records, markdown, err_prior, err_fit, per_group, err_cv, err_
                     r.engine,
                     r.precision,
                     r.tp,
-                    r.batch,
+                    r.in_flight,
                     r.input_len,
                     r.output_len,
                     f"{r.value_si:.6g}",

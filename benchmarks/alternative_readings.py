@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.calibrate.predict import deployment_of, profile_for  # noqa: E402
-from infercast.calibrate.serving import simulate_closed_loop  # noqa: E402
+from infercast.calibrate.serving import serving_bench, simulate_serving  # noqa: E402
 from infercast.errors import DoesNotFitError  # noqa: E402
 from infercast.records.readers import load_records  # noqa: E402
 from infercast.records.record import Record  # noqa: E402
@@ -77,7 +77,7 @@ READINGS = (
         "trtllm-margin-1500",
         "TensorRT-LLM step budget C + L + 1500 (two 1k prompts a step)",
         ("trtllm",),
-        record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500),
+        record=lambda r: replace(r, max_num_batched_tokens=r.concurrency + r.input_len + 1500),
     ),
     Reading(
         "trtllm-eager-20us",
@@ -104,7 +104,7 @@ READINGS = (
         "vllm-margin-1500",
         "vLLM step budget C + L + 1500 (aiconfigurator's rule now)",
         ("vllm",),
-        record=lambda r: replace(r, max_num_batched_tokens=r.batch + r.input_len + 1500),
+        record=lambda r: replace(r, max_num_batched_tokens=r.concurrency + r.input_len + 1500),
     ),
     Reading(
         "overlap-scheduler",
@@ -154,10 +154,10 @@ def points(engines: tuple[str, ...]) -> list[tuple[Record, Record]]:
     """(TTFT record, TPOT record) of every closed-loop point of the engines."""
     pairs: dict[tuple, dict[str, Record]] = {}
     for r in load_records([DATA]):
-        if r.engine in engines and r.kind in ("closed_loop_ttft", "closed_loop_tpot"):
-            key = (r.engine, r.model, r.precision, r.gpu, r.tp, r.batch, r.input_len, r.output_len)
+        if r.engine in engines and r.closed_loop and r.kind != "serving_throughput":
+            key = (r.engine, r.model, r.precision, r.gpu, r.tp, r.concurrency, r.input_len, r.output_len)
             pairs.setdefault(key, {})[r.kind] = r
-    return [(p["closed_loop_ttft"], p["closed_loop_tpot"]) for p in pairs.values() if len(p) == 2]
+    return [(p["serving_ttft"], p["serving_tpot"]) for p in pairs.values() if len(p) == 2]
 
 
 def replay(args: tuple[str, Record]) -> tuple[float, float]:
@@ -172,20 +172,13 @@ def replay(args: tuple[str, Record]) -> tuple[float, float]:
 def _replay(name: str, rec: Record) -> tuple[float, float]:
     reading = next(r for r in READINGS if r.name == name)
     rec = reading.record(rec)
-    res = simulate_closed_loop(
-        deployment_of(rec),
-        replace(profile_for(rec, None), **reading.profile),
-        rec.batch,
-        rec.input_len,
-        rec.output_len,
-        range_ratio=rec.min_len_ratio or 0.8,
-        max_num_batched_tokens=rec.max_num_batched_tokens or None,
-        max_num_seqs=rec.max_num_seqs or None,
-        gpu_memory_utilization=rec.gpu_memory_utilization or None,
+    bench = replace(
+        serving_bench(rec),
         scheduler=reading.scheduler,
         overlap_scheduler=reading.overlap_scheduler,
-        warm_up_rounds=WARM_UP_ROUNDS if reading.steady_state else 0,
+        warmup=WARM_UP_ROUNDS * rec.concurrency if reading.steady_state else 0,
     )
+    res = simulate_serving(deployment_of(rec), replace(profile_for(rec, None), **reading.profile), bench)
     return res.ttft_mean_s, res.tpot_mean_s
 
 

@@ -51,7 +51,7 @@ OUT_BANDS = ROOT / "src" / "infercast" / "data" / HELDOUT_FILE
 
 def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
     """The wheel's aggregated rows with a recorded concurrency that the calibration file does not hold, in the
-    closed-loop row format, as ``validate --data`` reads the wheel's file (``closed_loop_rows.from_wheel_row``)."""
+    closed-loop row format, as ``validate --data`` reads the wheel's file (``silicon_rows.from_wheel_row``)."""
     with sample.open(newline="") as f:
         rows = (from_wheel_row(row) for row in csv.DictReader(f) if row["id"] not in calibration_ids)
         return [row for row in rows if row is not None]
@@ -59,7 +59,7 @@ def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str
 
 def regime_of(c: Comparison) -> dict[str, str]:
     """A point's held-out regime (:data:`HELDOUT_DIMENSIONS`)."""
-    return {"engine": c.record.engine, "load": load_level(c.record.concurrency or c.record.batch)}
+    return {"engine": c.record.engine, "load": load_level(c.record.in_flight)}
 
 
 def band_rows(compared: Sequence[Comparison]) -> list[dict[str, object]]:

@@ -52,7 +52,7 @@ def pairs() -> dict[tuple, dict[str, Record]]:
     out: dict[tuple, dict[str, Record]] = {}
     for r in load_records([DATA]):
         if r.engine == "trtllm":
-            out.setdefault((r.model, r.tp, r.batch, r.input_len, r.output_len), {})[r.kind] = r
+            out.setdefault((r.model, r.tp, r.concurrency, r.input_len, r.output_len), {})[r.kind] = r
     return out
 
 
@@ -60,9 +60,9 @@ def decode_and_mixed(long: dict[str, Record], short: dict[str, Record]) -> tuple
     """(D, M) seconds from a 512- and a 128-output point: TPOT = (1 - f) D + f M, f = requests/s x TPOT."""
     rows, tpots = [], []
     for point in (long, short):
-        ttft, tpot = point["closed_loop_ttft"].value_si, point["closed_loop_tpot"].value_si
-        out = point["closed_loop_tpot"].output_len
-        per_second = point["closed_loop_tpot"].batch / (ttft + (out - 1) * tpot)
+        ttft, tpot = point["serving_ttft"].value_si, point["serving_tpot"].value_si
+        out = point["serving_tpot"].output_len
+        per_second = point["serving_tpot"].concurrency / (ttft + (out - 1) * tpot)
         share = per_second * tpot
         rows.append([1.0 - share, share])
         tpots.append(tpot)
@@ -82,7 +82,7 @@ def main() -> None:
         if out != 512 or short is None or len(long) < 2 or len(short) < 2:
             continue
         d, m = decode_and_mixed(long, short)
-        rec = long["closed_loop_tpot"]
+        rec = long["serving_tpot"]
         dep = deployment_of(rec)
         kernels = StepCostModel(dep, replace(profile_for(rec, None), eager_layer_host_s=0.0))
         running = round(0.92 * c)  # the data's running sequences at these loads (TTFT ~8 % of a request's time)

@@ -50,9 +50,11 @@ def load() -> pd.DataFrame:
     d = pd.read_csv(DATA, comment="#")
     d = d[d.output_len < 1000]  # the sweep grid (the few 4000/1000 points come from another harness)
     wide = d.pivot_table(
-        index=["engine", "model", "precision", "tp", "input_len", "output_len", "batch"], columns="kind", values="value"
+        index=["engine", "model", "precision", "tp", "input_len", "output_len", "concurrency"],
+        columns="kind",
+        values="value",
     ).reset_index()
-    return wide.rename(columns={"closed_loop_ttft": "ttft_ms", "closed_loop_tpot": "tpot_ms", "batch": "c"})
+    return wide.rename(columns={"serving_ttft": "ttft_ms", "serving_tpot": "tpot_ms", "concurrency": "c"})
 
 
 def prefill_ms(model: str, precision: str, tp: int, engine: str, input_len: int) -> float:
@@ -139,12 +141,12 @@ def simulated_means(records: list, row: pd.Series) -> tuple[float, float]:
         and r.model == row.model
         and r.precision == row.precision
         and r.tp == row.tp
-        and r.batch == row.c
+        and r.concurrency == row.c
         and r.input_len == row.input_len
         and r.output_len == row.output_len
     ]
     by_kind = {r.kind: predict_record(r) * 1e3 for r in recs}
-    return by_kind["closed_loop_ttft"], by_kind["closed_loop_tpot"]
+    return by_kind["serving_ttft"], by_kind["serving_tpot"]
 
 
 def ceilings(d: pd.DataFrame) -> None:

@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from infercast.harness.engine.cpu import calibrate, load_calibration, save_calibration  # noqa: E402
+from infercast.harness.engine.cpu import load_calibration, save_calibration  # noqa: E402
+from infercast.harness.engine.cpu_steps import calibrate  # noqa: E402
 from infercast.harness.engine.sim_agreement import LATENCIES, Validation, build_model, plot_cdfs, validate_sim  # noqa: E402
 from infercast.harness.engine.sim_twin import HarnessEngineConfig, simulate_engine  # noqa: E402
 from infercast.sim.workload import WorkloadSpec  # noqa: E402

@@ -6,8 +6,9 @@ Usage:  python benchmarks/validate_sim_gpu.py [--gpu h100-sxm] [--model llama-3.
 The same procedure as ``validate_sim_cpu.py`` (same request distributions, engine limits, loads and
 schedulers), with the model on a GPU: the catalog's spec of that GPU (datasheet peaks) replaces the measured CPU
 peaks, and the cost model's efficiencies and overheads are fitted to the engine's own served steps on it
-(``engine.cpu.calibrate`` with ``hardware``). The engine is this repository's (``engine/``): paged KV, continuous
-batching, eager PyTorch, one Python process; its per-step host time is part of what the fit must carry.
+(``harness.engine.cpu_steps.calibrate`` with ``hardware``). The engine is this repository's
+(``harness/engine/``): paged KV, continuous batching, eager PyTorch, one Python process; its per-step host time
+is part of what the fit must carry.
 
 Writes ``DIR/validate_sim_gpu.json``/``.csv`` (after every run) and the CDF plot. The H100 runs of 2026-11-26 are
 ``benchmarks/results/validate_sim_gpu*_h100_run1.*`` (``--warmup-s 0 --duration 15``) and ``*_run2.*``
@@ -35,8 +36,8 @@ import torch  # noqa: E402
 from validate_sim_cpu import ENGINE_LIMITS, _print, _verdict, load_runs  # noqa: E402
 
 from infercast.harness.engine.clock import WallClock  # noqa: E402
-from infercast.harness.engine.cpu import calibrate, fit_params  # noqa: E402
-from infercast.harness.engine.cpu_steps import RequestShape  # noqa: E402
+from infercast.harness.engine.cpu import fit_params  # noqa: E402
+from infercast.harness.engine.cpu_steps import RequestShape, calibrate  # noqa: E402
 from infercast.harness.engine.loadgen import replay  # noqa: E402
 from infercast.harness.engine.sim_agreement import Validation, build_model, make_engine, plot_cdfs  # noqa: E402
 from infercast.harness.engine.sim_twin import HarnessEngineConfig  # noqa: E402

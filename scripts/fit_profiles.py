@@ -30,8 +30,8 @@ from infercast.calibrate.harness_fit import (  # noqa: E402
     summarize_held_out,
     write_harness_fit,
 )
-from infercast.calibrate.load_fit import LOAD_KINDS, fit_engines, write_engine_load  # noqa: E402
 from infercast.calibrate.load_fit import closed_loop_records as closed_loop  # noqa: E402
+from infercast.calibrate.load_fit import fit_engines, is_load, write_engine_load  # noqa: E402
 from infercast.calibrate.profile_fit import PROFILE_DIR, fit, write_engine_profile, write_gpu_profile  # noqa: E402
 from infercast.cost.profile import load_profile, set_profile_override  # noqa: E402
 from infercast.records.readers import load_records, measurement_files  # noqa: E402
@@ -44,7 +44,7 @@ def main() -> None:
     files = measurement_files([ROOT / "data" / "measurements"])
     everything = load_records(files)
     load = closed_loop(everything)
-    records = [r for r in everything if r.kind not in LOAD_KINDS]
+    records = [r for r in everything if not is_load(r)]
     source = ", ".join(str(f.relative_to(ROOT)) for f in files if "closed_loop" not in f.parts)
     load_source = ", ".join(str(f.relative_to(ROOT)) for f in files if "closed_loop" in f.parts)
     folder = args.out or PROFILE_DIR

@@ -4,8 +4,8 @@ Usage:  python scripts/import_closed_loop.py [path/to/closed_loop_h100.csv]
 Writes: data/measurements/closed_loop/h100-sxm.csv
 
 Each row of the source (mean TTFT and mean TPOT of one closed-loop benchmark point) becomes two records,
-``closed_loop_ttft`` and ``closed_loop_tpot``, read as :mod:`infercast.records.silicon_rows` reads such rows:
-its docstring states and argues every interpretation (step budgets, KV formats and fractions, sequence slots,
+mean ``serving_ttft`` and ``serving_tpot`` of a closed loop, read as :mod:`infercast.records.silicon_rows` reads
+such rows: its docstring states and argues every interpretation (step budgets, KV formats and fractions, sequence slots,
 the rows left out), and each record's notes repeat the ones that apply to it. ``infercast validate --data
 FILE`` reads a file of such rows (other GPUs, models and engine versions too) the same way without this step.
 """

@@ -81,7 +81,8 @@ def convert(row: dict[str, str]) -> Record | None:
     if metric.startswith("ttft"):
         return Record(
             kind="serving_ttft",
-            batch=10,
+            num_prompts=10,
+            statistic="mean",
             input_len=SHAREGPT_MEAN_INPUT,
             output_len=SHAREGPT_OUTPUT,
             value=value,
@@ -91,7 +92,8 @@ def convert(row: dict[str, str]) -> Record | None:
     if metric == "tpot_median":
         return Record(
             kind="serving_tpot",
-            batch=10,
+            num_prompts=10,
+            statistic="median",
             input_len=SHAREGPT_MEAN_INPUT,
             output_len=SHAREGPT_OUTPUT,
             value=value,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infercast.calibrate.load_fit import LOAD_KINDS
+from infercast.calibrate.load_fit import is_load
 from infercast.calibrate.profile_fit import CPU_LABEL
 from infercast.calibrate.validation import compare
 from infercast.records.readers import load_records
@@ -26,8 +26,8 @@ TOLERANCE = 0.02
 
 
 def _metric(rec) -> str:
-    if rec.kind in LOAD_KINDS:
-        return "closed-loop " + rec.kind.removeprefix("closed_loop_")
+    if is_load(rec):
+        return "closed-loop " + rec.kind.removeprefix("serving_")
     return compare([rec])[0].metric
 
 
@@ -37,7 +37,7 @@ def test_committed_accuracy_does_not_regress():
         r
         for r in load_records([ROOT / "data" / "measurements"])
         if r.gpu != CPU_LABEL
-        and (r.kind not in LOAD_KINDS or (r.batch <= cap["max_concurrency"] and r.output_len <= cap["max_output_len"]))
+        and (not is_load(r) or (r.concurrency <= cap["max_concurrency"] and r.output_len <= cap["max_output_len"]))
     ]
     assert len(records) == GATE["points"], "the gate's subset changed: re-run python benchmarks/accuracy.py --write"
     errors: dict[str, list[float]] = {}

@@ -48,7 +48,7 @@ def test_vllm_result_maps_to_serving_records():
     assert recs["serving_tpot"].value_si == pytest.approx(0.00855)  # median TPOT
     assert recs["serving_throughput"].value_si == pytest.approx(860.5)
     r = recs["serving_ttft"]
-    assert (r.model, r.gpu, r.tp, r.engine, r.batch, r.input_len, r.output_len, r.concurrency) == (
+    assert (r.model, r.gpu, r.tp, r.engine, r.num_prompts, r.input_len, r.output_len, r.concurrency) == (
         "llama-3.1-8b",
         "h100-sxm",
         1,
@@ -181,7 +181,8 @@ def test_simulated_run_round_trips_through_vllm_format(tmp_path):
     assert recs["serving_tpot"].value_si == pytest.approx(res["tpot_s"]["p50"], rel=1e-12)
     assert recs["serving_throughput"].value_si == pytest.approx(res["output_throughput_tok_s"], rel=1e-12)
     r = recs["serving_ttft"]
-    assert (r.batch, r.input_len, r.output_len, r.concurrency, r.request_rate) == (24, 512, 64, 4, 0.0)
+    assert (r.num_prompts, r.input_len, r.output_len, r.concurrency, r.request_rate) == (24, 512, 64, 4, 0.0)
+    assert (r.statistic, recs["serving_tpot"].statistic, recs["serving_throughput"].statistic) == ("mean", "median", "")
     # the predictor simulates the same run, so validating the export against the simulator is exact
     for rec in recs.values():
         assert predict_record(rec) == pytest.approx(rec.value_si, rel=1e-9)
@@ -190,7 +191,7 @@ def test_simulated_run_round_trips_through_vllm_format(tmp_path):
 
 def test_validate_cli_reads_bench_files(capsys):
     out = run_json(capsys, "validate", "--bench", str(VLLM), "--gpu", "h100-sxm", "--tp", "1", "--points")
-    assert set(out["summary"]) == {"serving_ttft", "serving_tpot", "serving_throughput", "all"}
+    assert set(out["summary"]) == {"closed-loop ttft (mean)", "closed-loop tpot (median)", "serving_throughput", "all"}
     assert {p["source"] for p in out["points"]} == {f"vllm result {VLLM}"}
     code, _, err = run(capsys, "validate", "--bench", str(VLLM), "--tp", "1")
     assert code == 2 and "gpu" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -96,9 +96,10 @@ def _row(**kw: str) -> dict[str, str]:
 
 def test_a_row_becomes_a_ttft_and_a_tpot_record_with_the_engine_readings() -> None:
     ttft, tpot = convert(_row())
-    assert (ttft.kind, tpot.kind) == ("closed_loop_ttft", "closed_loop_tpot")
+    assert (ttft.kind, tpot.kind) == ("serving_ttft", "serving_tpot")
+    assert (ttft.statistic, tpot.statistic) == ("mean", "mean")
     assert ttft.value_si == pytest.approx(0.3) and tpot.value_si == pytest.approx(0.015)
-    assert ttft.batch == 16 and ttft.min_len_ratio == 1.0
+    assert ttft.concurrency == 16 and ttft.num_prompts == 160 and ttft.min_len_ratio == 1.0
     assert ttft.max_num_batched_tokens == 16 + 1024 + 500  # TensorRT-LLM: C + L + 500
     assert ttft.kv_precision == "fp8" and ttft.gpu_memory_utilization == 0.80
     vllm = convert(_row(engine="vllm", engine_version="0.12.0"))[0]
@@ -243,11 +244,11 @@ def test_the_wheels_own_silicon_sample_layout_is_read_too(tmp_path: Path, capsys
         warnings.simplefilter("always")
         records = read_records(path)
     assert any("left out 2 disaggregated rows or rows without a recorded concurrency" in str(w.message) for w in caught)
-    assert [(r.kind, r.model, r.gpu, r.precision, r.tp, r.batch) for r in records] == [
-        ("closed_loop_ttft", "qwen3-32b", "h200", "fp8", 2, 16),
-        ("closed_loop_tpot", "qwen3-32b", "h200", "fp8", 2, 16),
-        ("closed_loop_ttft", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
-        ("closed_loop_tpot", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
+    assert [(r.kind, r.model, r.gpu, r.precision, r.tp, r.concurrency) for r in records] == [
+        ("serving_ttft", "qwen3-32b", "h200", "fp8", 2, 16),
+        ("serving_tpot", "qwen3-32b", "h200", "fp8", 2, 16),
+        ("serving_ttft", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
+        ("serving_tpot", "llama-3.1-8b", "h100-sxm", "bf16", 1, 8),
     ]
     out = run_json(capsys, "validate", "--data", str(path))
     assert out["summary"]["closed-loop ttft (mean)"]["points"] == 2

@@ -145,7 +145,6 @@ def test_calibrate_on_a_catalog_gpu_fits_served_steps_without_measuring_cpu_peak
     in place of measured ones), and the fit to its served steps is the same fit plus a host floor per layer
     (steps the engine's Python launches hold up), here on steps made with one; on the CPU that floor stays out
     of the fit."""
-    import infercast.harness.engine.cpu as cpu
     import infercast.harness.engine.cpu_steps as cpu_steps
     from infercast.specs.catalog import get_hardware
 
@@ -164,11 +163,11 @@ def test_calibrate_on_a_catalog_gpu_fits_served_steps_without_measuring_cpu_peak
     def no_peaks(*_a, **_k):
         raise AssertionError("CPU peaks measured for a GPU run")
 
-    monkeypatch.setattr(cpu, "measure_peaks", no_peaks)
+    monkeypatch.setattr(cpu_steps, "measure_peaks", no_peaks)
     monkeypatch.setattr(cpu_steps, "engine_steps", lambda *a, **k: served)
     grid = Sweep(features[:, :40], seconds[:40], [f"step {k}" for k in range(40)])
-    monkeypatch.setattr(cpu, "step_sweep", lambda *a, **k: grid)
-    hardware, profile, peaks, fit = cpu.calibrate(None, CONFIG, rounds=1, hardware=gpu)
+    monkeypatch.setattr(cpu_steps, "step_sweep", lambda *a, **k: grid)
+    hardware, profile, peaks, fit = cpu_steps.calibrate(None, CONFIG, rounds=1, hardware=gpu)
     assert hardware is gpu and peaks["device"] == "h100-sxm"
     assert fit["points"] == seconds.size and fit["held_out"] == {}
     predicted = StepCostModel(deployment(CONFIG, gpu), profile).step_time(StepBatch(features))

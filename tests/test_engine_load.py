@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,10 +32,11 @@ from infercast.calibrate.load_fit import (
 )
 from infercast.calibrate.profile_fit import FitResult, base_profile
 from infercast.calibrate.serving import (
+    ServingBench,
     closed_loop_rates,
     highest_served_rates,
     served_concurrency,
-    simulate_closed_loop,
+    simulate_serving,
 )
 from infercast.errors import InfercastError
 from infercast.records.record import Record, check_record
@@ -44,6 +44,12 @@ from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import get_engine
+
+
+def simulate_closed_loop(dep, prof, clients, input_len, output_len, *, range_ratio=0.8, warm_up_rounds=0, **kw):
+    """A closed loop of ``clients`` (10 requests each, lengths in [0.8 L, L] unless told) through the serving path."""
+    bench = ServingBench(input_len, output_len, clients, range_ratio=range_ratio, warmup=warm_up_rounds * clients, **kw)
+    return simulate_serving(dep, prof, bench)
 
 
 def test_closed_loop_sends_ten_requests_per_client_by_default():
@@ -90,12 +96,14 @@ def test_engine_presets_carry_their_documented_limits():
         assert {"max_num_seqs", "max_num_batched_tokens", "scheduler"} <= set(eng.sources)
 
 
-def _closed(kind: str = "closed_loop_ttft", **kw) -> Record:
+def _closed(kind: str = "serving_ttft", **kw) -> Record:
     base = dict(
         model="llama-3.1-8b",
         gpu="h100-sxm",
         engine="vllm",
-        batch=16,
+        concurrency=16,
+        statistic="mean",
+        min_len_ratio=0.8,
         input_len=1024,
         output_len=128,
         value=100.0,
@@ -106,9 +114,9 @@ def _closed(kind: str = "closed_loop_ttft", **kw) -> Record:
 
 def test_closed_loop_records_are_validated():
     check_record(_closed())
-    check_record(_closed("closed_loop_tpot", min_len_ratio=1.0))
+    check_record(_closed("serving_tpot", min_len_ratio=1.0))
     with pytest.raises(InfercastError, match="output_len"):
-        check_record(_closed("closed_loop_tpot", output_len=1))
+        check_record(_closed("serving_tpot", output_len=1))
     with pytest.raises(InfercastError, match="min_len_ratio"):
         check_record(_closed(min_len_ratio=1.5))
     with pytest.raises(InfercastError, match="gpu_memory_utilization"):
@@ -154,7 +162,7 @@ def test_step_budget_staggers_a_wave_of_prompts():
     whole = simulate_closed_loop(dep, prof, 8, 1024, 128, range_ratio=1.0, max_num_batched_tokens=8192)
     staggered = simulate_closed_loop(dep, prof, 8, 1024, 128, range_ratio=1.0, max_num_batched_tokens=2048)
     assert staggered.ttft_mean_s < 0.8 * whole.ttft_mean_s
-    rec = _closed(model="qwen3-32b", tp=2, batch=8, input_len=1024, output_len=128, min_len_ratio=1.0)
+    rec = _closed(model="qwen3-32b", tp=2, concurrency=8, input_len=1024, output_len=128, min_len_ratio=1.0)
     budgeted = predict_record(replace(rec, max_num_batched_tokens=2048))
     assert budgeted != predict_record(replace(rec, max_num_batched_tokens=8192))
     installed = simulate_closed_loop(dep, _installed(dep), 8, 1024, 128, range_ratio=1.0, max_num_batched_tokens=2048)
@@ -177,7 +185,7 @@ def test_one_slot_fewer_than_clients_makes_one_client_wait():
         gain[out] = short.ttft_mean_s - free.ttft_mean_s
         assert 0.5 * decode / 8 < gain[out] < 2 * decode / 8
     assert gain[512] > 2.5 * gain[128]
-    rec = _closed(engine="trtllm", batch=8, input_len=1024, output_len=512)
+    rec = _closed(engine="trtllm", concurrency=8, input_len=1024, output_len=512)
     assert predict_record(replace(rec, max_num_seqs=7)) > predict_record(rec) + 0.5 * gain[512]
 
 
@@ -193,7 +201,7 @@ def test_a_records_memory_fraction_reaches_the_engine_and_decides_when_reservati
         precision="fp8",
         kv_precision="fp8",
         tp=1,
-        batch=128,
+        concurrency=128,
         input_len=2048,
         min_len_ratio=1.0,
         max_num_batched_tokens=128 + 2048 + 500,
@@ -230,7 +238,7 @@ def test_load_fit_starts_from_installed_kernels_and_engine_priors():
 
 
 def test_median_cost_sums_each_metrics_median_and_ignores_outliers():
-    kinds = np.array(["closed_loop_ttft"] * 5 + ["closed_loop_tpot"] * 3)
+    kinds = np.array(["serving_ttft"] * 5 + ["serving_tpot"] * 3)
     errors = np.log([1.1, 0.9, 1.2, 9.0, 0.1, 1.05, 0.95, 3.0])  # two wild TTFT points, one wild TPOT point
     assert median_cost(errors, kinds) == pytest.approx(np.log(1.2) - np.log(0.95))
 
@@ -243,9 +251,11 @@ def test_load_fit_recovers_the_overheads_a_synthetic_engine_ran_with():
 
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 0.0}
     profiles = build_profiles([("h100-sxm", "vllm")], truth, "truth", "kernels")
-    shapes = [dict(batch=c, input_len=i, output_len=16, min_len_ratio=1.0) for c, i in ((8, 512), (8, 2048), (4, 1024))]
+    shapes = [
+        dict(concurrency=c, input_len=i, output_len=16, min_len_ratio=1.0) for c, i in ((8, 512), (8, 2048), (4, 1024))
+    ]
     records = []
-    for kind in ("closed_loop_ttft", "closed_loop_tpot"):
+    for kind in ("serving_ttft", "serving_tpot"):
         for shape in shapes:
             rec = _closed(kind, **shape)
             records.append(replace(rec, value=predict_located(rec, profiles) * 1e3))
@@ -267,15 +277,13 @@ def test_load_fit_finds_the_front_end_a_loaded_synthetic_engine_streamed_through
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 1e-4}
     profiles = build_profiles([("h100-sxm", "vllm")], truth, "truth", "kernels")
     shapes = [
-        dict(batch=8, input_len=512, output_len=16),
-        dict(batch=8, input_len=2048, output_len=16),
-        dict(batch=4, input_len=1024, output_len=16),
-        dict(batch=128, input_len=256, output_len=64, tp=8),
+        dict(concurrency=8, input_len=512, output_len=16),
+        dict(concurrency=8, input_len=2048, output_len=16),
+        dict(concurrency=4, input_len=1024, output_len=16),
+        dict(concurrency=128, input_len=256, output_len=64, tp=8),
     ]
     records = [
-        _closed(kind, min_len_ratio=1.0, **shape)
-        for kind in ("closed_loop_ttft", "closed_loop_tpot")
-        for shape in shapes
+        _closed(kind, min_len_ratio=1.0, **shape) for kind in ("serving_ttft", "serving_tpot") for shape in shapes
     ]
     records = [replace(r, value=predict_located(r, profiles) * 1e3) for r in records]
     result = fit_load(records, "vllm")
@@ -289,7 +297,7 @@ def test_load_fit_finds_the_front_end_a_loaded_synthetic_engine_streamed_through
 def test_the_front_end_is_at_its_edge_at_the_slowest_value_the_measured_rates_allow():
     """A point that streamed 9.2k output tokens/s (128 clients, 13.9 ms TPOT) rules out 120 us per token, so
     100 us is the slowest the fit tried: at its edge there, though not at the grid's top."""
-    loaded = [_closed("closed_loop_ttft", batch=128, value=1.0), _closed("closed_loop_tpot", batch=128, value=13.9)]
+    loaded = [_closed("serving_ttft", concurrency=128, value=1.0), _closed("serving_tpot", concurrency=128, value=13.9)]
     assert front_end_candidates(loaded, "vllm", 0.0) == [0.0, 6e-5, 8e-5, 1e-4]
     assert at_grid_edge({"vllm:stream_token_s": 1e-4}, loaded) == ["vllm:stream_token_s"]
     assert at_grid_edge({"vllm:stream_token_s": 8e-5}, loaded) == []
@@ -307,8 +315,8 @@ def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
 
     def made_at(values: dict[str, float]) -> list:
         profiles = build_profiles([("h100-sxm", "vllm")], values, "truth", "kernels")
-        shapes = [dict(batch=c, input_len=i, output_len=16, min_len_ratio=1.0) for c, i in ((8, 512), (4, 1024))]
-        recs = [_closed(kind, **shape) for kind in ("closed_loop_ttft", "closed_loop_tpot") for shape in shapes]
+        shapes = [dict(concurrency=c, input_len=i, output_len=16, min_len_ratio=1.0) for c, i in ((8, 512), (4, 1024))]
+        recs = [_closed(kind, **shape) for kind in ("serving_ttft", "serving_tpot") for shape in shapes]
         return [replace(r, value=predict_located(r, profiles) * 1e3) for r in recs]
 
     truth = {"vllm:request_overhead_s": 0.02, "vllm:request_jitter_s": 0.003, "vllm:stream_token_s": 0.0}
@@ -323,13 +331,13 @@ def test_load_fit_decides_on_all_records_not_the_screening_subset(monkeypatch):
 
 def test_spread_keeps_whole_points_across_regimes():
     recs = [
-        _closed(k, tp=tp, batch=c)
+        _closed(k, tp=tp, concurrency=c)
         for tp in (1, 2, 4, 8)
         for c in (8, 16, 32, 64, 128)
-        for k in ("closed_loop_ttft", "closed_loop_tpot")
+        for k in ("serving_ttft", "serving_tpot")
     ]
     chosen = spread(recs, limit=6)
-    points = {(r.tp, r.batch) for r in chosen}
+    points = {(r.tp, r.concurrency) for r in chosen}
     assert len(points) == 6 and len(chosen) == 12  # both records of each point
     assert {tp for tp, _ in points} == {1, 2, 4, 8}
     assert spread(recs, limit=6) == chosen
@@ -338,8 +346,8 @@ def test_spread_keeps_whole_points_across_regimes():
 def test_load_fit_summary_gives_each_metric_its_own_median(tmp_path):
     """engine_load.yaml's summary reports TTFT and TPOT separately: pooled over both metrics' records, the median
     rose here (TPOT records crowd the middle) while each metric's own median, what the fit minimises, fell."""
-    ttft = [_closed("closed_loop_ttft", batch=c) for c in (8, 16, 32)]
-    recs = ttft + [_closed("closed_loop_tpot", batch=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
+    ttft = [_closed("serving_ttft", concurrency=c) for c in (8, 16, 32)]
+    recs = ttft + [_closed("serving_tpot", concurrency=c, notes="vllm 0.12.0; x") for c in (8, 16, 32)]
     before = np.log([1.50, 1.40, 1.02, 1.05, 1.06, 1.07])
     after = np.log([1.20, 1.10, 1.09, 1.03, 1.04, 1.08])
     res = FitResult(
@@ -473,24 +481,32 @@ def test_closed_loop_rates_follow_littles_law():
 def test_highest_served_rates_take_each_engines_best_complete_point():
     def point(engine, tp, ttft, tpot, c=64, osl=256):
         shape = dict(
-            engine=engine, model="m", gpu="h100-sxm", precision="bf16", tp=tp, batch=c, input_len=1024, output_len=osl
+            engine=engine,
+            model="m",
+            gpu="h100-sxm",
+            precision="bf16",
+            tp=tp,
+            concurrency=c,
+            input_len=1024,
+            output_len=osl,
         )
         return [
-            SimpleNamespace(kind="closed_loop_ttft", value_si=ttft, **shape),
-            SimpleNamespace(kind="closed_loop_tpot", value_si=tpot, **shape),
+            Record(kind="serving_ttft", value=ttft, unit="s", statistic="mean", **shape),
+            Record(kind="serving_tpot", value=tpot, unit="s", statistic="mean", **shape),
         ]
 
     records = [*point("a", 1, 0.5, 0.020), *point("a", 2, 0.2, 0.010), *point("b", 1, 0.3, 0.015)]
     records.append(
-        SimpleNamespace(
-            kind="closed_loop_ttft",
-            value_si=1e-6,
+        Record(
+            kind="serving_ttft",
+            value=1e-6,
+            unit="s",
             engine="b",
             model="m",
             gpu="h100-sxm",
             precision="bf16",
             tp=8,
-            batch=64,
+            concurrency=64,
             input_len=1024,
             output_len=256,
         )
@@ -525,9 +541,9 @@ def test_loads_below_the_fewest_clients_measured_are_flagged(monkeypatch):
     """The closed-loop points give each engine's span of clients; a prediction below it says its per-request
     time was fitted on waves of clients, and more strongly where that fit ended on the largest value it tried
     (above its prior). Engines without a span, or at or above its start, are not flagged."""
-    ttft = dict(kind="closed_loop_ttft", value_si=0.1)
-    points = [SimpleNamespace(engine="a", batch=c, **ttft) for c in (16, 128, 32)]
-    points += [SimpleNamespace(engine="b", batch=8, **ttft), SimpleNamespace(engine="b", batch=0, **ttft)]
+    ttft = dict(kind="serving_ttft", value=0.1, unit="s")
+    points = [Record(engine="a", concurrency=c, **ttft) for c in (16, 128, 32)]
+    points += [Record(engine="b", concurrency=8, **ttft), Record(engine="b", num_prompts=8, **ttft)]
     assert served_concurrency(points) == {"a": [16, 128], "b": [8, 8]}
     table = {
         "calibrated": {
@@ -632,3 +648,39 @@ def test_vllm_from_0_14_hides_its_per_step_cpu_work_and_shares_vllms_fitted_load
     )
     (note,) = [w for w in conf.warnings if w.startswith("engine vllm-0.14")]
     assert "per-request ones vllm's fitted values" in note and "published serving runs" in note
+
+
+def test_one_serving_family_says_its_load_size_and_statistic():
+    """Closed-loop and vllm-bench rows are one family: the former closed-loop kinds are refused with the mapping,
+    an open-loop or offline row must give its size, and a throughput row has no statistic."""
+    with pytest.raises(InfercastError, match="now 'serving_ttft' with concurrency"):
+        check_record(_closed("closed_loop_ttft"))
+    with pytest.raises(InfercastError, match="num_prompts"):
+        check_record(_closed(concurrency=0))
+    check_record(_closed(concurrency=0, num_prompts=10))
+    with pytest.raises(InfercastError, match="statistic"):
+        check_record(_closed("serving_throughput", statistic="mean", unit="tok/s"))
+    with pytest.raises(InfercastError, match="statistic"):
+        check_record(_closed(statistic="p99"))
+    rec = _closed(concurrency=8)
+    assert (rec.prompts, rec.in_flight, rec.closed_loop) == (80, 8, True)
+    offline = _closed(concurrency=0, num_prompts=10)
+    assert (offline.prompts, offline.in_flight, offline.closed_loop) == (10, 10, False)
+
+
+def test_a_runs_records_share_one_simulation_and_its_statistics():
+    """TTFT, TPOT and throughput records of one benchmark are one cached run; a median TPOT and a mean TPOT are
+    two statistics of it, both predicted."""
+    from infercast.calibrate import serving
+    from infercast.calibrate.predict import predict_record
+
+    serving._CACHE.clear()
+    mean = _closed("serving_tpot", concurrency=8, output_len=64)
+    median = replace(mean, statistic="median")
+    ttft = replace(mean, kind="serving_ttft")
+    tput = replace(mean, kind="serving_throughput", statistic="", unit="tok/s")
+    values = [predict_record(r) for r in (mean, median, ttft, tput)]
+    assert len(serving._CACHE) == 1
+    assert all(v > 0 for v in values) and values[0] != values[1]
+    res = next(iter(serving._CACHE.values()))
+    assert values == [res.tpot_mean_s, res.tpot_median_s, res.ttft_mean_s, res.output_tok_s]

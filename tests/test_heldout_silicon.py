@@ -44,7 +44,7 @@ def test_only_aggregated_rows_with_a_concurrency_outside_the_calibration_are_hel
     assert (oss["concurrency"], oss["tp"], oss["ep"], oss["attention_dp"]) == ("64", "2", "1", "1")
     assert (wide["tp"], wide["ep"], wide["attention_dp"]) == ("1", "8", "8")
     ttft, tpot = convert(oss)
-    assert (ttft.model, ttft.gpu, ttft.precision, ttft.batch) == ("gpt-oss-120b", "h200", "mxfp4-moe", 64)
+    assert (ttft.model, ttft.gpu, ttft.precision, ttft.concurrency) == ("gpt-oss-120b", "h200", "mxfp4-moe", 64)
     assert (ttft.value, tpot.value) == (300.0, 12.0)
     assert convert(wide)[0].attention_dp == 8
 
@@ -78,11 +78,13 @@ def test_a_blank_precision_is_the_16_bit_checkpoint(tmp_path: Path) -> None:
     assert row["precision"] == "bf16" and convert(row)[0].precision == "bf16"
 
 
-def _point(model: str, engine: str, clients: int, error: float, kind: str = "closed_loop_ttft"):
+def _point(model: str, engine: str, clients: int, error: float, kind: str = "serving_ttft"):
     from infercast.calibrate.validation import Comparison
     from infercast.records.record import Record
 
-    record = Record(kind=kind, model=model, gpu="h200", engine=engine, batch=clients, value=100.0, unit="ms")
+    record = Record(
+        kind=kind, model=model, gpu="h200", engine=engine, concurrency=clients, statistic="mean", value=100.0, unit="ms"
+    )
     return Comparison(record, predicted=0.1 * (1 + error), measured=0.1)
 
 

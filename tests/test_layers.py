@@ -78,3 +78,82 @@ def test_no_module_imports_a_layer_above_its_own():
 def test_the_layer_map_covers_the_package():
     tops = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert tops <= set(LAYERS), sorted(tops - set(LAYERS))
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks (annotations only, never run)."""
+    out, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo += node.orelse
+        else:
+            todo += ast.iter_child_nodes(node)
+    return out
+
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The infercast modules ``path`` imports when run, lazy imports included, type-only ones not (``from a import
+    b``: the module ``a.b`` where it is one, and ``a`` for names that are not modules)."""
+    out = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+            out |= subs
+            if len(subs) < len(node.names):
+                out.add(node.module)
+    return out & modules
+
+
+def test_no_import_cycles_between_modules():
+    """No module imports, even lazily, one that imports it back, directly or through others (imports for type
+    annotations only do not count): a cycle works only by the order modules happen to load in, or by deferring
+    an import, and two such modules are one module in two files."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: _module_imports(p, set(paths)) - {m} for m, p in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(m: str) -> None:  # Tarjan's strongly connected components
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if n not in index:
+                visit(n)
+                low[m] = min(low[m], low[n])
+            elif n in stack:
+                low[m] = min(low[m], index[n])
+        if low[m] == index[m]:
+            component = []
+            while True:
+                n = stack.pop()
+                component.append(n)
+                if n == m:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    assert not cycles, cycles
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says which one it is (``sim/blocks.py`` and a ``blocks.py`` elsewhere would not)."""
+    names: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            names.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    assert not {n: p for n, p in names.items() if len(p) > 1}

@@ -113,3 +113,34 @@ def test_unwritable_output_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(InfercastError, match="cannot write") as info:
         write_records(blocker / "m.csv", [Record(kind="gemm", gpu="h100-sxm", m=1, n=1, k=1, value=1.0)])
     assert info.value.field == "out"
+
+
+def test_one_registry_sniffs_and_reads_every_source_format(tmp_path: Path) -> None:
+    """Each format has a name, a sniff and a reader: result files of the three benchmark tools, aiconfigurator's
+    silicon rows and infercast's CSV are told apart by content; a file of none is refused naming the formats."""
+    from infercast.records.bench_results import RunFacts
+    from infercast.records.readers import READERS, read_measurements, sniff_format
+    from tests.conftest import FIXTURES
+
+    bench = FIXTURES / "bench"
+    assert {f.name: sniff_format(f) for f in sorted(bench.iterdir())} == {
+        "aiperf_profile_export_aiperf.csv": "aiperf",
+        "aiperf_profile_export_aiperf.json": "aiperf",
+        "guidellm_benchmarks.json": "guidellm",
+        "vllm_bench_serve_llama-3.1-8b_c8.json": "vllm",
+    }
+    silicon = tmp_path / "silicon.csv"
+    silicon.write_text("id,engine,model,gpu,precision,tp,input_len,output_len,concurrency,ttft_ms_mean,tpot_ms_mean\n")
+    assert (
+        sniff_format(silicon) == "silicon"
+        and sniff_format(Path("data/measurements/published/reference.csv")) == "infercast"
+    )
+    assert set(READERS) == {"infercast", "silicon", "vllm", "guidellm", "aiperf"}
+    recs = read_measurements(bench / "vllm_bench_serve_llama-3.1-8b_c8.json", RunFacts(gpu="h100-sxm", tp=1))
+    assert {r.kind for r in recs} == {"serving_ttft", "serving_tpot", "serving_throughput"}
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(InfercastError, match="no format infercast reads; known: silicon"):
+        read_measurements(other)
+    with pytest.raises(InfercastError, match="format"):
+        read_measurements(other, fmt="parquet")

@@ -53,7 +53,8 @@ MEDIAN_PARAMS = ("request_overhead_s", "request_jitter_s")
 FRONT_END_PARAM = "stream_token_s"
 LOAD_PARAMS = (*MEDIAN_PARAMS, FRONT_END_PARAM)
 """Engine parameters fitted on closed-loop data (see the module docstring)."""
-LOAD_KINDS = ("closed_loop_ttft", "closed_loop_tpot")
+LOAD_KINDS = ("serving_ttft", "serving_tpot")
+"""Kinds of the records a load fit uses: TTFT and TPOT of serving benchmarks run as closed loops."""
 GRID = {
     "request_overhead_s": (0.001, 0.003, 0.01, 0.02, 0.05, 0.1),
     "request_jitter_s": (0.001, 0.003, 0.01, 0.02, 0.05),
@@ -75,9 +76,14 @@ model out: its 17-64-client TTFT 8 % -> 30 %); on Llama-3.1-8B's points, which r
 TP 2, 4 and 8, 100 us gained 41 %. Set after seeing those two numbers (docs/accuracy-notes.md)."""
 
 
+def is_load(rec: Record) -> bool:
+    """A closed-loop serving TTFT or TPOT: the records the load fit uses (and the profile fit leaves)."""
+    return rec.kind in LOAD_KINDS and rec.concurrency > 0
+
+
 def closed_loop_records(records: Sequence[Record]) -> list[Record]:
     """The closed-loop records among ``records``."""
-    return [r for r in records if r.kind in LOAD_KINDS]
+    return [r for r in records if is_load(r)]
 
 
 FIT_CONFIGS = 48
@@ -89,7 +95,7 @@ SHORTLIST = 4
 def spread(records: Sequence[Record], limit: int = FIT_CONFIGS) -> list[Record]:
     """At most ``limit`` benchmark points (both their records), evenly spaced in (tp, concurrency, lengths,
     model) order: a deterministic subset covering every regime the engine was measured in."""
-    key = lambda r: (r.tp, r.batch, r.input_len, r.output_len, r.model, r.precision)  # noqa: E731
+    key = lambda r: (r.tp, r.concurrency, r.input_len, r.output_len, r.model, r.precision)  # noqa: E731
     points = sorted({key(r) for r in records})
     if len(points) > limit:
         points = [points[round(i * (len(points) - 1) / (limit - 1))] for i in range(limit)]
@@ -243,7 +249,7 @@ def metric_errors(res: FitResult) -> dict[str, dict[str, float]]:
         mine = kinds == kind
         if mine.any():
             before, after = (float(np.median(np.abs(np.expm1(e[mine])))) for e in (res.before, res.after))
-            out[kind.removeprefix("closed_loop_")] = {"before": float(f"{before:.4g}"), "after": float(f"{after:.4g}")}
+            out[kind.removeprefix("serving_")] = {"before": float(f"{before:.4g}"), "after": float(f"{after:.4g}")}
     return out
 
 

@@ -14,14 +14,13 @@ from contextlib import contextmanager
 from functools import cache
 
 from infercast.analysis.phases import decode_sums, prefill_sums
-from infercast.calibrate.serving import simulate_closed_loop
+from infercast.calibrate.serving import serving_bench, simulate_serving
 from infercast.cost.batch import StepBatch
 from infercast.cost.kernels import copy_time, gemm_time
 from infercast.cost.profile import SAME_RATE, CostProfile, load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.records.record import SERVING_KINDS, Record
-from infercast.sim.workload import BENCHMARK_RANGE_RATIO
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.hardware import HardwareSpec
@@ -154,20 +153,7 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
         bd = model.breakdown(op_batch(rec))
         return float(bd.time_s[model.names.index(target), 0])
     if rec.kind in SERVING_KINDS:
-        return _serving(rec, profile)
-    if rec.kind in ("closed_loop_ttft", "closed_loop_tpot"):
-        res = simulate_closed_loop(
-            deployment_of(rec),
-            profile,
-            rec.batch,
-            rec.input_len,
-            rec.output_len,
-            range_ratio=rec.min_len_ratio or BENCHMARK_RANGE_RATIO,
-            max_num_batched_tokens=rec.max_num_batched_tokens or None,
-            max_num_seqs=rec.max_num_seqs or None,
-            gpu_memory_utilization=rec.gpu_memory_utilization or None,
-        )
-        return res.ttft_mean_s if rec.kind == "closed_loop_ttft" else res.tpot_mean_s
+        return simulate_serving(deployment_of(rec), profile, serving_bench(rec)).value(rec.kind, rec.stat)
     dep = deployment_of(rec)
     model = StepCostModel(dep, profile)
     window = dep.model.attention_window
@@ -200,73 +186,6 @@ def metric_of(rec: Record) -> str:
         return "ttft (batch 1)" if rec.batch == 1 else "ttft (batch > 1)"
     if rec.kind == "static_throughput":
         return "static-batch throughput"
-    if rec.kind.startswith("closed_loop_"):
-        return f"closed-loop {rec.kind.removeprefix('closed_loop_')} (mean)"
+    if rec.closed_loop and rec.kind != "serving_throughput":
+        return f"closed-loop {rec.kind.removeprefix('serving_')} ({rec.stat})"
     return rec.kind
-
-
-_SERVING_RUNS: dict[tuple, tuple[CostProfile, dict]] = {}
-"""Simulations of serving runs, shared by a run's TTFT, TPOT and throughput rows (holds the profile, so its
-id cannot be reused while cached)."""
-
-
-def _serving(rec: Record, profile: CostProfile) -> float:
-    """``batch`` requests to a serving engine under the row's load (all at once, closed loop or open loop):
-    mean TTFT, median TPOT or output throughput from the simulator."""
-    from infercast.sim.api import simulate
-
-    key = (
-        rec.model,
-        rec.gpu,
-        rec.engine,
-        rec.precision,
-        rec.kv_precision,
-        rec.tp,
-        rec.ep,
-        rec.attention_dp,
-        rec.layers,
-        rec.batch,
-        rec.input_len,
-        rec.output_len,
-        rec.concurrency,
-        rec.request_rate,
-        rec.arrival,
-        rec.burstiness,
-        rec.max_num_batched_tokens,
-        rec.max_num_seqs,
-        rec.gpu_memory_utilization,
-        id(profile),
-    )
-    hit = _SERVING_RUNS.get(key)
-    if hit is None or hit[0] is not profile:
-        dep = deployment_of(rec)
-        if rec.concurrency:
-            load: dict[str, object] = {"concurrency": rec.concurrency}
-        elif rec.request_rate:
-            load = {"rate": rec.request_rate, "arrival": rec.arrival or "poisson", "burstiness": rec.burstiness}
-        else:
-            load = {"offline": True}
-        res = simulate(
-            dep.model,
-            dep.hardware,
-            tp=rec.tp,
-            ep=rec.ep,
-            attention_dp=rec.attention_dp,
-            precision=rec.precision or None,
-            kv_precision=rec.kv_precision or None,
-            engine=rec.engine,
-            input_len=rec.input_len,
-            output_len=max(rec.output_len, 2),
-            num_requests=rec.batch,
-            profile=profile,
-            max_num_batched_tokens=rec.max_num_batched_tokens or None,
-            max_num_seqs=rec.max_num_seqs or None,
-            gpu_memory_utilization=rec.gpu_memory_utilization or None,
-            **load,
-        )
-        summary = {"ttft": res["ttft_s"]["mean"], "tpot": res["tpot_s"]["p50"], "tput": res["output_throughput_tok_s"]}
-        if len(_SERVING_RUNS) > 256:
-            _SERVING_RUNS.clear()
-        _SERVING_RUNS[key] = hit = (profile, summary)
-    summary = hit[1]
-    return summary[{"serving_ttft": "ttft", "serving_tpot": "tpot"}.get(rec.kind, "tput")]

@@ -71,7 +71,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # mixed steps, benchmarks/mixed_steps.py); from a tenth of that to ten times
     "eager_layer_host_s": (6e-5, 6e-3),
     # an API server's serial time per streamed token: ~60-120 us for a Python process that detokenises and sends
-    # every response (engine_fit.FRONT_END_GRID); from a hundredth of that to ten times
+    # every response (load_fit.FRONT_END_GRID); from a hundredth of that to ten times
     "stream_token_s": (1e-6, 1e-3),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""

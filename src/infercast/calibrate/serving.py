@@ -1,122 +1,147 @@
-"""Closed-loop serving benchmarks as published sweeps run them, replayed in the simulator.
+"""Serving benchmarks replayed in the simulator: one path and one cache for every serving record.
 
-A closed-loop point (``vllm bench serve --max-concurrency C --num-prompts 10*C --random-range-ratio 0.8``,
-or aiconfigurator's own client) has C clients, each sending its next request when the previous one
-finishes; prompt and output lengths are uniform in [r L, L] (r = 0.8 usually; r = 1: fixed lengths); the
-reported TTFT and TPOT are means over all 10 x C requests, the ramp-up (C prefills arriving together)
-included. With fixed lengths the clients stay synchronised in waves (C requests finish in the same step and
-the next C arrive together), so TTFT is about the prefill time of the whole wave; ranged lengths spread the
-completions and TTFT drops towards one prefill.
+A benchmark (:class:`ServingBench`) is a load (a closed loop of C clients, an open loop at a rate, or every
+request at once), a length range, a size (requests measured after a warm-up) and the engine's settings. The
+published closed-loop sweeps (``vllm bench serve --max-concurrency C --num-prompts 10*C --random-range-ratio
+0.8``, or aiconfigurator's own client) report means over all 10 x C requests, the ramp-up (C prefills arriving
+together) included. With fixed lengths the clients stay synchronised in waves (C requests finish in the same
+step and the next C arrive together), so TTFT is about the prefill time of the whole wave; ranged lengths
+spread the completions and TTFT drops towards one prefill.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
-from infercast.sim.scheduler import engine_scheduler
-from infercast.sim.workload import BENCHMARK_RANGE_RATIO, length_range
+from infercast.records.record import Record
+from infercast.sim.api import run
+from infercast.sim.config import EngineConfig, SimulationConfig
+from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.sim.workload.spec import PROMPTS_PER_CLIENT
 from infercast.specs.deployment import Deployment
 
-if TYPE_CHECKING:
-    from infercast.records.record import Record
-
 SEED = 0
-"""One fixed seed for the sampled lengths: predictions are deterministic (the spread between seeds at
-10 x C requests is ~1 % of mean TTFT; benchmarks/accuracy.py reports it)."""
+"""One fixed seed for the sampled lengths and arrivals: predictions are deterministic (the spread between seeds
+at 10 x C requests is ~1 % of mean TTFT; benchmarks/accuracy.py reports it)."""
 
 
 @dataclass(frozen=True)
-class ClosedLoopResult:
-    """Means over all requests of one simulated closed-loop benchmark (seconds)."""
+class ServingBench:
+    """One serving benchmark: load, lengths, size and the engine's settings (None: the preset's).
+
+    ``concurrency`` > 0: closed loop; else ``request_rate`` > 0: open loop (``arrival``, ``burstiness``); else
+    offline. ``input_len`` / ``output_len``: the top L of lengths uniform in [``range_ratio`` x L, L].
+    ``num_prompts``: requests measured (0: 10 x ``concurrency``); ``warmup`` more are sent first and left out.
+    """
+
+    input_len: int
+    output_len: int
+    concurrency: int = 0
+    request_rate: float = 0.0
+    arrival: str = ""
+    burstiness: float = 1.0
+    range_ratio: float = 1.0
+    num_prompts: int = 0
+    warmup: int = 0
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    gpu_memory_utilization: float | None = None
+    scheduler: str | None = None
+    overlap_scheduler: bool | None = None
+
+    @property
+    def measured(self) -> int:
+        """Requests the statistics cover."""
+        return self.num_prompts or PROMPTS_PER_CLIENT * self.concurrency
+
+    def workload(self, seed: int = SEED) -> WorkloadSpec:
+        """The simulator's workload of this benchmark (warm-up requests first)."""
+        ranged = self.range_ratio < 1
+        load: dict[str, object]
+        if self.concurrency:
+            load = {"concurrency": self.concurrency}
+        elif self.request_rate:
+            load = {"rate": self.request_rate, "arrival": self.arrival or "poisson", "burstiness": self.burstiness}
+        else:
+            load = {"offline": True}
+        return WorkloadSpec(
+            input_len=length_range(self.input_len, self.range_ratio) if ranged else self.input_len,
+            output_len=length_range(max(self.output_len, 2), self.range_ratio) if ranged else max(self.output_len, 2),
+            num_requests=self.measured + self.warmup,
+            seed=seed,
+            **load,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class BenchStatistics:
+    """Statistics over the measured requests of one simulated benchmark (seconds; tokens/s)."""
 
     ttft_mean_s: float
+    ttft_median_s: float
     tpot_mean_s: float
+    tpot_median_s: float
+    output_tok_s: float
     saturated: bool
     """The KV cache or the sequence limit held requests back (queueing beyond the clients' own wait)."""
 
+    def value(self, kind: str, statistic: str) -> float:
+        """The figure a serving record of ``kind`` reports with ``statistic`` (mean / median)."""
+        if kind == "serving_throughput":
+            return self.output_tok_s
+        metric = "ttft" if kind == "serving_ttft" else "tpot"
+        return getattr(self, f"{metric}_{statistic}_s")
 
-def simulate_closed_loop(
-    dep: Deployment,
-    profile: CostProfile,
-    concurrency: int,
-    input_len: int,
-    output_len: int,
-    *,
-    range_ratio: float = BENCHMARK_RANGE_RATIO,
-    num_requests: int | None = None,
-    seed: int = SEED,
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
-    gpu_memory_utilization: float | None = None,
-    scheduler: str | None = None,
-    overlap_scheduler: bool | None = None,
-    warm_up_rounds: int = 0,
-) -> ClosedLoopResult:
-    """Simulate one closed-loop benchmark point (cached per deployment, profile values, shape and settings: the
-    TTFT and TPOT records of one point share a run, and repeated fits re-use unchanged points).
 
-    ``max_num_batched_tokens`` / ``max_num_seqs`` / ``gpu_memory_utilization`` / ``scheduler`` /
-    ``overlap_scheduler``: the engine's step budget, sequence limit, KV memory fraction, scheduler and overlap
-    in the run (None: the preset's). ``warm_up_rounds``: a client warm-up left out of the means, as aiperf does:
-    ``warm_up_rounds x C`` more requests are sent first, and the means cover the requests after them in
-    arrival order."""
-    from infercast.sim.api import simulate
-
-    key = (
-        dep.label,
-        dep.engine.id,
-        tuple(sorted(profile.flat().items())),
-        concurrency,
-        input_len,
-        output_len,
-        range_ratio,
-        num_requests,
-        seed,
-        max_num_batched_tokens,
-        max_num_seqs,
-        gpu_memory_utilization,
-        scheduler,
-        overlap_scheduler,
-        warm_up_rounds,
+def serving_bench(rec: Record) -> ServingBench:
+    """The benchmark a serving record describes."""
+    return ServingBench(
+        rec.input_len,
+        rec.output_len,
+        concurrency=rec.concurrency,
+        request_rate=rec.request_rate,
+        arrival=rec.arrival,
+        burstiness=rec.burstiness,
+        range_ratio=rec.min_len_ratio or 1.0,
+        num_prompts=rec.num_prompts,
+        warmup=rec.warmup,
+        max_num_batched_tokens=rec.max_num_batched_tokens or None,
+        max_num_seqs=rec.max_num_seqs or None,
+        gpu_memory_utilization=rec.gpu_memory_utilization or None,
     )
-    if key in _CACHE:
-        return _CACHE[key]
+
+
+def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench, seed: int = SEED) -> BenchStatistics:
+    """Simulate one serving benchmark on ``dep`` (cached per deployment, profile values, benchmark and seed: the
+    TTFT, TPOT and throughput records of one run share it, and repeated fits re-use unchanged points)."""
+    key = (dep.label, dep.engine.id, dep.model.num_layers, tuple(sorted(profile.flat().items())), bench, seed)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.clear()
-
-    measured = num_requests or PROMPTS_PER_CLIENT * concurrency
-    res = simulate(
-        dep.model,
-        dep.hardware,
-        tp=dep.tp,
-        ep=dep.ep,
-        attention_dp=dep.attention_dp,
-        precision=dep.scheme.name,
-        kv_precision=dep.kv_format.name,
-        engine=dep.engine.id,
-        scheduler=scheduler or engine_scheduler(dep.engine),
-        input_len=length_range(input_len, range_ratio),
-        output_len=length_range(max(output_len, 2), range_ratio),
-        concurrency=concurrency,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        gpu_memory_utilization=gpu_memory_utilization,
-        overlap_scheduler=overlap_scheduler,
-        num_requests=measured + warm_up_rounds * concurrency,
-        seed=seed,
-        profile=profile,
+    engine = EngineConfig(
+        bench.scheduler,
+        bench.max_num_seqs,
+        bench.max_num_batched_tokens,
+        None,
+        bench.gpu_memory_utilization,
+        overlap_scheduler=bench.overlap_scheduler,
     )
+    config = SimulationConfig(dep, bench.workload(seed), engine, profile=with_front_end(profile, dep, None))
+    res = run(config)
     queued = res["queue_s"]["mean"] > 1e-3 or res["preemptions"] > 0
-    if warm_up_rounds:
-        kept = res.requests().sort_values("arrival_s").iloc[warm_up_rounds * concurrency :]
-        ttft, tpot = float(kept.ttft_s.mean()), float(kept.tpot_s.mean())
+    if bench.warmup:
+        kept = res.requests().sort_values("arrival_s").iloc[bench.warmup :]
+        ttft = (float(kept.ttft_s.mean()), float(kept.ttft_s.median()))
+        tpot = (float(kept.tpot_s.mean()), float(kept.tpot_s.median()))
     else:
-        ttft, tpot = res["ttft_s"]["mean"], res["tpot_s"]["mean"]
-    out = _CACHE[key] = ClosedLoopResult(ttft, tpot, bool(queued))
+        ttft = (res["ttft_s"]["mean"], res["ttft_s"]["p50"])
+        tpot = (res["tpot_s"]["mean"], res["tpot_s"]["p50"])
+    out = _CACHE[key] = BenchStatistics(*ttft, *tpot, res["output_throughput_tok_s"], bool(queued))
     return out
 
 
@@ -136,15 +161,15 @@ def highest_served_rates(records: Iterable[Record]) -> dict[str, dict[str, float
     ``records`` (Little's law on each point's mean TTFT and TPOT records; points lacking either are skipped)."""
     points: dict[tuple, dict[str, float]] = {}
     for r in records:
-        if r.kind in ("closed_loop_ttft", "closed_loop_tpot"):
-            key = (r.engine, r.model, r.gpu, r.precision, r.tp, r.batch, r.input_len, r.output_len)
+        if r.closed_loop and r.kind != "serving_throughput" and r.stat == "mean":
+            key = (r.engine, r.model, r.gpu, r.precision, r.tp, r.concurrency, r.input_len, r.output_len)
             points.setdefault(key, {})[r.kind] = r.value_si
     out: dict[str, dict[str, float]] = {}
     for key, m in sorted(points.items()):
         if len(m) < 2:
             continue
         engine, *_, clients, _, output_len = key
-        _, requests, tokens = closed_loop_rates(clients, m["closed_loop_ttft"], m["closed_loop_tpot"], output_len)
+        _, requests, tokens = closed_loop_rates(clients, m["serving_ttft"], m["serving_tpot"], output_len)
         top = out.setdefault(engine, {"requests_per_s": 0.0, "output_tokens_per_s": 0.0})
         top["requests_per_s"] = max(top["requests_per_s"], round(requests, 2))
         top["output_tokens_per_s"] = max(top["output_tokens_per_s"], round(tokens, 1))
@@ -155,11 +180,11 @@ def served_concurrency(records: Iterable[Record]) -> dict[str, list[int]]:
     """Per engine, the fewest and the most concurrent clients among the closed-loop points of ``records``."""
     out: dict[str, list[int]] = {}
     for r in records:
-        if r.kind in ("closed_loop_ttft", "closed_loop_tpot") and r.batch > 0:
-            lo, hi = out.setdefault(r.engine, [r.batch, r.batch])
-            out[r.engine] = [min(lo, r.batch), max(hi, r.batch)]
+        if r.closed_loop:
+            lo, hi = out.setdefault(r.engine, [r.concurrency, r.concurrency])
+            out[r.engine] = [min(lo, r.concurrency), max(hi, r.concurrency)]
     return dict(sorted(out.items()))
 
 
 CACHE_SIZE = 20_000
-_CACHE: dict[tuple, ClosedLoopResult] = {}
+_CACHE: dict[tuple, BenchStatistics] = {}

@@ -51,7 +51,7 @@ class Comparison:
             "tp": r.tp,
             "ep": r.ep,
             "attention_dp": r.attention_dp,
-            "batch": r.batch,
+            "batch": r.in_flight,
             "input_len": r.input_len,
             "output_len": r.output_len,
             "context": r.context,
@@ -130,7 +130,7 @@ def _compare_part(
     return out
 
 
-BAND_METRICS = {"closed_loop_ttft": "ttft", "closed_loop_tpot": "tpot", "serving_ttft": "ttft", "serving_tpot": "tpot"}
+BAND_METRICS = {"serving_ttft": "ttft", "serving_tpot": "tpot"}
 """Record kinds whose predictions carry an error band, and the band's metric."""
 
 
@@ -140,7 +140,7 @@ def band_of(rec: Record) -> ErrorBand | None:
     metric = BAND_METRICS.get(rec.kind)
     if metric is None:
         return None
-    load = rec.concurrency or rec.batch
+    load = rec.in_flight
     conf = confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,), model=rec.model or None)
     return conf.bands.get(metric)
 
@@ -148,7 +148,7 @@ def band_of(rec: Record) -> ErrorBand | None:
 def group_key(row: Comparison, by: Sequence[str]) -> tuple[str, ...]:
     """The values of ``by`` (names in :data:`GROUP_FIELDS`) for one point."""
     rec = row.record
-    return tuple(load_level(rec.concurrency or rec.batch) if f == "load" else str(getattr(rec, f)) for f in by)
+    return tuple(load_level(rec.in_flight) if f == "load" else str(getattr(rec, f)) for f in by)
 
 
 def group_fields(by: str) -> list[str]:

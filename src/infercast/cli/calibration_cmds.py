@@ -151,7 +151,7 @@ def calibrate(
     `infercast --profile FILE <command>` (any command); from Python, use_profile_file(path) from
     infercast.cost.profile. Values the fit pushed onto a bound are flagged.
     """
-    from infercast.calibrate.load_fit import LOAD_KINDS
+    from infercast.calibrate.load_fit import is_load
     from infercast.calibrate.profile_fit import PROFILE_DIR, covered_parameters, fit, write_gpu_profile
 
     if install and out is not None:
@@ -175,7 +175,7 @@ def calibrate(
         mine = {f.resolve() for f in new_files}
         extra = [f for f in measurement_files([PROJECT_DATA]) if f.resolve() not in mine]
         # closed-loop serving points are fitted by scripts/fit_profiles.py's engine stage, not here (minutes)
-        project = [r for r in load_records(extra) if r.kind not in LOAD_KINDS] if extra else []
+        project = [r for r in load_records(extra) if not is_load(r)] if extra else []
         records += _without_cpu(project, "calibrate") if project else []
         files += extra
     elif project_data:

@@ -31,7 +31,7 @@ StreamTokenOption = Annotated[
     typer.Option(
         "--stream-token-us",
         help="The API server's front-end: microseconds of serial work per streamed token (0: none, as with "
-        "post-processing workers; default: the engine profile's, fitted for trtllm in engines.yaml, none for the "
+        "post-processing workers; default: the engine profile's, fitted for trtllm in engine_load.yaml, none for the "
         "others).",
     ),
 ]

@@ -68,7 +68,8 @@ def calibrate_cpu(
 ) -> None:
     """Measure this CPU's GEMM and copy peaks, serve calibration workloads on the engine, fit a cost profile to
     its steps (scored on a round held out)."""
-    from infercast.harness.engine.cpu import calibrate, save_calibration
+    from infercast.harness.engine.cpu import save_calibration
+    from infercast.harness.engine.cpu_steps import calibrate
     from infercast.harness.engine.sim_agreement import build_model
 
     threads = require_positive_int("threads", threads)

@@ -33,7 +33,7 @@ What is exact and what is approximated:
 from __future__ import annotations
 
 from infercast.cost.batch import F
-from infercast.cost.operators import OpRow
+from infercast.cost.op_row import OpRow
 from infercast.specs.deployment import Deployment
 from infercast.specs.model import COMPRESSOR_STATE_BYTES, INDEXER_KEY_SCALE_BYTES
 

@@ -8,41 +8,15 @@ are applied in :mod:`infercast.cost.step`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-
+from infercast.cost.attention_variants import attention_variant_rows
 from infercast.cost.batch import NUM_FEATURES, F
+from infercast.cost.op_row import EXPERT_FRAC, OpRow
 from infercast.cost.ring import ring_share, ring_steps
 from infercast.specs.deployment import Deployment
 from infercast.specs.precision import LOGIT_BYTES
 from infercast.specs.sharding import rank_linears
-
-# Extra feature appended by the step model: the fraction of a rank's routed experts the step's tokens touch.
-EXPERT_FRAC = NUM_FEATURES
-NUM_COLUMNS = NUM_FEATURES + 1
-
-
-@dataclass
-class OpRow:
-    """Coefficients of one operator (per rank, all its layers together)."""
-
-    name: str
-    group: str
-    kind: str  # gemm | attention | elementwise | comm
-    compute_key: str | None  # tensor-core peak key for the compute ceiling (None: vector fp32 / none)
-    flops: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
-    bytes: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
-    rows: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
-    kernels: float = 0.0
-    hops: float = 0.0  # ring steps without a measured curve (cost/ring.py ring_steps), each paying a step latency
-    active: int = F["tokens"]  # feature that must be > 0 for the op to run at all
-    bandwidth: str = "hbm"  # hbm | attn_decode | link (scale-up) | network (scale-out between nodes)
-    collective: str | None = None  # all_reduce | all_gather | alltoall | p2p (a measured curve prices it, if any)
-    ranks: int = 1  # GPUs taking part in each collective
-    calls: float = 0.0  # collectives of this op per step
-    message: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
-    """Bytes of one collective's buffer per rank (the size collective benchmarks report), linear in the features."""
 
 
 @dataclass(frozen=True)
@@ -190,10 +164,7 @@ def build_op_table(dep: Deployment) -> OpTable:
         # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
         rope.flops[F["tokens"]] = La * 3 * (nq_r + kv_heads) * rope_dim
         ops.append(rope)
-    # DSA indexer, linear-attention and compressed-attention rows (cost/attention_variants.py imports OpRow from
-    # here, hence the late import)
-    from infercast.cost.attention_variants import attention_variant_rows
-
+    # DSA indexer, linear-attention and compressed-attention rows (cost/attention_variants.py)
     ops.extend(attention_variant_rows(dep))
 
     # --- norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm ---

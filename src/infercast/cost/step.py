@@ -35,7 +35,8 @@ from infercast.cost.batch import F, StepBatch
 from infercast.cost.cache import SpecCache, spec_key
 from infercast.cost.collectives import collective_curve
 from infercast.cost.curves import Curve
-from infercast.cost.operators import EXPERT_FRAC, NUM_COLUMNS, OpRow, OpTable, build_op_table
+from infercast.cost.op_row import EXPERT_FRAC, NUM_COLUMNS, OpRow
+from infercast.cost.operators import OpTable, build_op_table
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, CostProfile, load_profile, profile_generation
 from infercast.specs.deployment import Deployment
 

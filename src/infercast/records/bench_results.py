@@ -150,13 +150,21 @@ def _json_documents(text: str, where: str) -> list[dict]:
     return docs
 
 
-def _detect(doc: dict, where: str) -> str:
+def detect_tool(doc: dict) -> str | None:
+    """The tool whose result a JSON document is (vllm, guidellm, aiperf), else None."""
     if isinstance(doc.get("benchmarks"), list):
         return "guidellm"
     if "mean_ttft_ms" in doc or ("num_prompts" in doc and "backend" in doc):
         return "vllm"
     if isinstance(doc.get("time_to_first_token"), dict) or "input_config" in doc:
         return "aiperf"
+    return None
+
+
+def _detect(doc: dict, where: str) -> str:
+    tool = detect_tool(doc)
+    if tool is not None:
+        return tool
     raise _bad(
         where,
         "is not a result file infercast reads: expected vllm bench serve --save-result JSON (mean_ttft_ms), "
@@ -443,7 +451,7 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
             precision=facts.precision or meta.get("precision", ""),
             tp=tp,
             ep=int(ep_raw),
-            batch=run.num_requests,
+            num_prompts=run.num_requests,
             input_len=max(round(run.input_len), 1),
             output_len=max(round(run.output_len), 1),
             burstiness=run.burstiness,
@@ -453,14 +461,14 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
             **load,
         )
         values = (
-            ("serving_ttft", run.ttft_mean_s, "s"),
-            ("serving_tpot", run.tpot_median_s, "s"),
-            ("serving_throughput", run.output_throughput_tok_s, "tok/s"),
+            ("serving_ttft", run.ttft_mean_s, "s", "mean"),
+            ("serving_tpot", run.tpot_median_s, "s", "median"),
+            ("serving_throughput", run.output_throughput_tok_s, "tok/s", ""),
         )
-        for kind, value, unit in values:
+        for kind, value, unit, statistic in values:
             if kind == "serving_tpot" and common["output_len"] < 2:
                 continue  # one output token has no TPOT
-            rec = Record(kind=kind, value=value, unit=unit, **common)  # type: ignore[arg-type]
+            rec = Record(kind=kind, value=value, unit=unit, statistic=statistic, **common)  # type: ignore[arg-type]
             try:
                 check_record(rec)
             except InfercastError as exc:

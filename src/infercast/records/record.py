@@ -22,31 +22,30 @@ op                     one layer operator (``op``) of a 1-layer model: a GEMM   
                        ``attention_decode``: ``batch`` tokens at ``context``
 hbm_copy               device-to-device copy of ``bytes`` (read + write)        s
 launch_overhead        one tiny kernel launch (``op`` eager or cuda_graph)      s
-serving_ttft           mean TTFT of ``batch`` requests to a serving engine      s
-serving_tpot           median TPOT ((E2E - TTFT)/(n - 1), vLLM's definition)   s
-                       of ``batch`` requests to a serving engine
-serving_throughput     output tokens/s of those requests over the benchmark     tok/s
-closed_loop_ttft       mean TTFT of a closed loop of ``batch`` clients (10 x    s
-                       ``batch`` requests, lengths uniform in [r L, L], r =
-                       ``min_len_ratio``, 0.8 when not given; the engine's
-                       step budget ``max_num_batched_tokens``, sequence
-                       limit ``max_num_seqs`` and KV memory fraction
-                       ``gpu_memory_utilization`` when not its preset's)
-closed_loop_tpot       mean TPOT of the same closed-loop benchmark              s
+serving_ttft           TTFT of a serving benchmark (see below)                  s
+serving_tpot           TPOT ((E2E - TTFT)/(n - 1), vLLM's definition) of one    s
+serving_throughput     output tokens/s of the benchmark's requests              tok/s
 =====================  ======================================================  ===========
 
-Serving kinds include queueing and scheduling, so they are predicted by the simulator. Their load: the
-``batch`` requests are sent all at once, unless ``concurrency`` > 0 (closed loop: that many clients, each
-sending its next request when the last one finished, as ``vllm bench serve --max-concurrency`` and GuideLLM's
-concurrent strategy do) or ``request_rate`` > 0 (open loop at that rate: ``arrival`` poisson (default),
-gamma with ``burstiness``, or constant). Prompt and output lengths are the run's means. Benchmark result files
-of ``vllm bench serve``, GuideLLM and AIPerf become such rows through :mod:`infercast.records.bench_results`.
-Closed-loop kinds describe a published sweep point run as ``vllm bench serve --max-concurrency C --num-prompts
-10*C --random-range-ratio 0.8`` (``batch`` = C; ``input_len``/``output_len`` = L, the top of the length range)
-with means over all requests, ramp-up included (:mod:`infercast.calibrate.serving`).
+Serving kinds include queueing and scheduling, so they are predicted by the simulator. Their fields say:
 
-A CSV of closed-loop benchmark rows in aiconfigurator's silicon format (``ttft_ms_mean``, ``tpot_ms_mean``, ...)
-is read as such records too (:mod:`infercast.records.silicon_rows`).
+* load: ``concurrency`` > 0: a closed loop of that many clients, each sending its next request when the last
+  one finished (``vllm bench serve --max-concurrency``, GuideLLM's concurrent strategy, aiconfigurator's
+  client); ``request_rate`` > 0: an open loop at that rate (``arrival`` poisson (default), gamma with
+  ``burstiness``, or constant); neither: offline, every request sent at once;
+* lengths: ``input_len`` / ``output_len`` = L, the top of the length range; prompt and output lengths uniform
+  in [r L, L], r = ``min_len_ratio`` (1 or empty: fixed lengths; ``--random-range-ratio`` of older vLLM);
+* size: ``num_prompts`` requests measured (empty in a closed loop: 10 x ``concurrency``, the published
+  sweeps'), after ``warmup`` requests sent first and left out (0: none; the means then include the ramp-up);
+* statistic: ``mean`` or ``median`` over those requests (empty: mean TTFT, median TPOT, as ``vllm bench
+  serve`` reports them; throughput has none);
+* the engine's step budget ``max_num_batched_tokens``, sequence limit ``max_num_seqs`` and KV memory fraction
+  ``gpu_memory_utilization`` when not its preset's.
+
+Benchmark result files of ``vllm bench serve``, GuideLLM and AIPerf become such rows through
+:mod:`infercast.records.bench_results`, and a CSV of closed-loop benchmark rows in aiconfigurator's silicon
+format (``ttft_ms_mean``, ``tpot_ms_mean``, ...) through :mod:`infercast.records.silicon_rows`; the simulator
+replays them in :mod:`infercast.calibrate.serving`.
 
 ``layers`` (optional) says the run used only the first N decoder layers of the model; predictions for
 that row use the same truncated model (:func:`infercast.specs.truncate.truncated`).
@@ -83,8 +82,6 @@ KINDS = (
     "serving_ttft",
     "serving_tpot",
     "serving_throughput",
-    "closed_loop_ttft",
-    "closed_loop_tpot",
 )
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "tok/s": 1.0}
 TIME_UNITS = ("s", "ms", "us")
@@ -111,20 +108,27 @@ RULES: dict[str, KindRule] = {
     "op": KindRule({"batch": 1}, text=("gpu", "model", "op")),
     "hbm_copy": KindRule({}, text=("gpu",)),  # bytes: checked below (a float)
     "launch_overhead": KindRule({}, text=("gpu",)),
-    "serving_ttft": KindRule(_REQUEST | {"output_len": 1}),
-    "serving_tpot": KindRule(_REQUEST | {"output_len": 2}),
-    "serving_throughput": KindRule(_REQUEST | {"output_len": 1}, units=("tok/s",)),
-    "closed_loop_ttft": KindRule(_REQUEST | {"output_len": 1}),
-    "closed_loop_tpot": KindRule(_REQUEST | {"output_len": 2}),
+    "serving_ttft": KindRule({"input_len": 1, "output_len": 1}),
+    "serving_tpot": KindRule({"input_len": 1, "output_len": 2}),
+    "serving_throughput": KindRule({"input_len": 1, "output_len": 1}, units=("tok/s",)),
 }
 """Per kind: the fields a row needs (see the module docstring for what each kind describes)."""
 OP_RULES: dict[str, dict[str, int]] = {"attention_prefill": {"input_len": 1}, "attention_decode": {"context": 1}}
 """Extra positive fields of the harness's attention operators (the work is not a token count)."""
 SERVING_KINDS = ("serving_ttft", "serving_tpot", "serving_throughput")
+STATISTICS = ("", "mean", "median")
+"""Statistics of a serving row's TTFT or TPOT over its requests ('' = the kind's: mean TTFT, median TPOT)."""
+DEFAULT_STATISTIC = {"serving_ttft": "mean", "serving_tpot": "median"}
+RETIRED_KINDS = {"closed_loop_ttft": "serving_ttft", "closed_loop_tpot": "serving_tpot"}
+"""Kinds merged into the serving family: such a row is now that kind with ``concurrency`` = its former ``batch``,
+``num_prompts`` = 10 x that, ``statistic`` mean and ``min_len_ratio`` 0.8 where it was empty."""
 ARRIVALS = ("", "poisson", "gamma", "constant")
 """Open-loop arrival processes of serving rows ('' = poisson when ``request_rate`` is given)."""
 LAUNCH_OPS = ("", "eager", "cuda_graph", "cpu_op")
 """``launch_overhead`` variants: eager launches (``cpu_op`` on the CPU harness) or kernels in a CUDA graph."""
+CLOSED_LOOP_PROMPTS_PER_CLIENT = 10
+"""Requests per client of published closed-loop sweeps (``--num-prompts 10*C``; sim.workload.spec's
+PROMPTS_PER_CLIENT, repeated here as records sit below the simulator)."""
 _MINIMUM = {"tp": 1, "ep": 1, "attention_dp": 1, "batch": 1}
 """Integer fields that can never be 0 (the others may be 0 = not applicable, e.g. ``layers`` = whole model)."""
 
@@ -152,21 +156,27 @@ class Record:
     request_rate: float = 0.0
     arrival: str = ""
     burstiness: float = 1.0
+    num_prompts: int = 0
+    """Serving kinds: requests measured (0 / empty in a closed loop: 10 x ``concurrency``)."""
+    warmup: int = 0
+    """Serving kinds: requests sent before the measured ones and left out of the statistics."""
+    statistic: str = ""
+    """Serving TTFT / TPOT: ``mean`` or ``median`` over the measured requests ('' = mean TTFT, median TPOT)."""
     m: int = 0
     n: int = 0
     k: int = 0
     bytes: float = 0.0
     min_len_ratio: float = 0.0
-    """Closed-loop kinds: prompt and output lengths were uniform in [min_len_ratio x L, L] (1: fixed lengths;
-    0 / empty: 0.8, the range public closed-loop sweeps use)."""
+    """Serving kinds: prompt and output lengths were uniform in [min_len_ratio x L, L] (0 / empty or 1: fixed
+    lengths L)."""
     max_num_batched_tokens: int = 0
-    """Serving and closed-loop kinds: the engine's token budget per step in the run (0 / empty: the engine
+    """Serving kinds: the engine's token budget per step in the run (0 / empty: the engine
     preset's default)."""
     max_num_seqs: int = 0
-    """Serving and closed-loop kinds: the most sequences the engine ran at once (its max_num_seqs /
+    """Serving kinds: the most sequences the engine ran at once (its max_num_seqs /
     max_batch_size; 0 / empty: the engine preset's default)."""
     gpu_memory_utilization: float = 0.0
-    """Serving and closed-loop kinds: the fraction of GPU memory the engine's KV cache was given in the run, as
+    """Serving kinds: the fraction of GPU memory the engine's KV cache was given in the run, as
     the preset's ``kv_fraction`` reads it (vLLM ``--gpu-memory-utilization``, TensorRT-LLM
     ``free_gpu_memory_fraction``; 0 / empty: the preset's default)."""
     op: str = ""
@@ -186,6 +196,29 @@ class Record:
     def value_si(self) -> float:
         """The value in seconds (times) or tokens/s (throughputs)."""
         return self.value * UNITS[self.unit]
+
+    @property
+    def stat(self) -> str:
+        """The statistic a serving TTFT or TPOT row reports (its ``statistic``, else the kind's default)."""
+        return self.statistic or DEFAULT_STATISTIC.get(self.kind, "")
+
+    @property
+    def closed_loop(self) -> bool:
+        """A serving row measured under a closed loop of clients."""
+        return self.kind in SERVING_KINDS and self.concurrency > 0
+
+    @property
+    def in_flight(self) -> int:
+        """Requests the row ran at once at most: a serving row's clients, else its requests (offline or open
+        loop); another kind's ``concurrency`` or ``batch``."""
+        if self.kind in SERVING_KINDS:
+            return self.concurrency or self.num_prompts
+        return self.concurrency or self.batch
+
+    @property
+    def prompts(self) -> int:
+        """Serving kinds: the requests measured (a closed loop's default: 10 x its clients)."""
+        return self.num_prompts or CLOSED_LOOP_PROMPTS_PER_CLIENT * self.concurrency
 
     @property
     def where(self) -> str:
@@ -227,6 +260,12 @@ def parse_cell(name: str, raw: str) -> object:
 
 def check_record(rec: Record) -> None:
     """Raise InfercastError (naming the field) when ``rec`` does not describe a measurement of its kind."""
+    if rec.kind in RETIRED_KINDS:
+        raise InfercastError(
+            f"kind {rec.kind!r} is now {RETIRED_KINDS[rec.kind]!r} with concurrency = the clients, num_prompts, "
+            "statistic mean and min_len_ratio (0.8 where empty)",
+            field="kind",
+        )
     if rec.kind not in KINDS:
         close = nearest(rec.kind, KINDS)
         hint = f"did you mean {', '.join(close)}? " if close else ""
@@ -256,18 +295,28 @@ def check_record(rec: Record) -> None:
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
     if rec.kind in SERVING_KINDS:
-        if rec.arrival not in ARRIVALS:
-            raise InfercastError(
-                f"unknown arrival {rec.arrival!r}; allowed: {', '.join(ARRIVALS[1:])}", field="arrival"
-            )
-        if rec.concurrency and rec.request_rate:
-            raise InfercastError(
-                "give concurrency (closed loop) or request_rate (open loop), not both", field="request_rate"
-            )
-        if rec.arrival == "gamma" and not rec.burstiness > 0:
-            raise InfercastError(f"must be > 0 for gamma arrivals, got {rec.burstiness}", field="burstiness")
+        _check_serving(rec)
     if rec.kind == "launch_overhead" and rec.op not in LAUNCH_OPS:
         raise InfercastError(f"unknown launch variant {rec.op!r}; allowed: {', '.join(LAUNCH_OPS[1:])}", field="op")
+
+
+def _check_serving(rec: Record) -> None:
+    """The load, size and statistic of a serving row."""
+    if rec.statistic not in STATISTICS or (rec.statistic and rec.kind == "serving_throughput"):
+        allowed = "none for serving_throughput" if rec.kind == "serving_throughput" else "mean, median"
+        raise InfercastError(f"unknown statistic {rec.statistic!r}; allowed: {allowed}", field="statistic")
+    if not rec.concurrency and not rec.num_prompts:
+        raise InfercastError(
+            "is required unless concurrency is given (closed loop: 10 x concurrency)", field="num_prompts"
+        )
+    if rec.arrival not in ARRIVALS:
+        raise InfercastError(f"unknown arrival {rec.arrival!r}; allowed: {', '.join(ARRIVALS[1:])}", field="arrival")
+    if rec.concurrency and rec.request_rate:
+        raise InfercastError(
+            "give concurrency (closed loop) or request_rate (open loop), not both", field="request_rate"
+        )
+    if rec.arrival == "gamma" and not rec.burstiness > 0:
+        raise InfercastError(f"must be > 0 for gamma arrivals, got {rec.burstiness}", field="burstiness")
 
 
 def write_records(path: str | Path, records: list[Record], header_comment: str = "") -> None:

@@ -13,8 +13,9 @@ the wheel's own ``silicon_sample.csv`` too (its aggregated rows with a recorded 
 ``scripts/import_closed_loop.py`` writes the committed calibration records.
 
 Each row (mean TTFT and mean TPOT of one closed-loop benchmark point) becomes two records,
-``closed_loop_ttft`` and ``closed_loop_tpot`` (batch = concurrency C, input_len / output_len = the top L of
-the length range; see infercast.calibrate.serving). Interpretation choices, stated in every row's notes:
+``serving_ttft`` and ``serving_tpot`` with statistic mean (concurrency C, num_prompts 10 x C, input_len /
+output_len = the top L of the length range; see infercast.calibrate.serving). Interpretation choices, stated in
+every row's notes:
 - the engine version goes into the notes; the record's engine is the profile it calibrates (vllm, sglang,
   trtllm: their current major versions, named in the fitted profiles' provenance);
 - fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype 'auto'
@@ -117,7 +118,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from infercast.errors import InfercastError, unknown_choice
-from infercast.records.record import Record, check_record
+from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
 from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
 from infercast.specs.precision import get_scheme
 
@@ -248,7 +249,8 @@ def concurrency_recorded(row: dict[str, str]) -> bool:
 
 
 def convert(row: dict[str, str], origin: str = "") -> list[Record]:
-    """The ``closed_loop_ttft`` and ``closed_loop_tpot`` records of one row."""
+    """The mean ``serving_ttft`` and ``serving_tpot`` records (closed loop of C clients, 10 x C prompts) of one
+    row."""
     engine = row["engine"].strip().lower()
     row = {**row, "engine": engine}
     model = catalog_model_id(row["model"])
@@ -269,7 +271,9 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         tp=tp,
         ep=ep,
         attention_dp=attention_dp,
-        batch=c,
+        concurrency=c,
+        num_prompts=CLOSED_LOOP_PROMPTS_PER_CLIENT * c,
+        statistic="mean",
         input_len=int(row["input_len"]),
         output_len=int(row["output_len"]),
         unit="ms",
@@ -309,8 +313,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         ),
     )
     records = [
-        Record(kind="closed_loop_ttft", value=float(row["ttft_ms_mean"]), **common),
-        Record(kind="closed_loop_tpot", value=float(row["tpot_ms_mean"]), **common),
+        Record(kind="serving_ttft", value=float(row["ttft_ms_mean"]), **common),
+        Record(kind="serving_tpot", value=float(row["tpot_ms_mean"]), **common),
     ]
     for rec in records:
         check_record(rec)

@@ -6,7 +6,7 @@ this engine, so the simulator can predict the engine on this machine.
 * :func:`fit_profile` — least squares on log step time over the cost model's efficiency and overhead
   parameters (:mod:`infercast.cost.step`): the same functional form the simulator uses for GPUs, so the
   simulator prices a CPU step through the same code path as a GPU step.
-* :func:`calibrate` — fits that form to the engine's own served steps
+* :func:`~infercast.harness.engine.cpu_steps.calibrate` — fits that form to the engine's own served steps
   (:mod:`infercast.harness.engine.cpu_steps`), scores it on a round held out, and records the synthetic grid
   (:func:`step_sweep`, decode batches, prefill chunks, mixed steps) and a fit to it for comparison. Given a
   GPU's catalog spec (``hardware``), it does the same for the engine running on that GPU
@@ -406,59 +406,3 @@ def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[
     fit = data.get("fit", {})
     src = f"fitted: {path} ({fit.get('date', data['peaks'].get('date', '?'))})"
     return cpu_hardware(data["peaks"]), cpu_base_profile().with_values(data["profile"], src), fit
-
-
-def calibrate(
-    model: TransformerModel,
-    config: HarnessEngineConfig,
-    *,
-    threads: int = 2,
-    repeats: int = 5,
-    rounds: int = 2,
-    hardware: HardwareSpec | None = None,
-) -> tuple[HardwareSpec, CostProfile, dict[str, Any], dict[str, Any]]:
-    """Peaks; the engine's own steps on calibration workloads
-    (:mod:`infercast.harness.engine.cpu_steps`, ``rounds`` rounds); the fit to them, with its error on rounds held out;
-    and, for comparison, the synthetic grid (:func:`step_sweep`) and how far a fit to it is from the served
-    steps. Returns ``(spec, profile, peaks, fit record)``.
-
-    ``hardware``: the catalog spec of the GPU the model runs on; its datasheet peaks stand in for measured ones
-    (``peaks`` then names the device), and the same fit sets the efficiencies and overheads."""
-    from infercast.harness.engine.cpu_steps import engine_steps, errors, held_out
-
-    if hardware is None:
-        peaks = measure_peaks(threads, repeats)
-        hardware = cpu_hardware(peaks)
-    else:
-        peaks = {**provenance(), "device": hardware.id, "device_name": hardware.name}
-    dep = deployment(config, hardware)
-    data = engine_steps(model, config, rounds=rounds, threads=threads)
-    grid = step_sweep(model, config, repeats=repeats, threads=threads)
-    sweep = data.sweep
-    sweep.info.update({**provenance(), "threads": threads, "rounds": rounds})
-
-    def fit(s: Sweep) -> CostProfile:
-        return fit_profile(s, config, hardware, balance=True, match_total=True)[0]
-
-    def predict(profile: CostProfile, s: Sweep) -> np.ndarray:
-        return StepCostModel(dep, profile).step_time(StepBatch(s.features))
-
-    profile, _ = fit_profile(sweep, config, hardware, balance=True, match_total=True)
-    grid_profile, grid_stats = fit_profile(grid, config, hardware)
-    fit = {
-        **sweep.info,
-        **errors(predict(profile, sweep), sweep),
-        "model": config.model_cut.id,
-        "layers": config.num_layers,
-        "precision": config.precision,
-        "points": len(sweep.seconds),
-        "held_out": held_out(data, fit, predict) if rounds > 1 else {},
-        "grid_fit": {
-            "points": len(grid.seconds),
-            **grid_stats,
-            "on_engine_steps": errors(predict(grid_profile, sweep), sweep),
-        },
-        "runs": data.runs,
-        "grid": [{"step": label, "seconds": float(s)} for label, s in zip(grid.labels, grid.seconds, strict=True)],
-    }
-    return hardware, profile, peaks, fit

@@ -22,14 +22,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from infercast.cost.batch import F
+from infercast.cost.batch import F, StepBatch
+from infercast.cost.profile import CostProfile
+from infercast.cost.step import StepCostModel
 from infercast.harness.engine.clock import WallClock
-from infercast.harness.engine.cpu import Sweep, sweep_from_steps
+from infercast.harness.engine.cpu import (
+    Sweep,
+    cpu_hardware,
+    fit_profile,
+    measure_peaks,
+    provenance,
+    step_sweep,
+    sweep_from_steps,
+)
 from infercast.harness.engine.loadgen import replay
 from infercast.harness.engine.runtime import Engine
-from infercast.harness.engine.sim_twin import HarnessEngineConfig
+from infercast.harness.engine.sim_twin import HarnessEngineConfig, deployment
 from infercast.harness.torch_model import TransformerModel
 from infercast.sim.workload import Workload, WorkloadSpec
+from infercast.specs.hardware import HardwareSpec
 
 SCHEDULERS = ("prefill-first", "chunked")
 LOADS: tuple[tuple[str, int | None, int], ...] = (("concurrency", 2, 8), ("concurrency", 6, 18), ("offline", None, 32))
@@ -152,3 +163,57 @@ def held_out(
     out["max_abs_rel_error"] = float(max(s["max_abs_rel_error"] for s in scores))
     out["folds"] = len(scores)
     return out
+
+
+def calibrate(
+    model: TransformerModel,
+    config: HarnessEngineConfig,
+    *,
+    threads: int = 2,
+    repeats: int = 5,
+    rounds: int = 2,
+    hardware: HardwareSpec | None = None,
+) -> tuple[HardwareSpec, CostProfile, dict[str, Any], dict[str, Any]]:
+    """Peaks; the engine's own steps on calibration workloads
+    (:mod:`infercast.harness.engine.cpu_steps`, ``rounds`` rounds); the fit to them, with its error on rounds held out;
+    and, for comparison, the synthetic grid (:func:`step_sweep`) and how far a fit to it is from the served
+    steps. Returns ``(spec, profile, peaks, fit record)``.
+
+    ``hardware``: the catalog spec of the GPU the model runs on; its datasheet peaks stand in for measured ones
+    (``peaks`` then names the device), and the same fit sets the efficiencies and overheads."""
+    if hardware is None:
+        peaks = measure_peaks(threads, repeats)
+        hardware = cpu_hardware(peaks)
+    else:
+        peaks = {**provenance(), "device": hardware.id, "device_name": hardware.name}
+    dep = deployment(config, hardware)
+    data = engine_steps(model, config, rounds=rounds, threads=threads)
+    grid = step_sweep(model, config, repeats=repeats, threads=threads)
+    sweep = data.sweep
+    sweep.info.update({**provenance(), "threads": threads, "rounds": rounds})
+
+    def fit(s: Sweep) -> CostProfile:
+        return fit_profile(s, config, hardware, balance=True, match_total=True)[0]
+
+    def predict(profile: CostProfile, s: Sweep) -> np.ndarray:
+        return StepCostModel(dep, profile).step_time(StepBatch(s.features))
+
+    profile, _ = fit_profile(sweep, config, hardware, balance=True, match_total=True)
+    grid_profile, grid_stats = fit_profile(grid, config, hardware)
+    fit = {
+        **sweep.info,
+        **errors(predict(profile, sweep), sweep),
+        "model": config.model_cut.id,
+        "layers": config.num_layers,
+        "precision": config.precision,
+        "points": len(sweep.seconds),
+        "held_out": held_out(data, fit, predict) if rounds > 1 else {},
+        "grid_fit": {
+            "points": len(grid.seconds),
+            **grid_stats,
+            "on_engine_steps": errors(predict(grid_profile, sweep), sweep),
+        },
+        "runs": data.runs,
+        "grid": [{"step": label, "seconds": float(s)} for label, s in zip(grid.labels, grid.seconds, strict=True)],
+    }
+    return hardware, profile, peaks, fit
