@@ -177,7 +177,7 @@ def compare(
                     "ep": p.ep,
                     "kv_precision": p.kv_precision,
                     "ttft_s": p.ttft_s,
-                    "tpot_s": p.tpot_s,
+                    "tpot_s": p.tpot_s if p.output_len > 1 else np.nan,  # one token: no TPOT (undefined)
                     "e2e_s": p.e2e_s,
                     "output_throughput_tok_s": p.output_throughput_tok_s,
                     "fits": fits,

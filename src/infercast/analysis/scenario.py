@@ -85,9 +85,10 @@ class Prediction:
             "ttft_s": self.ttft_s,
             "request_overhead_s": self.ttft_s - self.prefill.time_s - self.front_end_s,
             "front_end_s": self.front_end_s,
-            "tpot_s": self.tpot_s,
-            "itl_s": self.itl_s,
-            "single_stream_tpot_s": self.single_stream_tpot_s,
+            # one output token has no gap between tokens: undefined (null), as the simulator reports it
+            "tpot_s": self.tpot_s if self.output_len > 1 else None,
+            "itl_s": self.itl_s if self.output_len > 1 else None,
+            "single_stream_tpot_s": self.single_stream_tpot_s if self.output_len > 1 else None,
             "e2e_s": self.e2e_s,
             "output_throughput_tok_s": self.output_throughput_tok_s,
             "total_throughput_tok_s": self.total_throughput_tok_s,

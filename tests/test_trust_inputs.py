@@ -1,0 +1,101 @@
+"""Issue 37 (items 11, 13): inputs that slipped past the edge. Each gets one line naming the field (exit 2) or a
+Python-API InfercastError naming the argument, never an internal error, a hang or an impossible number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infercast.errors import InfercastError
+from tests.cli_helpers import run, run_json
+from tests.test_reliability import one_line_error
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
+SIM = ("simulate", "--input-len", "100", "--output-len", "10", "--num-requests", "5")
+
+
+# ----- item 11 -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--prefix-len", "99999999999999999999"),
+        ("--prefix-len", "9223372036854775807"),
+        ("--num-prefixes", "99999999999999999999"),
+    ],
+)
+def test_huge_prefix_sizes_are_one_line(capsys, flag, value):
+    extra = ("--prefix-len", "100") if flag == "--num-prefixes" else ()
+    one_line_error(capsys, *SIM, "--rate", "1", *extra, flag, value, field=flag[2:], needle="limit")
+
+
+@pytest.mark.parametrize(
+    "name,key,value",
+    [
+        ("gpt-oss-20b.json", "sliding_window", "abc"),
+        ("gemma-2-9b.json", "sliding_window", [1]),
+        ("llama-4-scout.json", "text_config.attention_chunk_size", "x"),
+        ("llama-4-scout.json", "text_config.no_rope_layer_interval", 0),
+        ("qwen3-8b.json", "max_window_layers", "²"),
+    ],
+)
+def test_config_json_non_numeric_integer_fields_are_one_line(tmp_path, capsys, name, key, value):
+    cfg = json.loads((FIXTURES / name).read_text())
+    node = cfg
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    node.pop("no_rope_layers", None)  # so the interval is read
+    if leaf == "max_window_layers":
+        cfg["use_sliding_window"], cfg["sliding_window"] = True, 4096
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    one_line_error(capsys, "show-model", str(path), field="model", needle=leaf)
+
+
+@pytest.mark.parametrize(
+    "rate,burstiness,field",
+    [("1e-300", "1e-300", "rate"), ("1e300", "1e300", "burstiness"), ("1e-300", "1", "rate"), ("5e-324", "1", "rate")],
+)
+def test_arrival_rates_a_float_cannot_time_are_one_line(capsys, rate, burstiness, field):
+    """A rate whose arrivals fall past ~1e10 s left TTFT and TPOT at 0 (the clock no longer moved); a vanishing
+    rate x burstiness divided by zero."""
+    one_line_error(capsys, *SIM, "--rate", rate, "--burstiness", burstiness, field=field)
+
+
+@pytest.mark.parametrize("text", ["1,,2", "1:2:3:4", "1,"])
+def test_malformed_int_lists_are_refused(capsys, text):
+    one_line_error(capsys, "sweep", "--output-lens", text, field="output_lens")
+
+
+def test_one_token_outputs_have_no_tpot(capsys):
+    pred = run_json(capsys, "predict", "--output-len", "1")
+    assert pred["tpot_s"] is None and pred["itl_s"] is None and pred["single_stream_tpot_s"] is None
+    rows = run_json(capsys, "sweep", "--output-lens", "1,2", "--batches", "1", "--input-lens", "100")["rows"]
+    assert sorted((r["output_len"], r["tpot_s"] is None) for r in rows) == [(1, True), (2, False)]
+    cmp = run_json(capsys, "compare", "--output-len", "1", "--gpus", "h100-sxm")
+    assert all(r["tpot_s"] is None for r in cmp["rows"])
+    code, out, _ = run(capsys, "predict", "--output-len", "1")
+    tpot_lines = [line for line in out.splitlines() if "TPOT" in line]
+    assert code == 0 and tpot_lines and all("undefined" in line for line in tpot_lines), tpot_lines
+
+
+@pytest.mark.parametrize("flag", ["--precision", "--kv-precision"])
+@pytest.mark.parametrize("command", ["predict", "memory", "crossover"])
+def test_empty_precision_is_not_the_default(capsys, command, flag):
+    one_line_error(capsys, command, flag, "", field=flag[2:].replace("-", "_"), needle="''")
+
+
+def test_empty_precision_in_the_api():
+    from infercast.analysis.scenario import predict
+
+    with pytest.raises(InfercastError, match="precision"):
+        predict("llama-3.1-8b", "h100-sxm", input_len=10, output_len=10, precision="")
+
+
+def test_memory_that_does_not_fit_reports_no_negative_bytes(capsys):
+    doc = run_json(capsys, "memory", "--model", "llama-3.1-405b", "--gpu", "h100-sxm")
+    assert not doc["fits"] and doc["shortfall_bytes"] > 0
+    assert all(v >= 0 for k, v in doc.items() if k.endswith("_bytes") and isinstance(v, int | float))
