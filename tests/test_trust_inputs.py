@@ -99,3 +99,75 @@ def test_memory_that_does_not_fit_reports_no_negative_bytes(capsys):
     doc = run_json(capsys, "memory", "--model", "llama-3.1-405b", "--gpu", "h100-sxm")
     assert not doc["fits"] and doc["shortfall_bytes"] > 0
     assert all(v >= 0 for k, v in doc.items() if k.endswith("_bytes") and isinstance(v, int | float))
+
+
+# ----- item 13: the Python API names the argument ------------------------------------------------------------------
+PLAN = dict(slo="ttft:p99:2s", rate=1.0, input_len=64, output_len=8, num_requests=20, tps=1, executor="serial")
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(slo=None), "slo"),
+        (dict(slo=5), "slo"),
+        (dict(rate="x"), "rate"),
+        (dict(gpus=5), "gpus"),
+        (dict(tps=1.5), "tps"),
+        (dict(precisions=5), "precisions"),
+        (dict(disagg=2), "ratios"),
+        (dict(prices=5), "prices"),
+        (dict(workers="x"), "workers"),
+        (dict(seed="x"), "seed"),
+        (dict(burstiness="x"), "burstiness"),
+    ],
+)
+def test_plan_api_wrong_types_name_the_argument(change, field):
+    import infercast
+
+    kwargs = {**PLAN, **change}
+    gpus = kwargs.pop("gpus", "h100-sxm")
+    with pytest.raises(InfercastError) as info:
+        infercast.plan("llama-3.1-8b", gpus, verify=False, **kwargs)
+    assert info.value.field == field, info.value
+
+
+def test_plan_api_numeric_text_rate_is_read_as_a_number():
+    """``rate='5'`` reached the costing as text (TypeError); it is validated and converted at the edge."""
+    import infercast
+
+    result = infercast.plan("llama-3.1-8b", "h100-sxm", verify=False, **{**PLAN, "rate": "5"})
+    assert result is not None
+
+
+@pytest.mark.parametrize("profile", ["x", 5, ["x"]])
+def test_predict_api_profile_must_be_a_profile(profile):
+    import infercast
+
+    with pytest.raises(InfercastError) as info:
+        infercast.predict("llama-3.1-8b", "h100-sxm", input_len=10, output_len=10, profile=profile)
+    assert info.value.field == "profile"
+
+
+# ----- item 13: plan --daily and --rate ------------------------------------------------------------------------------
+PLAN_CLI = ("plan", "--input-len", "64", "--output-len", "8", "--slo", "ttft:p99:2s", "--gpus", "h100-sxm")
+PLAN_CLI += ("--tps", "1", "--num-requests", "20", "--workers", "1")
+
+
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ("hour,rate_req_s\n0,abc\n1,2\n", "'abc'"),
+        ("hour,rate_req_s\n0,²\n1,2\n", "'²'"),
+        ("time_s,rate_req_s\n0,1\n1e15,2\n", "within"),
+        ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,10\n1e300,10,10\n", "within"),
+        ("arrived_at\n-5\n1\n", ">= 0"),
+    ],
+)
+def test_plan_daily_csv_hostile_cells_are_one_line(tmp_path, capsys, body, needle):
+    path = tmp_path / "daily.csv"
+    path.write_text(body)
+    one_line_error(capsys, *PLAN_CLI, "--daily", str(path), field="daily", needle=needle)
+
+
+def test_plan_rate_past_any_fleet_is_one_line(capsys):
+    one_line_error(capsys, *PLAN_CLI, "--rate", "1e308", field="rate", needle="10,000 units")
