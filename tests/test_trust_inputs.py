@@ -170,3 +170,46 @@ def test_plan_daily_csv_hostile_cells_are_one_line(tmp_path, capsys, body, needl
 
 def test_plan_rate_past_any_fleet_is_one_line(capsys):
     one_line_error(capsys, *PLAN_CLI, "--rate", "1e308", field="rate", needle="10,000 units")
+
+
+# ----- item 13: hostile measurement files -------------------------------------------------------------------------
+BENCH = Path(__file__).parent / "fixtures" / "bench"
+BENCH_FACTS = ("--gpu", "h100-sxm", "--tp", "1", "--model", "llama-3.1-8b", "--engine", "vllm", "--concurrency", "8")
+
+
+def _vllm_doc() -> dict:
+    return json.loads((BENCH / "vllm_bench_serve_llama-3.1-8b_c8.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "name,data",
+    [
+        ("deep.json", b'{"a":' * 100_000 + b"1" + b"}" * 100_000),
+        ("guidellm2.json", b'{"benchmarks": 5}'),
+        ("meta.json", json.dumps({**_vllm_doc(), "metadata": None, "tp": "\u00b2"}).encode()),
+        ("aiperf.csv", b"Metric,avg\nRequest Count," + b"9" * 140_000 + b"\n"),
+        (
+            "aiperf2.csv",
+            (BENCH / "aiperf_profile_export_aiperf.csv")
+            .read_bytes()
+            .replace(b"Request Count,", b"Request Count,inf,", 1),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_hostile_bench_files_are_one_line(tmp_path, capsys, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    fmt = ("--bench-format", "guidellm") if name == "guidellm2.json" else ()
+    facts = BENCH_FACTS[:2] + BENCH_FACTS[4:] if name == "meta.json" else BENCH_FACTS  # tp from the file
+    one_line_error(capsys, "validate", "--bench", str(path), *fmt, *facts)
+
+
+def test_validate_data_with_tp_0_or_a_symlink_loop_is_one_line(tmp_path, capsys):
+    rows = (Path(__file__).parent / "fixtures" / "closed_loop_h100_tp8_c8.csv").read_text().splitlines()[:2]
+    bad = tmp_path / "tp0.csv"
+    bad.write_text(rows[0] + "\n" + rows[1].replace(",8,1024,", ",0,1024,", 1) + "\n")
+    one_line_error(capsys, "validate", "--data", str(bad), field="tp")
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(loop)
+    one_line_error(capsys, "validate", "--data", str(loop), field="data")

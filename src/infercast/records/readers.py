@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from infercast.errors import InfercastError, nearest
+from infercast.files import check_input_file, is_dir
 from infercast.records.record import FIELDS, Record, check_record, parse_cell
 from infercast.records.silicon_rows import is_closed_loop_table, read_closed_loop_rows
 
@@ -82,13 +83,13 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
     """The CSV files named by ``paths``: files as given, folders searched recursively (sorted, no duplicates)."""
     files: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        if is_dir(p):
             found = sorted(p.rglob("*.csv"))
             if not found:
                 raise InfercastError(f"no measurement CSVs (*.csv) under {p}", field="data")
-            files.extend(found)
+            files.extend(check_input_file(f, "data") for f in found)
         else:
-            files.append(p)
+            files.append(check_input_file(p, "data"))  # missing, symlink loop, not a file: one line
     seen: set[Path] = set()
     unique = []
     for f in files:
