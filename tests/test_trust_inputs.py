@@ -213,3 +213,21 @@ def test_validate_data_with_tp_0_or_a_symlink_loop_is_one_line(tmp_path, capsys)
     loop = tmp_path / "loop.csv"
     loop.symlink_to(loop)
     one_line_error(capsys, "validate", "--data", str(loop), field="data")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"a: [1, 2", b"\xff\xfe", b"hardware: cpu\npeaks: {}\nprofile: {}\n", b"hardware: cpu\npeaks: 5\nprofile: []\n"],
+    ids=["malformed", "non-utf8", "no-peaks", "wrong-types"],
+)
+def test_validate_sim_hostile_calibration_yaml_is_one_line(tmp_path, capsys, data):
+    pytest.importorskip("torch")
+    path = tmp_path / "cpu.yaml"
+    path.write_bytes(data)
+    one_line_error(capsys, "validate-sim", "--layers", "1", "--calibration", str(path), field="calibration")
+
+
+@pytest.mark.parametrize("flag", ["--rounds", "--repeats"])
+def test_calibrate_cpu_huge_rounds_are_refused_up_front(tmp_path, capsys, flag):
+    pytest.importorskip("torch")
+    one_line_error(capsys, "calibrate-cpu", flag, "99999999", "--out", str(tmp_path / "c.yaml"), field=flag[2:])
