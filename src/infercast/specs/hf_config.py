@@ -124,7 +124,8 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., minimum:
         or not minimum <= value <= MAX_CONFIG_INT
     ):
         raise InfercastError(
-            f"config.json field {key!r} must be an integer in [{minimum}, {MAX_CONFIG_INT}], got {value!r}",
+            f"config.json field {key!r} must be a {'non-negative' if minimum == 0 else 'positive'} integer <= "
+            f"{MAX_CONFIG_INT}, got {value!r}",
             field="model",
         )
     return int(value)

@@ -12,8 +12,9 @@ from infercast.sim.workload.lengths import LengthSpec, lengths
 
 MAX_PREFIX_TOKENS = 1 << 24
 """Longest shared system prompt (16.8M tokens): past the longest context in the catalog (Llama 4 Scout, 10M)."""
-MAX_SYSTEM_PROMPTS = 2**31 - 1
-"""Most distinct system prompts (int32), so block ids (prompt x blocks per prompt) stay exact in int64."""
+MAX_SYSTEM_PROMPTS = 2**38
+"""Most distinct system prompts: block ids (prompt x blocks per prompt, at most 2^38 x 2^24 = 2^62) stay exact in
+int64, and the prompt draw stays within NumPy's int64 bound (99999999999999999999 overflowed it)."""
 
 
 def prefix_sizes(num_prompts: object, prompt_tokens: object, *, fields: tuple[str, str]) -> tuple[int, int]:
