@@ -85,7 +85,7 @@ def load_profile(spec: str | Path, peak: float | None = None, interval_s: float 
             raise InfercastError("a diurnal profile needs the peak rate (`rate`)", field="rate")
         return diurnal(peak, value)
     path = Path(text).expanduser()
-    if not is_file(path) and path.suffix.lower() != ".csv":
+    if not is_file(path):
         raise InfercastError(f"{text!r} is neither 'diurnal[:F]' nor a CSV file", field="daily")
     try:  # the trace readers' checks: missing, looping, unreadable, non-UTF-8, malformed, non-numeric cells
         df = _read_csv(check_input_file(path, "daily"))
