@@ -109,17 +109,22 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
         head.add_row("  = prefill + per-request overhead + front-end", " + ".join(map(fmt_time, parts)))
     elif serving > 0:  # the engine's per-request serving overhead (fitted per engine; provenance says on what)
         head.add_row("  = prefill + per-request overhead", f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")
-    if many:
-        head.add_row("TPOT, mean over the batch: (E2E - TTFT) / (O - 1)", fmt_time(pred.tpot_s) + band("tpot"))
-    last = "TPOT of the last request" if many else "TPOT"
-    if pred.front_end_paced:
-        head.add_row(f"{last} (the API front-end's pace)", fmt_time(pred.tpot_last_s) + ("" if many else band("tpot")))
-        head.add_row("ITL (mean decode step of the batch)", fmt_time(pred.itl_s))
+    if pred.output_len == 1:
+        head.add_row("TPOT / ITL", "undefined (one output token: no gap between tokens)")
     else:
-        head.add_row(
-            f"{last} = ITL (mean decode step of the batch)", fmt_time(pred.itl_s) + ("" if many else band("tpot"))
-        )
-    head.add_row("TPOT of one request alone (batch 1)", fmt_time(pred.single_stream_tpot_s))
+        if many:
+            head.add_row("TPOT, mean over the batch: (E2E - TTFT) / (O - 1)", fmt_time(pred.tpot_s) + band("tpot"))
+        last = "TPOT of the last request" if many else "TPOT"
+        if pred.front_end_paced:
+            head.add_row(
+                f"{last} (the API front-end's pace)", fmt_time(pred.tpot_last_s) + ("" if many else band("tpot"))
+            )
+            head.add_row("ITL (mean decode step of the batch)", fmt_time(pred.itl_s))
+        else:
+            head.add_row(
+                f"{last} = ITL (mean decode step of the batch)", fmt_time(pred.itl_s) + ("" if many else band("tpot"))
+            )
+        head.add_row("TPOT of one request alone (batch 1)", fmt_time(pred.single_stream_tpot_s))
     head.add_row("end-to-end", fmt_time(pred.e2e_s))
     head.add_row("output throughput", f"{pred.output_throughput_tok_s:,.0f} tok/s")
     head.add_row("total throughput", f"{pred.total_throughput_tok_s:,.0f} tok/s")

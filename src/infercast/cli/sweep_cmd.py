@@ -125,6 +125,8 @@ def sweep(
         pps=parse_int_list("pps", pps),
         attention_dps=parse_int_list("attention_dps", attention_dps),
     )
+    # one output token has no gap between tokens: TPOT is undefined (null / '-'), as the simulator reports it
+    df["tpot_s"] = df["tpot_s"].where(df["output_len"] > 1)
     if out is not None:
         write_rows(df, out)
         wrote(out, f"{len(df):,} rows")

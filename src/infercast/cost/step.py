@@ -38,6 +38,7 @@ from infercast.cost.curves import Curve
 from infercast.cost.op_row import EXPERT_FRAC, NUM_COLUMNS, OpRow
 from infercast.cost.operators import OpTable, build_op_table
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, CostProfile, load_profile, profile_generation
+from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
@@ -375,5 +376,9 @@ def cost_model(dep: Deployment, profile: CostProfile | None = None) -> StepCostM
     """The :class:`StepCostModel` of a deployment and explicit profile (None: the installed profiles), one
     object per deployment, profile and profile generation: callers may cache what they derive from it on
     its identity (the simulator's compiled step functions do)."""
+    if profile is not None and not isinstance(profile, CostProfile):
+        raise InfercastError(
+            f"must be a CostProfile (or None: the installed profiles), got {type(profile).__name__}", field="profile"
+        )
     objects, values = spec_key(dep)
     return _models.get((*objects, profile), (*values, profile_generation()), lambda: StepCostModel(dep, profile))

@@ -266,12 +266,14 @@ class Replica:
                     waiting.append(pending.popleft())
             if inbox:
                 self._take_inbox()
+            if self.t >= t_limit:
+                # the last step ended past the limit: no step starts before it (a request that reached the engine
+                # meanwhile joins in the next call; idling forward to it here would be no progress: issue 37)
+                return
             if not (batch.n or prefilling or waiting):
                 if pending and visible[pending[0]] < t_limit:
                     self.t = max(self.t, float(visible[pending[0]]))
                     continue
-                return
-            if self.t >= t_limit:
                 return
             if batch.n and batch.residue[(-batch.D) % batch.bs] != blocks.reserved:
                 self.ensure_decode_blocks()
