@@ -43,6 +43,8 @@ class OpRow:
     calls: float = 0.0  # collectives of this op per step
     message: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
     """Bytes of one collective's buffer per rank (the size collective benchmarks report), linear in the features."""
+    act_in: float = 0.0
+    """Input activation elements per token (K x layers) of a dense GEMM row: what an 8-bit GEMM quantises first."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ def build_op_table(dep: Deployment) -> OpTable:
             op.bytes[feat] = (lin.k + lin.n) * act * lin.layers
             op.rows[feat] = 1.0
             op.active = feat
+            op.act_in = lin.k * lin.layers
         if lin.name == "router":
             # vLLM fused_moe: topk_softmax, moe_align_block_size (sort tokens by expert) and moe_sum (weighted
             # sum of the k expert outputs) per MoE layer, besides the router GEMM and the expert GEMMs
