@@ -126,7 +126,7 @@ def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tup
         "m_half": params[1],
         "hbm": params[2],
         "t0": params[3],
-        "quant_bytes": params[4] if quantised else 0.0,
+        "quant_bytes": params[4] if quantised and params[4] > QUANT_BYTES_BOUNDS[0] * 1.01 else 0.0,
         "points": len(rows),
         "rms_log_residual": rms,
         "kernel": str(kernel),
