@@ -156,8 +156,9 @@ def build_profiles(
     return out
 
 
-def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
-    """Every parameter the records could inform, with its prior value."""
+def candidate_parameters(records: Sequence[Record], keep_measured_curves: bool = False) -> dict[str, float]:
+    """Every parameter the records could inform, with its prior value. ``keep_measured_curves``: not the GEMM
+    curves and prefill attention of a GPU whose kernel tables measure them (the published fit's choice)."""
     params: dict[str, float] = {}
     for gpu in sorted({r.gpu for r in records}):
         mine = [r for r in records if r.gpu == gpu]
@@ -178,7 +179,7 @@ def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
         # end to end on TensorRT-LLM 0.6's H100 points they moved to absorb other terms (fp8 m_half 109 -> 257)
         # and, carried to the H200 (same die, faster HBM), turned its decode GEMMs compute-bound (held-out H200
         # TPOT median 17 -> 23-29 % on TensorRT-LLM and vLLM; docs/accuracy-notes.md)
-        tables = has_measured_kernels(hw.id) or has_measured_kernels(die)
+        tables = keep_measured_curves and (has_measured_kernels(hw.id) or has_measured_kernels(die))
         for key in sorted(keys & set(prof.gemm_eff_max)) if not tables else ():
             params.setdefault(f"{die}/gemm_eff_max.{key}", prof.gemm_eff_max[key])
             params.setdefault(f"{die}/gemm_m_half.{key}", max(prof.gemm_m_half[key], 1.0))
@@ -328,8 +329,10 @@ def fit(
     base: str = "prior",
     max_evaluations: int = MAX_EVALUATIONS,
     robust_scale: float | None = None,
+    keep_measured_curves: bool = False,
 ) -> FitResult:
     """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given; CPU rows left out).
+    ``keep_measured_curves``: see :func:`candidate_parameters` (scripts/fit_profiles.py sets it).
 
     ``parameters`` restricts the fit to those names; the others keep their ``base`` values (:data:`BASES`).
     ``robust_scale``: log errors beyond about this size count linearly, not squared (scipy's ``soft_l1`` loss),
@@ -347,7 +350,7 @@ def fit(
         raise InfercastError(
             "no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else "") + why, field="data"
         )
-    priors = candidate_parameters(usable)
+    priors = candidate_parameters(usable, keep_measured_curves)
     if parameters is not None:
         unknown = set(parameters) - set(priors)
         if unknown:
