@@ -107,6 +107,7 @@ def build_op_table(dep: Deployment) -> OpTable:
             op.bytes[feat] = (lin.k + lin.n) * act * lin.layers
             op.rows[feat] = 1.0
             op.active = feat
+            op.act_in = lin.k * lin.layers
         if lin.name == "router":
             # vLLM fused_moe: topk_softmax, moe_align_block_size (sort tokens by expert) and moe_sum (weighted
             # sum of the k expert outputs) per MoE layer, besides the router GEMM and the expert GEMMs

@@ -183,7 +183,8 @@ class StepCostModel:
             self.cta_bound = [(i, per_block) for i, r in enumerate(rows) if r.bandwidth == "attn_decode"]
         self.per_token: list[tuple[int, float]] = []
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
-        experts' pair passes (fused-MoE tables), on the gate/up row."""
+        experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
+        (``gemm_act_quant_bytes``), on its row."""
         if moe and "experts_gate_up" in self.names:
             mm = dep.model.moe
             assert mm is not None
@@ -200,6 +201,10 @@ class StepCostModel:
                 pair_bytes /= dep.ep
             seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
             self.per_token.append((self.names.index("experts_gate_up"), seconds))
+        for i, r in enumerate(rows):  # 8-bit GEMMs quantise their input activations first (memory-bound, serial)
+            quant = p.gemm_act_quant_bytes.get(r.compute_key or "", 0.0) if r.kind == "gemm" else 0.0
+            if quant and r.act_in and r.active == F["tokens"]:
+                self.per_token.append((i, quant * r.act_in / hw.memory.bandwidth_bytes_s))
         self.sources = [_op_source(r, p, moe is not None) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
