@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import ValidationError
 
@@ -111,7 +111,15 @@ def _get(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., where: s
     return default
 
 
-def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: int) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: None) -> int | None: ...
+
+
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int | None:
     value = _get(cfg, key, *alts, default=default)
     if value is None:
         return value
@@ -131,7 +139,8 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
 
 def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelSpec:
     """Map HF config keys onto ModelSpec fields (see module docstring for the families)."""
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text_config = raw.get("text_config")
+    cfg: dict[str, Any] = text_config if isinstance(text_config, dict) else raw
     model_type = str(raw.get("model_type") or cfg.get("model_type") or "")
     family = model_type if model_type in SUPPORTED_TYPES else f"{model_type or 'unknown'} (read as llama-like)"
 
@@ -362,7 +371,8 @@ def _compress_ratios(cfg: dict[str, Any], layers: int) -> list[int]:
     belong to the MTP layers and are dropped) or transformers' ``layer_types`` with ``compress_rates``."""
     ratios = cfg.get("compress_ratios")
     if ratios is None and isinstance(cfg.get("layer_types"), list):
-        rates = cfg.get("compress_rates") if isinstance(cfg.get("compress_rates"), dict) else {}
+        given = cfg.get("compress_rates")
+        rates: dict[str, Any] = given if isinstance(given, dict) else {}
         if any(t not in _V4_LAYER_TYPES for t in cfg["layer_types"]):
             raise InfercastError(
                 f"config.json field 'layer_types' must hold only {', '.join(_V4_LAYER_TYPES)}", field="model"
