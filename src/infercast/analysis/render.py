@@ -105,8 +105,8 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
         head.add_row("TTFT", fmt_time(pred.ttft_s) + band("ttft"))
     serving = pred.ttft_last_s - pred.prefill.time_s - pred.front_end_s
     if pred.front_end_s > 0:
-        parts = (pred.prefill.time_s, serving, pred.front_end_s)
-        head.add_row("  = prefill + per-request overhead + front-end", " + ".join(map(fmt_time, parts)))
+        terms = (pred.prefill.time_s, serving, pred.front_end_s)
+        head.add_row("  = prefill + per-request overhead + front-end", " + ".join(map(fmt_time, terms)))
     elif serving > 0:  # the engine's per-request serving overhead (fitted per engine; provenance says on what)
         head.add_row("  = prefill + per-request overhead", f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")
     if many:

@@ -75,8 +75,9 @@ def _fit(
     ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
     res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
     r = residual(res.x)
-    near = dict(rtol=0.0, atol=BOUND_TOLERANCE)
-    edge = np.isclose(res.x, np.log(lower), **near) | np.isclose(res.x, np.log(upper), **near)
+    edge = np.isclose(res.x, np.log(lower), rtol=0.0, atol=BOUND_TOLERANCE) | np.isclose(
+        res.x, np.log(upper), rtol=0.0, atol=BOUND_TOLERANCE
+    )
     return np.exp(res.x), float(np.sqrt(np.mean(r**2))), [n for n, e in zip(names, edge, strict=True) if e]
 
 
