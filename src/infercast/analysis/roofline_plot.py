@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from infercast.analysis.compare import split_refs, unsupported_note
+from infercast.analysis.report import PhaseReport
 from infercast.analysis.scenario import predict
 from infercast.errors import InfercastError
 from infercast.specs.catalog import get_hardware, get_model
@@ -76,15 +77,7 @@ def roofline_data(
         )
         key = p.prefill.compute_key  # the rate the GEMMs run at; the phase reports' ridge is at this peak
         peak, bw = hw.peak(key), hw.memory.bandwidth_bytes_s
-        points = {}
-        for phase in (p.prefill, p.decode):
-            points[phase.name] = {
-                "arithmetic_intensity": phase.arithmetic_intensity,
-                "achieved_flops_per_gpu": phase.achieved_tflops_per_gpu * 1e12,
-                "attainable_flops_per_gpu": min(peak, bw * phase.arithmetic_intensity),
-                "time_s": phase.time_s,
-                "bound": phase.bound,
-            }
+        points = {phase.name: _phase_point(phase, peak, bw) for phase in (p.prefill, p.decode)}
         entries.append(
             {
                 "gpu": hw.id,
@@ -156,6 +149,17 @@ def image_format(path: str | Path) -> str:
 
     check_output_file(path, "out", create_parents=True)  # before any prediction is made
     return fmt
+
+
+def _phase_point(phase: PhaseReport, peak: float, bandwidth: float) -> dict[str, object]:
+    """Where one phase sits: its intensity, achieved and attainable FLOP/s per GPU, time and binding ceiling."""
+    return {
+        "arithmetic_intensity": phase.arithmetic_intensity,
+        "achieved_flops_per_gpu": phase.achieved_tflops_per_gpu * 1e12,
+        "attainable_flops_per_gpu": min(peak, bandwidth * phase.arithmetic_intensity),
+        "time_s": phase.time_s,
+        "bound": phase.bound,
+    }
 
 
 def _draw(data: dict[str, object]):  # -> matplotlib.figure.Figure (imported lazily)
