@@ -49,7 +49,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("sim/reference.py", "reference_simulate"): (92, _TODO),
     ("sim/replica.py", "_step"): (86, _TODO),
     ("sim/workload/prefixes.py", "multi_turn"): (96, _TODO),
-    ("specs/hf_config.py", "spec_from_hf_dict"): (86, _TODO),
     ("specs/sharding.py", "rank_linears"): (87, _TODO),
 }
 PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {

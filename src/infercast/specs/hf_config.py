@@ -203,26 +203,34 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
     if model_type in ("llama4", "llama4_text") and "intermediate_size_mlp" in cfg:
         fields["intermediate_size"] = _int(cfg, "intermediate_size_mlp")  # width of the dense (non-MoE) layers
     if model_type in _MLA_TYPES:
-        if "index_topk" in cfg:
-            fields["sparse_attention"] = SparseAttentionSpec(
-                index_topk=_int(cfg, "index_topk"),
-                index_n_heads=_int(cfg, "index_n_heads"),
-                index_head_dim=_int(cfg, "index_head_dim"),
-            )
-        mla = MLASpec(
-            q_lora_rank=_int(cfg, "q_lora_rank", default=None),
-            kv_lora_rank=_int(cfg, "kv_lora_rank"),
-            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
-            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
-            v_head_dim=_int(cfg, "v_head_dim"),
-        )
-        fields["mla"] = mla
-        fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        fields["num_kv_heads"] = heads
+        fields.update(_mla_fields(cfg, heads))
     try:
         return ModelSpec(**fields)
     except ValidationError as exc:
         raise _invalid(exc, "config.json gives an invalid architecture") from None
+
+
+def _mla_fields(cfg: dict[str, Any], heads: int) -> dict[str, Any]:
+    """DeepSeek-style multi-head latent attention (and DSA's indexer where ``index_topk`` is given): the MLA
+    spec, the head dim it implies and one latent KV per head."""
+    fields: dict[str, Any] = {}
+    if "index_topk" in cfg:
+        fields["sparse_attention"] = SparseAttentionSpec(
+            index_topk=_int(cfg, "index_topk"),
+            index_n_heads=_int(cfg, "index_n_heads"),
+            index_head_dim=_int(cfg, "index_head_dim"),
+        )
+    mla = MLASpec(
+        q_lora_rank=_int(cfg, "q_lora_rank", default=None),
+        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
+        v_head_dim=_int(cfg, "v_head_dim"),
+    )
+    fields["mla"] = mla
+    fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    fields["num_kv_heads"] = heads
+    return fields
 
 
 def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -> str:
