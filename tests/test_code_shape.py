@@ -29,7 +29,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("calibrate/profile_fit.py", "fit"): (98, _RECUT),
     ("analysis/compare.py", "crossover"): (136, _TODO),
     ("analysis/error_bands.py", "confidence"): (97, _TODO),
-    ("analysis/roofline_plot.py", "_draw"): (84, _TODO),
     ("analysis/scenario.py", "predict"): (121, _TODO),
     ("cost/compiled.py", "compile_scalar"): (91, "emits generated source; the template is the body"),
     ("cost/operators.py", "build_op_table"): (180, _TODO),
