@@ -331,7 +331,9 @@ class Replica:
         )
 
     # ----- a step with prefill work ---------------------------------------------------------------------------
-    def _step(self, plan: Plan) -> None:
+    def _prefill_sums(self, plan: Plan) -> tuple[int, int, float, float, float, float]:
+        """A step's prefill chunks summed for the cost model: tokens, chunks that finish their prompt (and sample),
+        attention pairs and KV reads, each in full and within the window."""
         tb, W = self.table, self.window
         pre_tokens = sampled = 0
         pairs = pairs_w = kv_read = kv_read_w = 0.0
@@ -348,6 +350,12 @@ class Replica:
                 sampled += 1
         if not W:
             pairs_w, kv_read_w = pairs, kv_read
+        return pre_tokens, sampled, pairs, pairs_w, kv_read, kv_read_w
+
+    def _step(self, plan: Plan) -> None:
+        tb, W = self.table, self.window
+        computed, target = tb.computed, tb.target
+        pre_tokens, sampled, pairs, pairs_w, kv_read, kv_read_w = self._prefill_sums(plan)
         batch = self.decoding
         n = batch.n if plan.decode else 0
         if n:
