@@ -3,6 +3,7 @@ by them, and the TP 8 decode check against measured closed-loop TPOT."""
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.records.kernel_tables import locate
 from infercast.specs.deployment import Deployment
+
+needs_pyarrow = pytest.mark.skipif(
+    importlib.util.find_spec("pyarrow") is None, reason="the fixture tables are parquet: pip install -e '.[parquet]'"
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AIC = FIXTURES / "aiconfigurator"
@@ -61,6 +66,7 @@ def test_group_sizes_between_and_beyond_the_measured_ones():
 
 
 # ----- importer ------------------------------------------------------------------------------------------
+@needs_pyarrow
 def test_importer_reads_the_fixture_tables_with_provenance(tmp_path):
     source = locate(AIC)
     assert source.version == "0.12.0"
@@ -84,6 +90,7 @@ def test_importer_reads_the_fixture_tables_with_provenance(tmp_path):
     assert "aiconfigurator-core 0.12.0" in path.read_text().splitlines()[1]
 
 
+@needs_pyarrow
 def test_written_profile_prices_the_allreduce(tmp_path):
     import yaml
 
@@ -146,6 +153,7 @@ def test_tp8_decode_within_10_percent_of_measured_h100_points():
 
 
 # ----- CLI -----------------------------------------------------------------------------------------------
+@needs_pyarrow
 def test_calibrate_from_aiconfigurator_writes_kernel_profiles(tmp_path, capsys):
     from tests.cli_helpers import run_json
 
@@ -203,6 +211,7 @@ def test_moe_fit_recovers_known_parameters_from_synthetic_rows():
     assert got == pytest.approx(MOE_TRUE, rel=1e-3)
 
 
+@needs_pyarrow
 def test_importer_fits_the_fused_moe_table_with_provenance():
     data = build_kernel_profile(locate(AIC), "h100-sxm")
     k, fits = data["kernels"], data["fit"]
@@ -237,6 +246,7 @@ def _expert_time(model: StepCostModel, tokens: int) -> float:
     return total / layers + MOE_AUX_KERNELS * model.profile.gemm_latency_s
 
 
+@needs_pyarrow
 @pytest.mark.parametrize(
     ("model", "precision", "dtype", "tp", "h", "tokens", "rms"),
     [
@@ -344,6 +354,7 @@ def test_fits_name_parameters_left_on_a_bound():
     assert fit["attention.decode"]["at_bound"] == ["attn_decode_efficiency"]
 
 
+@needs_pyarrow
 def test_each_engine_gets_the_gemm_curves_of_its_own_table(tmp_path):
     import shutil
 

@@ -385,8 +385,8 @@ def crossover(
             models=[spec],
             gpus=[hw],
             precisions=dep.scheme.name,
-            batches=batch,  # type: ignore[list-item]
-            input_lens=lengths,
+            batches=batch,
+            input_lens=lengths.tolist(),
             output_lens=output_len,
             tps=dep.tp,
             eps=dep.ep,

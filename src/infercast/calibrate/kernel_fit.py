@@ -75,8 +75,9 @@ def _fit(
     ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
     res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
     r = residual(res.x)
-    near = dict(rtol=0.0, atol=BOUND_TOLERANCE)
-    edge = np.isclose(res.x, np.log(lower), **near) | np.isclose(res.x, np.log(upper), **near)
+    edge = np.isclose(res.x, np.log(lower), rtol=0.0, atol=BOUND_TOLERANCE) | np.isclose(
+        res.x, np.log(upper), rtol=0.0, atol=BOUND_TOLERANCE
+    )
     return np.exp(res.x), float(np.sqrt(np.mean(r**2))), [n for n, e in zip(names, edge, strict=True) if e]
 
 
@@ -115,7 +116,7 @@ def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tup
         quant = np.exp(x[4]) * act if quantised else 0.0
         return np.maximum(flops / (peak * eff * rows_eff / (rows_eff + half)), nbytes / (bandwidth * hbm)) + quant + t0
 
-    names = ("gemm_eff_max", "gemm_m_half", "hbm_efficiency", "gemm_latency_s")
+    names: tuple[str, ...] = ("gemm_eff_max", "gemm_m_half", "hbm_efficiency", "gemm_latency_s")
     start, lower, upper = [0.8, 64.0, 0.85, 3e-6], [0.05, 0.5, 0.3, 1e-8], [1.0, 8192.0, 1.0, 5e-5]
     if quantised:
         names += ("gemm_act_quant_bytes",)

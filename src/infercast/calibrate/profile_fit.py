@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -318,7 +319,7 @@ class FitResult:
 
     def gpu_profile(self, gpu: str, with_engines: bool) -> dict[str, object]:
         """YAML layout of ``cost/profiles/<gpu>.yaml``: kernel parameters, optionally engine overrides."""
-        kernels: dict[str, object] = {}
+        kernels: dict[str, Any] = {}
         sibling = SAME_DIE.get(gpu)
         for name, value in sorted(self.values.items()):
             shared = sibling and name.startswith(f"{sibling}/") and _base(name) in COMPUTE_BOUND_PARAMS
@@ -327,7 +328,7 @@ class FitResult:
             param = name.split("/", 1)[1]
             if "." in param:
                 group, key = param.split(".", 1)
-                kernels.setdefault(group, {})[key] = _round(value)  # type: ignore[union-attr]
+                kernels.setdefault(group, {})[key] = _round(value)
             else:
                 kernels[param] = _round(value)
         data: dict[str, object] = {"hardware": gpu, "fitted_from": self.source, "kernels": kernels}

@@ -224,6 +224,7 @@ def build_op_table(dep: Deployment) -> OpTable:
     if dispatched:
         # dispatch tokens to the ranks owning their experts and combine the results back: two all-to-alls per
         # MoE layer, each rank's buffer holding its tokens' k expert copies
+        assert m.moe is not None  # dispatched implies an MoE model
         msg = m.moe.experts_per_token * h * act
         ops.append(_collective("ep_all_to_all", "alltoall", ep, 2 * m.num_moe_layers, msg, F["tokens"]))
     if dp > 1:

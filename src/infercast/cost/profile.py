@@ -194,13 +194,14 @@ class CostProfile:
         ``key``, or None where no fused-MoE table was fitted (the experts then run as dense GEMMs)."""
         if not all(key in getattr(self, name) for name in MOE_PARAMS):
             return None
-        return tuple(getattr(self, name)[key] for name in MOE_PARAMS)  # type: ignore[return-value]
+        eff, half, hbm, latency, passes = (float(getattr(self, name)[key]) for name in MOE_PARAMS)
+        return eff, half, hbm, latency, passes
 
     def with_values(self, values: dict[str, float], provenance: str) -> CostProfile:
         """Copy with parameters replaced; keys are names or 'gemm_eff_max.bf16' style paths."""
         flat: dict[str, Any] = {}
         eff, half = dict(self.gemm_eff_max), dict(self.gemm_m_half)
-        moe = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
+        moe: dict[str, Any] = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
         quant = dict(self.gemm_act_quant_bytes)
         prov = dict(self.provenance)
         for key, value in values.items():
@@ -433,13 +434,9 @@ def load_profile(
     for k in eff:
         prov[f"gemm_eff_max.{k}"] = arch_src
         prov[f"gemm_m_half.{k}"] = arch_src
+    scalars: dict[str, Any] = {k: float(v) for k, v in values.items()}
     profile = CostProfile(
-        hardware=hardware_id,
-        engine=engine,
-        gemm_eff_max=eff,
-        gemm_m_half=half,
-        provenance=prov,
-        **{k: float(v) for k, v in values.items()},
+        hardware=hardware_id, engine=engine, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **scalars
     )
     kernels = _measured_kernels(hardware_id) if measured else None
     if kernels:
@@ -538,11 +535,11 @@ def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> 
     curves: dict[str, dict[int, Curve]] = {}
     prov = dict(profile.provenance)
     for kind, by_engine in (data.get("collectives") or {}).items():
-        key = collective_table_key(engine, by_engine)
-        if key is None:
+        table_key = collective_table_key(engine, by_engine)
+        if table_key is None:
             continue
-        entry = by_engine[key]
-        label = f"measured: {source}: {entry.get('table', kind)} ({key})"
+        entry = by_engine[table_key]
+        label = f"measured: {source}: {entry.get('table', kind)} ({table_key})"
         curves[kind] = {
             int(n): Curve.from_points(pts["bytes"], [t * 1e-6 for t in pts["us"]], label)
             for n, pts in entry["sizes"].items()

@@ -40,6 +40,7 @@ from infercast.cost.operators import OpTable, build_op_table
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, CostProfile, load_profile, profile_generation
 from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
+from infercast.specs.hardware import HardwareSpec, LinkSpec
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
 
@@ -120,10 +121,10 @@ class StepCostModel:
         moe = _moe_params(dep, p)
         for i, r in enumerate(rows):
             if r.kind == "gemm":
-                inv_peak[i] = 1.0 / hw.peak(r.compute_key)
-                eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(r.compute_key)
+                inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
+                eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(_compute_key(r))
             elif r.kind == "attention":
-                inv_peak[i] = 1.0 / hw.peak(r.compute_key)
+                inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
                 eff_max[i] = p.attn_prefill_efficiency
                 self.coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
             elif r.kind == "elementwise":
@@ -143,7 +144,7 @@ class StepCostModel:
                     inv_bw[i] = 0.0
                     self.curves.append((i, r.message, r.calls, curve))
             elif r.bandwidth == "network":  # between nodes: the scale-out NIC of each GPU
-                inv_bw[i] = 1.0 / (hw.scale_out.bandwidth_bytes_s * p.link_efficiency)
+                inv_bw[i] = 1.0 / (_scale_out(hw).bandwidth_bytes_s * p.link_efficiency)
             elif r.bandwidth == "attn_decode":
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
             elif moe and r.name in MOE_GEMMS:
@@ -165,7 +166,7 @@ class StepCostModel:
         fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
         # seconds per ring step: the network's latency_s is per step; alpha (allreduce_latency_s) per all-reduce
         # hop, i.e. per two ring steps (profiles/defaults.yaml)
-        step_s = [hw.scale_out.latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
+        step_s = [_scale_out(hw).latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
         alpha = np.array(step_s)
         self.latency = (hops * alpha + fixed)[:, None]
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
@@ -322,6 +323,20 @@ class StepCostModel:
         """Where each profile parameter comes from, keyed ``param.<name>`` in name order (as reports list it).
         Shared by every caller: copy before changing it."""
         return {f"param.{k}": v for k, v in sorted(self.profile.provenance.items())}
+
+
+def _compute_key(row: OpRow) -> str:
+    """The tensor-core peak key of a GEMM or attention row (the op table always sets one for them)."""
+    if row.compute_key is None:
+        raise ValueError(f"operator {row.name!r} ({row.kind}) has no compute key")
+    return row.compute_key
+
+
+def _scale_out(hw: HardwareSpec) -> LinkSpec:
+    """The scale-out network between nodes, which a multi-node layout needs."""
+    if hw.scale_out is None:
+        raise InfercastError(f"{hw.id} has no scale-out network for a layout across nodes", field="hardware")
+    return hw.scale_out
 
 
 def _kernel_latency(row: OpRow, p: CostProfile) -> float:

@@ -106,7 +106,7 @@ def _names(name: str, values: str | Sequence[str | None] | None, default: Sequen
     if values is None:
         return list(default)
     items = [values] if isinstance(values, str) else _listed(name, values)
-    out = []
+    out: list[str | None] = []
     for item in items:
         if isinstance(item, str):
             out.extend(p.strip().lower() for p in item.split(",") if p.strip())

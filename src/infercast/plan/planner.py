@@ -429,7 +429,7 @@ def plan(
         launch = launch_commands(spec, by_label[chosen["label"]], replicas)
         if profile is not None:
             per_unit = chosen["max_rate_req_s"]
-            if fleet is not None and fleet["replicas"] > fleet["sized_replicas"]:
+            if fleet is not None and rate is not None and fleet["replicas"] > fleet["sized_replicas"]:
                 per_unit = min(per_unit, rate / replicas)  # the fleet needed more units: use what it verified
             day = autoscale(profile, per_unit, chosen["unit_usd_per_hour"], scale_up_delay_s)
     t4 = time.perf_counter()

@@ -71,7 +71,7 @@ def screen_gpu(
         models=[spec],
         gpus=[hw],
         precisions=runnable,
-        batches=batch,  # type: ignore[list-item]
+        batches=batch,
         input_lens=input_len,
         output_lens=output_len,
         tps=valid_tps,

@@ -491,7 +491,7 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
         for kind, value, unit, statistic in values:
             if kind == "serving_tpot" and common["output_len"] < 2:
                 continue  # one output token has no TPOT
-            rec = Record(kind=kind, value=value, unit=unit, statistic=statistic, **common)  # type: ignore[arg-type]
+            rec = Record(kind=kind, value=value, unit=unit, statistic=statistic, **common)
             try:
                 check_record(rec)
             except InfercastError as exc:

@@ -114,6 +114,7 @@ import re
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -263,7 +264,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
-    common = dict(
+    common: dict[str, Any] = dict(
         model=model,
         gpu=catalog_gpu_id(row["gpu"]),
         engine=preset,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import ValidationError
 
@@ -111,7 +111,15 @@ def _get(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., where: s
     return default
 
 
-def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., minimum: int = 0) -> int:
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, minimum: int = 0) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: int, minimum: int = 0) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: None, minimum: int = 0) -> int | None: ...
+
+
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., minimum: int = 0) -> int | None:
     """An integer field in [minimum, MAX_CONFIG_INT] (``minimum=1`` for a divisor), else a one-line error."""
     value = _get(cfg, key, *alts, default=default)
     if value is None:
@@ -133,7 +141,8 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., minimum:
 
 def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelSpec:
     """Map HF config keys onto ModelSpec fields (see module docstring for the families)."""
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text_config = raw.get("text_config")
+    cfg: dict[str, Any] = text_config if isinstance(text_config, dict) else raw
     model_type = str(raw.get("model_type") or cfg.get("model_type") or "")
     family = model_type if model_type in SUPPORTED_TYPES else f"{model_type or 'unknown'} (read as llama-like)"
 
@@ -196,26 +205,34 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
     if model_type in ("llama4", "llama4_text") and "intermediate_size_mlp" in cfg:
         fields["intermediate_size"] = _int(cfg, "intermediate_size_mlp")  # width of the dense (non-MoE) layers
     if model_type in _MLA_TYPES:
-        if "index_topk" in cfg:
-            fields["sparse_attention"] = SparseAttentionSpec(
-                index_topk=_int(cfg, "index_topk"),
-                index_n_heads=_int(cfg, "index_n_heads"),
-                index_head_dim=_int(cfg, "index_head_dim"),
-            )
-        mla = MLASpec(
-            q_lora_rank=_int(cfg, "q_lora_rank", default=None),
-            kv_lora_rank=_int(cfg, "kv_lora_rank"),
-            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
-            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
-            v_head_dim=_int(cfg, "v_head_dim"),
-        )
-        fields["mla"] = mla
-        fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        fields["num_kv_heads"] = heads
+        fields.update(_mla_fields(cfg, heads))
     try:
         return ModelSpec(**fields)
     except ValidationError as exc:
         raise _invalid(exc, "config.json gives an invalid architecture") from None
+
+
+def _mla_fields(cfg: dict[str, Any], heads: int) -> dict[str, Any]:
+    """DeepSeek-style multi-head latent attention (and DSA's indexer where ``index_topk`` is given): the MLA
+    spec, the head dim it implies and one latent KV per head."""
+    fields: dict[str, Any] = {}
+    if "index_topk" in cfg:
+        fields["sparse_attention"] = SparseAttentionSpec(
+            index_topk=_int(cfg, "index_topk"),
+            index_n_heads=_int(cfg, "index_n_heads"),
+            index_head_dim=_int(cfg, "index_head_dim"),
+        )
+    mla = MLASpec(
+        q_lora_rank=_int(cfg, "q_lora_rank", default=None),
+        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
+        v_head_dim=_int(cfg, "v_head_dim"),
+    )
+    fields["mla"] = mla
+    fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    fields["num_kv_heads"] = heads
+    return fields
 
 
 def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -> str:
@@ -366,7 +383,8 @@ def _compress_ratios(cfg: dict[str, Any], layers: int) -> list[int]:
     belong to the MTP layers and are dropped) or transformers' ``layer_types`` with ``compress_rates``."""
     ratios = cfg.get("compress_ratios")
     if ratios is None and isinstance(cfg.get("layer_types"), list):
-        rates = cfg.get("compress_rates") if isinstance(cfg.get("compress_rates"), dict) else {}
+        given = cfg.get("compress_rates")
+        rates: dict[str, Any] = given if isinstance(given, dict) else {}
         if any(not isinstance(t, str) or t not in _V4_LAYER_TYPES for t in cfg["layer_types"]):
             raise InfercastError(
                 f"config.json field 'layer_types' must hold only {', '.join(_V4_LAYER_TYPES)}", field="model"

@@ -212,7 +212,7 @@ class Workload:
         return 0.0 if self.closed_loop else float(self.arrival[-1] - self.arrival[0])
 
     def _replace(self, **changes: Any) -> Workload:
-        fields = {
+        fields: dict[str, Any] = {
             "arrival": self.arrival,
             "prompt_len": self.prompt_len,
             "output_len": self.output_len,
