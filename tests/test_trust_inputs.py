@@ -231,3 +231,21 @@ def test_validate_sim_hostile_calibration_yaml_is_one_line(tmp_path, capsys, dat
 def test_calibrate_cpu_huge_rounds_are_refused_up_front(tmp_path, capsys, flag):
     pytest.importorskip("torch")
     one_line_error(capsys, "calibrate-cpu", flag, "99999999", "--out", str(tmp_path / "c.yaml"), field=flag[2:])
+
+
+@pytest.mark.parametrize("field", ["models", "gpus", "tps", "engines"])
+def test_sweep_api_empty_lists_name_the_argument(field):
+    """Found by the campaign: an empty list made an empty sweep whose error named no argument."""
+    import infercast
+
+    with pytest.raises(InfercastError) as info:
+        infercast.sweep(**{field: []})
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("command", ["calibrate-cpu", "validate-sim", "serve"])
+def test_engine_threads_past_a_c_int_are_one_line(tmp_path, capsys, command):
+    """Found by the campaign: torch.set_num_threads(99999999999) overflowed (internal error)."""
+    pytest.importorskip("torch")
+    extra = ("--out", str(tmp_path / "c.yaml")) if command == "calibrate-cpu" else ()
+    one_line_error(capsys, command, "--threads", "99999999999", *extra, field="threads", needle="limit")

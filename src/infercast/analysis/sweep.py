@@ -32,6 +32,9 @@ MAX_GRID_INT = 2**31 - 1
 """Largest batch / length a sweep takes (int32): keeps products of sizes exact and rows from wrapping."""
 
 
+_CHOICE_NAMES = ("models", "gpus", "precisions", "kv_precisions", "tps", "eps", "engines", "pps", "attention_dps")
+
+
 def _as_list(value: object) -> list:
     if value is None:
         return [None]
@@ -134,6 +137,9 @@ def sweep(
     ]
     frames, skipped, first_error = [], [], None
     choices = [_as_list(v) for v in (models, gpus, precisions, kv_precisions, tps, eps, engines, pps, attention_dps)]
+    for name, values in zip(_CHOICE_NAMES, choices, strict=True):
+        if not values:  # an empty list would make an empty sweep that names no argument
+            raise InfercastError("needs at least one value, got none", field=name)
     rows = int(np.prod([len(c) for c in choices], dtype=float) * np.prod([g.size for g in num], dtype=float))
     check_rows("batches", rows, BYTES_PER_SWEEP_ROW, "sweep rows")
     groups = itertools.product(*choices)

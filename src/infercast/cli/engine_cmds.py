@@ -16,6 +16,8 @@ CALIBRATION_DEFAULT = "infercast-profiles/cpu.yaml"
 MAX_ROUNDS = 50
 """Most calibration rounds (each serves the calibration workloads again, seconds to minutes on a CPU); the default
 is 2 and more than a handful changes the fit little."""
+MAX_THREADS = 4096
+"""Most torch threads (past any CPU's cores; torch itself overflows past a C int)."""
 MAX_REPEATS = 100
 """Most timed repeats per step shape (the median is kept; the default is 3)."""
 
@@ -59,6 +61,13 @@ PrecisionOpt = Annotated[str, typer.Option(help="bf16 or fp32.")]
 ThreadsOpt = Annotated[int, typer.Option(help="torch threads (torch.set_num_threads).")]
 
 
+def _threads(threads: int) -> int:
+    threads = require_positive_int("threads", threads)
+    if threads > MAX_THREADS:
+        raise InfercastError(f"{threads} is more than the limit of {MAX_THREADS}", field="threads")
+    return threads
+
+
 def calibrate_cpu(
     model: ModelOpt = "qwen3-0.6b",
     layers: LayersOpt = 2,
@@ -77,7 +86,7 @@ def calibrate_cpu(
     from infercast.harness.engine.cpu_steps import calibrate
     from infercast.harness.engine.sim_agreement import build_model
 
-    threads = require_positive_int("threads", threads)
+    threads = _threads(threads)
     repeats = require_positive_int("repeats", repeats)
     rounds = require_positive_int("rounds", rounds)
     for name, value, limit in (("repeats", repeats, MAX_REPEATS), ("rounds", rounds, MAX_ROUNDS)):
@@ -146,7 +155,7 @@ def validate_sim(
     from infercast.harness.engine.sim_agreement import validate_sim as run_validation
     from infercast.sim.workload import WorkloadSpec
 
-    threads = require_positive_int("threads", threads)
+    threads = _threads(threads)
     if rate is not None:
         rate = require_positive_number("rate", rate)
     path = calibration or Path(CALIBRATION_DEFAULT)
@@ -225,7 +234,7 @@ def serve(
     from infercast.harness.engine.server import EngineServer
     from infercast.harness.engine.sim_agreement import build_model, make_engine
 
-    threads = require_positive_int("threads", threads)
+    threads = _threads(threads)
     if not 0 <= port <= 65535:
         raise InfercastError(f"must be between 0 and 65535, got {port}", field="port")
     config = _config(
