@@ -10,6 +10,7 @@ from infercast.analysis.render import render_prediction
 from infercast.analysis.scenario import predict as run_predict
 from infercast.cli.common import (
     JSON_HELP,
+    KV_HELP,
     AttentionDpOption,
     EpOption,
     PpOption,
@@ -36,9 +37,7 @@ def predict(
     pp: PpOption = 1,
     attention_dp: AttentionDpOption = 1,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
-    kv_precision: Annotated[
-        str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
-    ] = None,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[
         str,
         typer.Option(

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from infercast.cli.common import (
     JSON_HELP,
+    KV_HELP,
     StreamTokenOption,
     console,
     emit_json,
@@ -60,7 +61,7 @@ def simulate(
         typer.Option("--attention-dp", help="Attention data parallelism per stage (MoE wide EP; see predict)."),
     ] = 1,
     precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
-    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format.")] = None,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[
         str,
         typer.Option(

@@ -91,7 +91,12 @@ def sweep(
     gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "h100-sxm",
     precisions: Annotated[str | None, typer.Option(help="Comma-separated schemes (default: each model's).")] = None,
     kv_precisions: Annotated[
-        str | None, typer.Option(help="Comma-separated KV-cache formats (default: follows the precision).")
+        str | None,
+        typer.Option(
+            help="Comma-separated KV-cache formats (bf16, fp16, fp8, int8). Default as predict's --kv-precision: the "
+            "checkpoint's, else fp8 where the engine serves the precision's checkpoints with an 8-bit cache "
+            "(fp8 on trtllm, nvfp4), else the model dtype."
+        ),
     ] = None,
     batches: Annotated[str, typer.Option(help="Batch sizes: 1,8,64 or 1:256:1.")] = "1,8,32,128",
     input_lens: Annotated[str, typer.Option(help="Prompt lengths.")] = "512,2048,8192",
