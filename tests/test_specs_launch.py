@@ -9,7 +9,7 @@ import pytest
 from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import get_engine
-from infercast.specs.launch import EngineLaunch, parse_launch
+from infercast.specs.engine_launch import EngineLaunch, parse_launch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "launch"
 
