@@ -90,3 +90,34 @@ def test_release_defaults_cite_their_source():
     assert "max_batch_size default 2048" in s["max_num_seqs"]["source"]
     dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="vllm")
     assert EngineLaunch.of(dep, get_engine("vllm")).settings["max_num_seqs"].source.startswith("GPU tier")
+
+
+def test_predict_launch_prints_settings_and_uses_them(capsys):
+    from tests.cli_helpers import run, run_json
+
+    line = _line("vllm_serve.txt")
+    out = run_json(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--launch", line)
+    settings = out["engine_settings"]
+    assert settings["max_num_seqs"] == {"value": 128, "source": "user launch: --max-num-seqs 128"}
+    assert out["tp"] == 2 and out["kv_precision"] == "fp8"
+    code, text, _ = run(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert code == 0 and "Engine settings: vllm (vLLM 0.12)" in text
+
+
+def test_simulate_launch_reaches_the_simulator(capsys):
+    from tests.cli_helpers import run, run_json
+
+    yaml = str(FIXTURES / "trtllm_extra_llm_api_options.yaml")
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "8"]
+    args += ["--input-len", "256", "--output-len", "16", "--launch", yaml]
+    out = run_json(capsys, *args)
+    assert (out["config"]["engine"], out["config"]["max_num_seqs"], out["config"]["max_num_batched_tokens"]) == (
+        "trtllm",
+        256,
+        4096,
+    )
+    assert out["engine_settings"]["kv_dtype"]["value"] == "fp8"
+    code, _, err = run(capsys, *args)
+    assert code == 0 and "enable_attention_dp" in err
+    code, _, err = run(capsys, "simulate", "--launch", "vllm serve m --max-num-seqs zero")
+    assert code == 2 and "--max-num-seqs" in err

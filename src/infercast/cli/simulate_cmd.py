@@ -21,6 +21,7 @@ from infercast.cli.common import (
     wrote,
 )
 from infercast.cli.flags import with_flags
+from infercast.cli.launch_opts import LaunchOption, apply_launch, engine_settings, print_settings
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
 from infercast.files import check_output_dir, check_output_file, make_dir
@@ -156,6 +157,7 @@ def simulate(
     plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
     step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    launch: LaunchOption = None,
     json_format: Annotated[
         str | None,
         typer.Option(help="JSON key names: infercast (default) or vllm (as `vllm bench serve --save-result`)."),
@@ -172,6 +174,13 @@ def simulate(
             raise InfercastError(
                 "vllm bench serve writes one run per file: use it without --rate-sweep", field="json_format"
             )
+    flags = {
+        "max_num_seqs": (max_num_seqs, f"--max-num-seqs {max_num_seqs}"),
+        "max_num_batched_tokens": (max_num_batched_tokens, f"--max-num-batched-tokens {max_num_batched_tokens}"),
+        "block_size": (block_size, f"--block-size {block_size}"),
+        "kv_fraction": (gpu_memory_utilization, f"--gpu-memory-utilization {gpu_memory_utilization}"),
+    }
+    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision, flags)
     disagg = _disagg(scheduler, given)
     speculative = _speculative(given)
     prefix = _prefix(prefix_len, num_prefixes)
@@ -186,7 +195,7 @@ def simulate(
         attention_dp=attention_dp,
         precision=precision,
         kv_precision=kv_precision,
-        engine=engine,
+        engine=engine_used,
         scheduler=scheduler,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
@@ -251,11 +260,12 @@ def simulate(
         emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
         return
     if json_out:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), "engine_settings": engine_settings(config.deployment).to_dict()})
         return
     from infercast.sim.export import summary_table
 
     console.print(summary_table(result))
+    print_settings(config.deployment)
 
 
 JSON_FORMATS = ("infercast", "vllm")

@@ -64,7 +64,6 @@ class EngineLaunch:
             return cite(name)
 
         chunked = eng.scheduler != "inflight"
-        prefix = eng.id.startswith(("vllm", "sglang"))
         s = {
             "max_num_seqs": Setting(eng.max_num_seqs, tiered("max_num_seqs")),
             "max_num_batched_tokens": Setting(eng.max_num_batched_tokens, tiered("max_num_batched_tokens")),
@@ -78,8 +77,15 @@ class EngineLaunch:
             "capacity_policy": Setting(
                 "GUARANTEED_NO_EVICT" if eng.scheduler == "inflight" else "preempt (recompute)", cite("scheduler")
             ),
-            "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", cite("description"))),
-            "prefix_caching": Setting(prefix, cite("prefix_caching", "engine docs (not verified per release)")),
+            "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
+            "prefix_caching": Setting(
+                True,
+                cite(
+                    "prefix_caching",
+                    "on (vLLM V1 enable_prefix_caching, SGLang radix cache; TensorRT-LLM enable_block_reuse: not "
+                    "verified); simulate --no-prefix-caching turns it off",
+                ),
+            ),
         }
         return cls(eng.id, eng.release, s)
 
@@ -93,8 +99,9 @@ class EngineLaunch:
         """A compact text block: one 'name value (source)' line per setting, sources cut to 70 characters."""
         out = [f"Engine settings: {self.engine}" + (f" ({self.release})" if self.release else "")]
         for k, v in self.settings.items():
-            source = v.source if len(v.source) <= 70 else v.source[:67] + "..."
-            out.append(f"  {k:<22} {v.value!s:<22} {source}")
+            source = v.source.replace(f"release default ({self.release}): ", "release default: ")
+            source = source if len(source) <= 72 else source[:69] + "..."
+            out.append(f"  {k:<22} {v.value!s:<19} {source}")
         return out
 
 
