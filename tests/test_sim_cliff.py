@@ -32,3 +32,14 @@ def test_slot_cliff():
     )
     assert result.cliff is not None and result.cliff["cause"] == "slots"
     assert "max_num_seqs 4 holds 4 of 32 clients" in result.cliff["message"]
+
+
+def test_sensitivity_in_simulate_json(capsys):
+    from tests.cli_helpers import run_json
+
+    args = ["simulate", "--model", "llama-3.1-70b", "--gpu", "b200", "--precision", "fp8", "--engine", "trtllm"]
+    args += ["--concurrency", "64", "--input-len", "1024", "--output-len", "8192", "--num-requests", "128"]
+    out = run_json(capsys, *args, "--kv-precision", "bf16")
+    swing = out["sensitivity"]
+    assert swing["ttft_s_kv_pool_minus_10pct"] > swing["ttft_s"] > swing["ttft_s_kv_pool_plus_10pct"]
+    assert run_json(capsys, *args)["sensitivity"] is None

@@ -158,6 +158,14 @@ def simulate(
     step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     launch: LaunchOption = None,
+    sensitivity: Annotated[
+        bool,
+        typer.Option(
+            "--sensitivity",
+            help="Also run with a KV pool 10 % smaller and larger and report the mean TTFT of each (on by itself "
+            "when the run sits on a KV or batch-slot cliff).",
+        ),
+    ] = False,
     json_format: Annotated[
         str | None,
         typer.Option(help="JSON key names: infercast (default) or vllm (as `vllm bench serve --save-result`)."),
@@ -259,12 +267,22 @@ def simulate(
     if json_format == "vllm":
         emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
         return
+    swing = None
+    if sensitivity or result.cliff:
+        from infercast.sim.sensitivity import kv_sensitivity
+
+        swing = kv_sensitivity(config, float(result.summary.to_dict()["ttft_s"]["mean"]))
     if json_out:
-        emit_json({**result.to_dict(), "engine_settings": engine_settings(config.deployment).to_dict()})
+        settings = engine_settings(config.deployment).to_dict()
+        emit_json({**result.to_dict(), "sensitivity": swing, "engine_settings": settings})
         return
     from infercast.sim.export import summary_table
 
     console.print(summary_table(result))
+    if swing:
+        lo, hi = (swing[k] for k in ("ttft_s_kv_pool_minus_10pct", "ttft_s_kv_pool_plus_10pct"))
+        shown = [("n/a" if v is None else f"{v:.3g} s") for v in (lo, hi)]
+        console.print(f"Sensitivity: mean TTFT {swing['ttft_s']:.3g} s; KV pool -10 %: {shown[0]}, +10 %: {shown[1]}")
     print_settings(config.deployment)
 
 
