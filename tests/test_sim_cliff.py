@@ -43,3 +43,25 @@ def test_sensitivity_in_simulate_json(capsys):
     swing = out["sensitivity"]
     assert swing["ttft_s_kv_pool_minus_10pct"] > swing["ttft_s"] > swing["ttft_s_kv_pool_plus_10pct"]
     assert run_json(capsys, *args)["sensitivity"] is None
+
+
+def test_open_loop_kv_cliff_counts_the_requests_in_flight():
+    result = run(
+        simulation_config(
+            "llama-3.1-70b",
+            "b200",
+            kv_precision="bf16",
+            rate=4.0,
+            num_requests=120,
+            **{k: v for k, v in ISSUE.items() if k not in ("concurrency", "num_requests")},
+        )
+    )
+    assert result.cliff is not None and result.cliff["cause"] == "kv"
+    assert "requests in flight at the peak" in result.cliff["message"]
+
+
+def test_plan_rows_carry_the_cliff():
+    from infercast.plan.candidates import Candidate
+    from infercast.plan.planner import _row
+
+    assert "cliff" in _row(Candidate("h100-sxm", "bf16", 1), "pruned", None, "x", 1.0, None, None)

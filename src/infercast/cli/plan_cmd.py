@@ -184,7 +184,9 @@ def render(result: PlanResult, top: int) -> None:
         units = "-" if _missing(r["replicas"]) else f"{r['replicas']:.0f}×{r['gpus_per_unit']}"
         measured = r["slo_measured_ms"] or {}
         t.add_row(
-            r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
+            r["label"]
+            + (" *" if r["pareto_throughput"] or r["pareto_cost"] else "")
+            + (" !" if r.get("cliff") else ""),
             _num(r["max_rate_req_s"], ".3g"),
             _num(r["unit_usd_per_hour"], ",.2f"),
             units + ("" if _missing(r["fleet_usd_per_hour"]) else f", {r['fleet_usd_per_hour']:,.2f}"),
@@ -205,13 +207,16 @@ def render(result: PlanResult, top: int) -> None:
     console.print(
         "req/s: the most one unit serves within the SLO; unit $/h: one unit's price; fleet: units x GPUs for the "
         "target rate and the fleet's $/h; $/Mtok: unit $/h over its output tokens/s; SLO columns: ms at that "
-        "rate; * on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)",
+        "rate; * on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E); ! on a cliff (TTFT queues "
+        "for KV blocks or batch slots at its max rate: a little more load or memory pressure swings it)",
         style="dim",
         highlight=False,
     )
     for r in result.table.head(top).to_dict(orient="records"):
         if r["status"] != "pass":
             console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
+        elif r.get("cliff"):
+            console.print(f"  {r['label']}: cliff: {r['cliff']}", style="yellow", markup=False, highlight=False)
     if result.chosen is None:
         console.print("[red]no candidate meets the SLO[/]: relax it, add GPUs/TPs, or see the reasons above")
         return

@@ -36,9 +36,9 @@ def find_cliff(table: RequestTable, replica: Replica, clients: int | None) -> di
         return None
     need = float(np.mean(np.asarray(table.prompt) + np.asarray(table.output)))
     held = int(replica.kv.num_blocks * replica.bs // max(need, 1.0))
-    want = min(clients, replica.max_seqs) if clients else replica.max_seqs
+    want = min(clients or _peak_in_flight(table), replica.max_seqs)
     share = mean_queue / mean_ttft
-    who = f"{clients} clients" if clients else "the requests in flight"
+    who = f"{clients} clients" if clients else f"the {want} requests in flight at the peak"
     if held < want:
         cause = "kv"
         message = (
@@ -71,3 +71,12 @@ def _kv_remedy(replica: Replica, held: int, want: int) -> str:
     if not options:
         return "shorter requests or fewer clients remove it"
     return " or ".join(options) + " holds about all"
+
+
+def _peak_in_flight(table: RequestTable) -> int:
+    """The most requests between arrival and finish at once (an open loop's load on the engine)."""
+    start, end = np.asarray(table.arrival, dtype=float), np.asarray(table.finish, dtype=float)
+    times = np.concatenate([start, np.where(np.isfinite(end), end, np.inf)])
+    steps = np.concatenate([np.ones(len(start)), -np.ones(len(end))])
+    order = np.lexsort((steps, times))  # a finish before an arrival at the same instant
+    return int(np.cumsum(steps[order]).max(initial=0))
