@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,16 @@ def test_simulate_launch_reaches_the_simulator(capsys):
     assert code == 0 and "enable_attention_dp" in err
     code, _, err = run(capsys, "simulate", "--launch", "vllm serve m --max-num-seqs zero")
     assert code == 2 and "--max-num-seqs" in err
+
+
+def test_plan_launch_fixes_the_grid(capsys):
+    from tests.cli_helpers import run
+
+    line = "vllm serve x --max-num-seqs 64 --tensor-parallel-size 1 --block-size 32"
+    args = ["plan", "--slo", "ttft:2000 tpot:100", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--rate", "5"]
+    args += ["--input-len", "512", "--output-len", "64", "--num-requests", "100", "--workers", "1", "--launch", line]
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["candidates"]
+    assert {(r["engine"], r["tp"], r["max_num_seqs"]) for r in rows} == {("vllm", 1, 64)}
+    assert "block_size" in err

@@ -59,3 +59,23 @@ def engine_settings(dep: Deployment) -> EngineLaunch:
 def print_settings(dep: Deployment) -> None:
     """The compact 'Engine settings' block."""
     console.print(escape("\n".join(engine_settings(dep).lines())), highlight=False)
+
+
+def launch_knobs(launch: str) -> dict[str, Any]:
+    """``plan``'s grid fixed to a launch: its engine, TP, KV format, batch limit and token budget. The planner's
+    candidates take no memory fraction or block size: a launch that sets them is told so."""
+    parsed = parse_launch(launch)
+    for warning in parsed.warnings:
+        err_console.print(f"warning: {escape(warning)}")
+    dropped = [f for f in parsed.overrides if f not in ("max_num_seqs", "max_num_batched_tokens")]
+    if dropped:
+        err_console.print(f"warning: launch: plan searches with the engine's own {', '.join(dropped)} (not varied)")
+    knobs: dict[str, Any] = {"engines": [parsed.engine]}
+    for field, key in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens")):
+        if field in parsed.overrides:
+            knobs[key] = [parsed.overrides[field][0]]
+    if parsed.tp:
+        knobs["tps"] = [parsed.tp]
+    if parsed.kv_precision:
+        knobs["kv_precisions"] = [parsed.kv_precision]
+    return knobs

@@ -20,6 +20,7 @@ from infercast.cli.common import (
     parse_int_list,
     stream_token_seconds,
 )
+from infercast.cli.launch_opts import LaunchOption, launch_knobs
 from infercast.errors import InfercastError
 from infercast.specs.engine import engine_label
 
@@ -78,6 +79,7 @@ def plan(
     top: Annotated[int, typer.Option(help="Rows of the table to show.")] = 15,
     out: Annotated[Path | None, typer.Option(help="Write the ranked table: .csv or .parquet.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the Pareto plot: .png or .svg.")] = None,
+    launch: LaunchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Cheapest deployment serving --rate within --slo: pruned analytically, max rate per unit bisected on the
@@ -122,6 +124,8 @@ def plan(
         scale_up_delay_s=scale_up_delay,
         stream_token_s=stream_token_seconds(stream_token_us),
     )
+    if launch is not None:
+        kwargs.update(launch_knobs(launch))
     if json_out or not err_console.is_terminal:
         result = run_plan(model, parse_names("gpus", gpus), **kwargs)
     else:
