@@ -135,3 +135,15 @@ def test_plan_launch_fixes_the_grid(capsys):
     rows = json.loads(out)["candidates"]
     assert {(r["engine"], r["tp"], r["max_num_seqs"]) for r in rows} == {("vllm", 1, 64)}
     assert "block_size" in err
+
+
+def test_sweep_launch_fixes_engine_tp_and_kv(capsys):
+    from tests.cli_helpers import run
+
+    line = "python -m sglang.launch_server --model-path x --tp 2 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.8"
+    args = ["sweep", "--batches", "8", "--input-lens", "512", "--output-lens", "64", "--launch", line, "--json"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert {(r["engine"], r["tp"], r["kv_precision"]) for r in rows} == {("sglang", 2, "fp8")}
+    assert "kv_fraction" in err

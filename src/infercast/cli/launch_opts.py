@@ -61,19 +61,20 @@ def print_settings(dep: Deployment) -> None:
     console.print(escape("\n".join(engine_settings(dep).lines())), highlight=False)
 
 
-def launch_knobs(launch: str) -> dict[str, Any]:
-    """``plan``'s grid fixed to a launch: its engine, TP, KV format, batch limit and token budget. The planner's
-    candidates take no memory fraction or block size: a launch that sets them is told so."""
+def launch_knobs(launch: str, command: str = "plan", limits: bool = True) -> dict[str, Any]:
+    """A grid (``plan``, ``sweep``) fixed to a launch: its engine, TP, KV format and, with ``limits``, batch limit
+    and token budget. The grids take no memory fraction or block size: a launch that sets them is told so."""
     parsed = parse_launch(launch)
     for warning in parsed.warnings:
         err_console.print(f"warning: {escape(warning)}")
-    dropped = [f for f in parsed.overrides if f not in ("max_num_seqs", "max_num_batched_tokens")]
+    taken = ("max_num_seqs", "max_num_batched_tokens") if limits else ()
+    dropped = [f for f in parsed.overrides if f not in taken]
     if dropped:
-        err_console.print(f"warning: launch: plan searches with the engine's own {', '.join(dropped)} (not varied)")
+        err_console.print(f"warning: launch: {command} runs with the engine's own {', '.join(dropped)}")
     knobs: dict[str, Any] = {"engines": [parsed.engine]}
-    for field, key in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens")):
-        if field in parsed.overrides:
-            knobs[key] = [parsed.overrides[field][0]]
+    for key in taken:
+        if key in parsed.overrides:
+            knobs[key] = [parsed.overrides[key][0]]
     if parsed.tp:
         knobs["tps"] = [parsed.tp]
     if parsed.kv_precision:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from infercast.analysis.scenario import TTFT_DEFINITION
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list, wrote
+from infercast.cli.launch_opts import LaunchOption, launch_knobs
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.files import atomic_path, check_output_file
@@ -109,6 +110,7 @@ def sweep(
     ] = "1",
     engines: Annotated[str, typer.Option(help="Engine profiles.")] = "vllm",
     out: Annotated[Path | None, typer.Option(help="Write all rows to FILE.csv, .parquet or .json.")] = None,
+    launch: LaunchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
@@ -116,7 +118,8 @@ def sweep(
 
     if out is not None:
         check_out_path(out)
-    df = run_sweep(
+    fixed = launch_knobs(launch, "sweep", limits=False) if launch is not None else {}
+    grid = dict(
         models=_names(models),
         gpus=_names(gpus),
         precisions=_names(precisions) if precisions else None,
@@ -130,6 +133,7 @@ def sweep(
         pps=parse_int_list("pps", pps),
         attention_dps=parse_int_list("attention_dps", attention_dps),
     )
+    df = run_sweep(**{**grid, **fixed})
     if out is not None:
         write_rows(df, out)
         wrote(out, f"{len(df):,} rows")
