@@ -88,7 +88,7 @@ def _fold(args: tuple[str, str]) -> tuple[str, str, list[int], list[float], floa
     load_test = [r for r in test if is_load(r)]
     if fast_test:
         fast_train = [r for r in train if not is_load(r)]
-        values = fit(fast_train, prior_weight=PRIOR_WEIGHT).values if fast_train else {}
+        values = fit(fast_train, prior_weight=PRIOR_WEIGHT, keep_measured_curves=True).values if fast_train else {}
         profiles = build_profiles(pairs(records), values, "cross-validation")
         for r, c in zip(fast_test, compare(fast_test, profiles), strict=True):
             preds[id(r)] = c.predicted

@@ -52,7 +52,7 @@ def main() -> None:
         for old in PROFILE_DIR.glob("*.yaml"):
             if old.name != "defaults.yaml":
                 old.unlink()  # a fit from scratch: GPUs no longer measured fall back to priors
-    result = fit(records, source=source)
+    result = fit(records, source=source, keep_measured_curves=True)
     for gpu in result.gpus:
         path = write_gpu_profile(result, gpu, folder / f"{gpu}.yaml", with_engines=False)
         data = result.gpu_profile(gpu, with_engines=False)["fit"]

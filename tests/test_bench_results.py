@@ -130,7 +130,7 @@ def test_engine_and_load_must_be_given_when_the_file_lacks_them():
 @pytest.mark.parametrize(
     "text,words",
     [
-        ("{not json", "is not JSON"),
+        ("{not json", "is not valid JSON"),
         ("[1, 2]", "must hold a JSON object"),
         ('{"hello": 1}', "is not a result file infercast reads"),
         ('{"backend": "vllm", "num_prompts": 10, "completed": 10}', "'total_input_tokens' is missing"),

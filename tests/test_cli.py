@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from infercast.cli import _join_multi_values
@@ -183,7 +185,11 @@ def test_sweep_command(capsys):
         (["simulate", "--input-len", "100", "--output-len", "10", "--rate", "0"], "rate"),
         (["simulate", "--input-len", "100", "--output-len", "10", "--concurrency", "0"], "concurrency"),
         (["show-model", "/nonexistent/config.json"], "no such file"),
-        (["measure", "--model", "llama-3.1-8b", "--device", "cuda"], "CUDA"),
+        pytest.param(
+            ["measure", "--model", "llama-3.1-8b", "--device", "cuda"],
+            "CUDA",
+            marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="measure needs torch"),
+        ),
         (["validate", "--data", "/nonexistent.csv"], "no such file"),
     ],
 )

@@ -1,5 +1,6 @@
-"""Property-based fuzz of every input boundary (issue 10): CLI arguments, config.json, hardware YAML, CSV/JSONL
-traces and output paths. Each case must end in exit 0 with a sane answer or exit 2 with one line: never a
+"""Property-based fuzz of every input boundary (issues 10 and 37): CLI arguments of every command, config.json,
+hardware YAML, CSV/JSONL traces, output paths, benchmark result files, measurement CSVs, the serve endpoint and
+the Python API. Each case must end in exit 0 with a sane answer or exit 2 with one line: never a
 traceback, a hang or a silent wrong answer (see tests/fuzz_harness.py for the oracle).
 
 CI profile: a few hundred cases in total (well under a minute or two). By hand, the long profile:
@@ -19,6 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from tests.fuzz_harness import ALL_STRATEGIES, Case, run_case
 
 LONG = os.environ.get("INFERCAST_FUZZ") == "long"
+NEEDS_TORCH = ("serve",)
+"""Boundaries that start the CPU engine (skipped where torch is not installed)."""
 EXAMPLES = {
     "cli_predict": 40,
     "cli_memory": 40,
@@ -28,8 +31,15 @@ EXAMPLES = {
     "hardware_yaml": 30,
     "traces": 35,
     "output_paths": 20,
+    "cli_analysis": 20,
+    "cli_plan": 10,
+    "bench_files": 20,
+    "data_csv": 15,
+    "engine_cmds": 15,
+    "serve": 20,
+    "python_api": 30,
 }
-"""Cases per boundary in CI (270 in all, ~20 s on an idle 2-core machine); the long profile runs ten times as many."""
+"""Cases per boundary in CI (400 in all, ~40 s on an idle 2-core machine); the long profile runs ten times as many."""
 
 
 def _check(case: Case) -> None:
@@ -51,6 +61,8 @@ def _fuzz(name: str):
     )
     @given(case=ALL_STRATEGIES[name])
     def test(case: Case) -> None:
+        if name in NEEDS_TORCH:
+            pytest.importorskip("torch")
         _check(case)
 
     test.__name__ = f"test_fuzz_{name}"
@@ -65,6 +77,18 @@ test_fuzz_config_json = _fuzz("config_json")
 test_fuzz_hardware_yaml = _fuzz("hardware_yaml")
 test_fuzz_traces = _fuzz("traces")
 test_fuzz_output_paths = _fuzz("output_paths")
+test_fuzz_cli_analysis = _fuzz("cli_analysis")
+test_fuzz_cli_plan = _fuzz("cli_plan")
+test_fuzz_bench_files = _fuzz("bench_files")
+test_fuzz_data_csv = _fuzz("data_csv")
+test_fuzz_engine_cmds = _fuzz("engine_cmds")
+test_fuzz_serve = _fuzz("serve")
+test_fuzz_python_api = _fuzz("python_api")
+
+
+def test_every_boundary_runs_in_ci():
+    """A boundary added to the campaign runs here too (at its CI size)."""
+    assert set(EXAMPLES) == set(ALL_STRATEGIES)
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,8 @@ def test_faster_hardware_and_narrower_formats_help_the_phase_they_should():
     w4 = infercast.predict("llama-3.1-8b", "h100-sxm", precision="int4", input_len=2048, output_len=256)
     assert h200.tpot_s < 0.9 * base.tpot_s  # 4.8 vs 3.35 TB/s
     assert h200.prefill.time_s == pytest.approx(base.prefill.time_s, rel=0.1)  # same tensor cores
-    assert fp8.prefill.time_s < 0.8 * base.prefill.time_s and fp8.tpot_s < base.tpot_s
+    # vLLM's measured fp8 GEMMs quantise their input first (kernel tables): a 2k prompt of an 8B model ~16 % faster
+    assert fp8.prefill.time_s < 0.9 * base.prefill.time_s and fp8.tpot_s < base.tpot_s
     assert w4.tpot_s < fp8.tpot_s  # 4-bit weights stream fewer bytes
     assert w4.prefill.time_s > 0.9 * base.prefill.time_s  # W4A16 still computes at 16 bits
 

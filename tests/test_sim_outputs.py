@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import io
 import itertools
 import json
@@ -241,7 +242,17 @@ def test_plot_rate_sweep(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ request files
 
 
-@pytest.mark.parametrize("name", ["requests.csv", "requests.csv.gz", "requests.parquet"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "requests.csv",
+        "requests.csv.gz",
+        pytest.param(
+            "requests.parquet",
+            marks=pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="needs the parquet extra"),
+        ),
+    ],
+)
 def test_write_requests_round_trip(result: SimulationResult, tmp_path: Path, name: str) -> None:
     path = write_requests(result, tmp_path / name)
     back = pd.read_parquet(path) if name.endswith(".parquet") else pd.read_csv(path)

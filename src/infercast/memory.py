@@ -215,6 +215,8 @@ class MemoryBudget:
     def to_dict(self) -> dict[str, object]:
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
         d.update(
+            # no memory is "negative": what the reservations lack is shortfall_bytes (issue 37)
+            unreserved_bytes=max(self.unreserved_bytes, 0.0),
             total_bytes=self.total_bytes,
             fits=self.fits,
             weights_fit=self.weights_fit,

@@ -16,7 +16,7 @@ import pint
 
 from infercast.display import si_prefix
 
-ureg = pint.UnitRegistry()
+ureg: pint.UnitRegistry = pint.UnitRegistry()
 """The one registry every infercast quantity belongs to (quantities of different registries do not mix)."""
 
 # name = definition = symbol = aliases: "TFLOPs/s", "TFLOP/s", "GFLOPs", "flop" all parse.

@@ -199,7 +199,7 @@ def _compare_row(hw: HardwareSpec, p: Prediction) -> dict[str, object]:
         "kv_precision": p.kv_precision,
         "ttft_s": p.ttft_s,
         "ttft_last_s": p.ttft_last_s,
-        "tpot_s": p.tpot_s,
+        "tpot_s": p.tpot_s if p.output_len > 1 else np.nan,  # one token: no TPOT (undefined)
         "ttft_error": bands["ttft"].typical if "ttft" in bands else np.nan,
         "tpot_error": bands["tpot"].typical if "tpot" in bands else np.nan,
         "e2e_s": p.e2e_s,
@@ -385,8 +385,8 @@ def crossover(
             models=[spec],
             gpus=[hw],
             precisions=dep.scheme.name,
-            batches=batch,  # type: ignore[list-item]
-            input_lens=lengths,
+            batches=batch,
+            input_lens=lengths.tolist(),
             output_lens=output_len,
             tps=dep.tp,
             eps=dep.ep,

@@ -367,7 +367,7 @@ def _below_measured_load(engine: str, concurrency: int, scope: dict[str, Any]) -
     edge = (
         f"; its fixed part ({1e3 * fitted:.0f} ms) is the largest value that fit tried, a stand-in for what "
         "the simulator does not model there"
-        if top
+        if top and fitted is not None
         else ""
     )
     plural = "s" if concurrency != 1 else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -82,6 +83,24 @@ def render_ops(p: PhaseReport) -> Table:
     return t
 
 
+def _tpot_rows(head: Table, pred: Prediction, band: Callable[[str], str]) -> None:
+    """TPOT rows: the batch mean, the last request's (or the front-end's pace), ITL, and a lone request's."""
+    if pred.output_len == 1:
+        head.add_row("TPOT / ITL", "undefined (one output token: no gap between tokens)")
+        return
+    many = pred.batch > 1
+    if many:
+        head.add_row("TPOT, mean over the batch: (E2E - TTFT) / (O - 1)", fmt_time(pred.tpot_s) + band("tpot"))
+    last = "TPOT of the last request" if many else "TPOT"
+    own_band = "" if many else band("tpot")
+    if pred.front_end_paced:
+        head.add_row(f"{last} (the API front-end's pace)", fmt_time(pred.tpot_last_s) + own_band)
+        head.add_row("ITL (mean decode step of the batch)", fmt_time(pred.itl_s))
+    else:
+        head.add_row(f"{last} = ITL (mean decode step of the batch)", fmt_time(pred.itl_s) + own_band)
+    head.add_row("TPOT of one request alone (batch 1)", fmt_time(pred.single_stream_tpot_s))
+
+
 def render_prediction(pred: Prediction, ops: bool = False) -> Group:
     layout = (
         f" (tp {pred.tp} x attention-dp {pred.attention_dp} x pp {pred.pp}, ep {pred.ep})"
@@ -105,21 +124,11 @@ def render_prediction(pred: Prediction, ops: bool = False) -> Group:
         head.add_row("TTFT", fmt_time(pred.ttft_s) + band("ttft"))
     serving = pred.ttft_last_s - pred.prefill.time_s - pred.front_end_s
     if pred.front_end_s > 0:
-        parts = (pred.prefill.time_s, serving, pred.front_end_s)
-        head.add_row("  = prefill + per-request overhead + front-end", " + ".join(map(fmt_time, parts)))
+        terms = (pred.prefill.time_s, serving, pred.front_end_s)
+        head.add_row("  = prefill + per-request overhead + front-end", " + ".join(map(fmt_time, terms)))
     elif serving > 0:  # the engine's per-request serving overhead (fitted per engine; provenance says on what)
         head.add_row("  = prefill + per-request overhead", f"{fmt_time(pred.prefill.time_s)} + {fmt_time(serving)}")
-    if many:
-        head.add_row("TPOT, mean over the batch: (E2E - TTFT) / (O - 1)", fmt_time(pred.tpot_s) + band("tpot"))
-    last = "TPOT of the last request" if many else "TPOT"
-    if pred.front_end_paced:
-        head.add_row(f"{last} (the API front-end's pace)", fmt_time(pred.tpot_last_s) + ("" if many else band("tpot")))
-        head.add_row("ITL (mean decode step of the batch)", fmt_time(pred.itl_s))
-    else:
-        head.add_row(
-            f"{last} = ITL (mean decode step of the batch)", fmt_time(pred.itl_s) + ("" if many else band("tpot"))
-        )
-    head.add_row("TPOT of one request alone (batch 1)", fmt_time(pred.single_stream_tpot_s))
+    _tpot_rows(head, pred, band)
     head.add_row("end-to-end", fmt_time(pred.e2e_s))
     head.add_row("output throughput", f"{pred.output_throughput_tok_s:,.0f} tok/s")
     head.add_row("total throughput", f"{pred.total_throughput_tok_s:,.0f} tok/s")

@@ -27,7 +27,7 @@ def roofline_bound(flops: float | np.ndarray, nbytes: float | np.ndarray, ridge_
 
 
 @dataclass(frozen=True)
-class OpRow:
+class PhaseOpRow:
     """One operator's totals over a phase (per GPU)."""
 
     name: str
@@ -64,7 +64,7 @@ class PhaseReport:
     _op_data: tuple = field(default=(), repr=False, compare=False)
 
     @property
-    def ops(self) -> list[OpRow]:
+    def ops(self) -> list[PhaseOpRow]:
         """Per-operator totals over the phase (built on first use)."""
         if not self._op_data:
             return []
@@ -72,7 +72,7 @@ class PhaseReport:
         bounds = np.where(roof >= overhead, ceiling, 3)  # launch/latency above the roofline: overhead-bound
         scale = 1.0 / total if total else 0.0
         return [
-            OpRow(n, g, f, b, f / b if b else 0.0, t, t * scale, CEILINGS[c])
+            PhaseOpRow(n, g, f, b, f / b if b else 0.0, t, t * scale, CEILINGS[c])
             for n, g, f, b, t, c in zip(
                 names, groups, flops.tolist(), nbytes.tolist(), times.tolist(), bounds.tolist(), strict=True
             )

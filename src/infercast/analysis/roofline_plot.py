@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from infercast.analysis.compare import split_refs, unsupported_note
+from infercast.analysis.report import PhaseReport
 from infercast.analysis.scenario import predict
 from infercast.errors import InfercastError
 from infercast.specs.catalog import get_hardware, get_model
@@ -76,15 +77,7 @@ def roofline_data(
         )
         key = p.prefill.compute_key  # the rate the GEMMs run at; the phase reports' ridge is at this peak
         peak, bw = hw.peak(key), hw.memory.bandwidth_bytes_s
-        points = {}
-        for phase in (p.prefill, p.decode):
-            points[phase.name] = {
-                "arithmetic_intensity": phase.arithmetic_intensity,
-                "achieved_flops_per_gpu": phase.achieved_tflops_per_gpu * 1e12,
-                "attainable_flops_per_gpu": min(peak, bw * phase.arithmetic_intensity),
-                "time_s": phase.time_s,
-                "bound": phase.bound,
-            }
+        points = {phase.name: _phase_point(phase, peak, bw) for phase in (p.prefill, p.decode)}
         entries.append(
             {
                 "gpu": hw.id,
@@ -158,6 +151,42 @@ def image_format(path: str | Path) -> str:
     return fmt
 
 
+def _phase_point(phase: PhaseReport, peak: float, bandwidth: float) -> dict[str, object]:
+    """Where one phase sits: its intensity, achieved and attainable FLOP/s per GPU, time and binding ceiling."""
+    return {
+        "arithmetic_intensity": phase.arithmetic_intensity,
+        "achieved_flops_per_gpu": phase.achieved_tflops_per_gpu * 1e12,
+        "attainable_flops_per_gpu": min(peak, bandwidth * phase.arithmetic_intensity),
+        "time_s": phase.time_s,
+        "bound": phase.bound,
+    }
+
+
+def _draw_points(ax: Any, e: dict, i: int, colour: str) -> None:
+    """One GPU's prefill and decode markers, labelled with intensity, achieved rate and binding ceiling."""
+    for phase, marker in (("prefill", "o"), ("decode", "s")):
+        pt = e["points"][phase]
+        ai, ach = pt["arithmetic_intensity"], pt["achieved_flops_per_gpu"] / 1e12
+        if ai <= 0 or ach <= 0:
+            continue
+        ax.plot([ai], [ach], marker=marker, ms=10, color=colour, mec="black", ls="none")
+        label = f"{e['gpu']} {phase}: AI {_num(ai)}, {_num(ach)} TFLOP/s ({pt['bound']})"
+        if not e["fits"]:
+            label += " [does not fit]"
+        dy = -28 - 15 * i if phase == "prefill" else 12 + 15 * i
+        ax.annotate(
+            label,
+            (ai, ach),
+            xytext=(-8 if phase == "prefill" else 8, dy),
+            textcoords="offset points",
+            fontsize=8,
+            color=colour,
+            ha="right" if phase == "prefill" else "left",
+            bbox=_BOX,
+            arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.6},
+        )
+
+
 def _draw(data: dict[str, object]):  # -> matplotlib.figure.Figure (imported lazily)
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -200,27 +229,7 @@ def _draw(data: dict[str, object]):  # -> matplotlib.figure.Figure (imported laz
             ha="right",
             bbox=_BOX,
         )
-        for phase, marker in (("prefill", "o"), ("decode", "s")):
-            pt = e["points"][phase]
-            ai, ach = pt["arithmetic_intensity"], pt["achieved_flops_per_gpu"] / 1e12
-            if ai <= 0 or ach <= 0:
-                continue
-            ax.plot([ai], [ach], marker=marker, ms=10, color=colour, mec="black", ls="none")
-            label = f"{e['gpu']} {phase}: AI {_num(ai)}, {_num(ach)} TFLOP/s ({pt['bound']})"
-            if not e["fits"]:
-                label += " [does not fit]"
-            dy = -28 - 15 * i if phase == "prefill" else 12 + 15 * i
-            ax.annotate(
-                label,
-                (ai, ach),
-                xytext=(-8 if phase == "prefill" else 8, dy),
-                textcoords="offset points",
-                fontsize=8,
-                color=colour,
-                ha="right" if phase == "prefill" else "left",
-                bbox=_BOX,
-                arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.6},
-            )
+        _draw_points(ax, e, i, colour)
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("Arithmetic intensity (FLOP per HBM byte, per GPU)")

@@ -25,6 +25,8 @@ from infercast.errors import InfercastError
 from infercast.limits import BYTES_PER_SWEEP_ROW, check_rows
 from infercast.memory import kv_blocks_per_sequence, memory_budget
 from infercast.specs.deployment import Deployment
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.model import ModelSpec
 
 MAX_GRID_INT = 2**31 - 1
 """Largest batch / length a sweep takes (int32): keeps products of sizes exact and rows from wrapping."""
@@ -98,8 +100,8 @@ def _broadcast_total(run: LinearRun, n: np.ndarray) -> np.ndarray:
 
 
 def sweep(
-    models: str | Sequence[str] = "llama-3.1-8b",
-    gpus: str | Sequence[str] = "h100-sxm",
+    models: str | ModelSpec | Sequence[str | ModelSpec] = "llama-3.1-8b",
+    gpus: str | HardwareSpec | Sequence[str | HardwareSpec] = "h100-sxm",
     precisions: str | Sequence[str | None] | None = None,
     batches: int | Sequence[int] = 1,
     input_lens: int | Sequence[int] = 2048,

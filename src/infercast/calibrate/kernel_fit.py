@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, SAME_DIE
 from infercast.errors import InfercastError
 from infercast.records.kernel_tables import (
     GPU_DIRS,
@@ -75,13 +75,24 @@ def _fit(
     ended on a bound (the data wanted them further out: not a measured value, said in the profile's provenance)."""
     res = least_squares(residual, np.log(start), bounds=(np.log(lower), np.log(upper)), method="trf")
     r = residual(res.x)
-    near = dict(rtol=0.0, atol=BOUND_TOLERANCE)
-    edge = np.isclose(res.x, np.log(lower), **near) | np.isclose(res.x, np.log(upper), **near)
+    edge = np.isclose(res.x, np.log(lower), rtol=0.0, atol=BOUND_TOLERANCE) | np.isclose(
+        res.x, np.log(upper), rtol=0.0, atol=BOUND_TOLERANCE
+    )
     return np.exp(res.x), float(np.sqrt(np.mean(r**2))), [n for n, e in zip(names, edge, strict=True) if e]
 
 
+QUANT_BYTES_BOUNDS = (1e-3, 16.0)
+"""Bytes per input activation element of an 8-bit GEMM's activation quantisation pass, at the datasheet HBM rate
+(``gemm_act_quant_bytes``): at least read 16-bit + write 8-bit (3 B) for an unfused dynamic quantisation, more
+with a separate amax pass; 16 bounds it (five such passes). The tables time the quantisation with the GEMM
+(vLLM ``scaled_fp8_quant`` before CUTLASS ``cutlass_scaled_mm``), a memory-bound term in M x K that the
+hyperbolic curve in M alone cannot hold: without it, large-M efficiency came out 0.40-0.57 of the fp8 peak
+(0.65-0.77 with it; RMS log residual 0.15 -> 0.06-0.08 on TensorRT-LLM's tables)."""
+
+
 def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tuple[str, ...], width: float) -> dict:
-    """(eff_max, m_half, hbm_eff, t0) of one GEMM dtype; ``width``: bytes per weight/activation element."""
+    """(eff_max, m_half, hbm_eff, t0[, quant bytes]) of one GEMM dtype; ``width``: bytes per weight/activation
+    element. 8-bit GEMMs (``width`` < 2) add a serial activation-quantisation pass, ``q·M·K / bandwidth``."""
     rows = frame[frame["gemm_dtype"] == dtype]
     rows = rows[(rows["n"] >= MIN_DIM) & (rows["k"] >= MIN_DIM)]
     if rows.empty:
@@ -92,26 +103,31 @@ def fit_gemm(frame: Any, peak: float, bandwidth: float, dtype: str, sources: tup
     rows = rows[rows["kernel_source"] == kernel]
     m, n, k = (rows[c].to_numpy(float) for c in ("m", "n", "k"))
     t = rows["latency"].to_numpy(float) * 1e-3
+    if "_bandwidth" in rows.columns:  # rows of two GPUs pooled (:func:`pooled`): each streams at its own HBM's rate
+        bandwidth = rows["_bandwidth"].to_numpy(float)
     flops = 2 * m * n * k
     nbytes = (m * k + k * n) * width + m * n * 2.0  # outputs in 16 bits
     rows_eff = np.maximum(m, M_FLOOR)
+    quantised = width < 2.0
+    act = m * k / bandwidth  # seconds per byte of quantisation traffic per input element
 
     def model(x: np.ndarray) -> np.ndarray:
-        eff, half, hbm, t0 = np.exp(x)
-        return np.maximum(flops / (peak * eff * rows_eff / (rows_eff + half)), nbytes / (bandwidth * hbm)) + t0
+        eff, half, hbm, t0 = np.exp(x[:4])
+        quant = np.exp(x[4]) * act if quantised else 0.0
+        return np.maximum(flops / (peak * eff * rows_eff / (rows_eff + half)), nbytes / (bandwidth * hbm)) + quant + t0
 
-    params, rms, edge = _fit(
-        lambda x: np.log(model(x) / t),
-        [0.8, 64.0, 0.85, 3e-6],
-        [0.05, 0.5, 0.3, 1e-8],
-        [1.0, 8192.0, 1.0, 5e-5],
-        ("gemm_eff_max", "gemm_m_half", "hbm_efficiency", "gemm_latency_s"),
-    )
+    names: tuple[str, ...] = ("gemm_eff_max", "gemm_m_half", "hbm_efficiency", "gemm_latency_s")
+    start, lower, upper = [0.8, 64.0, 0.85, 3e-6], [0.05, 0.5, 0.3, 1e-8], [1.0, 8192.0, 1.0, 5e-5]
+    if quantised:
+        names += ("gemm_act_quant_bytes",)
+        start, lower, upper = [*start, 3.0], [*lower, QUANT_BYTES_BOUNDS[0]], [*upper, QUANT_BYTES_BOUNDS[1]]
+    params, rms, edge = _fit(lambda x: np.log(model(x) / t), start, lower, upper, names)
     return {
         "eff_max": params[0],
         "m_half": params[1],
         "hbm": params[2],
         "t0": params[3],
+        "quant_bytes": params[4] if quantised and params[4] > QUANT_BYTES_BOUNDS[0] * 1.01 else 0.0,
         "points": len(rows),
         "rms_log_residual": rms,
         "kernel": str(kernel),
@@ -301,6 +317,20 @@ def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...])
     return None
 
 
+def die_partner(gpu_id: str) -> str | None:
+    """The GPU sharing ``gpu_id``'s die at the same tensor peak (:data:`infercast.cost.profile.SAME_DIE`)."""
+    pairs = [(a, b) for a, b in SAME_DIE.items()] + [(b, a) for a, b in SAME_DIE.items()]
+    return next((b for a, b in pairs if a == gpu_id), None)
+
+
+def pooled(frame: Any, bandwidth: float, other: Any, other_bandwidth: float) -> Any:
+    """Two GPUs' tables as one, each row tagged with its GPU's HBM bandwidth (``_bandwidth``): a same-die pair's
+    compute-bound curve is fitted on both at one absolute tensor rate (the peak given to the fit)."""
+    import pandas as pd
+
+    return pd.concat([frame.assign(_bandwidth=bandwidth), other.assign(_bandwidth=other_bandwidth)], ignore_index=True)
+
+
 def _g(x: float) -> float:
     return float(f"{x:.4g}")
 
@@ -314,22 +344,41 @@ def _fit_gemm_table(
     fits: dict,
     suffix: str = "",
     curves_only: bool = False,
+    partner: tuple[str, str, Any] | None = None,
 ) -> None:
     """GEMM curves (``gemm_eff_max``, ``gemm_m_half`` per compute key) of one engine's table into ``kernels``;
-    unless ``curves_only``, also the streaming efficiency and fixed GEMM time from its 16-bit GEMMs."""
+    unless ``curves_only``, also the streaming efficiency and fixed GEMM time from its 16-bit GEMMs. ``partner``
+    (GPU id, table, rows of the same engine's table on the GPU sharing this one's die): the curve is fitted on
+    both tables at this GPU's peak, the rest on this GPU's own rows."""
+    bandwidth = hw.memory.bandwidth_bytes_s
     for key, (dtype, prefixes) in GEMM_SOURCES.items():
         if key not in hw.peak_flops:
             continue
-        r = fit_gemm(frame, hw.peak(key), hw.memory.bandwidth_bytes_s, dtype, prefixes, 1.0 if key == "fp8" else 2.0)
+        width = 1.0 if key == "fp8" else 2.0
+        r = fit_gemm(frame, hw.peak(key), bandwidth, dtype, prefixes, width)
         if not r:
             continue
         note = (
             f"{table} {dtype} ({r['kernel']}), {r['points']} points, "
             f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
         )
+        if partner is not None:
+            other_bw = get_hardware(partner[0]).memory.bandwidth_bytes_s
+            both = fit_gemm(
+                pooled(frame, bandwidth, partner[2], other_bw), hw.peak(key), bandwidth, dtype, prefixes, width
+            )
+            if both:
+                r = r | {"eff_max": both["eff_max"], "m_half": both["m_half"]}
+                note += (
+                    f"; gemm_eff_max and gemm_m_half pooled with {partner[0]}'s {partner[1]} (same die, one "
+                    f"tensor-core curve), {both['points']} points, RMS log residual {both['rms_log_residual']:.3f}"
+                )
         kernels.setdefault("gemm_eff_max", {})[key] = _g(r["eff_max"])
         kernels.setdefault("gemm_m_half", {})[key] = _g(r["m_half"])
         prov[f"gemm_eff_max.{key}"] = prov[f"gemm_m_half.{key}"] = note
+        if r["quant_bytes"]:
+            kernels.setdefault("gemm_act_quant_bytes", {})[key] = _g(r["quant_bytes"])
+            prov[f"gemm_act_quant_bytes.{key}"] = note + "; serial activation quantisation in M x K fitted with it"
         fits[f"gemm.{key}{suffix}"] = {
             "table": table,
             "dtype": dtype,
@@ -338,12 +387,28 @@ def _fit_gemm_table(
             "rms_log_residual": round(r["rms_log_residual"], 4),
             "hbm_efficiency": _g(r["hbm"]),
             "latency_s": _g(r["t0"]),
+            **({"act_quant_bytes": _g(r["quant_bytes"])} if r["quant_bytes"] else {}),
             **_bound_entry(r),
         }
         if key == "bf16" and not curves_only:  # the streaming efficiency and fixed GEMM time: 16-bit GEMMs
             kernels["hbm_efficiency"] = _g(r["hbm"])
             kernels["gemm_latency_s"] = _g(r["t0"])
             prov["hbm_efficiency"] = prov["gemm_latency_s"] = note
+
+
+def _partner_table(
+    source: Source, gpu_id: str, op: str, filename: str, engine: str | None = None
+) -> tuple[str, str, Any] | None:
+    """(GPU, table, rows) of the newest ``op`` table (of ``engine``, else of the first engine that has one) on the
+    GPU sharing ``gpu_id``'s die; None without such a GPU or table."""
+    other = die_partner(gpu_id)
+    if other is None:
+        return None
+    if engine is None:
+        found = _newest(source, other, op, filename)
+        return (other, *found) if found else None
+    path = latest(source.gpu(other) / op / engine, filename)
+    return (other, relative(source, path), read_table(path)) if path is not None else None
 
 
 def fit_engine_gemms(source: Source, gpu_id: str, base_table: str, fits: dict) -> tuple[dict, dict]:
@@ -359,7 +424,9 @@ def fit_engine_gemms(source: Source, gpu_id: str, base_table: str, fits: dict) -
             continue
         kernels: dict[str, Any] = {}
         prov: dict[str, str] = {}
-        _fit_gemm_table(hw, relative(source, path), read_table(path), kernels, prov, fits, f".{engine}", True)
+        partner = _partner_table(source, gpu_id, "gemm", "gemm_perf.parquet", engine)
+        table, frame = relative(source, path), read_table(path)
+        _fit_gemm_table(hw, table, frame, kernels, prov, fits, f".{engine}", True, partner)
         if kernels:
             curves[engine], provenance[engine] = kernels, prov
     return curves, provenance
@@ -374,7 +441,8 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
     fits: dict[str, Any] = {}
     gemm = _newest(source, gpu_id, "gemm", "gemm_perf.parquet")
     if gemm is not None:
-        _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits)
+        partner = _partner_table(source, gpu_id, "gemm", "gemm_perf.parquet", gemm[0].split("/")[1])
+        _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits, partner=partner)
     _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
     attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
     if attn is not None:
@@ -400,6 +468,10 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
     if attn is not None:
         table, frame = attn
         key = "bf16" if "bf16" in hw.peak_flops else "fp16"
+        partner = _partner_table(source, gpu_id, "attention", "context_attention_perf.parquet", table.split("/")[1])
+        if partner is not None:  # same die: one tensor-core rate, fitted on both GPUs' rows at this GPU's peak
+            frame = pooled(frame, bandwidth, partner[2], get_hardware(partner[0]).memory.bandwidth_bytes_s)
+            table = f"{table} pooled with {partner[0]}'s {partner[1]} (same die)"
         r = fit_prefill_attention(frame, hw.peak(key))
         if r:
             note = (

@@ -19,13 +19,22 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
 from infercast.calibrate.predict import deployment_of, fitted_gemm_key, located, predict_located
-from infercast.cost.profile import ENGINE_PARAMS, KERNEL_PARAMS, CostProfile, load_profile
+from infercast.cost.profile import (
+    COMPUTE_BOUND_PARAMS,
+    ENGINE_PARAMS,
+    KERNEL_PARAMS,
+    SAME_DIE,
+    CostProfile,
+    has_measured_kernels,
+    load_profile,
+)
 from infercast.errors import InfercastError
 from infercast.records.record import Record
 from infercast.specs.catalog import get_hardware
@@ -104,8 +113,15 @@ def _base(name: str) -> str:
 
 
 def _scoped(values: dict[str, float], gpu: str, engine: str) -> dict[str, float]:
-    """The values that apply to one (gpu, engine) pair, with their scope prefixes removed."""
-    out = {k.split("/", 1)[1]: v for k, v in values.items() if k.startswith(f"{gpu}/")}
+    """The values that apply to one (gpu, engine) pair, with their scope prefixes removed: a GPU sharing another's
+    die (``SAME_DIE``) takes that GPU's compute-bound parameters, fitted on both GPUs' points."""
+    sibling = f"{SAME_DIE[gpu]}/" if gpu in SAME_DIE else None
+    out = {
+        k.split("/", 1)[1]: v
+        for k, v in values.items()
+        if sibling and k.startswith(sibling) and _base(k) in COMPUTE_BOUND_PARAMS
+    }
+    out.update({k.split("/", 1)[1]: v for k, v in values.items() if k.startswith(f"{gpu}/")})
     out.update({k.split(":", 1)[1]: v for k, v in values.items() if k.startswith(f"{engine}:")})
     return out
 
@@ -141,8 +157,9 @@ def build_profiles(
     return out
 
 
-def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
-    """Every parameter the records could inform, with its prior value."""
+def candidate_parameters(records: Sequence[Record], keep_measured_curves: bool = False) -> dict[str, float]:
+    """Every parameter the records could inform, with its prior value. ``keep_measured_curves``: not the GEMM
+    curves and prefill attention of a GPU whose kernel tables measure them (the published fit's choice)."""
     params: dict[str, float] = {}
     for gpu in sorted({r.gpu for r in records}):
         mine = [r for r in records if r.gpu == gpu]
@@ -158,13 +175,22 @@ def candidate_parameters(records: Sequence[Record]) -> dict[str, float]:
                 keys |= {fitted_gemm_key(dep.compute_key), fitted_gemm_key(dep.attention_key)}
                 multi_gpu |= rec.tp > 1
         prof = load_profile(hw.id, hw.architecture, mine[0].engine, fitted=False)
-        for key in sorted(keys & set(prof.gemm_eff_max)):
-            params[f"{gpu}/gemm_eff_max.{key}"] = prof.gemm_eff_max[key]
-            params[f"{gpu}/gemm_m_half.{key}"] = max(prof.gemm_m_half[key], 1.0)
+        die = SAME_DIE.get(gpu, gpu)  # one set of compute-bound parameters per die; the first GPU's prior
+        # a GPU with measured GEMM tables keeps their curves (thousands of timed GEMMs, pooled over a die): fitted
+        # end to end on TensorRT-LLM 0.6's H100 points they moved to absorb other terms (fp8 m_half 109 -> 257)
+        # and, carried to the H200 (same die, faster HBM), turned its decode GEMMs compute-bound (held-out H200
+        # TPOT median 17 -> 23-29 % on TensorRT-LLM and vLLM; docs/accuracy-notes.md)
+        tables = keep_measured_curves and (has_measured_kernels(hw.id) or has_measured_kernels(die))
+        for key in sorted(keys & set(prof.gemm_eff_max)) if not tables else ():
+            params.setdefault(f"{die}/gemm_eff_max.{key}", prof.gemm_eff_max[key])
+            params.setdefault(f"{die}/gemm_m_half.{key}", max(prof.gemm_m_half[key], 1.0))
         for name in KERNEL_PARAMS:
             if name in ("link_efficiency", "allreduce_latency_s") and not multi_gpu:
                 continue
-            params[f"{gpu}/{name}"] = getattr(prof, name)
+            if tables and name in COMPUTE_BOUND_PARAMS:
+                continue  # measured prefill attention too (the same end-to-end shift moved it 0.36 -> 0.59)
+            owner = die if name in COMPUTE_BOUND_PARAMS else gpu
+            params.setdefault(f"{owner}/{name}", getattr(prof, name))
     for eng in sorted({r.engine for r in records}):
         first = next(r for r in records if r.engine == eng)
         with located(first):
@@ -293,14 +319,16 @@ class FitResult:
 
     def gpu_profile(self, gpu: str, with_engines: bool) -> dict[str, object]:
         """YAML layout of ``cost/profiles/<gpu>.yaml``: kernel parameters, optionally engine overrides."""
-        kernels: dict[str, object] = {}
+        kernels: dict[str, Any] = {}
+        sibling = SAME_DIE.get(gpu)
         for name, value in sorted(self.values.items()):
-            if not name.startswith(f"{gpu}/"):
+            shared = sibling and name.startswith(f"{sibling}/") and _base(name) in COMPUTE_BOUND_PARAMS
+            if not (name.startswith(f"{gpu}/") or shared):
                 continue
             param = name.split("/", 1)[1]
             if "." in param:
                 group, key = param.split(".", 1)
-                kernels.setdefault(group, {})[key] = _round(value)  # type: ignore[union-attr]
+                kernels.setdefault(group, {})[key] = _round(value)
             else:
                 kernels[param] = _round(value)
         data: dict[str, object] = {"hardware": gpu, "fitted_from": self.source, "kernels": kernels}
@@ -313,6 +341,8 @@ class FitResult:
         edge = [b["parameter"] for b in self.at_bounds() if str(b["parameter"]).startswith(f"{gpu}/")]
         if edge:
             summary["at_bound"] = edge
+        if sibling and any(k.startswith(f"{sibling}/") for k in self.values):
+            summary["same_die_as"] = f"{sibling}: {', '.join(COMPUTE_BOUND_PARAMS)} fitted on both GPUs' points"
         data["fit"] = summary
         return data
 
@@ -343,8 +373,10 @@ def fit(
     base: str = "prior",
     max_evaluations: int = MAX_EVALUATIONS,
     robust_scale: float | None = None,
+    keep_measured_curves: bool = False,
 ) -> FitResult:
     """Fit the parameters that ``records`` constrain (restricted to ``gpus`` if given; CPU rows left out).
+    ``keep_measured_curves``: see :func:`candidate_parameters` (scripts/fit_profiles.py sets it).
 
     ``parameters`` restricts the fit to those names; the others keep their ``base`` values (:data:`BASES`).
     ``robust_scale``: log errors beyond about this size count linearly, not squared (scipy's ``soft_l1`` loss),
@@ -362,7 +394,7 @@ def fit(
         raise InfercastError(
             "no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else "") + why, field="data"
         )
-    priors = candidate_parameters(usable)
+    priors = candidate_parameters(usable, keep_measured_curves)
     if parameters is not None:
         unknown = set(parameters) - set(priors)
         if unknown:

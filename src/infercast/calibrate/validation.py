@@ -194,7 +194,7 @@ def summarize(rows: Sequence[Comparison]) -> dict[str, dict[str, float]]:
             "p90_ape": float(np.percentile(np.abs(e), 90)) if e.size else float("nan"),
             "median_signed": float(np.median(e)) if e.size else float("nan"),
         }
-        inside = [r.within_band for r in rows if (metric == "all" or r.metric == metric) and r.band is not None]
+        inside = [r.within_band is True for r in rows if (metric == "all" or r.metric == metric) and r.band is not None]
         if inside:
             out[metric]["banded_points"] = len(inside)
             out[metric]["within_p90_band"] = float(np.mean(inside))

@@ -91,8 +91,8 @@ def parse_int_list(field: str, text: str | None) -> list[int] | None:
     values: list[int] = []
     try:
         for part in (p.strip() for p in text.split(",")):
-            if not part:
-                continue
+            if not part or part.count(":") > 2:  # '1,,2' or '1:2:3:4': a typo, not a list to guess at
+                raise ValueError(part)
             if ":" in part:
                 start, stop, *step = (_ascii_int(x) for x in part.split(":"))
                 span = range(start, stop + 1, step[0] if step else 1)

@@ -13,6 +13,11 @@ from infercast.cli.common import JSON_HELP, console, emit_json, err_console
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
 
 CALIBRATION_DEFAULT = "infercast-profiles/cpu.yaml"
+MAX_ROUNDS = 50
+"""Most calibration rounds (each serves the calibration workloads again, seconds to minutes on a CPU); the default
+is 2 and more than a handful changes the fit little."""
+MAX_REPEATS = 100
+"""Most timed repeats per step shape (the median is kept; the default is 3)."""
 
 
 def _config(
@@ -75,6 +80,9 @@ def calibrate_cpu(
     threads = require_positive_int("threads", threads)
     repeats = require_positive_int("repeats", repeats)
     rounds = require_positive_int("rounds", rounds)
+    for name, value, limit in (("repeats", repeats, MAX_REPEATS), ("rounds", rounds, MAX_ROUNDS)):
+        if value > limit:  # each round serves the calibration workloads again: a huge count ran for hours
+            raise InfercastError(f"{value} is more than the limit of {limit}", field=name)
     config = _config(model, layers, precision, "chunked", 256, 16, 16, 256, False)
     _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats, rounds=rounds)
     path = save_calibration(out, peaks, profile, fit)

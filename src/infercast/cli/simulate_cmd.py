@@ -381,8 +381,9 @@ def _prefix(prefix_len: int | None, num_prefixes: int | None) -> tuple[int, int]
         if num_prefixes is not None:
             raise InfercastError("needs --prefix-len N (the shared prompt's tokens)", field="num_prefixes")
         return None
-    count = 1 if num_prefixes is None else require_positive_int("num_prefixes", num_prefixes)
-    return count, tokens
+    from infercast.sim.workload.prefixes import prefix_sizes
+
+    return prefix_sizes(1 if num_prefixes is None else num_prefixes, tokens, fields=("num_prefixes", "prefix_len"))
 
 
 def _render_sweep(sweep) -> None:

@@ -99,7 +99,7 @@ class StepBatch:
         x[F["decode_tokens"]] = len(ctx)
         x[F["tokens"]] = c.sum() + len(ctx)
         x[F["sampled"]] = len(ctx) + (len(c) if prefill_samples is None else prefill_samples)
-        x[F["prefill_pairs"]] = causal_pairs(c, c0).sum()
+        x[F["prefill_pairs"]] = np.sum(causal_pairs(c, c0))
         x[F["prefill_kv"]] = (c0 + c).sum()
         x[F["decode_kv"]] = ctx.sum()
         if window:

@@ -50,7 +50,7 @@ def spec_key(spec: object) -> tuple[tuple[object, ...], tuple[Hashable, ...]]:
         return hit[1]
     objects: list[object] = []
     values: list[Hashable] = []
-    for name in _field_names(type(spec)):
+    for name in _field_names(type(spec)):  # type: ignore[arg-type]  # classes hash; typeshed's Hashable misses type[object]
         value = getattr(spec, name)
         if value is None or isinstance(value, _PLAIN):
             values.append((name, value))

@@ -35,3 +35,5 @@ class OpRow:
     calls: float = 0.0  # collectives of this op per step
     message: np.ndarray = field(default_factory=lambda: np.zeros(NUM_COLUMNS))
     """Bytes of one collective's buffer per rank (the size collective benchmarks report), linear in the features."""
+    act_in: float = 0.0
+    """Input activation elements per token (K x layers) of a dense GEMM row: what an 8-bit GEMM quantises first."""

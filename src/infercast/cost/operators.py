@@ -107,6 +107,7 @@ def build_op_table(dep: Deployment) -> OpTable:
             op.bytes[feat] = (lin.k + lin.n) * act * lin.layers
             op.rows[feat] = 1.0
             op.active = feat
+            op.act_in = lin.k * lin.layers
         if lin.name == "router":
             # vLLM fused_moe: topk_softmax, moe_align_block_size (sort tokens by expert) and moe_sum (weighted
             # sum of the k expert outputs) per MoE layer, besides the router GEMM and the expert GEMMs
@@ -223,6 +224,7 @@ def build_op_table(dep: Deployment) -> OpTable:
     if dispatched:
         # dispatch tokens to the ranks owning their experts and combine the results back: two all-to-alls per
         # MoE layer, each rank's buffer holding its tokens' k expert copies
+        assert m.moe is not None  # dispatched implies an MoE model
         msg = m.moe.experts_per_token * h * act
         ops.append(_collective("ep_all_to_all", "alltoall", ep, 2 * m.num_moe_layers, msg, F["tokens"]))
     if dp > 1:

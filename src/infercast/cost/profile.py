@@ -28,6 +28,13 @@ from infercast.files import parse_package_yaml
 SAME_RATE = {"bf16": ("bf16", "fp16"), "fp16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "int8": ("fp8", "int8")}
 """Compute formats whose GEMMs share a tensor-core rate (and so one fitted efficiency curve)."""
 
+SAME_DIE = {"h200": "h100-sxm", "gb200": "b200"}
+"""GPU -> the GPU whose die it shares at the same tensor peak (specs/data/hardware.yaml: H200 is GH100 with 141 GB
+of HBM3e, H100 SXM's compute; GB200's Blackwell GPU is B200's GB100). An end-to-end fit ties their compute-bound
+parameters (:data:`COMPUTE_BOUND_PARAMS`) so that the same tensor cores price a prefill alike; memory-side ones
+stay per GPU."""
+COMPUTE_BOUND_PARAMS = ("gemm_eff_max", "gemm_m_half", "attn_prefill_efficiency")
+
 KERNEL_PARAMS = (
     "hbm_efficiency",
     "attn_prefill_efficiency",
@@ -137,6 +144,10 @@ class CostProfile:
     moe_pair_passes: dict[str, float] = field(default_factory=dict)
     """Passes over every routed token-expert pair's activations (T·k·(hidden + expert width) 16-bit elements per
     layer, at moe_hbm_efficiency): sorting, gathers, intermediate buffers and the weighted sum."""
+    gemm_act_quant_bytes: dict[str, float] = field(default_factory=dict)
+    """Per compute key: bytes per input activation element, at the datasheet HBM rate, of the activation
+    quantisation pass an 8-bit GEMM runs before it (unfused dynamic quantisation: read 16-bit, write 8-bit,
+    find the scale); fitted with the GEMM curve to the kernel tables (measure/aiconfigurator_fit.py). Absent: 0."""
     provenance: dict[str, str] = field(default_factory=dict)
     collectives: dict[str, dict[int, Curve]] = field(default_factory=dict)
     """Measured latency curves (seconds vs message bytes) per collective ('all_reduce', 'all_gather',
@@ -183,13 +194,15 @@ class CostProfile:
         ``key``, or None where no fused-MoE table was fitted (the experts then run as dense GEMMs)."""
         if not all(key in getattr(self, name) for name in MOE_PARAMS):
             return None
-        return tuple(getattr(self, name)[key] for name in MOE_PARAMS)  # type: ignore[return-value]
+        eff, half, hbm, latency, passes = (float(getattr(self, name)[key]) for name in MOE_PARAMS)
+        return eff, half, hbm, latency, passes
 
     def with_values(self, values: dict[str, float], provenance: str) -> CostProfile:
         """Copy with parameters replaced; keys are names or 'gemm_eff_max.bf16' style paths."""
         flat: dict[str, Any] = {}
         eff, half = dict(self.gemm_eff_max), dict(self.gemm_m_half)
-        moe = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
+        moe: dict[str, Any] = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
+        quant = dict(self.gemm_act_quant_bytes)
         prov = dict(self.provenance)
         for key, value in values.items():
             value = checked_parameter(key, value)
@@ -198,6 +211,8 @@ class CostProfile:
                 for alias in MOE_SAME_KERNEL.get(fmt, (fmt,)):
                     moe[group][alias] = float(value)
                     prov[f"{group}.{alias}"] = provenance
+            elif key.startswith("gemm_act_quant_bytes."):
+                quant[key.split(".", 1)[1]] = float(value)
             elif key.startswith(("gemm_eff_max.", "gemm_m_half.")):
                 group, fmt = key.split(".", 1)
                 target = eff if group == "gemm_eff_max" else half
@@ -210,7 +225,9 @@ class CostProfile:
             else:
                 raise InfercastError(f"unknown cost parameter {key!r}", field="profile")
             prov[key] = provenance
-        return replace(self, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **moe, **flat)
+        return replace(
+            self, gemm_eff_max=eff, gemm_m_half=half, gemm_act_quant_bytes=quant, provenance=prov, **moe, **flat
+        )
 
     def flat(self) -> dict[str, float]:
         """Every numeric parameter as 'name' or 'gemm_eff_max.key' -> value."""
@@ -417,17 +434,21 @@ def load_profile(
     for k in eff:
         prov[f"gemm_eff_max.{k}"] = arch_src
         prov[f"gemm_m_half.{k}"] = arch_src
+    scalars: dict[str, Any] = {k: float(v) for k, v in values.items()}
     profile = CostProfile(
-        hardware=hardware_id,
-        engine=engine,
-        gemm_eff_max=eff,
-        gemm_m_half=half,
-        provenance=prov,
-        **{k: float(v) for k, v in values.items()},
+        hardware=hardware_id, engine=engine, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **scalars
     )
     kernels = _measured_kernels(hardware_id) if measured else None
     if kernels:
         profile = _apply_measured(profile, kernels, engine)
+        own = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id) or {}).get("kernels", {})
+        scale, donors = serving_stream_scale() if fitted and "hbm_efficiency" not in own else (1.0, ())
+        if donors:
+            profile = profile.with_values(
+                {"hbm_efficiency": min(1.0, profile.hbm_efficiency * scale)},
+                f"measured x {scale:.3f}: the end-to-end fits' streaming rate over their GPUs' kernel tables "
+                f"({', '.join(donors)}; geometric mean)",
+            )
     fitted_key = str(eng.get("fitted_as", engine))  # a later release sharing another's fitted values
     as_note = f" (fitted for {fitted_key})" if fitted_key != engine else ""
     shared = _read_yaml("engine_load.yaml") if fitted else None
@@ -450,6 +471,25 @@ def load_profile(
             if section:
                 profile = profile.with_values(_flatten(section), src)
     return profile
+
+
+def serving_stream_scale() -> tuple[float, tuple[str, ...]]:
+    """(ratio, GPUs): how much faster engines stream HBM end to end than the kernel tables' GEMM fits say, as the
+    geometric mean of fitted / measured ``hbm_efficiency`` over the GPUs that have both (H100 SXM 0.96 against
+    0.85: weights read once per step, where the tables time each GEMM cold). A GPU with tables but no end-to-end
+    points streams at its tables' rate times this, so that decode keeps the datasheet's bandwidth ratios between
+    GPUs instead of carrying one GPU's fit alone (benchmarks/heldout_silicon.md: TPOT on B200 was over-predicted
+    by 16-18 % on TensorRT-LLM and vLLM). (1.0, ()) without such GPUs."""
+    from infercast.specs.catalog import hardware_catalog
+
+    ratios, donors = [], []
+    for gpu in hardware_catalog():
+        measured = (_measured_kernels(gpu) or {}).get("kernels", {}).get("hbm_efficiency")
+        fitted = ((_overrides.get(gpu) or _gpu_profile_file(gpu) or {}).get("kernels") or {}).get("hbm_efficiency")
+        if measured and fitted:
+            ratios.append(math.log(float(fitted) / float(measured)))
+            donors.append(gpu)
+    return (math.exp(sum(ratios) / len(ratios)), tuple(donors)) if ratios else (1.0, ())
 
 
 MEASURED_DIR = "kernels"
@@ -495,11 +535,11 @@ def _apply_measured(profile: CostProfile, data: dict[str, Any], engine: str) -> 
     curves: dict[str, dict[int, Curve]] = {}
     prov = dict(profile.provenance)
     for kind, by_engine in (data.get("collectives") or {}).items():
-        key = collective_table_key(engine, by_engine)
-        if key is None:
+        table_key = collective_table_key(engine, by_engine)
+        if table_key is None:
             continue
-        entry = by_engine[key]
-        label = f"measured: {source}: {entry.get('table', kind)} ({key})"
+        entry = by_engine[table_key]
+        label = f"measured: {source}: {entry.get('table', kind)} ({table_key})"
         curves[kind] = {
             int(n): Curve.from_points(pts["bytes"], [t * 1e-6 for t in pts["us"]], label)
             for n, pts in entry["sizes"].items()

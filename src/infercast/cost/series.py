@@ -10,7 +10,7 @@ evaluations, for any output length — it is what lets sweeps evaluate millions 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -150,11 +150,7 @@ def sums_from(start: tuple[np.ndarray, ...], nxt: tuple[np.ndarray, ...] | None,
 
 def add_sums(a: RangeSums, b: RangeSums) -> RangeSums:
     """Element-wise total of two runs."""
-    return RangeSums(
-        *(getattr(a, f) + getattr(b, f) for f in ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s")),
-        engine_overhead_s=a.engine_overhead_s + b.engine_overhead_s,
-        steps=a.steps + b.steps,
-    )
+    return RangeSums(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(RangeSums)})
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,9 @@ from infercast.cost.curves import Curve
 from infercast.cost.op_row import EXPERT_FRAC, NUM_COLUMNS, OpRow
 from infercast.cost.operators import OpTable, build_op_table
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, CostProfile, load_profile, profile_generation
+from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
+from infercast.specs.hardware import HardwareSpec, LinkSpec
 
 BOUNDS = ("compute", "memory", "interconnect", "latency")
 
@@ -119,10 +121,10 @@ class StepCostModel:
         moe = _moe_params(dep, p)
         for i, r in enumerate(rows):
             if r.kind == "gemm":
-                inv_peak[i] = 1.0 / hw.peak(r.compute_key)
-                eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(r.compute_key)
+                inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
+                eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(_compute_key(r))
             elif r.kind == "attention":
-                inv_peak[i] = 1.0 / hw.peak(r.compute_key)
+                inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
                 eff_max[i] = p.attn_prefill_efficiency
                 self.coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
             elif r.kind == "elementwise":
@@ -142,7 +144,7 @@ class StepCostModel:
                     inv_bw[i] = 0.0
                     self.curves.append((i, r.message, r.calls, curve))
             elif r.bandwidth == "network":  # between nodes: the scale-out NIC of each GPU
-                inv_bw[i] = 1.0 / (hw.scale_out.bandwidth_bytes_s * p.link_efficiency)
+                inv_bw[i] = 1.0 / (_scale_out(hw).bandwidth_bytes_s * p.link_efficiency)
             elif r.bandwidth == "attn_decode":
                 inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
             elif moe and r.name in MOE_GEMMS:
@@ -164,7 +166,7 @@ class StepCostModel:
         fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
         # seconds per ring step: the network's latency_s is per step; alpha (allreduce_latency_s) per all-reduce
         # hop, i.e. per two ring steps (profiles/defaults.yaml)
-        step_s = [hw.scale_out.latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
+        step_s = [_scale_out(hw).latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
         alpha = np.array(step_s)
         self.latency = (hops * alpha + fixed)[:, None]
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
@@ -182,7 +184,8 @@ class StepCostModel:
             self.cta_bound = [(i, per_block) for i, r in enumerate(rows) if r.bandwidth == "attn_decode"]
         self.per_token: list[tuple[int, float]] = []
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
-        experts' pair passes (fused-MoE tables), on the gate/up row."""
+        experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
+        (``gemm_act_quant_bytes``), on its row."""
         if moe and "experts_gate_up" in self.names:
             mm = dep.model.moe
             assert mm is not None
@@ -199,6 +202,10 @@ class StepCostModel:
                 pair_bytes /= dep.ep
             seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
             self.per_token.append((self.names.index("experts_gate_up"), seconds))
+        for i, r in enumerate(rows):  # 8-bit GEMMs quantise their input activations first (memory-bound, serial)
+            quant = p.gemm_act_quant_bytes.get(r.compute_key or "", 0.0) if r.kind == "gemm" else 0.0
+            if quant and r.act_in and r.active == F["tokens"]:
+                self.per_token.append((i, quant * r.act_in / hw.memory.bandwidth_bytes_s))
         self.sources = [_op_source(r, p, moe is not None) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
@@ -318,6 +325,20 @@ class StepCostModel:
         return {f"param.{k}": v for k, v in sorted(self.profile.provenance.items())}
 
 
+def _compute_key(row: OpRow) -> str:
+    """The tensor-core peak key of a GEMM or attention row (the op table always sets one for them)."""
+    if row.compute_key is None:
+        raise ValueError(f"operator {row.name!r} ({row.kind}) has no compute key")
+    return row.compute_key
+
+
+def _scale_out(hw: HardwareSpec) -> LinkSpec:
+    """The scale-out network between nodes, which a multi-node layout needs."""
+    if hw.scale_out is None:
+        raise InfercastError(f"{hw.id} has no scale-out network for a layout across nodes", field="hardware")
+    return hw.scale_out
+
+
 def _kernel_latency(row: OpRow, p: CostProfile) -> float:
     """Measured fixed time per kernel of this operator's kind (0 without a kernel table)."""
     if row.kind == "gemm":
@@ -375,5 +396,9 @@ def cost_model(dep: Deployment, profile: CostProfile | None = None) -> StepCostM
     """The :class:`StepCostModel` of a deployment and explicit profile (None: the installed profiles), one
     object per deployment, profile and profile generation: callers may cache what they derive from it on
     its identity (the simulator's compiled step functions do)."""
+    if profile is not None and not isinstance(profile, CostProfile):
+        raise InfercastError(
+            f"must be a CostProfile (or None: the installed profiles), got {type(profile).__name__}", field="profile"
+        )
     objects, values = spec_key(dep)
     return _models.get((*objects, profile), (*values, profile_generation()), lambda: StepCostModel(dep, profile))

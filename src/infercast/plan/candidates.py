@@ -86,10 +86,17 @@ class Candidate:
         return {**asdict(self), "mode": self.mode, "gpus": self.gpus, "label": self.label}
 
 
+def _listed(name: str, values: object) -> list:
+    """A list, tuple or set of values as a list; anything else is an error naming ``name``."""
+    if not isinstance(values, list | tuple | set | frozenset):
+        raise InfercastError(f"expected a value or a list of values, got {values!r:.80}", field=name)
+    return list(values)
+
+
 def _ints(name: str, values: int | Sequence[int] | None, default: Sequence[int | None]) -> list:
     if values is None:
         return list(default)
-    items = [values] if isinstance(values, int) else list(values)
+    items = [values] if isinstance(values, int | str) else _listed(name, values)
     if not items:
         raise InfercastError("needs at least one value", field=name)
     return sorted({require_positive_int(name, v) for v in items})
@@ -98,8 +105,8 @@ def _ints(name: str, values: int | Sequence[int] | None, default: Sequence[int |
 def _names(name: str, values: str | Sequence[str | None] | None, default: Sequence[str | None]) -> list:
     if values is None:
         return list(default)
-    items = [values] if isinstance(values, str) else list(values)
-    out = []
+    items = [values] if isinstance(values, str) else _listed(name, values)
+    out: list[str | None] = []
     for item in items:
         if isinstance(item, str):
             out.extend(p.strip().lower() for p in item.split(",") if p.strip())
@@ -116,7 +123,7 @@ def parse_ratios(values: str | Sequence[str | tuple[int, int]] | None) -> list[t
     """``"1:1,1:2,2:1"`` or ``[(1, 2)]`` -> prefill:decode instance counts."""
     if values is None:
         return []
-    items = values.replace(",", " ").split() if isinstance(values, str) else list(values)
+    items = values.replace(",", " ").split() if isinstance(values, str) else _listed("ratios", values)
     out: list[tuple[int, int]] = []
     for item in items:
         try:

@@ -12,6 +12,8 @@ from infercast.specs.catalog import get_hardware
 
 def gpu_prices(gpus: list[str], overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     """$/GPU-hour per GPU id: the catalog's ``price_per_hour_usd`` unless ``overrides`` gives one."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise InfercastError(f"must map GPU ids to $/GPU-hour, got {overrides!r:.80}", field="prices")
     overrides = {
         get_hardware(k).id: require_positive_number("price", v, allow_zero=True) for k, v in (overrides or {}).items()
     }

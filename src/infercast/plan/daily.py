@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError, require_fraction, require_positive_number
+from infercast.files import check_input_file, is_file
 from infercast.plan.costing import replicas_needed
+from infercast.sim.workload.core import _numeric_column, _read_csv
 
 DAY_S = 86_400.0
 DEFAULT_TROUGH = 0.3
@@ -29,6 +31,9 @@ a measurement; give ``diurnal:F`` or a CSV of real rates)."""
 TROUGH_HOUR = 4.0
 STEP_S = 60.0
 """The autoscaler acts once a minute."""
+MAX_PROFILE_S = 366 * DAY_S
+"""Longest load profile replayed (a year): the autoscaler steps through it every STEP_S, so a profile of
+1e15 s asked for a 243 TiB array."""
 
 
 @dataclass(frozen=True)
@@ -80,22 +85,31 @@ def load_profile(spec: str | Path, peak: float | None = None, interval_s: float 
             raise InfercastError("a diurnal profile needs the peak rate (`rate`)", field="rate")
         return diurnal(peak, value)
     path = Path(text).expanduser()
-    if not path.is_file():
+    if not is_file(path):
         raise InfercastError(f"{text!r} is neither 'diurnal[:F]' nor a CSV file", field="daily")
-    try:
-        df = pd.read_csv(path)
-    except Exception as exc:
-        raise InfercastError(f"cannot read {path.name}: {exc}".splitlines()[0], field="daily") from None
-    cols = {c.strip().lower(): c for c in df.columns}
-    if "rate_req_s" in cols and ("hour" in cols or "time_s" in cols):
-        t = df[cols["hour"]].to_numpy(float) * 3600 if "hour" in cols else df[cols["time_s"]].to_numpy(float)
-        rates = df[cols["rate_req_s"]].to_numpy(float)
+    try:  # the trace readers' checks: missing, looping, unreadable, non-UTF-8, malformed, non-numeric cells
+        df = _read_csv(check_input_file(path, "daily"))
+        cols = {c.strip().lower(): c for c in df.columns}
+        if "rate_req_s" in cols and ("hour" in cols or "time_s" in cols):
+            t = _numeric_column(df, cols["hour"] if "hour" in cols else cols["time_s"], path)
+            t = t * 3600 if "hour" in cols else t
+            rates = _numeric_column(df, cols["rate_req_s"], path)
+        elif "arrived_at" in cols:
+            t = _numeric_column(df, cols["arrived_at"], path)
+        else:
+            t = None
+    except InfercastError as exc:
+        raise InfercastError(exc.message, field="daily") from None
+    if t is not None and not (np.isfinite(t).all() and (np.abs(t) <= MAX_PROFILE_S).all()):
+        raise InfercastError(f"{path.name}: times must be finite and within {MAX_PROFILE_S:g} s", field="daily")
+    if t is not None and "arrived_at" not in cols:
         steps = np.diff(t)
         if t.size < 1 or (steps <= 0).any() or not np.allclose(steps, steps[0] if steps.size else 1.0):
             raise InfercastError(f"{path.name}: times must be evenly spaced and increasing", field="daily")
         return LoadProfile(rates, float(steps[0]) if steps.size else DAY_S, path.name)
-    if "arrived_at" in cols:
-        t = df[cols["arrived_at"]].to_numpy(float)
+    if t is not None:
+        if (t < 0).any():
+            raise InfercastError(f"{path.name}: arrival times must be >= 0", field="daily")
         n = max(math.ceil((t.max() + 1e-9) / interval_s), 1)
         counts = np.bincount(np.minimum((t // interval_s).astype(int), n - 1), minlength=n)
         return LoadProfile(counts / interval_s, interval_s, f"{path.name} binned per {interval_s:g} s")

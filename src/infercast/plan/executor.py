@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
-from infercast.errors import InfercastError, unknown_choice
+from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.plan.candidates import Candidate
 from infercast.plan.costing import Cutoff
 from infercast.plan.search import RateSearch, offline_capacity, search_rate
@@ -76,7 +76,7 @@ class Executor:
         if kind not in EXECUTORS:
             raise unknown_choice("executor", str(kind), EXECUTORS)
         self.kind = kind
-        self.workers = default_workers() if workers is None else max(int(workers), 1)
+        self.workers = default_workers() if workers is None else require_positive_int("workers", workers)
         self.ray_address = ray_address
         self._pool: ProcessPoolExecutor | None = None
         self._ray: Any = None

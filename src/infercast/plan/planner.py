@@ -31,6 +31,7 @@ from infercast.plan.result import PlanResult, rank
 from infercast.plan.search import RateSearch, judge, simulate_unit
 from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
+from infercast.sim.config import MAX_REPLICAS
 from infercast.sim.workload import LengthLike
 from infercast.specs.catalog import get_model
 from infercast.specs.model import ModelSpec
@@ -231,6 +232,12 @@ def verify_fleet(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet, 
     """Simulate ``replicas`` units of ``c`` at the target rate (each unit sees as many requests as a probe);
     add units until the fleet passes (up to :data:`FLEET_EXTRA_UNITS` more)."""
     target = traffic.check_rate()
+    if replicas + FLEET_EXTRA_UNITS > MAX_REPLICAS:
+        raise InfercastError(
+            f"{target:g} req/s needs {float(replicas):.3g} units of {c.label}; a fleet is verified by simulating "
+            f"it, up to {MAX_REPLICAS:,} units: lower the rate (the Python API's plan(verify=False) skips the check)",
+            field="rate",
+        )
     tried = []
     for n in range(replicas, replicas + FLEET_EXTRA_UNITS + 1):
         res = simulate_unit(model, c, traffic, target, units=n)
@@ -349,10 +356,12 @@ def plan(
     t0 = time.perf_counter()
     spec = get_model(model)
     profile = None
+    if rate is not None:
+        rate = require_positive_number("rate", rate)
     if daily is not None:
         profile = daily if isinstance(daily, LoadProfile) else load_profile(daily, peak=rate)
         rate = profile.peak if rate is None else rate
-    slos = slo if isinstance(slo, SLOSet) else SLOSet.parse(list(slo) if not isinstance(slo, str) else slo, attainment)
+    slos = slo if isinstance(slo, SLOSet) else SLOSet.parse(slo, attainment)
     if isinstance(slo, SLOSet) and attainment is not None:
         slos = SLOSet(slos.terms, attainment)
     traffic_args: dict[str, Any] = {
@@ -422,7 +431,7 @@ def plan(
         launch = launch_commands(spec, by_label[chosen["label"]], replicas)
         if profile is not None:
             per_unit = chosen["max_rate_req_s"]
-            if fleet is not None and fleet["replicas"] > fleet["sized_replicas"]:
+            if fleet is not None and rate is not None and fleet["replicas"] > fleet["sized_replicas"]:
                 per_unit = min(per_unit, rate / replicas)  # the fleet needed more units: use what it verified
             day = autoscale(profile, per_unit, chosen["unit_usd_per_hour"], scale_up_delay_s)
     t4 = time.perf_counter()

@@ -48,7 +48,7 @@ def _check_deployment(model: ModelSpec, c: Candidate, tp: int, longest: int) -> 
     """Why a pool of ``c`` at ``tp`` (with ``c``'s pipeline / attention-DP layout when aggregated) cannot hold
     one request of ``longest`` tokens; None when it can."""
     hw = get_hardware(c.gpu)
-    note = unsupported_note(get_scheme(c.precision), hw)
+    note = unsupported_note(get_scheme(c.precision or default_precision(model, hw)), hw)
     if note is not None:
         return note
     try:

@@ -71,7 +71,7 @@ def screen_gpu(
         models=[spec],
         gpus=[hw],
         precisions=runnable,
-        batches=batch,  # type: ignore[list-item]
+        batches=batch,
         input_lens=input_len,
         output_lens=output_len,
         tps=valid_tps,
@@ -113,7 +113,7 @@ def screen_gpu(
                 "kv_precision": str(r.kv_precision),
                 "passes": not reasons,
                 "ttft_s": float(r.ttft_last_s),
-                "tpot_s": float(r.tpot_last_s),
+                "tpot_s": float(r.tpot_last_s) if r.output_len > 1 else float("nan"),  # one token: undefined
                 "e2e_s": float(r.e2e_s),
                 "output_throughput_tok_s": float(r.output_throughput_tok_s),
                 "fits": bool(r.fits),

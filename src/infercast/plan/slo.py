@@ -8,6 +8,7 @@ when it keeps up with its load (not ``saturated``, :mod:`infercast.sim.saturatio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class SLOSet:
             raise InfercastError(f"must be in (0, 1], got {self.attainment}", field="attainment")
 
     @classmethod
-    def parse(cls, specs: str | list[str] | tuple[str, ...], attainment: float | None = None) -> SLOSet:
+    def parse(cls, specs: str | Sequence[str], attainment: float | None = None) -> SLOSet:
         """``"ttft:p99:200ms tpot:p90:50ms e2e:p99:20s"`` (or a list of such terms) -> an :class:`SLOSet`.
 
         Times take ms, s or us (a bare number is ms); percentiles are ``p`` and a number in (0, 100].

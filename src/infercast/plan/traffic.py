@@ -40,6 +40,8 @@ class Traffic:
         object.__setattr__(self, "num_requests", require_positive_int("num_requests", self.num_requests))
         if self.rate is not None:
             object.__setattr__(self, "rate", require_positive_number("rate", self.rate))
+        object.__setattr__(self, "burstiness", require_positive_number("burstiness", self.burstiness, allow_inf=True))
+        object.__setattr__(self, "seed", require_positive_int("seed", self.seed, minimum=0))
         self.requests  # noqa: B018 - validates the source and options now, with field-named errors
 
     @cached_property

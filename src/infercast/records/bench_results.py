@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from infercast.errors import InfercastError
+from infercast.files import parse_json, read_text
 from infercast.records.record import Record, check_record
 from infercast.specs.catalog import get_hardware, get_model, model_id_for_repo
 
@@ -90,10 +90,24 @@ def _number(obj: Any, key: str, where: str, *, positive: bool = True) -> float:
 
 def _count(obj: Any, key: str, where: str) -> int:
     """``obj[key]`` as a whole number >= 1 (a request count), or a one-line error naming the key."""
-    value = _number(obj, key, where)
-    if value != int(value):
-        raise _bad(where, f"field {key!r} must be a whole number >= 1, got {value!r}")
+    return _whole(_number(obj, key, where), key, where)
+
+
+MAX_BENCH_COUNT = 10_000_000
+"""Most requests or clients a result file may record: a benchmark is replayed by the simulator request by request,
+so a count past any real run (the largest published runs send tens of thousands) would run for hours."""
+
+
+def _whole(value: float, key: str, where: str) -> int:
+    """A request or client count: a whole number in [1, :data:`MAX_BENCH_COUNT`], or a one-line error."""
+    if not (1 <= value <= MAX_BENCH_COUNT and value == int(value)):
+        raise _bad(where, f"field {key!r} must be a whole number in [1, {MAX_BENCH_COUNT:,}], got {value!r}")
     return int(value)
+
+
+def _digits(value: Any) -> bool:
+    """ASCII digits only: ``'²'.isdigit()`` is True but ``int('²')`` raises."""
+    return str(value).isascii() and str(value).isdigit()
 
 
 def _dig(obj: Any, path: str, where: str) -> Any:
@@ -111,12 +125,7 @@ def read_bench_file(path: str | Path, fmt: str = "auto") -> list[BenchRun]:
     path = Path(path)
     if fmt not in FORMATS:
         raise InfercastError(f"unknown benchmark format {fmt!r}; allowed: {', '.join(FORMATS)}", field="bench-format")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InfercastError(f"no such file: {path}", field="bench") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InfercastError(f"cannot read {path} as UTF-8 text: {exc}", field="bench") from None
+    text = read_text(path, "bench")  # missing, folder, symlink loop, oversized, non-UTF-8: one line each
     where = str(path)
     if path.suffix.lower() == ".csv" or (fmt == "aiperf" and not text.lstrip().startswith("{")):
         if fmt not in ("auto", "aiperf"):
@@ -136,15 +145,16 @@ def read_bench_file(path: str | Path, fmt: str = "auto") -> list[BenchRun]:
 
 def _json_documents(text: str, where: str) -> list[dict]:
     """One JSON object, or one per line (``vllm bench serve --append-result``)."""
-    try:
-        doc = json.loads(text)
-        docs = [doc]
-    except json.JSONDecodeError as exc:
+    try:  # the user-file JSON rules: no NaN/Infinity, nesting <= 64
+        docs = [parse_json(text, where, "bench")]
+    except InfercastError as first:
         lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise
         try:
-            docs = [json.loads(line) for line in lines]
-        except json.JSONDecodeError:
-            raise _bad(where, f"is not JSON ({exc.msg} at line {exc.lineno})") from None
+            docs = [parse_json(line, f"{where} line {k}", "bench") for k, line in enumerate(lines, 1)]
+        except InfercastError:
+            raise first from None
     if not docs or not all(isinstance(d, dict) for d in docs):
         raise _bad(where, "must hold a JSON object (or one per line)")
     return docs
@@ -178,7 +188,7 @@ def _vllm(doc: dict, where: str) -> list[BenchRun]:
     rate = math.inf if rate_raw in ("inf", None) else _number(doc, "request_rate", where)
     concurrency = doc.get("max_concurrency")
     if concurrency is not None and (
-        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_BENCH_COUNT
     ):
         raise _bad(where, f"field 'max_concurrency' must be a whole number >= 1 or null, got {concurrency!r}")
     if concurrency and math.isfinite(rate):
@@ -216,7 +226,10 @@ _METADATA_KEYS = ("gpu", "tp", "ep", "engine", "precision", "model")
 def _guidellm(doc: dict, where: str) -> list[BenchRun]:
     runs = []
     model = str(_get_any(doc, ("args.model", "args.backend_kwargs.model")) or "")
-    for i, bench in enumerate(doc["benchmarks"]):
+    benchmarks = doc.get("benchmarks")
+    if not isinstance(benchmarks, list):
+        raise _bad(where, f"field 'benchmarks' must be a list of results, got {type(benchmarks).__name__}")
+    for i, bench in enumerate(benchmarks):
         here = f"{where} benchmark {i + 1}"
         if not isinstance(bench, dict):
             raise _bad(here, "is not a JSON object")
@@ -224,11 +237,13 @@ def _guidellm(doc: dict, where: str) -> list[BenchRun]:
 
         def stat(name: str, key: str, metrics: dict = metrics, here: str = here) -> float:
             summary = _dig(metrics, f"{name}.successful", here)
+            if not isinstance(summary, dict):
+                raise _bad(here, f"field '{name}.successful' must be an object, got {type(summary).__name__}")
             if key == "median" and "median" not in summary:
                 return _number(_dig(summary, "percentiles", here), "p50", f"{here}: {name}.successful.percentiles")
             return _number(summary, key, f"{here}: {name}.successful")
 
-        count = int(stat("prompt_token_count", "count"))
+        count = _whole(stat("prompt_token_count", "count"), "prompt_token_count.successful.count", here)
         strategy = _get_any(bench, ("config.strategy", "args.strategy"))
         load = _guidellm_load(strategy, here)
         output_len = stat("output_token_count", "mean")
@@ -267,10 +282,10 @@ def _guidellm_load(strategy: Any, where: str) -> dict[str, Any]:
     if kind == "synchronous":
         return {"concurrency": 1}
     if kind == "concurrent":
-        return {"concurrency": int(_number(strategy, "streams", f"{where}: strategy"))}
+        return {"concurrency": _whole(_number(strategy, "streams", f"{where}: strategy"), "streams", where)}
     if kind == "throughput":
         cap = strategy.get("max_concurrency")
-        return {"concurrency": int(cap)} if isinstance(cap, int) and cap > 0 else {}
+        return {"concurrency": _whole(cap, "max_concurrency", where)} if isinstance(cap, int) and cap > 0 else {}
     if kind in ("constant", "poisson"):
         return {"request_rate": _number(strategy, "rate", f"{where}: strategy"), "arrival": kind}
     raise _bad(
@@ -297,8 +312,8 @@ def _aiperf_json(doc: dict, where: str) -> list[BenchRun]:
     if not isinstance(loadgen, dict):
         raise _bad(where, f"field 'input_config.loadgen' must be an object, got {type(loadgen).__name__}")
     load: dict[str, Any] = {}
-    if isinstance(loadgen.get("concurrency"), int) and loadgen.get("request_rate") in (None, 0):
-        load = {"concurrency": loadgen["concurrency"]}
+    if type(loadgen.get("concurrency")) is int and loadgen.get("request_rate") in (None, 0):
+        load = {"concurrency": _whole(loadgen["concurrency"], "input_config.loadgen.concurrency", where)}
     elif isinstance(loadgen.get("request_rate"), int | float) and loadgen["request_rate"] > 0:
         if loadgen.get("concurrency"):
             raise _bad(where, "a run with both a request rate and a concurrency cap cannot be simulated")
@@ -313,7 +328,7 @@ def _aiperf_json(doc: dict, where: str) -> list[BenchRun]:
             tool="aiperf",
             where=where,
             model=str(names[0]) if isinstance(names, list) and names else "",
-            num_requests=int(stat("request_count", "avg")),
+            num_requests=_whole(stat("request_count", "avg"), "request_count.avg", where),
             input_len=stat("input_sequence_length", "avg"),
             output_len=stat("output_sequence_length", "avg"),
             ttft_mean_s=stat("time_to_first_token", "avg") / 1e3,
@@ -340,7 +355,11 @@ _AIPERF_CSV_ROWS = {
 def _aiperf_csv(text: str, where: str) -> BenchRun:
     found: dict[str, float] = {}
     header: list[str] = []
-    for row in csv.reader(io.StringIO(text)):
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:  # e.g. a field over the csv module's 131,072-character limit
+        raise _bad(where, f"is not a readable CSV ({exc})") from None
+    for row in rows:
         if not row or not any(cell.strip() for cell in row):
             header = []
             continue
@@ -352,10 +371,14 @@ def _aiperf_csv(text: str, where: str) -> BenchRun:
             key, column = _AIPERF_CSV_ROWS[name]
             if column not in header:
                 raise _bad(where, f"row {name!r} has no {column!r} column")
+            cell = row[header.index(column)].strip() if header.index(column) < len(row) else ""
             try:
-                found[key] = float(row[header.index(column)])
-            except (ValueError, IndexError):
-                raise _bad(where, f"row {name!r}: {column} is not a number") from None
+                value = float(cell) if cell.isascii() else math.nan  # float() reads '٣' as 3
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise _bad(where, f"row {name!r}: {column} is {cell[:40]!r}, not a finite number")
+            found[key] = value
     missing = [name for name, (key, _) in _AIPERF_CSV_ROWS.items() if key not in found]
     if missing:
         raise _bad(where, f"is not an AIPerf profile_export_aiperf.csv: rows {', '.join(map(repr, missing))} missing")
@@ -365,7 +388,7 @@ def _aiperf_csv(text: str, where: str) -> BenchRun:
         tool="aiperf",
         where=where,
         model="",
-        num_requests=int(found["count"]),
+        num_requests=_whole(found["count"], "Request Count", where),
         input_len=found["isl"],
         output_len=found["osl"],
         ttft_mean_s=found["ttft"] / 1e3,
@@ -426,11 +449,11 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
         tp_raw = _fact(
             facts.tp, meta.get("tp"), "tp", f"a {tool} result does not record tensor parallelism; give --tp N"
         )
-        if not str(tp_raw).isdigit() or int(tp_raw) < 1:
+        if not _digits(tp_raw) or int(tp_raw) < 1:
             raise InfercastError(f"must be a whole number >= 1, got {tp_raw!r} ({run.where})", field="tp")
         tp = int(tp_raw)
         ep_raw = facts.ep if facts.ep is not None else meta.get("ep", 1)
-        if not str(ep_raw).isdigit() or int(ep_raw) < 1:
+        if not _digits(ep_raw) or int(ep_raw) < 1:
             raise InfercastError(f"must be a whole number >= 1, got {ep_raw!r} ({run.where})", field="ep")
         no_engine = f"{run.where} does not say which engine served it; give --engine vllm|sglang|trtllm"
         # the file's own engine entry first: a client's backend names the request format it spoke (vLLM's
@@ -468,7 +491,7 @@ def records_from_runs(runs: list[BenchRun], facts: RunFacts) -> list[Record]:
         for kind, value, unit, statistic in values:
             if kind == "serving_tpot" and common["output_len"] < 2:
                 continue  # one output token has no TPOT
-            rec = Record(kind=kind, value=value, unit=unit, statistic=statistic, **common)  # type: ignore[arg-type]
+            rec = Record(kind=kind, value=value, unit=unit, statistic=statistic, **common)
             try:
                 check_record(rec)
             except InfercastError as exc:

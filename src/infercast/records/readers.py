@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infercast.errors import InfercastError, nearest, unknown_choice
+from infercast.files import check_input_file, is_dir
 from infercast.records.bench_results import RunFacts, detect_tool, read_bench_file, records_from_runs
 from infercast.records.record import FIELDS, Record, check_record, parse_cell
 from infercast.records.silicon_rows import is_closed_loop_table, read_closed_loop_rows
@@ -191,13 +192,13 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
     """The CSV files named by ``paths``: files as given, folders searched recursively (sorted, no duplicates)."""
     files: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        if is_dir(p):
             found = sorted(p.rglob("*.csv"))
             if not found:
                 raise InfercastError(f"no measurement CSVs (*.csv) under {p}", field="data")
-            files.extend(found)
+            files.extend(check_input_file(f, "data") for f in found)
         else:
-            files.append(p)
+            files.append(check_input_file(p, "data"))  # missing, symlink loop, not a file: one line
     seen: set[Path] = set()
     unique = []
     for f in files:

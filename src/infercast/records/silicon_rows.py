@@ -114,10 +114,11 @@ import re
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from infercast.errors import InfercastError, unknown_choice
+from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
 from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
 from infercast.specs.precision import get_scheme
@@ -218,12 +219,13 @@ def layout_of(row: dict[str, str]) -> tuple[int, int, int]:
     ``attention_dp``: an ``attention_dp`` or ``dp`` column, else the id's ``_dpN_``, else ep / tp where the experts
     span more GPUs than one attention copy: aiconfigurator's layouts put tp x attention_dp GPUs under ep-way
     experts (moe_tp x moe_ep = tp x dp), so tp 1 with ep 8 is eight attention copies."""
-    tp = int(row["tp"])
-    ep = _given(row, ("ep",), r"_ep(\d+)_") or 1
+    tp = require_positive_int("tp", int(row["tp"]))
+    ep = _given(row, ("ep",), r"_ep(\d+)_")
+    ep = 1 if ep is None else require_positive_int("ep", ep)
     dp = _given(row, ("attention_dp", "dp"), r"_dp(\d+)_")
     if dp is None:
         dp = ep // tp if ep > tp and ep % tp == 0 else 1
-    return tp, ep, dp
+    return tp, ep, require_positive_int("attention_dp", dp)
 
 
 def _given(row: dict[str, str], columns: tuple[str, ...], id_pattern: str) -> int | None:
@@ -262,7 +264,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
-    common = dict(
+    common: dict[str, Any] = dict(
         model=model,
         gpu=catalog_gpu_id(row["gpu"]),
         engine=preset,

@@ -215,7 +215,7 @@ def simulation_config(
         spec,
         engine_config,
         ClusterConfig(replicas, router, disagg),
-        ObserveConfig(goodput, trace_steps, sample_interval),
+        ObserveConfig(goodput if isinstance(goodput, SLO) else SLO.parse(goodput), trace_steps, sample_interval),
         profile,
         step_mode,
     )
@@ -410,7 +410,7 @@ def _front_end_load(reps: list[Replica], span: float) -> tuple[float, float] | N
     """The replicas' API-server front-ends: the share of the run the busiest one was busy (a disaggregated
     prefill pool's stream only first tokens: a mean would hide the decode pool's), and their seconds per
     streamed token (None without front-ends)."""
-    ends = [rep.front_end for rep in reps if getattr(rep, "front_end", None) is not None]
+    ends = [end for rep in reps if (end := getattr(rep, "front_end", None)) is not None]
     if not ends:
         return None
     return min(max(end.work for end in ends) / span, 1.0), ends[0].token_s

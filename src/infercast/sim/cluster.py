@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -21,10 +22,28 @@ from infercast.sim.state import RequestTable
 from infercast.sim.watchdog import Watchdog
 
 
+class Routable(Protocol):
+    """What a router reads of a replica (the simulator's and the reference simulator's alike)."""
+
+    @property
+    def rid(self) -> int: ...
+    @property
+    def outstanding(self) -> int: ...
+
+
+class HashSource(Protocol):
+    """What a prefix-affinity router reads of the requests: their prompt's block hashes."""
+
+    def hashes_of(self, i: int) -> np.ndarray | None: ...
+
+
+R = TypeVar("R", bound=Routable)
+
+
 class Router:
     """Picks a replica for each request."""
 
-    def __init__(self, name: str, table: RequestTable):
+    def __init__(self, name: str, table: HashSource):
         if not isinstance(name, str) or name not in ROUTERS:
             raise unknown_choice("router", str(name), ROUTERS)
         self.name = name
@@ -35,7 +54,7 @@ class Router:
     def needs_state(self) -> bool:
         return self.name != "round_robin"
 
-    def pick(self, i: int, replicas: Sequence[Replica]) -> Replica:
+    def pick(self, i: int, replicas: Sequence[R]) -> R:
         if self.name == "round_robin":
             return replicas[next(self._rr) % len(replicas)]
         if self.name == "prefix_affinity":

@@ -66,7 +66,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     one_line = rep.one_line
     single = one_line is not None
     simple_lines = single and not window
-    if single:
+    if one_line is not None:
         const_f, c0_f, m0_f, cs_f, ms_f = one_line
     ramps = gaps.ramp_buffer(table.num_varying)
     while True:
@@ -149,9 +149,10 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             j0 = 1
             decode_gaps(rep, start + first)
         if k > j0:  # steps j0..k-1, each a gap of every sequence: (j0, j1, weight, const, lines...)
-            if single:
+            if line is not None:  # set exactly when the replica has one line (single)
                 ramps.extend((j0, k, n, const, line[0], line[1], line[2], line[3]))
             else:
+                assert span is not None  # several lines: priced by a DecodeSpan
                 ramps.extend((j0, k, n, const))
                 for each in span.lines:
                     ramps.extend(each)
@@ -189,6 +190,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
 def speculative_step(rep: Replica) -> None:
     """Draft k tokens, verify k + 1 per sequence in one target pass, emit 1 + accepted (see speculative.py)."""
     batch, blocks, spec = rep.decoding, rep.blocks, rep.spec
+    assert spec is not None  # Replica._step calls this only with a speculator
     k = spec.config.num_tokens
     # room for the most tokens the step can emit
     while batch.n and not blocks.fits(batch.growth_over(k + 1) - blocks.reserved):

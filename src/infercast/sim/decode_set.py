@@ -156,7 +156,7 @@ class DecodeSet:
     def _below_entry(self, d: int, i: int) -> bool:
         """Whether the cross_heap entry (d, i) is i's present one: a sequence preempted below the window and
         re-joined later left an earlier entry behind."""
-        return i in self.below and self.window - self.base[i] == d
+        return self.window is not None and i in self.below and self.window - self.base[i] == d
 
     def advance(self, k: int, grown: int | None = None) -> None:
         """Account ``k`` decode steps (the caller has allocated their ``grown`` blocks)."""
@@ -200,11 +200,13 @@ class DecodeSet:
             out.append((i, held))
         return out
 
-    def victim(self) -> int | None:
-        """The most recently joined running sequence (vLLM preempts it first)."""
+    def victim(self) -> int:
+        """The most recently joined running sequence (vLLM preempts it first); callers check that one runs."""
         while self.order and self.order[-1] not in self.base:
             self.order.pop()
-        return self.order[-1] if self.order else None
+        if not self.order:
+            raise RuntimeError("no running sequence to preempt")
+        return self.order[-1]
 
     def __len__(self) -> int:
         return self.n

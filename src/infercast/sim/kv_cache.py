@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from typing import overload
 
 import numpy as np
 
@@ -85,6 +86,11 @@ class KVCache:
         self.evictions += 1
 
     # ----- prefix cache -------------------------------------------------------------------------------------
+    @overload
+    def unit_ids(self, hashes: np.ndarray) -> np.ndarray: ...
+    @overload
+    def unit_ids(self, hashes: None) -> None: ...
+
     def unit_ids(self, hashes: np.ndarray | None) -> np.ndarray | None:
         """Ids of the cache units a prompt's hash blocks form (the hash ids when a unit is one hash block)."""
         if hashes is None or self.hashes_per_unit == 1:

@@ -110,6 +110,7 @@ class GapRecorder:
     def _bin_flat_ramps(self, ramps: np.ndarray) -> np.ndarray:
         """Histogram mode: a ramp whose first and last steps fall in the same bin lands there whole (step times
         only grow along a run, so every step in between does too). Returns the ramps that need expanding."""
+        assert self.hist is not None  # histogram mode only
         j0, j1, w = ramps[:, 0], ramps[:, 1], ramps[:, 2]
         first = _ramp_values(ramps, j0)
         last = _ramp_values(ramps, j1 - 1)
@@ -145,6 +146,7 @@ class GapRecorder:
 
     def _bin(self, values: np.ndarray, weights: np.ndarray) -> None:
         idx = np.clip(np.searchsorted(_EDGES, values, side="right") - 1, 0, _EDGES.size - 2)
+        assert self.hist is not None  # histogram mode only
         self.hist += np.bincount(idx, weights=weights, minlength=_EDGES.size - 1)
 
     def stats(self) -> dict[str, float]:
@@ -159,7 +161,7 @@ class GapRecorder:
         mids = np.sqrt(_EDGES[:-1] * _EDGES[1:])
         out = {"mean": mean, "std": float("nan")}
         for p in PERCENTILES:
-            out[f"p{p}"] = float(mids[min(np.searchsorted(cdf, p / 100), mids.size - 1)])
+            out[f"p{p}"] = float(mids[min(int(np.searchsorted(cdf, p / 100)), mids.size - 1)])
         return out
 
 

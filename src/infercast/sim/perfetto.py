@@ -361,7 +361,7 @@ def validate_chrome_trace(trace: dict[str, Any]) -> list[str]:
         problems.append("displayTimeUnit: must be 'ms' or 'ns'")
     for i, e in enumerate(_indexed(events)):
         ph = e.get("ph")
-        for key in _REQUIRED.get(ph, ("name", "ph", "ts", "pid", "tid")):
+        for key in _REQUIRED.get(str(ph), ("name", "ph", "ts", "pid", "tid")):
             if key not in e:
                 problems.append(f"event {i} ({ph}): missing {key!r}")
         if ph == "X" and not (isinstance(e.get("dur"), int | float) and e["dur"] > 0):

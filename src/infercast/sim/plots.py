@@ -107,7 +107,7 @@ def _log_ticks(ax: Axes, axis: str = "x") -> None:
     subs = (1.0,) if decades > 3.5 else (1.0, 2.0, 5.0) if decades > 1.2 else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
     target.set_major_locator(LogLocator(base=10, subs=subs))
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    target.set_minor_locator(LogLocator(base=10, subs=np.arange(1, 10) * 1.0))
+    target.set_minor_locator(LogLocator(base=10, subs=[float(s) for s in range(1, 10)]))
     target.set_minor_formatter(NullFormatter())
 
 

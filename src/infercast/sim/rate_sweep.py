@@ -106,6 +106,8 @@ def rate_sweep(
         template = replace(model.workload, rate=math.inf, concurrency=None, offline=False)
         slo = SLO.parse(goodput) if goodput is not None else model.observe.goodput
     else:
+        if gpu is None:
+            raise InfercastError("give a gpu with a model (or a SimulationConfig alone)", field="gpu")
         for name in SWEEP_SETS:
             if name in options and options[name] not in (None, False):
                 raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`", field=name)
@@ -114,11 +116,11 @@ def rate_sweep(
         slo = SLO.parse(goodput)
     base = template.build()
     seed = template.seed
-    config = (
-        model
-        if isinstance(model, SimulationConfig)
-        else simulation_config(model, gpu, workload=base, seed=seed, **options)
-    )
+    if isinstance(model, SimulationConfig):
+        config = model
+    else:
+        assert gpu is not None  # checked above
+        config = simulation_config(model, gpu, workload=base, seed=seed, **options)
     if rates is not None:
         rates = [require_positive_number("rates", r) for r in rates]
         if not rates:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,8 +136,8 @@ class ReferenceReplica:
         self.running: list[int] = []  # in join order
         self.inbox: deque[int] = deque()
         self.swap_cost = 0.0
-        self.on_finish = None  # (ids, t)
-        self.hand_off = None  # (id, t): a disaggregated prefill pool's finished prefill
+        self.on_finish: Callable[[list[int], float], None] | None = None  # (ids, t)
+        self.hand_off: Callable[[int, float], None] | None = None  # (id, t): a prefill pool's finished prefill
         self.steps = self.prefill_only_steps = self.decode_seqs = 0
         self.busy = 0.0
 

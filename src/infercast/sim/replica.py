@@ -69,6 +69,29 @@ class Replica:
         self.max_batched_tokens = (
             eng.max_num_batched_tokens if config.max_num_batched_tokens is None else config.max_num_batched_tokens
         )
+        rule = self._build_pool(dep, config, table)
+        self.window = dep.model.attention_window
+        self._build_costs(dep, config, profile)
+        self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
+        self.t = 0.0
+        self.busy = 0.0  # seconds of steps run (per-pool busy fractions of a disaggregated run)
+        self.pending: deque[int] = deque()  # handed to this replica, not yet visible to the engine
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []
+        self.inbox: deque[int] = deque()  # disaggregated decode pool: prefilled requests waiting for room
+        self.decoding = self._decode_set(rule)
+        self.swap_cost = 0.0  # host transfers of swapped KV, charged to the next step
+        self.on_finish: Callable[[list[int], float], None] | None = None  # (requests finished, at time t)
+        self.on_prefilled: Callable[[int, float], None] | None = None
+        self.spec = self._speculator(config.speculative, dep, seed) if config.speculative else None
+        self._steps_since_check = 0
+        self.next_sample = 0.0  # when this replica records its next occupancy sample
+        self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
+        self._event = False
+
+    def _build_pool(self, dep: Deployment, config: EngineConfig, table: RequestTable) -> BlockRule:
+        """The KV memory: the budget left after weights and runtime memory, its block pool and ledger; returns the
+        pool's block rule (how many units a token takes in each layer group)."""
         mem = memory_budget(
             dep,
             gpu_memory_utilization=config.gpu_memory_utilization,
@@ -96,7 +119,11 @@ class Replica:
         hash_bs = table.hashes_block_size if table.hashes is not None else mem.block_size
         kv = KVCache(num_blocks, mem.block_size, config.prefix_caching, hash_bs)
         self.blocks = BlockLedger(kv, table, state_blocks, rule)
-        self.window = dep.model.attention_window
+        return rule
+
+    def _build_costs(self, dep: Deployment, config: EngineConfig, profile: CostProfile | None) -> None:
+        """The step-cost model and its compiled fast paths, the per-request overheads and the API front-end."""
+        eng = dep.engine
         model = cost_model(dep, profile)
         self.profile = model.profile
         self.request_overhead = model.profile.request_overhead_s
@@ -109,24 +136,8 @@ class Replica:
         self.last_step_start = -np.inf  # start of the last step run (of a decode span: of its last step)
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
-        self.step_fn, self.decode_table = compiled_costs(model, min(self.max_seqs, max(table.n, 1)))
+        self.step_fn, self.decode_table = compiled_costs(model, min(self.max_seqs, max(self.table.n, 1)))
         self.one_line = single_line(self.decode_table)
-        self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
-        self.t = 0.0
-        self.busy = 0.0  # seconds of steps run (per-pool busy fractions of a disaggregated run)
-        self.pending: deque[int] = deque()  # handed to this replica, not yet visible to the engine
-        self.waiting: deque[int] = deque()
-        self.prefilling: list[int] = []
-        self.inbox: deque[int] = deque()  # disaggregated decode pool: prefilled requests waiting for room
-        self.decoding = self._decode_set(rule)
-        self.swap_cost = 0.0  # host transfers of swapped KV, charged to the next step
-        self.on_finish: Callable[[list[int], float], None] | None = None  # (requests finished, at time t)
-        self.on_prefilled: Callable[[int, float], None] | None = None
-        self.spec = self._speculator(config.speculative, dep, seed) if config.speculative else None
-        self._steps_since_check = 0
-        self.next_sample = 0.0  # when this replica records its next occupancy sample
-        self.yield_on_event = False  # return from run_until after a completion or hand-off (coordinated runs)
-        self._event = False
 
     def _decode_set(self, rule: BlockRule) -> DecodeSet:
         """The running batch, counting blocks by ``rule`` (the window-aware set only where windows cap KV)."""
@@ -267,12 +278,14 @@ class Replica:
                     waiting.append(pending.popleft())
             if inbox:
                 self._take_inbox()
+            if self.t >= t_limit:
+                # the last step ended past the limit: no step starts before it (a request that reached the engine
+                # meanwhile joins in the next call; idling forward to it here would be no progress: issue 37)
+                return
             if not (batch.n or prefilling or waiting):
                 if pending and visible[pending[0]] < t_limit:
                     self.t = max(self.t, float(visible[pending[0]]))
                     continue
-                return
-            if self.t >= t_limit:
                 return
             if batch.n and batch.residue[(-batch.D) % batch.bs] != blocks.reserved:
                 self.ensure_decode_blocks()
@@ -321,7 +334,9 @@ class Replica:
         )
 
     # ----- a step with prefill work ---------------------------------------------------------------------------
-    def _step(self, plan: Plan) -> None:
+    def _prefill_sums(self, plan: Plan) -> tuple[int, int, float, float, float, float]:
+        """A step's prefill chunks summed for the cost model: tokens, chunks that finish their prompt (and sample),
+        attention pairs and KV reads, each in full and within the window."""
         tb, W = self.table, self.window
         pre_tokens = sampled = 0
         pairs = pairs_w = kv_read = kv_read_w = 0.0
@@ -338,6 +353,12 @@ class Replica:
                 sampled += 1
         if not W:
             pairs_w, kv_read_w = pairs, kv_read
+        return pre_tokens, sampled, pairs, pairs_w, kv_read, kv_read_w
+
+    def _step(self, plan: Plan) -> None:
+        tb, W = self.table, self.window
+        computed, target = tb.computed, tb.target
+        pre_tokens, sampled, pairs, pairs_w, kv_read, kv_read_w = self._prefill_sums(plan)
         batch = self.decoding
         n = batch.n if plan.decode else 0
         if n:

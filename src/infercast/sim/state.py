@@ -10,6 +10,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -33,13 +34,18 @@ _INT_FIELDS = (
 )
 
 
-def _floats(values: np.ndarray) -> array:
+Column: TypeAlias = Any
+"""A field: an :class:`array.array` while the run goes (cheap element access), a NumPy array after
+:meth:`RequestTable.freeze`; the type changes in place, so neither static type fits every use."""
+
+
+def _floats(values: np.ndarray) -> Column:
     out = array("d")
     out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
     return out
 
 
-def _ints(values: np.ndarray) -> array:
+def _ints(values: np.ndarray) -> Column:
     out = array("q")
     out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
     return out

@@ -126,6 +126,9 @@ class Deployment:
             )
         check_tp_on_hardware(hw, tp)
         check_layout_on_hardware(hw, tp * dp, pp)
+        for value, lookup in ((precision, get_scheme), (kv_precision, get_kv_format)):
+            if value is not None and not value:
+                lookup(value)  # '' is refused with the allowed names, not read as "the default"
         scheme = get_scheme(precision) if precision else _default_scheme(model_spec, hw)
         key = scheme.compute_key(hw)
         kv_name, kv_source = (kv_precision, "given") if kv_precision else kv_default(model_spec, scheme, hw, eng)

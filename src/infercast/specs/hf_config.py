@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import ValidationError
 
@@ -111,7 +111,16 @@ def _get(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., where: s
     return default
 
 
-def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, minimum: int = 0) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: int, minimum: int = 0) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: None, minimum: int = 0) -> int | None: ...
+
+
+def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ..., minimum: int = 0) -> int | None:
+    """An integer field in [minimum, MAX_CONFIG_INT] (``minimum=1`` for a divisor), else a one-line error."""
     value = _get(cfg, key, *alts, default=default)
     if value is None:
         return value
@@ -120,10 +129,11 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
         or not isinstance(value, int | float)
         or not math.isfinite(value)
         or int(value) != value
-        or not 0 <= value <= MAX_CONFIG_INT
+        or not minimum <= value <= MAX_CONFIG_INT
     ):
         raise InfercastError(
-            f"config.json field {key!r} must be a non-negative integer <= {MAX_CONFIG_INT}, got {value!r}",
+            f"config.json field {key!r} must be a {'non-negative' if minimum == 0 else 'positive'} integer <= "
+            f"{MAX_CONFIG_INT}, got {value!r}",
             field="model",
         )
     return int(value)
@@ -131,7 +141,8 @@ def _int(cfg: dict[str, Any], key: str, *alts: str, default: Any = ...) -> int:
 
 def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelSpec:
     """Map HF config keys onto ModelSpec fields (see module docstring for the families)."""
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text_config = raw.get("text_config")
+    cfg: dict[str, Any] = text_config if isinstance(text_config, dict) else raw
     model_type = str(raw.get("model_type") or cfg.get("model_type") or "")
     family = model_type if model_type in SUPPORTED_TYPES else f"{model_type or 'unknown'} (read as llama-like)"
 
@@ -195,26 +206,34 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
     if model_type in ("llama4", "llama4_text") and "intermediate_size_mlp" in cfg:
         fields["intermediate_size"] = _int(cfg, "intermediate_size_mlp")  # width of the dense (non-MoE) layers
     if model_type in _MLA_TYPES:
-        if "index_topk" in cfg:
-            fields["sparse_attention"] = SparseAttentionSpec(
-                index_topk=_int(cfg, "index_topk"),
-                index_n_heads=_int(cfg, "index_n_heads"),
-                index_head_dim=_int(cfg, "index_head_dim"),
-            )
-        mla = MLASpec(
-            q_lora_rank=_int(cfg, "q_lora_rank", default=None),
-            kv_lora_rank=_int(cfg, "kv_lora_rank"),
-            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
-            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
-            v_head_dim=_int(cfg, "v_head_dim"),
-        )
-        fields["mla"] = mla
-        fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        fields["num_kv_heads"] = heads
+        fields.update(_mla_fields(cfg, heads))
     try:
         return ModelSpec(**fields)
     except ValidationError as exc:
         raise _invalid(exc, "config.json gives an invalid architecture") from None
+
+
+def _mla_fields(cfg: dict[str, Any], heads: int) -> dict[str, Any]:
+    """DeepSeek-style multi-head latent attention (and DSA's indexer where ``index_topk`` is given): the MLA
+    spec, the head dim it implies and one latent KV per head."""
+    fields: dict[str, Any] = {}
+    if "index_topk" in cfg:
+        fields["sparse_attention"] = SparseAttentionSpec(
+            index_topk=_int(cfg, "index_topk"),
+            index_n_heads=_int(cfg, "index_n_heads"),
+            index_head_dim=_int(cfg, "index_head_dim"),
+        )
+    mla = MLASpec(
+        q_lora_rank=_int(cfg, "q_lora_rank", default=None),
+        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
+        v_head_dim=_int(cfg, "v_head_dim"),
+    )
+    fields["mla"] = mla
+    fields["head_dim"] = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    fields["num_kv_heads"] = heads
+    return fields
 
 
 def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -> str:
@@ -272,7 +291,7 @@ def _quant_precision(quant: dict[str, Any]) -> str:
     if method in ("awq", "gptq"):
         bits = quant.get("bits", quant.get("w_bit", 4))
         by_bits = {4: "int4", 8: "w8a16"} if method == "gptq" else {4: "int4"}
-        if bits not in by_bits:
+        if not isinstance(bits, int) or bits not in by_bits:
             raise _quant_error(f"{method} with {bits}-bit weights is not supported (only {sorted(by_bits)} bits)")
         return by_bits[bits]
     if method == "modelopt":
@@ -318,7 +337,7 @@ def _compressed_tensors_precision(quant: dict[str, Any]) -> str:
         acts = group.get("input_activations")
         act_bits = acts.get("num_bits") if isinstance(acts, dict) else None
         key = (str(weights.get("type", "int")).lower(), weights.get("num_bits"), act_bits)
-        if key not in _COMPRESSED_TENSORS:
+        if not all(isinstance(k, int | str | None) for k in key) or key not in _COMPRESSED_TENSORS:
             w_type, w_bits, a_bits = key
             raise _quant_error(
                 f"compressed-tensors group {name!r} ({w_type}{w_bits} weights, "
@@ -334,7 +353,7 @@ def _compressed_tensors_precision(quant: dict[str, Any]) -> str:
 def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any]:
     if model_type == "deepseek_v4":
         return {}  # its window is part of the compressed attention (CompressedAttentionSpec.window)
-    window = cfg.get("sliding_window")
+    window = _int(cfg, "sliding_window", default=0)
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and window:
         n = sum(1 for t in layer_types if "sliding" in str(t))
@@ -345,12 +364,12 @@ def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any
         if not cfg.get("use_sliding_window", False):
             return {}
         # Qwen applies the window to layers at index >= max_window_layers.
-        n = max(layers - int(cfg.get("max_window_layers", layers)), 0)
+        n = max(layers - _int(cfg, "max_window_layers", default=layers), 0)
         return {"sliding_window": int(window), "num_sliding_layers": n} if n else {}
     if model_type == "gemma2":
         return {"sliding_window": int(window), "num_sliding_layers": layers // 2}
     if model_type in ("gemma3", "gemma3_text"):
-        pattern = int(cfg.get("sliding_window_pattern", 6))
+        pattern = _int(cfg, "sliding_window_pattern", default=6, minimum=1)
         n = layers - layers // pattern
         return {"sliding_window": int(window), "num_sliding_layers": n}
     return {"sliding_window": int(window), "num_sliding_layers": layers}
@@ -359,14 +378,16 @@ def _sliding(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any
 def _chunked(cfg: dict[str, Any], model_type: str, layers: int) -> dict[str, Any]:
     """Llama 4: the RoPE layers attend within chunks of ``attention_chunk_size`` tokens, the NoPE layers
     (``no_rope_layers`` entry 0, or every ``no_rope_layer_interval``-th layer, default 4) attend globally."""
-    chunk = cfg.get("attention_chunk_size")
-    if model_type not in ("llama4", "llama4_text") or not chunk:
+    if model_type not in ("llama4", "llama4_text"):
+        return {}
+    chunk = _int(cfg, "attention_chunk_size", default=0)
+    if not chunk:
         return {}
     flags = cfg.get("no_rope_layers")
     if isinstance(flags, list) and len(flags) == layers:
         n = sum(1 for f in flags if f)
     else:
-        interval = int(cfg.get("no_rope_layer_interval", 4))
+        interval = _int(cfg, "no_rope_layer_interval", default=4, minimum=1)
         n = layers - layers // interval
     return {"sliding_window": int(chunk), "num_sliding_layers": n, "local_attention": "chunked"} if n else {}
 
@@ -380,8 +401,9 @@ def _compress_ratios(cfg: dict[str, Any], layers: int) -> list[int]:
     belong to the MTP layers and are dropped) or transformers' ``layer_types`` with ``compress_rates``."""
     ratios = cfg.get("compress_ratios")
     if ratios is None and isinstance(cfg.get("layer_types"), list):
-        rates = cfg.get("compress_rates") if isinstance(cfg.get("compress_rates"), dict) else {}
-        if any(t not in _V4_LAYER_TYPES for t in cfg["layer_types"]):
+        given = cfg.get("compress_rates")
+        rates: dict[str, Any] = given if isinstance(given, dict) else {}
+        if any(not isinstance(t, str) or t not in _V4_LAYER_TYPES for t in cfg["layer_types"]):
             raise InfercastError(
                 f"config.json field 'layer_types' must hold only {', '.join(_V4_LAYER_TYPES)}", field="model"
             )
@@ -458,6 +480,8 @@ def _moe(cfg: dict[str, Any], model_type: str, layers: int) -> MoESpec | None:
     width = _int(cfg, "moe_intermediate_size", default=0) or _int(cfg, "intermediate_size")
     dense_layers = _int(cfg, "first_k_dense_replace", default=0)
     mlp_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list):
+        raise InfercastError(f"config.json field 'mlp_only_layers' must be a list, got {mlp_only!r:.80}", field="model")
     if mlp_only:
         dense_layers = len(mlp_only)
     shared = _int(cfg, "n_shared_experts", default=0)

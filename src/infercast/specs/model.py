@@ -276,6 +276,7 @@ class ModelSpec(BaseModel):
     def _check_compressed(self) -> None:
         """DeepSeek-V4 compressed attention stands alone: one shared KV head, no other attention variant."""
         ca = self.compressed_attention
+        assert ca is not None  # called only when compressed_attention is set
         if self.mla or self.sparse_attention or self.linear_attention or self.num_sliding_layers:
             raise ValueError(
                 "compressed_attention cannot be combined with mla, sparse_attention, linear_attention or "
@@ -607,6 +608,8 @@ class ModelSpec(BaseModel):
     def compressed_indexer_bytes(self, ratio: int) -> int:
         """Indexer key bytes one compressed entry of a layer with ``ratio`` carries (CSA layers only)."""
         ca = self.compressed_attention
+        if ca is None:
+            return 0
         return ca.indexer_key_bytes if ratio == ca.indexer_ratio else 0
 
     def fixed_kv_bytes_per_sequence(self, kv_bytes_per_element: float, tp: int = 1) -> float:

@@ -145,6 +145,7 @@ def _compressed_attention_linears(model: ModelSpec, tp: int) -> list[Linear]:
     compressor are one Linear per layer kind (CSA, HCA); the hyper-connection mixes (attention and FFN sites) one
     GEMV of hc_mult x hidden -> 2 (2 + hc_mult) hc_mult per layer."""
     ca, h, hd, L = model.compressed_attention, model.hidden_size, model.head_dim, model.num_layers
+    assert ca is not None  # the caller dispatches here only for compressed-attention models
     nq_r = model.num_attention_heads / tp
     out = [
         Linear("q_a_proj", "attention", h, ca.q_lora_rank, L, "dense", "tokens", replicated=True),

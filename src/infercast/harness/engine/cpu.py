@@ -38,6 +38,7 @@ from infercast.cost.batch import F as F_INDEX
 from infercast.cost.profile import CostProfile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
+from infercast.files import load_yaml
 from infercast.harness.engine.paged import PagedKV, PagedRunner, SeqChunk
 from infercast.harness.engine.sim_twin import HarnessEngineConfig, deployment
 from infercast.harness.torch_model import TransformerModel
@@ -394,15 +395,24 @@ def save_calibration(path: str | Path, peaks: dict[str, Any], profile: CostProfi
 
 
 def load_calibration(path: str | Path) -> tuple[HardwareSpec, CostProfile, dict[str, Any]]:
-    """Read a file written by :func:`save_calibration`: the ``cpu`` spec, its profile, and the fit record."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise InfercastError(f"no such file: {path}", field="calibration") from None
-    if not isinstance(data, dict) or data.get("hardware") != "cpu" or "peaks" not in data or "profile" not in data:
+    """Read a file written by :func:`save_calibration`: the ``cpu`` spec, its profile, and the fit record. The file
+    is read by the user-file rules (:func:`~infercast.files.load_yaml`); anything malformed is one line."""
+    data = load_yaml(path, "calibration")
+    if (
+        not isinstance(data, dict)
+        or data.get("hardware") != "cpu"
+        or not isinstance(data.get("peaks"), dict)
+        or not isinstance(data.get("profile"), dict)
+    ):
         raise InfercastError(
             f"{path} is not a CPU calibration (needs hardware: cpu, peaks, profile)", field="calibration"
         )
-    fit = data.get("fit", {})
+    fit = data["fit"] if isinstance(data.get("fit"), dict) else {}
     src = f"fitted: {path} ({fit.get('date', data['peaks'].get('date', '?'))})"
-    return cpu_hardware(data["peaks"]), cpu_base_profile().with_values(data["profile"], src), fit
+    try:
+        return cpu_hardware(data["peaks"]), cpu_base_profile().with_values(data["profile"], src), fit
+    except InfercastError as exc:
+        raise InfercastError(f"{path}: {exc}", field="calibration") from None
+    except (KeyError, TypeError, ValueError) as exc:  # a missing peak, a wrong type (pydantic's errors are ValueErrors)
+        detail = " ".join(str(exc).split())[:200]
+        raise InfercastError(f"{path} is not a usable CPU calibration ({detail})", field="calibration") from None

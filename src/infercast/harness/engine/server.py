@@ -13,16 +13,38 @@ from __future__ import annotations
 import itertools
 import json
 import queue
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from infercast.errors import InfercastError
+from infercast.files import parse_json
 from infercast.harness.engine.clock import WallClock
 from infercast.harness.engine.runtime import Engine, Sequence
 
 DEFAULT_MAX_TOKENS = 16
+MAX_BODY_BYTES = 16 * 1024**2
+"""Largest request body read (16 MiB): a prompt of token ids past any KV pool the engine holds fits well within."""
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before ``accept``: the standard library's 5 refused most of a 200-request burst
+from 50 clients (issue 37)."""
 _DONE = object()
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """One thread per connection, a deep accept queue, and a client that hangs up is not an error."""
+
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that disconnects (broken pipe, reset) is routine; anything else is one line, no traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        print(f"serve: request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 class EngineServer:
@@ -39,8 +61,7 @@ class EngineServer:
         self.error: BaseException | None = None
         engine.on_token = self._token
         engine.on_finish = self._finished
-        self.http = ThreadingHTTPServer((host, port), _handler(self))
-        self.http.daemon_threads = True
+        self.http = _HTTPServer((host, port), _handler(self))
         self.port = self.http.server_address[1]
         self._threads = [
             threading.Thread(target=self._loop, daemon=True),
@@ -135,19 +156,14 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/v1/completions":
                 self._error(404, f"no route {self.path}; routes: GET /v1/models, POST /v1/completions")
                 return
-            try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            except (ValueError, json.JSONDecodeError):
-                self._error(400, "the body must be a JSON object")
-                return
-            if not isinstance(body, dict):
-                self._error(400, "the body must be a JSON object")
+            body = self._body()
+            if body is None:
                 return
             prompt = body.get("prompt")
             if isinstance(prompt, str) and prompt:
                 tokens = [b % vocab for b in prompt.encode()]
-            elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and 0 <= t < vocab for t in prompt):
-                tokens = list(prompt)
+            elif isinstance(prompt, list) and prompt and all(type(t) is int and 0 <= t < vocab for t in prompt):
+                tokens = list(prompt)  # type(t) is int: JSON true/false are not token ids
             else:
                 self._error(400, f"must be a non-empty string or a list of token ids in [0, {vocab})", "prompt")
                 return
@@ -209,6 +225,25 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
                 "total_tokens": len(tokens) + len(generated),
             }
             self._json(200, body_out)
+
+        def _body(self) -> dict[str, Any] | None:
+            """The request's JSON object (the user-file JSON rules: no NaN, nesting <= 64), or None after a 4xx."""
+            length = self.headers.get("Content-Length") or "0"
+            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                self.close_connection = True  # the body is not read: the connection cannot be reused
+                code = 413 if length.isdigit() else 400
+                self._error(code, f"Content-Length must be 0-{MAX_BODY_BYTES} bytes, got {length[:40]!r}")
+                return None
+            try:
+                text = (self.rfile.read(int(length)) or b"{}").decode("utf-8")
+                body = parse_json(text, "the body", "body")
+            except (UnicodeDecodeError, InfercastError) as exc:
+                self._error(400, getattr(exc, "message", "the body is not UTF-8"))
+                return None
+            if not isinstance(body, dict):
+                self._error(400, "the body must be a JSON object")
+                return None
+            return body
 
         def _event(self, data: dict[str, Any]) -> None:
             self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")

@@ -33,11 +33,11 @@ class ChunkedPrefillScheduler:
         room = rep.max_seqs - running - len(prefilling)
         while budget > 0 and waiting and room > 0:
             i = waiting[0]
-            chunk = rep.admit(i, budget)
-            if chunk is None:
+            admitted = rep.admit(i, budget)
+            if admitted is None:
                 break
-            items.append((i, chunk))
-            budget -= chunk
+            items.append((i, admitted))
+            budget -= admitted
             room -= 1
         if items or running:
             return Plan(items, decode=running > 0)

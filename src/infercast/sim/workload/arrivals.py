@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
-from infercast.sim.workload.core import RngLike, _rng
+from infercast.sim.workload.core import MAX_ARRIVAL_SECONDS, RngLike, _rng
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant", "offline")
 
@@ -57,6 +57,12 @@ def arrivals(
     r = require_positive_number("rate", rate, allow_inf=True)
     if math.isinf(r):
         return np.zeros(n)
+    if not n / r <= MAX_ARRIVAL_SECONDS:
+        raise InfercastError(
+            f"{n:,} requests at {r:g} req/s arrive over {n / r:.3g} s, past the {MAX_ARRIVAL_SECONDS:g} s a "
+            "simulation's clock resolves; raise the rate or send fewer requests",
+            field="rate",
+        )
     if kind == "constant" or math.isinf(b):
         return np.arange(1, n + 1, dtype=np.float64) / r
     # Source: vllm-project/vllm, vllm/benchmarks/serve.py get_request() (read at commit def9ce85ba10;
@@ -64,8 +70,21 @@ def arrivals(
     # first request before sleeping, and does not rescale): theta = 1.0 / (request_rate * burstiness);
     # delay_ts.append(np.random.gamma(shape=burstiness, scale=theta)); cumulative sum; then
     # delay_ts *= (total_requests / request_rate) / delay_ts[-1]  (when no ramp-up strategy is set).
-    gaps = _rng(rng).gamma(shape=b, scale=1.0 / (r * b), size=n)
+    scale = 1.0 / (r * b) if r * b > 0 else math.inf
+    if not 0 < scale < math.inf:
+        raise InfercastError(
+            f"{r:g} req/s with burstiness {b:g} gives inter-arrival gaps of 1 / (rate x burstiness) = {scale:g} s, "
+            "which a float cannot hold",
+            field="burstiness",
+        )
+    gaps = _rng(rng).gamma(shape=b, scale=scale, size=n)
     times = np.cumsum(gaps)
     if normalize and times[-1] > 0:
         times *= (n / r) / times[-1]
+    elif not times[-1] <= MAX_ARRIVAL_SECONDS:
+        raise InfercastError(
+            f"the last of {n:,} arrivals at {r:g} req/s falls at {times[-1]:.3g} s, past the "
+            f"{MAX_ARRIVAL_SECONDS:g} s a simulation's clock resolves",
+            field="rate",
+        )
     return times

@@ -18,6 +18,9 @@ from infercast.errors import InfercastError, require_positive_int
 DEFAULT_HASH_BLOCK_SIZE = 16
 """Tokens per prompt-hash block when a workload does not say. Source: vLLM's default KV-cache block size on
 CUDA GPUs (``--block-size``, 16 tokens); its prefix cache hashes prompts in blocks of that many tokens."""
+MAX_ARRIVAL_SECONDS = 1e10
+"""Latest arrival a workload may have (~300 years): float64 clocks there still resolve microseconds, so every
+step and token gap stays distinct (at 1e300 s a step added nothing to the clock: TTFT and TPOT read 0)."""
 
 RngLike = np.random.Generator | int | None
 
@@ -209,7 +212,7 @@ class Workload:
         return 0.0 if self.closed_loop else float(self.arrival[-1] - self.arrival[0])
 
     def _replace(self, **changes: Any) -> Workload:
-        fields = {
+        fields: dict[str, Any] = {
             "arrival": self.arrival,
             "prompt_len": self.prompt_len,
             "output_len": self.output_len,

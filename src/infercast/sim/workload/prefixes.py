@@ -5,9 +5,27 @@ from __future__ import annotations
 import numpy as np
 
 from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
+from infercast.limits import check_rows
 from infercast.sim.workload.arrivals import arrivals
 from infercast.sim.workload.core import DEFAULT_HASH_BLOCK_SIZE, RngLike, Workload, _flatten, _rng, _split
 from infercast.sim.workload.lengths import LengthSpec, lengths
+
+MAX_PREFIX_TOKENS = 1 << 24
+"""Longest shared system prompt (16.8M tokens): past the longest context in the catalog (Llama 4 Scout, 10M)."""
+MAX_SYSTEM_PROMPTS = 2**38
+"""Most distinct system prompts: block ids (prompt x blocks per prompt, at most 2^38 x 2^24 = 2^62) stay exact in
+int64, and the prompt draw stays within NumPy's int64 bound (99999999999999999999 overflowed it)."""
+
+
+def prefix_sizes(num_prompts: object, prompt_tokens: object, *, fields: tuple[str, str]) -> tuple[int, int]:
+    """``(num_prompts, prompt_tokens)`` validated (each >= 1 and within its limit); ``fields`` names them in errors
+    (the API's keywords, or the CLI's flags)."""
+    count = require_positive_int(fields[0], num_prompts)
+    tokens = require_positive_int(fields[1], prompt_tokens)
+    for field, value, limit in ((fields[0], count, MAX_SYSTEM_PROMPTS), (fields[1], tokens, MAX_PREFIX_TOKENS)):
+        if value > limit:
+            raise InfercastError(f"{value} is more than the limit of {limit:,}", field=field)
+    return count, tokens
 
 
 def with_system_prompts(
@@ -27,8 +45,7 @@ def with_system_prompts(
     Block hashes the workload already had are renumbered for the shifted requests so ids stay prefix-closed.
     ``hash_block_size`` may only be chosen when the workload has no block hashes yet.
     """
-    k_count = require_positive_int("num_prompts", num_prompts)
-    s_tokens = require_positive_int("prompt_tokens", prompt_tokens)
+    k_count, s_tokens = prefix_sizes(num_prompts, prompt_tokens, fields=("num_prompts", "prompt_tokens"))
     frac = require_fraction("fraction", fraction)
     old = workload.block_hashes
     block = workload.hash_block_size
@@ -46,6 +63,7 @@ def with_system_prompts(
     chosen[gen.permutation(n)[: round(frac * n)]] = True
     which = gen.integers(0, k_count, size=n)
     m = s_tokens // block
+    check_rows("prompt_tokens", min(k_count, n) * m, 8, "system-prompt block ids (prompts used x blocks each)")
     prompt = workload.prompt_len + s_tokens * chosen
     if old is None:
         if m == 0:

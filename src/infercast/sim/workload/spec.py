@@ -120,7 +120,7 @@ class WorkloadSpec:
 
     def build(self) -> Workload:
         """The workload: the source, cut to ``num_requests``, retimed to the load, with the prefixes added."""
-        if self.input_len is not None:
+        if self.input_len is not None and self.output_len is not None:  # __post_init__: both or neither
             if self.offline:
                 kind = "offline"
             elif self.rate is not None:
@@ -139,7 +139,12 @@ class WorkloadSpec:
                 seed=self.seed,
                 prefix=self.prefix,
             )
-        work = self.workload if self.workload is not None else _load_trace(self.trace)
+        if self.workload is not None:
+            work = self.workload
+        elif self.trace is not None:
+            work = _load_trace(self.trace)
+        else:  # __post_init__ requires one source
+            raise InfercastError("give a `workload`, a `trace`, or `input_len` and `output_len`", field="workload")
         if self.num_requests is not None:
             if self.num_requests > len(work):
                 source = "the trace" if self.trace is not None else "the workload"

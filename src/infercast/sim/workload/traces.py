@@ -15,6 +15,7 @@ from infercast.sim.workload.core import (
     _OUTPUT_COLS,
     _PROMPT_COLS,
     DEFAULT_HASH_BLOCK_SIZE,
+    MAX_ARRIVAL_SECONDS,
     Workload,
     _any_shared,
     _flatten,
@@ -30,7 +31,7 @@ TRACE_SUFFIXES = (".csv", ".jsonl", ".json")
 
 MAX_TRACE_TOKENS = 2**31 - 1
 """Longest prompt or output a trace line may give (int32): beyond it lengths would wrap in int64 products."""
-MAX_TRACE_SECONDS = 1e10
+MAX_TRACE_SECONDS = MAX_ARRIVAL_SECONDS
 """Latest arrival a trace may give, in seconds after its first request (~300 years)."""
 MAX_HASH_ID = 2**63 - 1
 

@@ -1,0 +1,158 @@
+"""Errors on the whole public silicon set by group: GPU, model, engine release, load (issue 36, part 2).
+
+Usage:  python benchmarks/silicon_groups.py [--workers 2] [--write] [--csv PATH]
+
+Predicts every held-out row of aiconfigurator-core's ``systems/silicon_sample.csv`` as
+``benchmarks/heldout_silicon.py`` does (same rows, same reading) and reports, per group, median, mean (MAPE) and
+p90 |error| of mean TTFT and TPOT, the signed median, the points over-predicted more than 3x, and the error of
+closed-loop throughput at each sweep's highest concurrency (clients x output tokens / (TTFT + (output - 1) x TPOT),
+measured and predicted alike). No parameter is fitted on these rows, so each group's figures are its
+leave-that-group-out errors (GPU, model or engine release left out). ``--write`` saves
+``benchmarks/silicon_groups.md``; ``--csv`` writes every point (for diagnosis). About 1.5 minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from heldout_silicon import CALIBRATION, held_out_rows  # noqa: E402
+
+from infercast.calibrate.validation import Comparison, compare_each  # noqa: E402
+from infercast.records.kernel_tables import locate  # noqa: E402
+from infercast.records.silicon_rows import convert_rows  # noqa: E402
+
+OUT_MD = ROOT / "benchmarks" / "silicon_groups.md"
+GROUPS: dict[str, Callable[[Comparison], str]] = {
+    "GPU": lambda c: c.record.gpu,
+    "model": lambda c: c.record.model,
+    "engine release": lambda c: c.record.engine,
+    "clients": lambda c: _load(c.record.concurrency or c.record.batch),
+}
+
+
+def _load(clients: int) -> str:
+    return "<= 16" if clients <= 16 else "17-64" if clients <= 64 else "> 64"
+
+
+def _metric(c: Comparison) -> str:
+    return c.record.kind.removeprefix("closed_loop_")
+
+
+def throughput_errors(compared: Sequence[Comparison]) -> list[tuple[Comparison, float]]:
+    """(TTFT point, signed error of throughput) at each sweep's highest concurrency: a sweep is one GPU, engine,
+    model, precision, TP and prompt/output length; throughput from mean TTFT and TPOT by Little's law."""
+    pairs: dict[tuple, dict[str, Comparison]] = {}
+    for c in compared:
+        r = c.record
+        key = (r.gpu, r.engine, r.model, r.precision, r.tp, r.input_len, r.output_len, r.concurrency or r.batch)
+        pairs.setdefault(key, {})[_metric(c)] = c
+    top: dict[tuple, tuple] = {}
+    for key, both in pairs.items():
+        if {"ttft", "tpot"} <= set(both) and (key[:-1] not in top or key[-1] > top[key[:-1]][-1]):
+            top[key[:-1]] = key
+    out = []
+    for key in top.values():
+        ttft, tpot, osl = pairs[key]["ttft"], pairs[key]["tpot"], key[6]
+        measured = osl / (ttft.measured + (osl - 1) * tpot.measured)
+        predicted = osl / (ttft.predicted + (osl - 1) * tpot.predicted)
+        out.append((ttft, predicted / measured - 1.0))
+    return out
+
+
+def _row(label: str, metric: str, errors: Sequence[float]) -> str:
+    e = np.asarray(errors)
+    a = np.abs(e)
+    return (
+        f"| {label} | {metric} | {e.size} | {100 * np.median(a):.1f} % | {100 * a.mean():.1f} % | "
+        f"{100 * np.percentile(a, 90):.1f} % | {100 * np.median(e):+.1f} % | {int((e > 2.0).sum())} |"
+    )
+
+
+def tables(compared: Sequence[Comparison]) -> list[str]:
+    """Markdown: all points, then one table per grouping."""
+    thr = throughput_errors(compared)
+    head = [
+        "| {} | metric | points | median | mean (MAPE) | p90 | signed median | over 3x |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines = [head[0].format("group"), head[1]]
+    for metric in ("ttft", "tpot"):
+        lines.append(_row("all", metric, [c.error for c in compared if _metric(c) == metric]))
+    lines.append(_row("all", "throughput at top load", [e for _, e in thr]))
+    for name, key in GROUPS.items():
+        lines += ["", head[0].format(name), head[1]]
+        for value in sorted({key(c) for c in compared}):
+            for metric in ("ttft", "tpot"):
+                errors = [c.error for c in compared if _metric(c) == metric and key(c) == value]
+                if errors:
+                    lines.append(_row(value, metric, errors))
+            errors = [e for c, e in thr if key(c) == value]
+            if errors:
+                lines.append(_row(value, "throughput at top load", errors))
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--write", action="store_true", help=f"save {OUT_MD.relative_to(ROOT)}")
+    parser.add_argument("--csv", type=Path, help="write every point here")
+    args = parser.parse_args()
+    if not CALIBRATION.is_file():
+        parser.error(f"needs {CALIBRATION} (the calibration rows, left out here) beside the checkout")
+    source = locate()
+    sample = source.data.parent / "silicon_sample.csv"
+    with CALIBRATION.open(newline="") as f:
+        calibration_ids = {row["id"] for row in csv.DictReader(f)}
+    rows = held_out_rows(sample, calibration_ids)
+    records, _, _ = convert_rows([(f"{sample.name} id {row['id']}", row) for row in rows])
+    compared, refused = compare_each(records, None, workers=args.workers)
+    text = [
+        "# The public silicon set by group",
+        "",
+        "Generated by `python benchmarks/silicon_groups.py --write` (see its docstring). Do not edit by hand.",
+        "",
+        f"aiconfigurator-core {source.version} `systems/silicon_sample.csv`: {len(compared)} records predicted, "
+        f"{len(refused)} refused (see `benchmarks/heldout_silicon.md`). Nothing is fitted on these rows: each "
+        "group's errors are its leave-that-group-out errors. Signed: + over-predicted.",
+        "",
+        *tables(compared),
+    ]
+    print("\n".join(text))
+    if args.write:
+        OUT_MD.write_text("\n".join(text) + "\n")
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["metric", "gpu", "engine", "model", "precision", "tp", "clients", "isl", "osl", "error"])
+            for c in compared:
+                r = c.record
+                clients = r.concurrency or r.batch
+                w.writerow(
+                    [
+                        _metric(c),
+                        r.gpu,
+                        r.engine,
+                        r.model,
+                        r.precision,
+                        r.tp,
+                        clients,
+                        r.input_len,
+                        r.output_len,
+                        c.error,
+                    ]
+                )
+
+
+if __name__ == "__main__":
+    main()
