@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -158,14 +158,7 @@ def simulate(
     step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     launch: LaunchOption = None,
-    sensitivity: Annotated[
-        bool,
-        typer.Option(
-            "--sensitivity",
-            help="Also run with a KV pool 10 % smaller and larger and report the mean TTFT of each (on by itself "
-            "when the run sits on a KV or batch-slot cliff).",
-        ),
-    ] = False,
+    sensitivity: Annotated[bool, typer.Option("--sensitivity", help=SENSITIVITY_HELP)] = False,
     json_format: Annotated[
         str | None,
         typer.Option(help="JSON key names: infercast (default) or vllm (as `vllm bench serve --save-result`)."),
@@ -182,13 +175,7 @@ def simulate(
             raise InfercastError(
                 "vllm bench serve writes one run per file: use it without --rate-sweep", field="json_format"
             )
-    flags = {
-        "max_num_seqs": (max_num_seqs, f"--max-num-seqs {max_num_seqs}"),
-        "max_num_batched_tokens": (max_num_batched_tokens, f"--max-num-batched-tokens {max_num_batched_tokens}"),
-        "block_size": (block_size, f"--block-size {block_size}"),
-        "kv_fraction": (gpu_memory_utilization, f"--gpu-memory-utilization {gpu_memory_utilization}"),
-    }
-    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision, flags)
+    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision, _engine_flags(given))
     disagg = _disagg(scheduler, given)
     speculative = _speculative(given)
     prefix = _prefix(prefix_len, num_prefixes)
@@ -267,6 +254,29 @@ def simulate(
     if json_format == "vllm":
         emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
         return
+    _emit(result, config, json_out, sensitivity)
+
+
+SENSITIVITY_HELP = (
+    "Also run with a KV pool 10 % smaller and larger and report the mean TTFT of each (on by itself when the run "
+    "sits on a KV or batch-slot cliff)."
+)
+
+
+def _engine_flags(given: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The engine fields simulate's own options set (field -> (value, flag)), for the settings block."""
+    flags = (
+        ("max_num_seqs", "max_num_seqs", "--max-num-seqs"),
+        ("max_num_batched_tokens", "max_num_batched_tokens", "--max-num-batched-tokens"),
+        ("block_size", "block_size", "--block-size"),
+        ("kv_fraction", "gpu_memory_utilization", "--gpu-memory-utilization"),
+    )
+    return {field: (given[opt], f"{flag} {given[opt]}") for field, opt, flag in flags}
+
+
+def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
+    """Print one run: JSON (with ``sensitivity`` and ``engine_settings``) or the summary table, the KV-pool
+    sensitivity line and the engine settings block."""
     swing = None
     if sensitivity or result.cliff:
         from infercast.sim.sensitivity import kv_sensitivity

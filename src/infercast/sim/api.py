@@ -319,19 +319,21 @@ def run(config: SimulationConfig) -> SimulationResult:
         model=dep.model.id,
         front_end=_front_end_load(reps, summary.duration_s),
     )
-    cliff = None if disagg is not None else find_cliff(table, reps[0], work.closed_loop)
-    return SimulationResult(summary, table, recorder, description, reps, config, _on_cliff(conf, cliff), cliff)
+    return _on_cliff(SimulationResult(summary, table, recorder, description, reps, config, conf), work, disagg)
 
 
-def _on_cliff(conf: Confidence, cliff: dict[str, Any] | None) -> Confidence:
-    """The warning first, and the TTFT band widened to its regime's p90: queueing-dominated TTFT swings with a
-    few percent of KV pool or step time, so its expected error is the cross-validated tail, not the median."""
-    if cliff is None:
-        return conf
+def _on_cliff(result: SimulationResult, work: Workload, disagg: DisaggConfig | None) -> SimulationResult:
+    """``result`` with its cliff (:func:`find_cliff`; colocated runs only), the warning first and the TTFT band
+    widened to its regime's p90: queueing-dominated TTFT swings with a few percent of KV pool or step time, so
+    its expected error is the cross-validated tail, not the median."""
+    cliff = None if disagg is not None else find_cliff(result.table, result.replicas[0], work.closed_loop)
+    conf = result.confidence
+    if cliff is None or conf is None:
+        return replace(result, cliff=cliff)
     bands = dict(conf.bands)
     if (band := bands.get("ttft")) is not None:
         bands["ttft"] = replace(band, typical=band.p90, regime={**band.regime, "cliff": cliff["cause"]})
-    return Confidence(bands, [f"cliff: {cliff['message']}", *conf.warnings])
+    return replace(result, cliff=cliff, confidence=Confidence(bands, [f"cliff: {cliff['message']}", *conf.warnings]))
 
 
 def with_tp(dep: Deployment, tp: int | None) -> Deployment:

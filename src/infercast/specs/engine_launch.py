@@ -180,7 +180,7 @@ def _kv(flag: str, text: Any) -> str | None:
 
 
 # flag -> (engine field or special key, converter); None: a flag with no bearing on speed, read and dropped
-_VLLM = {
+_VLLM: dict[str, Any] = {
     "--max-num-seqs": ("max_num_seqs", _int),
     "--max-num-batched-tokens": ("max_num_batched_tokens", _int),
     "--gpu-memory-utilization": ("kv_fraction", _fraction),
@@ -195,7 +195,7 @@ _VLLM = {
     "--no-enable-prefix-caching": None,
     "--model": ("model", _text),
 }
-_SGLANG = {
+_SGLANG: dict[str, Any] = {
     "--max-running-requests": ("max_num_seqs", _int),
     "--chunked-prefill-size": ("max_num_batched_tokens", _int),
     "--mem-fraction-static": ("kv_fraction", _fraction),
@@ -208,7 +208,7 @@ _SGLANG = {
     "--model": ("model", _text),
     "--disable-radix-cache": None,
 }
-_TRTLLM_SERVE = {
+_TRTLLM_SERVE: dict[str, Any] = {
     "--max_batch_size": ("max_num_seqs", _int),
     "--max_num_tokens": ("max_num_batched_tokens", _int),
     "--kv_cache_free_gpu_memory_fraction": ("kv_fraction", _fraction),
