@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list
+from infercast.cli.common import JSON_HELP, KV_HELP, console, emit_json, parse_int_list
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, parse_duration
 from infercast.specs.engine import engine_label
@@ -30,7 +30,6 @@ ENGINE_HELP = (
     "1.0), ideal (pure roofline)."
 )
 EP_HELP = "Expert-parallel ways (MoE; must divide tp)."
-KV_HELP = "KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision)."
 
 
 def parse_names(field: str, text: str | None) -> list[str] | None:

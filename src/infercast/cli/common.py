@@ -21,6 +21,11 @@ def wrote(path: object, what: str = "") -> None:
     err_console.print(f"wrote {path}" + (f" ({what})" if what else ""), markup=False, highlight=False, soft_wrap=True)
 
 
+KV_HELP = (
+    "KV-cache format: bf16, fp16, fp8, int8. Default: the checkpoint's own KV quantisation when its config sets one; "
+    "else 8-bit (fp8) for --precision fp8 on trtllm and nvfp4 on vllm, sglang and trtllm (their quantised checkpoints "
+    "set kv_cache_quant_algo FP8, which the engine follows); else the model dtype (bf16, fp16 on chips without bf16)."
+)
 JSON_HELP = "Print machine-readable JSON instead of tables."
 
 # a replica's layout, as `predict` and `memory` take it

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from infercast.analysis.render import render_memory
-from infercast.cli.common import JSON_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
+from infercast.cli.common import JSON_HELP, KV_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
 from infercast.memory import memory_budget, what_would_fit
 from infercast.specs.deployment import Deployment
 
@@ -28,9 +28,7 @@ def memory(
             "int4, nvfp4, mxfp4, mxfp4-moe, int4-moe (default: the model's; fp16 on chips without bf16)."
         ),
     ] = None,
-    kv_precision: Annotated[
-        str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
-    ] = None,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[str, typer.Option(help="Engine memory policy: vllm, vllm-0.14, sglang, trtllm, ideal.")] = "vllm",
     context: Annotated[int | None, typer.Option(help="Tokens per sequence (prompt + output).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent sequences.")] = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -20,6 +20,7 @@ from infercast.cli.common import (
     parse_int_list,
     stream_token_seconds,
 )
+from infercast.cli.launch_opts import LaunchOption, launch_knobs
 from infercast.errors import InfercastError
 from infercast.specs.engine import engine_label
 
@@ -78,6 +79,7 @@ def plan(
     top: Annotated[int, typer.Option(help="Rows of the table to show.")] = 15,
     out: Annotated[Path | None, typer.Option(help="Write the ranked table: .csv or .parquet.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the Pareto plot: .png or .svg.")] = None,
+    launch: LaunchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Cheapest deployment serving --rate within --slo: pruned analytically, max rate per unit bisected on the
@@ -122,6 +124,7 @@ def plan(
         scale_up_delay_s=scale_up_delay,
         stream_token_s=stream_token_seconds(stream_token_us),
     )
+    kwargs.update(launch_knobs(launch) if launch is not None else {})
     if json_out or not err_console.is_terminal:
         result = run_plan(model, parse_names("gpus", gpus), **kwargs)
     else:
@@ -141,13 +144,7 @@ def plan(
                 bar.update(tasks[phase], completed=done, total=total)
 
             result = run_plan(model, parse_names("gpus", gpus), progress=progress, **kwargs)
-    written = []
-    if out is not None:
-        written.append(result.save_table(out))
-    if plot is not None:
-        from infercast.plan.plot import save_pareto
-
-        written.append(save_pareto(result, plot))
+    written = _write_files(result, out, plot)
     if json_out:
         emit_json({**result.to_dict(), "written": [str(p) for p in written]})
         return
@@ -162,6 +159,35 @@ def _missing(v: object) -> bool:
 
 def _num(v: object, fmt: str) -> str:
     return "-" if _missing(v) else format(v, fmt)
+
+
+PLAN_LEGEND = (
+    "req/s: the most one unit serves within the SLO; unit $/h: one unit's price; fleet: units x GPUs for the "
+    "target rate and the fleet's $/h; $/Mtok: unit $/h over its output tokens/s; SLO columns: ms at that "
+    "rate; * on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E); ! on a cliff (TTFT queues "
+    "for KV blocks or batch slots at its max rate: a little more load or memory pressure swings it)"
+)
+
+
+def _write_files(result: Any, out: Path | None, plot: Path | None) -> list[Path]:
+    """Write the ranked table and the Pareto plot where asked; the paths written."""
+    written = []
+    if out is not None:
+        written.append(result.save_table(out))
+    if plot is not None:
+        from infercast.plan.plot import save_pareto
+
+        written.append(save_pareto(result, plot))
+    return written
+
+
+def _row_notes(result: Any, top: int) -> None:
+    """Under the table: why each shown candidate failed, and the cliff of each passing one that sits on one."""
+    for r in result.table.head(top).to_dict(orient="records"):
+        if r["status"] != "pass":
+            console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
+        elif r.get("cliff"):
+            console.print(f"  {r['label']}: cliff: {r['cliff']}", style="yellow", markup=False, highlight=False)
 
 
 def render(result: PlanResult, top: int) -> None:
@@ -184,7 +210,9 @@ def render(result: PlanResult, top: int) -> None:
         units = "-" if _missing(r["replicas"]) else f"{r['replicas']:.0f}×{r['gpus_per_unit']}"
         measured = r["slo_measured_ms"] or {}
         t.add_row(
-            r["label"] + (" *" if r["pareto_throughput"] or r["pareto_cost"] else ""),
+            r["label"]
+            + (" *" if r["pareto_throughput"] or r["pareto_cost"] else "")
+            + (" !" if r.get("cliff") else ""),
             _num(r["max_rate_req_s"], ".3g"),
             _num(r["unit_usd_per_hour"], ",.2f"),
             units + ("" if _missing(r["fleet_usd_per_hour"]) else f", {r['fleet_usd_per_hour']:,.2f}"),
@@ -202,16 +230,8 @@ def render(result: PlanResult, top: int) -> None:
         f"{st['seconds_total']:.1f} s",
         highlight=False,
     )
-    console.print(
-        "req/s: the most one unit serves within the SLO; unit $/h: one unit's price; fleet: units x GPUs for the "
-        "target rate and the fleet's $/h; $/Mtok: unit $/h over its output tokens/s; SLO columns: ms at that "
-        "rate; * on a Pareto front (tokens/s/GPU vs tokens/s/user, or $/Mtok vs p99 E2E)",
-        style="dim",
-        highlight=False,
-    )
-    for r in result.table.head(top).to_dict(orient="records"):
-        if r["status"] != "pass":
-            console.print(f"  {r['label']}: {r['reason']}", style="dim", markup=False, highlight=False)
+    console.print(PLAN_LEGEND, style="dim", highlight=False)
+    _row_notes(result, top)
     if result.chosen is None:
         console.print("[red]no candidate meets the SLO[/]: relax it, add GPUs/TPs, or see the reasons above")
         return

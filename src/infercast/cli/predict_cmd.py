@@ -10,6 +10,7 @@ from infercast.analysis.render import render_prediction
 from infercast.analysis.scenario import predict as run_predict
 from infercast.cli.common import (
     JSON_HELP,
+    KV_HELP,
     AttentionDpOption,
     EpOption,
     PpOption,
@@ -18,6 +19,8 @@ from infercast.cli.common import (
     emit_json,
     stream_token_seconds,
 )
+from infercast.cli.launch_opts import LaunchOption, apply_launch, engine_settings, print_settings
+from infercast.specs.deployment import Deployment
 
 PRECISION_HELP = (
     "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe, int4-moe "
@@ -36,9 +39,7 @@ def predict(
     pp: PpOption = 1,
     attention_dp: AttentionDpOption = 1,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
-    kv_precision: Annotated[
-        str | None, typer.Option(help="KV-cache format: bf16, fp16, fp8, int8 (default: follows the precision).")
-    ] = None,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[
         str,
         typer.Option(
@@ -51,9 +52,11 @@ def predict(
         int | None, typer.Option(help="Chunked prefill: tokens per step (default: one step).")
     ] = None,
     ops: Annotated[bool, typer.Option("--ops", help="Show the per-operator tables.")] = False,
+    launch: LaunchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
+    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision)
     result = run_predict(
         model,
         gpu,
@@ -64,13 +67,25 @@ def predict(
         ep=ep,
         precision=precision,
         kv_precision=kv_precision,
-        engine=engine,
+        engine=engine_used,
         chunk_size=chunk_size,
         pp=pp,
         attention_dp=attention_dp,
         stream_token_s=stream_token_seconds(stream_token_us),
     )
+    dep = Deployment.resolve(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine_used,
+        pp=pp,
+        attention_dp=attention_dp,
+    )
     if json_out:
-        emit_json(result.to_dict(ops=ops))
+        emit_json({**result.to_dict(ops=ops), "engine_settings": engine_settings(dep).to_dict()})
     else:
         console.print(render_prediction(result, ops=ops))
+        print_settings(dep)

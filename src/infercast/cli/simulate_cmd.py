@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from infercast.cli.common import (
     JSON_HELP,
+    KV_HELP,
     StreamTokenOption,
     console,
     emit_json,
@@ -20,6 +21,7 @@ from infercast.cli.common import (
     wrote,
 )
 from infercast.cli.flags import with_flags
+from infercast.cli.launch_opts import LaunchOption, apply_launch, engine_settings, print_settings
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
 from infercast.files import check_output_dir, check_output_file, make_dir
@@ -60,7 +62,7 @@ def simulate(
         typer.Option("--attention-dp", help="Attention data parallelism per stage (MoE wide EP; see predict)."),
     ] = 1,
     precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
-    kv_precision: Annotated[str | None, typer.Option(help="KV-cache format.")] = None,
+    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
     engine: Annotated[
         str,
         typer.Option(
@@ -155,6 +157,8 @@ def simulate(
     plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
     step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    launch: LaunchOption = None,
+    sensitivity: Annotated[bool, typer.Option("--sensitivity", help=SENSITIVITY_HELP)] = False,
     json_format: Annotated[
         str | None,
         typer.Option(help="JSON key names: infercast (default) or vllm (as `vllm bench serve --save-result`)."),
@@ -171,6 +175,7 @@ def simulate(
             raise InfercastError(
                 "vllm bench serve writes one run per file: use it without --rate-sweep", field="json_format"
             )
+    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision, _engine_flags(given))
     disagg = _disagg(scheduler, given)
     speculative = _speculative(given)
     prefix = _prefix(prefix_len, num_prefixes)
@@ -185,7 +190,7 @@ def simulate(
         attention_dp=attention_dp,
         precision=precision,
         kv_precision=kv_precision,
-        engine=engine,
+        engine=engine_used,
         scheduler=scheduler,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
@@ -249,12 +254,46 @@ def simulate(
     if json_format == "vllm":
         emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
         return
+    _emit(result, config, json_out, sensitivity)
+
+
+SENSITIVITY_HELP = (
+    "Also run with a KV pool 10 % smaller and larger and report the mean TTFT of each (on by itself when the run "
+    "sits on a KV or batch-slot cliff)."
+)
+
+
+def _engine_flags(given: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The engine fields simulate's own options set (field -> (value, flag)), for the settings block."""
+    flags = (
+        ("max_num_seqs", "max_num_seqs", "--max-num-seqs"),
+        ("max_num_batched_tokens", "max_num_batched_tokens", "--max-num-batched-tokens"),
+        ("block_size", "block_size", "--block-size"),
+        ("kv_fraction", "gpu_memory_utilization", "--gpu-memory-utilization"),
+    )
+    return {field: (given[opt], f"{flag} {given[opt]}") for field, opt, flag in flags}
+
+
+def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
+    """Print one run: JSON (with ``sensitivity`` and ``engine_settings``) or the summary table, the KV-pool
+    sensitivity line and the engine settings block."""
+    swing = None
+    if sensitivity or result.cliff:
+        from infercast.sim.sensitivity import kv_sensitivity
+
+        swing = kv_sensitivity(config, float(result.summary.to_dict()["ttft_s"]["mean"]))
     if json_out:
-        emit_json(result.to_dict())
+        settings = engine_settings(config.deployment).to_dict()
+        emit_json({**result.to_dict(), "sensitivity": swing, "engine_settings": settings})
         return
     from infercast.sim.export import summary_table
 
     console.print(summary_table(result))
+    if swing:
+        lo, hi = (swing[k] for k in ("ttft_s_kv_pool_minus_10pct", "ttft_s_kv_pool_plus_10pct"))
+        shown = [("n/a" if v is None else f"{v:.3g} s") for v in (lo, hi)]
+        console.print(f"Sensitivity: mean TTFT {swing['ttft_s']:.3g} s; KV pool -10 %: {shown[0]}, +10 %: {shown[1]}")
+    print_settings(config.deployment)
 
 
 JSON_FORMATS = ("infercast", "vllm")

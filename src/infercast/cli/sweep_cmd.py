@@ -10,6 +10,7 @@ from rich.table import Table
 
 from infercast.analysis.scenario import TTFT_DEFINITION
 from infercast.cli.common import JSON_HELP, console, emit_json, parse_int_list, wrote
+from infercast.cli.launch_opts import LaunchOption, launch_knobs
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.files import atomic_path, check_output_file
@@ -91,7 +92,12 @@ def sweep(
     gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "h100-sxm",
     precisions: Annotated[str | None, typer.Option(help="Comma-separated schemes (default: each model's).")] = None,
     kv_precisions: Annotated[
-        str | None, typer.Option(help="Comma-separated KV-cache formats (default: follows the precision).")
+        str | None,
+        typer.Option(
+            help="Comma-separated KV-cache formats (bf16, fp16, fp8, int8). Default as predict's --kv-precision: the "
+            "checkpoint's, else fp8 where the engine serves the precision's checkpoints with an 8-bit cache "
+            "(fp8 on trtllm, nvfp4), else the model dtype."
+        ),
     ] = None,
     batches: Annotated[str, typer.Option(help="Batch sizes: 1,8,64 or 1:256:1.")] = "1,8,32,128",
     input_lens: Annotated[str, typer.Option(help="Prompt lengths.")] = "512,2048,8192",
@@ -104,6 +110,7 @@ def sweep(
     ] = "1",
     engines: Annotated[str, typer.Option(help="Engine profiles.")] = "vllm",
     out: Annotated[Path | None, typer.Option(help="Write all rows to FILE.csv, .parquet or .json.")] = None,
+    launch: LaunchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
@@ -111,7 +118,8 @@ def sweep(
 
     if out is not None:
         check_out_path(out)
-    df = run_sweep(
+    fixed = launch_knobs(launch, "sweep", limits=False) if launch is not None else {}
+    grid = dict(
         models=_names(models),
         gpus=_names(gpus),
         precisions=_names(precisions) if precisions else None,
@@ -125,6 +133,7 @@ def sweep(
         pps=parse_int_list("pps", pps),
         attention_dps=parse_int_list("attention_dps", attention_dps),
     )
+    df = run_sweep(**{**grid, **fixed})
     # one output token has no gap between tokens: TPOT is undefined (null / '-'), as the simulator reports it
     df["tpot_s"] = df["tpot_s"].where(df["output_len"] > 1)
     if out is not None:

@@ -101,6 +101,7 @@ def _row(
         "reason": reason,
         "probes": 0,
         "error_band": None,
+        "cliff": None,
     }
     if search is None:
         return row
@@ -126,6 +127,7 @@ def _row(
         slo_measured_ms={k: v * 1e3 for k, v in op["slo_measured_s"].items()},
         slo_attainment=op["slo_attainment"],
         error_band=op["error_band"],
+        cliff=op.get("cliff"),
     )
     if target is not None:
         n = replicas_needed(target, search.max_rate_req_s)

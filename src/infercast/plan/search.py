@@ -175,6 +175,7 @@ def operating_point(
         "mean_decode_batch": s["mean_decode_batch"],
         "busy_fraction": s["busy_fraction"],
         "error_band": _band(result),
+        "cliff": result.cliff["message"] if result.cliff else None,
     }
 
 

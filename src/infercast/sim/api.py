@@ -13,6 +13,7 @@ from infercast.analysis.error_bands import Confidence, confidence
 from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
+from infercast.sim.cliff import find_cliff
 from infercast.sim.cluster import Coordinator, Router
 from infercast.sim.config import ClusterConfig, DisaggConfig, EngineConfig, KVLink, ObserveConfig, SimulationConfig
 from infercast.sim.fit_check import refuse_unservable
@@ -45,10 +46,12 @@ class SimulationResult:
     settings: SimulationConfig | None = field(default=None, repr=False)
     confidence: Confidence | None = None
     """Expected error of the mean TTFT / TPOT in this regime, and warnings (:mod:`infercast.analysis.error_bands`)."""
+    cliff: dict[str, Any] | None = None
+    """TTFT dominated by queueing for KV blocks or batch slots: cause and remedy (:func:`.cliff.find_cliff`)."""
 
     def to_dict(self) -> dict[str, Any]:
         extra = self.confidence.to_dict() if self.confidence else {}
-        return {**self.summary.to_dict(), **extra, "config": self.config}
+        return {**self.summary.to_dict(), **extra, "cliff": self.cliff, "config": self.config}
 
     def requests(self) -> pd.DataFrame:
         """One row per request: arrival, lengths, TTFT, TPOT, E2E, queueing (:meth:`RequestTable.queue_delay`),
@@ -316,7 +319,21 @@ def run(config: SimulationConfig) -> SimulationResult:
         model=dep.model.id,
         front_end=_front_end_load(reps, summary.duration_s),
     )
-    return SimulationResult(summary, table, recorder, description, reps, config, conf)
+    return _on_cliff(SimulationResult(summary, table, recorder, description, reps, config, conf), work, disagg)
+
+
+def _on_cliff(result: SimulationResult, work: Workload, disagg: DisaggConfig | None) -> SimulationResult:
+    """``result`` with its cliff (:func:`find_cliff`; colocated runs only), the warning first and the TTFT band
+    widened to its regime's p90: queueing-dominated TTFT swings with a few percent of KV pool or step time, so
+    its expected error is the cross-validated tail, not the median."""
+    cliff = None if disagg is not None else find_cliff(result.table, result.replicas[0], work.closed_loop)
+    conf = result.confidence
+    if cliff is None or conf is None:
+        return replace(result, cliff=cliff)
+    bands = dict(conf.bands)
+    if (band := bands.get("ttft")) is not None:
+        bands["ttft"] = replace(band, typical=band.p90, regime={**band.regime, "cliff": cliff["cause"]})
+    return replace(result, cliff=cliff, confidence=Confidence(bands, [f"cliff: {cliff['message']}", *conf.warnings]))
 
 
 def with_tp(dep: Deployment, tp: int | None) -> Deployment:

@@ -107,6 +107,7 @@ class Replica:
             )
         prefix_cache = config.prefix_caching and table.hashes is not None
         rule, num_blocks, self.block_bytes, state_blocks = replica_pool(mem, prefix_cache)
+        num_blocks = max(1, int(num_blocks * config.kv_pool_scale))
         self.bs = mem.block_size
         self.token_bytes = self.block_bytes / self.bs * rule.step_units
         """KV bytes of one token in every layer (what a disaggregated hand-off sends per prompt token)."""

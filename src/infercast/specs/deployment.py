@@ -31,6 +31,9 @@ class Deployment:
     """Attention data parallelism (DeepSeek-style wide EP): attention and dense layers replicated this many times,
     each copy ``tp``-way and serving 1/attention_dp of the sequences; experts split ``ep``-way over all
     ``tp * attention_dp`` GPUs of a stage."""
+    kv_source: str = "given"
+    """Where the KV-cache format came from: 'given' (--kv-precision), 'checkpoint' (the model config's
+    quantization_config), 'engine default' (the engine's 8-bit default for quantised checkpoints) or 'model dtype'."""
 
     @property
     def gpus_per_stage(self) -> int:
@@ -128,8 +131,9 @@ class Deployment:
                 lookup(value)  # '' is refused with the allowed names, not read as "the default"
         scheme = get_scheme(precision) if precision else _default_scheme(model_spec, hw)
         key = scheme.compute_key(hw)
-        kv = get_kv_format(kv_precision or _kv_default(scheme, hw))
-        return cls(model_spec, hw, scheme, kv, tp, ep, eng, key, pp, dp)
+        kv_name, kv_source = (kv_precision, "given") if kv_precision else kv_default(model_spec, scheme, hw, eng)
+        kv = get_kv_format(kv_name)
+        return cls(model_spec, hw, scheme, kv, tp, ep, eng, key, pp, dp, kv_source)
 
     @property
     def attention_key(self) -> str:
@@ -226,11 +230,18 @@ def check_attention_dp(model: ModelSpec, tp: int, ep: int, dp: int) -> None:
         )
 
 
-def _kv_default(scheme: PrecisionScheme, hw: HardwareSpec) -> str:
-    # KV follows the activation dtype; on chips without bf16 (T4, V100) engines run fp16.
+def kv_default(model: ModelSpec, scheme: PrecisionScheme, hw: HardwareSpec, engine: EngineSpec) -> tuple[str, str]:
+    """The KV-cache format a launch without ``--kv-precision`` runs, and why: the checkpoint's own KV quantisation
+    (served in the checkpoint's precision), else the engine's 8-bit default for checkpoints of this weight scheme
+    (:attr:`EngineSpec.fp8_kv_schemes`: TensorRT-LLM follows ModelOpt FP8/NVFP4 checkpoints' kv_cache_quant_algo
+    FP8), else the activation dtype ('auto'; fp16 on chips without bf16, as engines do on T4 and V100)."""
+    if model.kv_cache_precision and scheme.name == model.default_precision:
+        return model.kv_cache_precision, "checkpoint"
+    if scheme.name in engine.fp8_kv_schemes:
+        return "fp8", "engine default"
     if scheme.kv_default == "bf16" and "bf16" not in hw.peak_flops:
-        return "fp16"
-    return scheme.kv_default
+        return "fp16", "model dtype"
+    return scheme.kv_default, "model dtype"
 
 
 _PLAIN_ARGS = (str, int, type(None))

@@ -70,6 +70,11 @@ class EngineSpec(BaseModel):
         "harness); the other steps launch their kernels eagerly.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
+    fp8_kv_schemes: tuple[str, ...] = Field(
+        default=(),
+        description="Weight schemes (--precision) whose checkpoints this engine serves with an 8-bit KV cache by "
+        "default: its 'auto' KV dtype follows the checkpoint's kv_cache_quant_algo (sources: fp8_kv_schemes).",
+    )
     gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 

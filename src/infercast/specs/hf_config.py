@@ -180,6 +180,7 @@ def spec_from_hf_dict(raw: dict[str, Any], model_id: str, source: str) -> ModelS
         qk_norm=model_type in _QK_NORM_TYPES or (model_type == "minimax_m2" and bool(cfg.get("use_qk_norm"))),
         norms_per_layer=4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2,
         default_precision=_default_precision(raw, cfg),
+        kv_cache_precision=_kv_cache_precision(raw, cfg),
     )
     fields.update(_sliding(cfg, model_type, layers))
     fields.update(_chunked(cfg, model_type, layers))
@@ -247,6 +248,23 @@ def _default_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -
         )
     dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
     return "fp16" if dtype in ("float16", "fp16") else "bf16"
+
+
+def _kv_cache_precision(raw: dict[str, Any], cfg: dict[str, Any] | None = None) -> str | None:
+    """The KV-cache format a ``quantization_config`` asks for: ModelOpt's ``kv_cache_quant_algo`` (FP8) or
+    compressed-tensors' ``kv_cache_scheme`` (8-bit float or int); None when it asks for none (model dtype)."""
+    quant = raw.get("quantization_config")
+    if not isinstance(quant, dict) and cfg is not None:
+        quant = cfg.get("quantization_config")
+    if not isinstance(quant, dict):
+        return None
+    algo = quant.get("kv_cache_quant_algo")
+    if isinstance(algo, str) and algo.upper() in ("FP8", "INT8"):
+        return algo.lower()
+    kv = quant.get("kv_cache_scheme")
+    if isinstance(kv, dict) and kv.get("num_bits") == 8:
+        return "int8" if str(kv.get("type", "float")).lower() == "int" else "fp8"
+    return None
 
 
 _QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "modelopt")

@@ -232,6 +232,11 @@ class ModelSpec(BaseModel):
     linear_attention: LinearAttentionSpec | None = None
     compressed_attention: CompressedAttentionSpec | None = None
     default_precision: str = "bf16"
+    kv_cache_precision: str | None = Field(
+        default=None,
+        description="KV-cache format the checkpoint asks for (config.json quantization_config kv_cache_quant_algo "
+        "or kv_cache_scheme); None: the engine's default.",
+    )
     published_params: float | None = None
     published_active_params: float | None = None
     published_active_excludes_embedding: bool = Field(

@@ -1,0 +1,383 @@
+"""The engine as launched: the settings a real launch decides (batch limits, token budget, chunking, KV format and
+paging, memory fraction, CUDA graphs, capacity policy, async scheduling, prefix caching), each with its source.
+
+Two ways in: the engine preset's release defaults (``specs/data/engines.yaml``, cited per value there) as
+:meth:`EngineLaunch.of` reads them off a resolved :class:`~infercast.specs.deployment.Deployment`, and the user's
+own launch (a ``vllm serve`` or ``python -m sglang.launch_server`` / ``trtllm-serve`` command line, or a
+TensorRT-LLM ``extra_llm_api_options`` YAML file) that :func:`parse_launch` reads into a :class:`UserLaunch`,
+whose values :meth:`UserLaunch.apply` writes onto the preset (so there is one engine object, resolved once)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from infercast.errors import InfercastError
+from infercast.files import is_file, load_yaml
+
+if TYPE_CHECKING:
+    from infercast.specs.deployment import Deployment
+    from infercast.specs.engine import EngineSpec
+
+USER = "user launch"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One launch setting: its value and where it came from."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineLaunch:
+    """What a launch of ``engine`` decides, each value with its source (release default, GPU tier, checkpoint,
+    user launch). Build it with :meth:`of`."""
+
+    engine: str
+    release: str
+    settings: dict[str, Setting]
+
+    @classmethod
+    def of(cls, dep: Deployment, base: EngineSpec | None = None) -> EngineLaunch:
+        """The settings ``dep`` runs with; ``base``: the preset before GPU tiers (to name a tier's values)."""
+        eng = dep.engine
+        src = eng.sources
+        rel = f"release default ({eng.release or eng.id})"
+
+        def cite(name: str, fallback: str = "") -> str:
+            given = src.get(name, "")
+            if given.startswith(USER):
+                return given
+            text = given or src.get("all", "") or fallback or "not verified"
+            return f"{rel}: {text}"
+
+        def tiered(name: str) -> str:
+            if (
+                base is not None
+                and getattr(base, name) != getattr(eng, name)
+                and not src.get(name, "").startswith(USER)
+            ):
+                return f"GPU tier ({dep.hardware.id}): {src.get(name, 'not verified')}"
+            return cite(name)
+
+        chunked = eng.scheduler != "inflight"
+        s = {
+            "max_num_seqs": Setting(eng.max_num_seqs, tiered("max_num_seqs")),
+            "max_num_batched_tokens": Setting(eng.max_num_batched_tokens, tiered("max_num_batched_tokens")),
+            "chunked_prefill": Setting(chunked, cite("scheduler")),
+            "chunk_size": Setting(eng.max_num_batched_tokens if chunked else None, tiered("max_num_batched_tokens")),
+            "scheduler": Setting(eng.scheduler, cite("scheduler")),
+            "kv_dtype": Setting(dep.kv_format.name, _kv_source(dep)),
+            "block_size": Setting(eng.block_size, cite("block_size")),
+            "memory_fraction": Setting(f"{eng.kv_fraction:g} of {eng.kv_fraction_of}", cite("kv_fraction")),
+            "cuda_graphs": Setting(eng.cuda_graphs if eng.cuda_graph_bytes > 0 else "off", cite("cuda_graphs")),
+            "capacity_policy": Setting(
+                "GUARANTEED_NO_EVICT" if eng.scheduler == "inflight" else "preempt (recompute)", cite("scheduler")
+            ),
+            "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
+            "prefix_caching": Setting(
+                True,
+                cite(
+                    "prefix_caching",
+                    "on (vLLM V1 enable_prefix_caching, SGLang radix cache; TensorRT-LLM enable_block_reuse: not "
+                    "verified); simulate --no-prefix-caching turns it off",
+                ),
+            ),
+        }
+        return cls(eng.id, eng.release, s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{"engine", "release", name: {"value", "source"}}``."""
+        out: dict[str, Any] = {"engine": self.engine, "release": self.release}
+        out.update({k: {"value": v.value, "source": v.source} for k, v in self.settings.items()})
+        return out
+
+    def lines(self) -> list[str]:
+        """A compact text block: one 'name value (source)' line per setting, sources cut to 70 characters."""
+        out = [f"Engine settings: {self.engine}" + (f" ({self.release})" if self.release else "")]
+        for k, v in self.settings.items():
+            source = v.source.replace(f"release default ({self.release}): ", "release default: ")
+            source = source if len(source) <= 72 else source[:69] + "..."
+            out.append(f"  {k:<22} {v.value!s:<19} {source}")
+        return out
+
+
+def _kv_source(dep: Deployment) -> str:
+    src = dep.engine.sources.get("kv_dtype", "")
+    if src.startswith(USER):
+        return src
+    return {
+        "given": "given (--kv-precision)",
+        "checkpoint": "checkpoint (config.json quantization_config)",
+        "engine default": f"release default: {dep.engine.sources.get('fp8_kv_schemes', 'not verified')}",
+    }.get(dep.kv_source, "model dtype (KV dtype 'auto')")
+
+
+@dataclass(frozen=True)
+class UserLaunch:
+    """A parsed launch: the engine family, engine fields to override (field -> (value, flag)), the KV format,
+    tensor parallelism and model it names, and warnings about what it could not read."""
+
+    engine: str
+    overrides: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    kv_precision: str | None = None
+    tp: int | None = None
+    model: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def apply(self, eng: EngineSpec) -> EngineSpec:
+        """``eng`` with the launch's values (GPU tiers no longer override them), sources naming the flag."""
+        if not self.overrides:
+            return eng
+        fields = {k: v for k, (v, _) in self.overrides.items()}
+        tiers = tuple(
+            t.model_copy(update={k: None for k in fields if k in type(t).model_fields}) for t in eng.gpu_tiers
+        )
+        sources = {**eng.sources, **{k: f"{USER}: {flag}" for k, (_, flag) in self.overrides.items()}}
+        if self.kv_precision:
+            sources["kv_dtype"] = f"{USER}: kv-cache dtype {self.kv_precision}"
+        return eng.model_copy(update={**fields, "gpu_tiers": tiers, "sources": sources, "id": eng.id})
+
+
+def _text(flag: str, text: Any) -> str:
+    return str(text)
+
+
+def _int(flag: str, text: Any) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise InfercastError(f"{flag} must be an integer, got {text!r}", field="launch") from None
+    if value < 1:
+        raise InfercastError(f"{flag} must be >= 1, got {value}", field="launch")
+    return value
+
+
+def _fraction(flag: str, text: Any) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise InfercastError(f"{flag} must be a number in (0, 1], got {text!r}", field="launch") from None
+    if not 0 < value <= 1:
+        raise InfercastError(f"{flag} must be in (0, 1], got {text!r}", field="launch")
+    return value
+
+
+def _kv(flag: str, text: Any) -> str | None:
+    name = str(text).strip().lower()
+    if name == "auto":
+        return None
+    if name.startswith("fp8"):
+        return "fp8"
+    if name in ("bf16", "bfloat16", "fp16", "float16", "half", "int8"):
+        return {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}.get(name, name)
+    raise InfercastError(
+        f"{flag} must be auto, fp8, fp8_e4m3, fp8_e5m2, bf16, fp16 or int8, got {text!r}", field="launch"
+    )
+
+
+# flag -> (engine field or special key, converter); None: a flag with no bearing on speed, read and dropped
+_VLLM: dict[str, Any] = {
+    "--max-num-seqs": ("max_num_seqs", _int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", _int),
+    "--gpu-memory-utilization": ("kv_fraction", _fraction),
+    "--block-size": ("block_size", _int),
+    "--kv-cache-dtype": ("kv", _kv),
+    "--tensor-parallel-size": ("tp", _int),
+    "-tp": ("tp", _int),
+    "--async-scheduling": ("overlap_scheduler", True),
+    "--no-async-scheduling": ("overlap_scheduler", False),
+    "--enable-chunked-prefill": ("scheduler", "chunked"),
+    "--enable-prefix-caching": None,
+    "--no-enable-prefix-caching": None,
+    "--model": ("model", _text),
+}
+_SGLANG: dict[str, Any] = {
+    "--max-running-requests": ("max_num_seqs", _int),
+    "--chunked-prefill-size": ("max_num_batched_tokens", _int),
+    "--mem-fraction-static": ("kv_fraction", _fraction),
+    "--page-size": ("block_size", _int),
+    "--kv-cache-dtype": ("kv", _kv),
+    "--tp-size": ("tp", _int),
+    "--tp": ("tp", _int),
+    "--enable-mixed-chunk": ("scheduler", "chunked"),
+    "--model-path": ("model", _text),
+    "--model": ("model", _text),
+    "--disable-radix-cache": None,
+}
+_TRTLLM_SERVE: dict[str, Any] = {
+    "--max_batch_size": ("max_num_seqs", _int),
+    "--max_num_tokens": ("max_num_batched_tokens", _int),
+    "--kv_cache_free_gpu_memory_fraction": ("kv_fraction", _fraction),
+    "--tp_size": ("tp", _int),
+    "--extra_llm_api_options": ("yaml", _text),
+}
+_NO_SPEED = {
+    "--host",
+    "--port",
+    "--served-model-name",
+    "--trust-remote-code",
+    "--dtype",
+    "--max-model-len",
+    "--seed",
+    "--disable-log-requests",
+    "--api-key",
+    "--download-dir",
+    "--tokenizer",
+    "--context-length",
+    "--log-level",
+    "--backend",
+    "--max_seq_len",
+    "--quantization",
+    "--enable-log-requests",
+    "--uvicorn-log-level",
+}
+_SWITCHES = {
+    "--async-scheduling",
+    "--no-async-scheduling",
+    "--enable-chunked-prefill",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--disable-radix-cache",
+    "--enable-mixed-chunk",
+    "--trust-remote-code",
+    "--disable-log-requests",
+    "--enable-log-requests",
+}
+
+
+def parse_launch(text: str) -> UserLaunch:
+    """Read a launch: a ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server`` command line, a
+    ``python -m sglang.launch_server`` one, a ``trtllm-serve`` one, or the path of a TensorRT-LLM
+    ``extra_llm_api_options`` YAML file. Unknown flags become warnings; bad values a ``launch`` error."""
+    text = str(text).strip()
+    if not text:
+        raise InfercastError("give a launch command line or an extra_llm_api_options YAML path", field="launch")
+    if text.endswith((".yaml", ".yml")) and is_file(text):
+        return _trtllm_yaml(load_yaml(text, "launch"), text)
+    try:
+        words = shlex.split(text.replace("\\\n", " "))
+    except ValueError as exc:
+        raise InfercastError(f"cannot split the command line: {exc}", field="launch") from None
+    joined = " ".join(words[:4])
+    if "sglang" in joined:
+        engine, table, rest = "sglang", _SGLANG, words[words.index(next(w for w in words if "sglang" in w)) + 1 :]
+    elif "trtllm-serve" in joined:
+        engine, table, rest = "trtllm", _TRTLLM_SERVE, words[words.index(next(w for w in words if "trtllm" in w)) + 1 :]
+    elif "vllm" in joined:
+        engine, table = "vllm", _VLLM
+        at = next(i for i, w in enumerate(words) if "vllm" in w)
+        rest = words[at + 2 :] if at + 1 < len(words) and words[at + 1] == "serve" else words[at + 1 :]
+    else:
+        raise InfercastError(
+            "not a vllm serve, python -m sglang.launch_server or trtllm-serve command line, nor a YAML file path",
+            field="launch",
+        )
+    return _flags(engine, table, rest)
+
+
+def _flags(engine: str, table: dict[str, Any], words: list[str]) -> UserLaunch:
+    found: dict[str, tuple[Any, str]] = {}
+    unknown: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, inline = word.partition("=")
+        if not name.startswith("-"):
+            if "model" not in found:
+                found["model"] = (word, word)
+            i += 1
+            continue
+        if name in _SWITCHES or (name in table and not callable((table[name] or (None, None))[1])):
+            entry = table.get(name)
+            if entry is not None:
+                found[entry[0]] = (entry[1], name)
+            i += 1
+            continue
+        value = inline if eq else (words[i + 1] if i + 1 < len(words) else None)
+        i += 1 if eq else 2
+        if name in _NO_SPEED:
+            continue
+        if name not in table:
+            unknown.append(name)
+            if not eq and value is not None and value.startswith("-"):
+                i -= 1  # an unknown switch: the next word is a flag of its own
+            continue
+        if value is None:
+            raise InfercastError(f"{name} needs a value", field="launch")
+        key, convert = table[name]
+        found[key] = (convert(name, value), f"{name} {value}")
+    return _launch(engine, found, unknown)
+
+
+def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) -> UserLaunch:
+    if "yaml" in found:
+        path = found.pop("yaml")[0]
+        inner = _trtllm_yaml(load_yaml(path, "launch"), path)
+        from_yaml = {**inner.overrides, "kv": (inner.kv_precision, ""), "tp": (inner.tp, "")}
+        found = {**{k: v for k, v in from_yaml.items() if v[0] is not None}, **found}
+        unknown += [w.split("'")[1] for w in inner.warnings if "'" in w]
+    kv = found.pop("kv", (None, ""))[0]
+    tp = found.pop("tp", (None, ""))[0]
+    model = found.pop("model", (None, ""))[0]
+    warnings = tuple(
+        f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown
+    )
+    return UserLaunch(engine, found, kv, tp, model, warnings)
+
+
+_YAML_KEYS = {
+    "max_batch_size": ("max_num_seqs", _int),
+    "max_num_tokens": ("max_num_batched_tokens", _int),
+    "tensor_parallel_size": ("tp", _int),
+}
+
+
+def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
+    """A TensorRT-LLM ``extra_llm_api_options`` mapping (llmapi LlmArgs keys) as a launch."""
+    if not isinstance(data, dict):
+        raise InfercastError(f"{where} must be a YAML mapping of LLM API options", field="launch")
+    found: dict[str, tuple[Any, str]] = {}
+    unknown: list[str] = []
+    for key, value in data.items():
+        if key in _YAML_KEYS:
+            name, convert = _YAML_KEYS[key]
+            found[name] = (convert(key, value), f"{key}: {value}")
+        elif key == "enable_chunked_prefill":
+            found["scheduler"] = ("chunked" if _bool(key, value) else "inflight", f"{key}: {value}")
+        elif key == "disable_overlap_scheduler":
+            found["overlap_scheduler"] = (not _bool(key, value), f"{key}: {value}")
+        elif key == "kv_cache_config" and isinstance(value, dict):
+            _kv_cache_config(value, found, unknown)
+        elif key == "scheduler_config" and isinstance(value, dict):
+            policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
+            if policy != "GUARANTEED_NO_EVICT":
+                unknown.append(
+                    f"scheduler_config.capacity_scheduler_policy' {policy} (simulated as GUARANTEED_NO_EVICT"
+                )
+        elif key in ("cuda_graph_config", "print_iter_log", "backend", "stream_interval"):
+            continue  # no bearing on the modelled step (graph capture sizes: the cost profile's graph_max_tokens)
+        else:
+            unknown.append(str(key))
+    return _launch("trtllm", found, unknown)
+
+
+def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    for key, item in value.items():
+        if key == "free_gpu_memory_fraction":
+            found["kv_fraction"] = (_fraction(f"kv_cache_config.{key}", item), f"kv_cache_config.{key}: {item}")
+        elif key == "dtype":
+            found["kv"] = (_kv(f"kv_cache_config.{key}", item), f"kv_cache_config.{key}: {item}")
+        elif key == "tokens_per_block":
+            found["block_size"] = (_int(f"kv_cache_config.{key}", item), f"kv_cache_config.{key}: {item}")
+        elif key != "enable_block_reuse":
+            unknown.append(f"kv_cache_config.{key}")
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise InfercastError(f"{key} must be true or false, got {value!r}", field="launch")

@@ -1,0 +1,67 @@
+"""No cliffs without a warning (issue 36 part 3): a run whose TTFT is queueing for KV blocks or batch slots says
+so with the cause and what removes it, and its TTFT band widens."""
+
+from __future__ import annotations
+
+from infercast.sim.api import run, simulation_config
+
+ISSUE = dict(precision="fp8", engine="trtllm", concurrency=64, input_len=1024, output_len=8192, num_requests=128)
+
+
+def test_kv_cliff_is_named_with_its_remedy():
+    result = run(simulation_config("llama-3.1-70b", "b200", kv_precision="bf16", **ISSUE))
+    cliff = result.to_dict()["cliff"]
+    assert cliff["cause"] == "kv" and cliff["kv_pool_holds"] == 34
+    assert "KV pool holds 34 of 64 clients" in cliff["message"] and "--kv-precision fp8" in cliff["message"]
+    assert result.confidence.warnings[0].startswith("cliff: ")
+    band = result.confidence.bands["ttft"]
+    assert band.typical == band.p90 and band.regime["cliff"] == "kv"
+
+
+def test_no_cliff_where_the_pool_holds_every_client():
+    result = run(simulation_config("llama-3.1-70b", "b200", **ISSUE))
+    assert result.cliff is None
+    assert not any(w.startswith("cliff") for w in result.confidence.warnings)
+
+
+def test_slot_cliff():
+    result = run(
+        simulation_config(
+            "llama-3.1-8b", "h100-sxm", concurrency=32, max_num_seqs=4, input_len=512, output_len=256, num_requests=96
+        )
+    )
+    assert result.cliff is not None and result.cliff["cause"] == "slots"
+    assert "max_num_seqs 4 holds 4 of 32 clients" in result.cliff["message"]
+
+
+def test_sensitivity_in_simulate_json(capsys):
+    from tests.cli_helpers import run_json
+
+    args = ["simulate", "--model", "llama-3.1-70b", "--gpu", "b200", "--precision", "fp8", "--engine", "trtllm"]
+    args += ["--concurrency", "64", "--input-len", "1024", "--output-len", "8192", "--num-requests", "128"]
+    out = run_json(capsys, *args, "--kv-precision", "bf16")
+    swing = out["sensitivity"]
+    assert swing["ttft_s_kv_pool_minus_10pct"] > swing["ttft_s"] > swing["ttft_s_kv_pool_plus_10pct"]
+    assert run_json(capsys, *args)["sensitivity"] is None
+
+
+def test_open_loop_kv_cliff_counts_the_requests_in_flight():
+    result = run(
+        simulation_config(
+            "llama-3.1-70b",
+            "b200",
+            kv_precision="bf16",
+            rate=4.0,
+            num_requests=120,
+            **{k: v for k, v in ISSUE.items() if k not in ("concurrency", "num_requests")},
+        )
+    )
+    assert result.cliff is not None and result.cliff["cause"] == "kv"
+    assert "requests in flight at the peak" in result.cliff["message"]
+
+
+def test_plan_rows_carry_the_cliff():
+    from infercast.plan.candidates import Candidate
+    from infercast.plan.planner import _row
+
+    assert "cliff" in _row(Candidate("h100-sxm", "bf16", 1), "pruned", None, "x", 1.0, None, None)

@@ -1,0 +1,149 @@
+"""--launch: real launch lines and YAML of each engine's docs read into the engine settings (issue 36 part 1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infercast.errors import InfercastError
+from infercast.specs.deployment import Deployment
+from infercast.specs.engine import get_engine
+from infercast.specs.engine_launch import EngineLaunch, parse_launch
+
+FIXTURES = Path(__file__).parent / "fixtures" / "launch"
+
+
+def _line(name: str) -> str:
+    return " ".join(x for x in (FIXTURES / name).read_text().splitlines() if not x.startswith("#"))
+
+
+def test_vllm_serve_line():
+    launch = parse_launch(_line("vllm_serve.txt"))
+    assert launch.engine == "vllm" and launch.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (launch.tp, launch.kv_precision) == (2, "fp8")
+    values = {k: v for k, (v, _) in launch.overrides.items()}
+    assert values == {
+        "max_num_seqs": 128,
+        "max_num_batched_tokens": 4096,
+        "kv_fraction": 0.85,
+        "block_size": 32,
+        "overlap_scheduler": False,
+    }
+    assert launch.warnings == ()
+
+
+def test_sglang_line_names_unknown_flags():
+    launch = parse_launch(_line("sglang_launch.txt"))
+    assert (launch.engine, launch.tp, launch.model) == ("sglang", 2, "meta-llama/Llama-3.1-8B-Instruct")
+    values = {k: v for k, (v, _) in launch.overrides.items()}
+    assert values == {"max_num_seqs": 64, "max_num_batched_tokens": 4096, "kv_fraction": 0.8}
+    assert any("--schedule-conservativeness" in w for w in launch.warnings)
+
+
+def test_trtllm_yaml():
+    launch = parse_launch(str(FIXTURES / "trtllm_extra_llm_api_options.yaml"))
+    assert (launch.engine, launch.kv_precision) == ("trtllm", "fp8")
+    values = {k: v for k, (v, _) in launch.overrides.items()}
+    assert values == {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "kv_fraction": 0.85, "scheduler": "chunked"}
+    assert any("enable_attention_dp" in w for w in launch.warnings)
+
+
+def test_trtllm_serve_line_reads_its_yaml():
+    yaml = FIXTURES / "trtllm_extra_llm_api_options.yaml"
+    launch = parse_launch(f"trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2 --extra_llm_api_options {yaml}")
+    assert (launch.engine, launch.tp, launch.kv_precision) == ("trtllm", 2, "fp8")
+    assert launch.overrides["max_num_seqs"][0] == 256
+
+
+@pytest.mark.parametrize(
+    ("line", "flag"),
+    [
+        ("vllm serve m --max-num-seqs lots", "--max-num-seqs"),
+        ("vllm serve m --gpu-memory-utilization 1.5", "--gpu-memory-utilization"),
+        ("vllm serve m --kv-cache-dtype fp6", "--kv-cache-dtype"),
+        ("python -m sglang.launch_server --model-path m --tp 0", "--tp"),
+        ("docker run foo", "vllm serve"),
+    ],
+)
+def test_bad_values_name_the_flag(line, flag):
+    with pytest.raises(InfercastError, match=flag):
+        parse_launch(line)
+
+
+def test_launch_values_reach_the_engine_and_name_their_source():
+    launch = parse_launch(_line("vllm_serve.txt"))
+    eng = launch.apply(get_engine("vllm"))
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine=eng, kv_precision=launch.kv_precision)
+    # the H100 tier (1024 / 8192) must not override the user's 128 / 4096
+    assert (dep.engine.max_num_seqs, dep.engine.max_num_batched_tokens, dep.engine.block_size) == (128, 4096, 32)
+    settings = EngineLaunch.of(dep, get_engine("vllm")).settings
+    assert settings["max_num_seqs"].source == "user launch: --max-num-seqs 128"
+    assert settings["kv_dtype"].value == "fp8"
+
+
+def test_release_defaults_cite_their_source():
+    dep = Deployment.resolve("llama-3.1-70b", "b200", precision="fp8", engine="trtllm")
+    s = EngineLaunch.of(dep, get_engine("trtllm")).to_dict()
+    assert s["kv_dtype"] == {"value": "fp8", "source": s["kv_dtype"]["source"]}
+    assert s["kv_dtype"]["source"].startswith("release default")
+    assert "max_batch_size default 2048" in s["max_num_seqs"]["source"]
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine="vllm")
+    assert EngineLaunch.of(dep, get_engine("vllm")).settings["max_num_seqs"].source.startswith("GPU tier")
+
+
+def test_predict_launch_prints_settings_and_uses_them(capsys):
+    from tests.cli_helpers import run, run_json
+
+    line = _line("vllm_serve.txt")
+    out = run_json(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--launch", line)
+    settings = out["engine_settings"]
+    assert settings["max_num_seqs"] == {"value": 128, "source": "user launch: --max-num-seqs 128"}
+    assert out["tp"] == 2 and out["kv_precision"] == "fp8"
+    code, text, _ = run(capsys, "predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert code == 0 and "Engine settings: vllm (vLLM 0.12)" in text
+
+
+def test_simulate_launch_reaches_the_simulator(capsys):
+    from tests.cli_helpers import run, run_json
+
+    yaml = str(FIXTURES / "trtllm_extra_llm_api_options.yaml")
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "8"]
+    args += ["--input-len", "256", "--output-len", "16", "--launch", yaml]
+    out = run_json(capsys, *args)
+    assert (out["config"]["engine"], out["config"]["max_num_seqs"], out["config"]["max_num_batched_tokens"]) == (
+        "trtllm",
+        256,
+        4096,
+    )
+    assert out["engine_settings"]["kv_dtype"]["value"] == "fp8"
+    code, _, err = run(capsys, *args)
+    assert code == 0 and "enable_attention_dp" in err
+    code, _, err = run(capsys, "simulate", "--launch", "vllm serve m --max-num-seqs zero")
+    assert code == 2 and "--max-num-seqs" in err
+
+
+def test_plan_launch_fixes_the_grid(capsys):
+    from tests.cli_helpers import run
+
+    line = "vllm serve x --max-num-seqs 64 --tensor-parallel-size 1 --block-size 32"
+    args = ["plan", "--slo", "ttft:2000 tpot:100", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--rate", "5"]
+    args += ["--input-len", "512", "--output-len", "64", "--num-requests", "100", "--workers", "1", "--launch", line]
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["candidates"]
+    assert {(r["engine"], r["tp"], r["max_num_seqs"]) for r in rows} == {("vllm", 1, 64)}
+    assert "block_size" in err
+
+
+def test_sweep_launch_fixes_engine_tp_and_kv(capsys):
+    from tests.cli_helpers import run
+
+    line = "python -m sglang.launch_server --model-path x --tp 2 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.8"
+    args = ["sweep", "--batches", "8", "--input-lens", "512", "--output-lens", "64", "--launch", line, "--json"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert {(r["engine"], r["tp"], r["kv_precision"]) for r in rows} == {("sglang", 2, "fp8")}
+    assert "kv_fraction" in err
