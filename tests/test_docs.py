@@ -111,3 +111,13 @@ def test_every_docs_page_is_in_the_site_nav():
     pages = {p.name for p in (ROOT / "docs").glob("*.md")}
     assert pages <= in_nav, f"pages missing from mkdocs.yml's nav: {sorted(pages - in_nav)}"
     assert in_nav <= pages, f"nav entries without a page: {sorted(in_nav - pages)}"
+
+
+def test_accuracy_headline_is_the_generated_tables():
+    """README's and docs/accuracy.md's accuracy figures are copied by a script, never typed by hand."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "sync_accuracy_docs.py"
+    out = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr + " (run: python scripts/sync_accuracy_docs.py)"
