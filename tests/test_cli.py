@@ -222,3 +222,16 @@ def test_python_dash_m_runs_the_cli():
 
     out = subprocess.run([sys.executable, "-m", "infercast", "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("infercast ")
+
+
+@pytest.mark.parametrize("command", [["calibrate-cpu", "--layers", "1"], ["serve"], ["validate-sim"]])
+def test_engine_commands_without_torch_say_how_to_install_it(command, monkeypatch, capsys):
+    import sys
+
+    from infercast.cli import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(SystemExit) as exit_:
+        main(command)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "pip install 'infercast[measure]'" in err and "internal error" not in err

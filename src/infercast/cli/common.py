@@ -150,3 +150,15 @@ def stream_token_seconds(microseconds: float | None) -> float | None:
     if microseconds is None:
         return None
     return 1e-6 * require_positive_number("stream_token_us", microseconds, allow_zero=True)
+
+
+def require_torch(command: str) -> None:
+    """The real engine and the harness run PyTorch: without it, one line saying how to install it."""
+    from infercast.errors import InfercastError
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InfercastError(
+            "needs PyTorch, which is not installed: pip install 'infercast[measure]'", field=command
+        ) from None

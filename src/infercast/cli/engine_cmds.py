@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from infercast.cli.common import JSON_HELP, console, emit_json, err_console
+from infercast.cli.common import JSON_HELP, console, emit_json, err_console, require_torch
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
 
 CALIBRATION_DEFAULT = "infercast-profiles/cpu.yaml"
@@ -82,6 +82,7 @@ def calibrate_cpu(
 ) -> None:
     """Measure this CPU's GEMM and copy peaks, serve calibration workloads on the engine, fit a cost profile to
     its steps (scored on a round held out)."""
+    require_torch("calibrate-cpu")
     from infercast.harness.engine.cpu import save_calibration
     from infercast.harness.engine.cpu_steps import calibrate
     from infercast.harness.engine.sim_agreement import build_model
@@ -150,6 +151,7 @@ def validate_sim(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Run a workload on the real engine (wall clock) and in the simulator; print both and their errors."""
+    require_torch("validate-sim")
     from infercast.harness.engine.cpu import load_calibration
     from infercast.harness.engine.sim_agreement import build_model, plot_cdfs
     from infercast.harness.engine.sim_agreement import validate_sim as run_validation
@@ -229,6 +231,7 @@ def serve(
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
 ) -> None:
     """Serve the engine over an OpenAI-compatible HTTP API (POST /v1/completions, streaming; GET /v1/models)."""
+    require_torch("serve")
     import torch
 
     from infercast.harness.engine.server import EngineServer
