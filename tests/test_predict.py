@@ -389,3 +389,22 @@ def test_predict_from_cached_and_fresh_cost_models_is_identical_and_equals_stepp
         steps = model.step_time(StepBatch.uniform(decode_seqs=seqs, context=contexts, window=window))
         assert tpot == pytest.approx(float(steps.mean()) if out > 1 else 0.0, rel=1e-9)
     assert cached.ttft_last_s == cached.prefill.time_s + model.profile.mean_request_overhead_s
+
+
+def test_scalar_fast_paths_equal_the_vectorised_definitions():
+    """predict's plain-float first-token share and bound equal sweep's vectorised ones."""
+    import itertools
+
+    import numpy as np
+
+    from infercast.analysis.phases import first_token_share, first_token_share_one
+    from infercast.analysis.report import compute_bound, roofline_bound
+
+    for inp, bat, k, whole in itertools.product(
+        [1, 7, 512, 4096], [1, 3, 32, 257], [1, 100, 2048, 8192, 10**9], [0, 1]
+    ):
+        want = float(first_token_share(inp, bat, k, bool(whole)).ravel()[0])
+        assert first_token_share_one(float(inp), float(bat), float(k), bool(whole)) == pytest.approx(want, rel=1e-12)
+    for f, b, r in itertools.product([0.0, 1.0, 295.0, 1e12], [0.0, 1.0, 1e9], [0.0, 1.0, 295.0]):
+        assert compute_bound(f, b, r) == (int(roofline_bound(f, b, r)) == 0)
+    assert np.all(roofline_bound(np.array([1.0, 1e12]), np.array([1.0, 1.0]), 295.0) == [1, 0])

@@ -26,6 +26,11 @@ def roofline_bound(flops: float | np.ndarray, nbytes: float | np.ndarray, ridge_
     return np.where((f > 0) & (f >= ridge_point * np.asarray(nbytes, dtype=float)), 0, 1)
 
 
+def compute_bound(flops: float, nbytes: float, ridge_point: float) -> bool:
+    """:func:`roofline_bound` for one point, in plain floats (predict's hot path; tested equal to it)."""
+    return flops > 0 and flops >= ridge_point * nbytes
+
+
 @dataclass(frozen=True)
 class PhaseOpRow:
     """One operator's totals over a phase (per GPU)."""
@@ -123,7 +128,7 @@ def phase_report(name: str, sums: RangeSums, model: StepCostModel, column: int =
         arithmetic_intensity=flops_gpu / bytes_gpu if bytes_gpu else 0.0,
         ridge_point=ridge,
         compute_key=dep.compute_key,
-        bound=CEILINGS[int(roofline_bound(flops_gpu, bytes_gpu, ridge))] if bytes_gpu or flops_gpu else "none",
+        bound=CEILINGS[0 if compute_bound(flops_gpu, bytes_gpu, ridge) else 1] if bytes_gpu or flops_gpu else "none",
         time_share_by_ceiling=share_c,
         time_share_by_group=share_g,
         achieved_tflops_per_gpu=flops_gpu * scale / 1e12,

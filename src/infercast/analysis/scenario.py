@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from infercast.analysis.error_bands import Confidence, confidence
 from infercast.analysis.phases import (
-    first_token_share,
+    first_token_share_one,
     prefill_budget,
     prefill_sums,
-    static_batch_means,
     static_batch_phases,
 )
 from infercast.analysis.report import PhaseReport, advice, phase_report
@@ -283,8 +280,9 @@ def predict(
         ttft, e2e = ttft + first, e2e + last
         tpot_last = (e2e - ttft) / steps if steps else 0.0
     budget, whole = prefill_budget(dep, chunk_size)
-    share = first_token_share(input_len, batch, budget, whole)
-    ttft_mean, tpot = (float(np.ravel(x)[0]) for x in static_batch_means(ttft, pre_report.time_s, e2e, steps, share))
+    share = first_token_share_one(input_len, batch, budget, whole)
+    ttft_mean = ttft - (1.0 - share) * pre_report.time_s  # static_batch_means, in plain floats
+    tpot = (e2e - ttft_mean) / steps if steps > 0 else 0.0
     single = single_total / steps if steps else 0.0
     output_rate = batch * output_len / e2e
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}
