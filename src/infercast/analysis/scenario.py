@@ -279,8 +279,7 @@ def predict(
         )
         ttft, e2e = ttft + first, e2e + last
         tpot_last = (e2e - ttft) / steps if steps else 0.0
-    budget, whole = prefill_budget(dep, chunk_size)
-    share = first_token_share_one(input_len, batch, budget, whole)
+    share = first_token_share_one(input_len, batch, *prefill_budget(dep, chunk_size))
     ttft_mean = ttft - (1.0 - share) * pre_report.time_s  # static_batch_means, in plain floats
     tpot = (e2e - ttft_mean) / steps if steps > 0 else 0.0
     single = single_total / steps if steps else 0.0
