@@ -43,7 +43,7 @@ def find_cliff(table: RequestTable, replica: Replica, clients: int | None) -> di
         cause = "kv"
         message = (
             f"KV pool holds {held} of {who} at {need / 1000:.1f}k tokens each: TTFT is {share:.0%} queueing for KV "
-            f"blocks; {_kv_remedy(replica, held, want)}"
+            f"blocks; {_kv_remedy(replica, need, want)}"
         )
     elif clients and replica.max_seqs < clients:
         cause = "slots"
@@ -56,21 +56,15 @@ def find_cliff(table: RequestTable, replica: Replica, clients: int | None) -> di
     return {"cause": cause, "queue_share": round(share, 3), "kv_pool_holds": held, "message": message}
 
 
-def _kv_remedy(replica: Replica, held: int, want: int) -> str:
-    """What holds ``want`` requests: an 8-bit KV cache (half the bytes per token) and/or a wider TP (the pool at
-    least doubles per doubling: KV heads and weights both split). Approximate: says 'about'."""
-    dep = replica.deployment
-    options = []
-    if dep.kv_format.bits >= 16 and 2 * held >= want:
-        options.append("an 8-bit KV cache (--kv-precision fp8)")
-    k = 2
-    while k * held < want and k < 16:
-        k *= 2
-    if dep.tp * k <= dep.hardware.max_gpus_per_node:
-        options.append(f"TP {dep.tp * k}")
-    if not options:
+def _kv_remedy(replica: Replica, need: float, want: int) -> str:
+    """The layouts whose memory budget holds ``want`` requests of ``need`` tokens (:func:`memory.what_would_fit`:
+    a wider TP, a narrower weight format, an 8-bit KV cache), as the flags that change."""
+    from infercast.memory import what_would_fit
+
+    layouts = what_would_fit(replica.deployment, context=max(int(need), 1), concurrency=want)
+    if not layouts:
         return "shorter requests or fewer clients remove it"
-    return " or ".join(options) + " holds about all"
+    return " or ".join(str(f["flags"]) for f in layouts) + " holds all"
 
 
 def _peak_in_flight(table: RequestTable) -> int:
