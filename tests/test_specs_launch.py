@@ -147,3 +147,11 @@ def test_sweep_launch_fixes_engine_tp_and_kv(capsys):
     rows = json.loads(out)["rows"]
     assert {(r["engine"], r["tp"], r["kv_precision"]) for r in rows} == {("sglang", 2, "fp8")}
     assert "kv_fraction" in err
+
+
+def test_settings_say_prefix_caching_is_off_when_the_run_turns_it_off(capsys):
+    from tests.cli_helpers import run_json
+
+    args = ["simulate", "--num-requests", "8", "--rate", "2", "--input-len", "64", "--output-len", "8"]
+    out = run_json(capsys, *args, "--no-prefix-caching")
+    assert out["engine_settings"]["prefix_caching"] == {"value": False, "source": "given (--no-prefix-caching)"}

@@ -47,18 +47,18 @@ def apply_launch(
     return spec, tp, kv_precision or parsed.kv_precision
 
 
-def engine_settings(dep: Deployment) -> EngineLaunch:
+def engine_settings(dep: Deployment, prefix_caching: bool = True) -> EngineLaunch:
     """The settings ``dep`` runs with, sources named (GPU tiers against the catalog preset of the same id)."""
     try:
         base = get_engine(dep.engine.id)
     except InfercastError:
         base = None
-    return EngineLaunch.of(dep, base)
+    return EngineLaunch.of(dep, base, prefix_caching)
 
 
-def print_settings(dep: Deployment) -> None:
+def print_settings(dep: Deployment, prefix_caching: bool = True) -> None:
     """The compact 'Engine settings' block."""
-    console.print(escape("\n".join(engine_settings(dep).lines())), highlight=False)
+    console.print(escape("\n".join(engine_settings(dep, prefix_caching).lines())), highlight=False)
 
 
 def launch_knobs(launch: str, command: str = "plan", limits: bool = True) -> dict[str, Any]:

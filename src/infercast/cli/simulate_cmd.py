@@ -283,7 +283,7 @@ def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
 
         swing = kv_sensitivity(config, float(result.summary.to_dict()["ttft_s"]["mean"]))
     if json_out:
-        settings = engine_settings(config.deployment).to_dict()
+        settings = engine_settings(config.deployment, config.engine.prefix_caching).to_dict()
         emit_json({**result.to_dict(), "sensitivity": swing, "engine_settings": settings})
         return
     from infercast.sim.export import summary_table
@@ -293,7 +293,7 @@ def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
         lo, hi = (swing[k] for k in ("ttft_s_kv_pool_minus_10pct", "ttft_s_kv_pool_plus_10pct"))
         shown = [("n/a" if v is None else f"{v:.3g} s") for v in (lo, hi)]
         console.print(f"Sensitivity: mean TTFT {swing['ttft_s']:.3g} s; KV pool -10 %: {shown[0]}, +10 %: {shown[1]}")
-    print_settings(config.deployment)
+    print_settings(config.deployment, config.engine.prefix_caching)
 
 
 JSON_FORMATS = ("infercast", "vllm")

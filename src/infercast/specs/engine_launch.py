@@ -41,8 +41,9 @@ class EngineLaunch:
     settings: dict[str, Setting]
 
     @classmethod
-    def of(cls, dep: Deployment, base: EngineSpec | None = None) -> EngineLaunch:
-        """The settings ``dep`` runs with; ``base``: the preset before GPU tiers (to name a tier's values)."""
+    def of(cls, dep: Deployment, base: EngineSpec | None = None, prefix_caching: bool = True) -> EngineLaunch:
+        """The settings ``dep`` runs with; ``base``: the preset before GPU tiers (to name a tier's values);
+        ``prefix_caching``: False where the run turned it off (simulate --no-prefix-caching)."""
         eng = dep.engine
         src = eng.sources
         rel = f"release default ({eng.release or eng.id})"
@@ -79,12 +80,14 @@ class EngineLaunch:
             ),
             "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
             "prefix_caching": Setting(
-                True,
+                prefix_caching,
                 cite(
                     "prefix_caching",
                     "on (vLLM V1 enable_prefix_caching, SGLang radix cache; TensorRT-LLM enable_block_reuse: not "
                     "verified); simulate --no-prefix-caching turns it off",
-                ),
+                )
+                if prefix_caching
+                else "given (--no-prefix-caching)",
             ),
         }
         return cls(eng.id, eng.release, s)
