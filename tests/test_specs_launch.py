@@ -155,3 +155,18 @@ def test_settings_say_prefix_caching_is_off_when_the_run_turns_it_off(capsys):
     args = ["simulate", "--num-requests", "8", "--rate", "2", "--input-len", "64", "--output-len", "8"]
     out = run_json(capsys, *args, "--no-prefix-caching")
     assert out["engine_settings"]["prefix_caching"] == {"value": False, "source": "given (--no-prefix-caching)"}
+
+
+def test_launch_flags_that_change_speed_are_never_dropped_silently(tmp_path):
+    """--quantization, prefix-caching switches and TensorRT-LLM's stream_interval / CUDA-graph sizes are named."""
+    from infercast.specs.engine_launch import parse_launch
+
+    vllm = parse_launch("vllm serve meta-llama/Llama-3.1-8B --quantization fp8 --no-enable-prefix-caching")
+    assert any("'--quantization fp8' sets the weight format" in w for w in vllm.warnings)
+    assert any("--no-enable-prefix-caching" in w for w in vllm.warnings)
+    sglang = parse_launch("python -m sglang.launch_server --model-path m --disable-radix-cache")
+    assert any("--disable-radix-cache" in w for w in sglang.warnings)
+    options = tmp_path / "extra.yaml"
+    options.write_text("stream_interval: 10\ncuda_graph_config:\n  max_batch_size: 64\n", encoding="utf-8")
+    named = " ".join(parse_launch(str(options)).warnings)
+    assert "'stream_interval'" in named and "'cuda_graph_config'" in named

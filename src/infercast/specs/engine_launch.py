@@ -195,8 +195,9 @@ _VLLM: dict[str, Any] = {
     "--no-async-scheduling": ("overlap_scheduler", False),
     "--enable-chunked-prefill": ("scheduler", "chunked"),
     "--enable-prefix-caching": None,
-    "--no-enable-prefix-caching": None,
+    "--no-enable-prefix-caching": ("prefix_off", True),
     "--model": ("model", _text),
+    "--quantization": ("quantization", _text),
 }
 _SGLANG: dict[str, Any] = {
     "--max-running-requests": ("max_num_seqs", _int),
@@ -209,7 +210,8 @@ _SGLANG: dict[str, Any] = {
     "--enable-mixed-chunk": ("scheduler", "chunked"),
     "--model-path": ("model", _text),
     "--model": ("model", _text),
-    "--disable-radix-cache": None,
+    "--disable-radix-cache": ("prefix_off", True),
+    "--quantization": ("quantization", _text),
 }
 _TRTLLM_SERVE: dict[str, Any] = {
     "--max_batch_size": ("max_num_seqs", _int),
@@ -234,7 +236,6 @@ _NO_SPEED = {
     "--log-level",
     "--backend",
     "--max_seq_len",
-    "--quantization",
     "--enable-log-requests",
     "--uvicorn-log-level",
 }
@@ -326,10 +327,12 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
     kv = found.pop("kv", (None, ""))[0]
     tp = found.pop("tp", (None, ""))[0]
     model = found.pop("model", (None, ""))[0]
-    warnings = tuple(
-        f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown
-    )
-    return UserLaunch(engine, found, kv, tp, model, warnings)
+    notes = [f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown]
+    if "quantization" in found:
+        notes.append(f"launch: '{found.pop('quantization')[1]}' sets the weight format: give it as --precision")
+    if "prefix_off" in found:
+        notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
+    return UserLaunch(engine, found, kv, tp, model, tuple(notes))
 
 
 _YAML_KEYS = {
@@ -361,8 +364,8 @@ def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
                 unknown.append(
                     f"scheduler_config.capacity_scheduler_policy' {policy} (simulated as GUARANTEED_NO_EVICT"
                 )
-        elif key in ("cuda_graph_config", "print_iter_log", "backend", "stream_interval"):
-            continue  # no bearing on the modelled step (graph capture sizes: the cost profile's graph_max_tokens)
+        elif key in ("print_iter_log", "backend"):
+            continue  # no bearing on the modelled step
         else:
             unknown.append(str(key))
     return _launch("trtllm", found, unknown)
@@ -376,6 +379,8 @@ def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], u
             found["kv"] = (_kv(f"kv_cache_config.{key}", item), f"kv_cache_config.{key}: {item}")
         elif key == "tokens_per_block":
             found["block_size"] = (_int(f"kv_cache_config.{key}", item), f"kv_cache_config.{key}: {item}")
+        elif key == "enable_block_reuse" and not _bool(key, item):
+            found["prefix_off"] = (True, f"kv_cache_config.{key}: {item}")
         elif key != "enable_block_reuse":
             unknown.append(f"kv_cache_config.{key}")
 
