@@ -188,6 +188,34 @@ CALIBRATED_ATTENTION = ("GQA", "MHA")
 """Attention kinds of the models behind the committed error bands (Llama, Qwen3 dense; Llama-2 MHA)."""
 
 
+def deployment_confidence(
+    dep: Deployment,
+    concurrency: int,
+    *,
+    rates: dict[str, float] | None = None,
+    saturated: bool = False,
+    front_end: tuple[float, float] | None = None,
+) -> Confidence:
+    """:func:`confidence` for a resolved deployment (GPU, engine, layout and model read off it) at ``concurrency``
+    requests per server."""
+    return confidence(
+        dep.hardware.id,
+        dep.engine.id,
+        tp=dep.tp,
+        ep=dep.ep,
+        pp=dep.pp,
+        attention_dp=dep.attention_dp,
+        concurrency=concurrency,
+        moe=dep.model.is_moe,
+        mla=dep.model.mla is not None,
+        saturated=saturated,
+        attention=dep.model.attention_kind,
+        rates=rates,
+        model=dep.model.id,
+        front_end=front_end,
+    )
+
+
 def confidence(
     gpu: str,
     engine: str,

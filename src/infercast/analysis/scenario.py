@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from infercast.analysis.error_bands import Confidence, confidence
+from infercast.analysis.error_bands import Confidence, deployment_confidence
 from infercast.analysis.phases import (
     first_token_share_one,
     prefill_budget,
@@ -315,18 +315,7 @@ def predict(
         advice=_front_end_tip(tpot_last, itl, batch, cm.profile.stream_token_s)
         + advice(pre_report, dec_report, cm, batch),
         provenance=prov,
-        confidence=confidence(
-            dep.hardware.id,
-            dep.engine.id,
-            tp=dep.tp,
-            ep=dep.ep,
-            pp=dep.pp,
-            attention_dp=dep.attention_dp,
-            concurrency=batch,
-            moe=dep.model.is_moe,
-            mla=dep.model.mla is not None,
-            attention=dep.model.attention_kind,
-            rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate},
-            model=dep.model.id,
+        confidence=deployment_confidence(
+            dep, batch, rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate}
         ),
     )

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.analysis.error_bands import Confidence, confidence
+from infercast.analysis.error_bands import Confidence, deployment_confidence
 from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
@@ -303,22 +303,8 @@ def run(config: SimulationConfig) -> SimulationResult:
         "requests_per_s": summary.request_throughput_req_s / pools.get("prefill_instances", len(reps)),
         "output_tokens_per_s": summary.output_throughput_tok_s / pools.get("decode_instances", len(reps)),
     }
-    conf = confidence(
-        dep.hardware.id,
-        dep.engine.id,
-        tp=dep.tp,
-        ep=dep.ep,
-        pp=dep.pp,
-        attention_dp=dep.attention_dp,
-        concurrency=load,
-        moe=dep.model.is_moe,
-        mla=dep.model.mla is not None,
-        saturated=bool(queued),
-        attention=dep.model.attention_kind,
-        rates=rates,
-        model=dep.model.id,
-        front_end=_front_end_load(reps, summary.duration_s),
-    )
+    front_end = _front_end_load(reps, summary.duration_s)
+    conf = deployment_confidence(dep, load, rates=rates, saturated=bool(queued), front_end=front_end)
     return _on_cliff(SimulationResult(summary, table, recorder, description, reps, config, conf), work, disagg)
 
 
