@@ -45,7 +45,7 @@ def _load(clients: int) -> str:
 
 
 def _metric(c: Comparison) -> str:
-    return c.record.kind.removeprefix("closed_loop_")
+    return c.record.kind.removeprefix("serving_")
 
 
 def throughput_errors(compared: Sequence[Comparison]) -> list[tuple[Comparison, float]]:
@@ -134,7 +134,22 @@ def main() -> None:
     if args.csv:
         with args.csv.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["metric", "gpu", "engine", "model", "precision", "tp", "clients", "isl", "osl", "error"])
+            w.writerow(
+                [
+                    "metric",
+                    "gpu",
+                    "engine",
+                    "model",
+                    "precision",
+                    "tp",
+                    "clients",
+                    "isl",
+                    "osl",
+                    "error",
+                    "measured",
+                    "predicted",
+                ]
+            )
             for c in compared:
                 r = c.record
                 clients = r.concurrency or r.batch
@@ -150,6 +165,8 @@ def main() -> None:
                         r.input_len,
                         r.output_len,
                         c.error,
+                        c.measured,
+                        c.predicted,
                     ]
                 )
 
