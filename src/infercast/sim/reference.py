@@ -107,6 +107,9 @@ class ReferenceReplica:
             max_num_batched_tokens=self.max_batched_tokens,
             max_num_seqs=self.max_seqs,
         )
+        if dep.engine.limits_per_dp_rank:  # the limits bound each attention-DP rank
+            self.max_seqs *= dep.attention_dp
+            self.max_batched_tokens *= dep.attention_dp
         prefix_cache = engine.prefix_caching and hash_block_size is not None
         _, num_blocks, self.block_bytes, self.state_blocks = replica_pool(mem, prefix_cache)
         self.bs, self.token_bytes = mem.block_size, mem.kv_bytes_per_token

@@ -70,6 +70,9 @@ class Replica:
             eng.max_num_batched_tokens if config.max_num_batched_tokens is None else config.max_num_batched_tokens
         )
         rule = self._build_pool(dep, config, table)
+        if eng.limits_per_dp_rank:  # each attention rank schedules its own share under the configured limits
+            self.max_seqs *= dep.attention_dp
+            self.max_batched_tokens *= dep.attention_dp
         self.window = dep.model.attention_window
         self._build_costs(dep, config, profile)
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s

@@ -75,6 +75,11 @@ class EngineSpec(BaseModel):
         description="Weight schemes (--precision) whose checkpoints this engine serves with an 8-bit KV cache by "
         "default: its 'auto' KV dtype follows the checkpoint's kv_cache_quant_algo (sources: fp8_kv_schemes).",
     )
+    limits_per_dp_rank: bool = Field(
+        default=False,
+        description="With attention data parallelism, max_num_seqs and max_num_batched_tokens bound each attention "
+        "rank's own scheduler (TensorRT-LLM, vLLM), not the replica's total (SGLang divides them over the ranks).",
+    )
     gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 
