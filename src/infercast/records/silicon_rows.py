@@ -31,8 +31,12 @@ every row's notes:
   whose scheduler runs asynchronously (on by default since vLLM 0.14: its per-step CPU work overlaps the GPU
   step); earlier releases and rows without a version keep ``vllm`` (:data:`RELEASE_PRESETS`). The calibration
   rows are vLLM 0.12.
-- Lengths: fixed (min_len_ratio 1) for every engine. The file comes from aiconfigurator's silicon runs, whose
-  benchmark client is NVIDIA's (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
+- Lengths: fixed (min_len_ratio 1) for aiconfigurator's own runs; the wheel's dated sweep tables
+  (``source_file=2026-04-06.csv`` and the ``-gap-analysis.csv`` files: 1k/1k, 1k/8k, 8k/1k) draw them uniformly in
+  [0.8 L, L], as the vLLM-style client of such sweeps does (:data:`SWEEP_LENGTH_RATIO`). Equal lengths keep the
+  clients in lockstep waves that queue each prompt behind the others; the sweeps' measured TTFT at 4 clients is
+  one prompt's prefill, which only drifting clients give. aiconfigurator's own runs' benchmark client is NVIDIA's
+  (genai-perf / aiperf: ``--isl L --isl-stddev 0 --osl L --osl-stddev 0`` with
   ``ignore_eos`` and min_tokens = max_tokens; aiconfigurator's generator/config/backend_templates/benchmark/
   bench_run.sh.j2 and Dynamo's benchmark scripts), not ``vllm bench serve`` with a range ratio. The SGLang
   rows' own signature says so too: mean TTFT does not depend on the output length (TP 2, 1k prompts, 16
@@ -258,6 +262,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     model = catalog_model_id(row["model"])
     held = SLOTS_BELOW_CLIENTS.get((engine, row["model"]), 0)
     budget = step_budget(row)
+    kv_fraction = KV_FRACTION.get(engine, 0.0)
+    ratio = float(row.get("min_len_ratio") or 1.0)
     preset = release_preset(engine, row.get("engine_version") or "")
     precision = row_precision(row["precision"], model)
     fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES)
@@ -280,10 +286,10 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         output_len=int(row["output_len"]),
         unit="ms",
         source=SOURCE.format(id=row.get("id") or "(none)"),
-        min_len_ratio=1.0,
+        min_len_ratio=ratio,
         max_num_batched_tokens=budget,
         max_num_seqs=c - held if held else 0,
-        gpu_memory_utilization=KV_FRACTION.get(engine, 0.0),
+        gpu_memory_utilization=kv_fraction,
         origin=origin,
         notes=NOTES.format(
             engine=engine,
@@ -298,11 +304,13 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
                 else "8-bit (read from the data)"
             ),
             fraction=(
-                f" in {KV_FRACTION[engine]:.2f} of free memory (aiconfigurator's engine template)"
-                if engine in KV_FRACTION
-                else ""
+                f" in {kv_fraction:.2f} of free memory (aiconfigurator's engine template)" if kv_fraction else ""
             ),
-            lengths="fixed lengths (the benchmark client's)",
+            lengths=(
+                f"lengths uniform in [{ratio:g} L, L] (the sweep's benchmark client)"
+                if ratio < 1
+                else "fixed lengths (the benchmark client's)"
+            ),
             budget=(
                 f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
                 if engine in BUDGET_MARGIN
@@ -352,6 +360,8 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
     concurrency = wheel_concurrency(row.get("silicon_data_source") or "")
     if (row.get("mode") or "").strip() != "agg" or concurrency is None:
         return None
+    concurrency, tp, dp = _clients_per_engine(row, int(concurrency))
+    sweep = _is_serving_sweep(row.get("silicon_data_source") or "")
     return {
         "id": row.get("id") or "",
         "engine": row["backend"],
@@ -359,15 +369,52 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
         "model": row["model_path"],
         "gpu": row["system"],
         "precision": (row.get("precision") or "").strip() or "bf16",
-        "tp": str(int(float(row["tp_size"]))),
+        "tp": str(tp),
         "ep": str(max(1, int(float(row.get("moe_ep_size") or 1)))),
-        "attention_dp": str(max(1, int(float(row.get("attention_dp_size") or 1)))),
+        "attention_dp": str(dp),
         "input_len": row["isl"],
         "output_len": row["osl"],
-        "concurrency": concurrency,
+        "concurrency": str(concurrency),
         "ttft_ms_mean": row[WHEEL_TTFT],
         "tpot_ms_mean": row["silicon_tpot_ms"],
+        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO)} if sweep else {}),
     }
+
+
+SWEEP_LENGTH_RATIO = 0.8
+"""Shortest prompt and output as a share of the nominal length in the public serving sweeps' benchmark client
+(``benchmark_serving.py --random-range-ratio 0.8``, lengths uniform in [0.8 L, L], ``num_prompts`` 10 x C)."""
+
+
+def _is_serving_sweep(source: str) -> bool:
+    """Whether a wheel row comes from the dated sweep tables (``source_file=2026-04-06.csv``,
+    ``...-gap-analysis.csv``: 1k/1k, 1k/8k and 8k/1k at 4-256 clients, run with a vLLM-style benchmark client),
+    not from aiconfigurator's generated launches and its aiperf client (``.../data/<gpu>/<engine>/...``)."""
+    for part in source.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "source_file":
+            return "/" not in value.strip()
+    return False
+
+
+def _clients_per_engine(row: dict[str, str], clients: int) -> tuple[int, int, int]:
+    """(clients of one engine instance, its tp, its attention-DP width) of a wheel row. The wheel's
+    ``batch_size`` is the batch of one attention rank: where the benchmark's clients are k > 1 times
+    ``batch_size`` x the recorded attention DP, the run served them with more attention ranks than recorded. For an
+    MoE model with k = tp that
+    is attention DP across the TP ranks (TensorRT-LLM ``enable_attention_dp``: k attention copies of TP 1 over the
+    same GPUs, infercast's tp 1 x attention_dp k); otherwise k identical engine
+    instances behind one endpoint, each serving clients / k (the layout the id's worker count implies)."""
+    tp = int(float(row["tp_size"]))
+    dp = max(1, int(float(row.get("attention_dp_size") or 1)))
+    batch = int(float(row.get("batch_size") or 0))
+    k = clients // (batch * dp) if batch > 0 and clients % (batch * dp) == 0 else 1
+    if k <= 1:
+        return clients, tp, dp
+    model = model_id_for_repo(row["model_path"])
+    if dp == 1 and k == tp and model is not None and get_model(model).is_moe:
+        return clients, 1, k
+    return clients // k, tp, dp
 
 
 UNPLACED_FIELDS = ("model", "gpu", "precision")

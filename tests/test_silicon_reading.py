@@ -1,0 +1,86 @@
+"""How a wheel row's batch size, layout and source become a record's clients, layout and lengths (issue 36)."""
+
+from __future__ import annotations
+
+import infercast
+from infercast.records.silicon_rows import SWEEP_LENGTH_RATIO, convert, from_wheel_row
+
+
+def _row(**over: str) -> dict[str, str]:
+    row = {
+        "id": "x",
+        "silicon_data_source": "source_file=/data/b200_sxm/trtllm/1.3.0rc5/m.csv; silicon_concurrency=416",
+        "backend": "trtllm",
+        "backend_version": "1.3.0rc5",
+        "model_path": "Qwen/Qwen3-32B",
+        "system": "b200_sxm",
+        "precision": "fp8",
+        "mode": "agg",
+        "isl": "4000",
+        "osl": "500",
+        "batch_size": "13",
+        "tp_size": "2",
+        "attention_dp_size": "",
+        "moe_ep_size": "",
+        "silicon_ttft_ms": "700",
+        "silicon_tpot_ms": "13",
+    }
+    return {**row, **over}
+
+
+def test_clients_beyond_one_engines_batch_are_spread_over_identical_engines() -> None:
+    """416 clients at batch 13 on a dense TP 2 engine: 32 engines of 13 clients each, not 416 on one."""
+    row = from_wheel_row(_row())
+    assert row is not None
+    assert (row["concurrency"], row["tp"], row["attention_dp"]) == ("13", "2", "1")
+
+
+def test_an_moe_row_whose_clients_are_tp_batches_reads_as_attention_dp() -> None:
+    """448 clients at batch 56 on TP 8 of an MoE model: attention DP 8 over the same 8 GPUs (tp 1 x dp 8)."""
+    row = from_wheel_row(
+        _row(model_path="deepseek-ai/DeepSeek-V3", batch_size="56", tp_size="8", moe_ep_size="8", **_clients(448))
+    )
+    assert row is not None
+    assert (row["concurrency"], row["tp"], row["attention_dp"], row["ep"]) == ("448", "1", "8", "8")
+
+
+def test_a_row_whose_batch_is_its_clients_is_read_as_before() -> None:
+    row = from_wheel_row(_row(batch_size="16", **_clients(16)))
+    assert row is not None
+    assert (row["concurrency"], row["tp"]) == ("16", "2")
+    assert "min_len_ratio" not in row  # aiconfigurator's own runs: fixed lengths
+
+
+def test_the_dated_sweep_tables_draw_lengths_in_a_range() -> None:
+    row = from_wheel_row(
+        _row(batch_size="16", silicon_data_source="source_file=2026-04-06.csv; silicon_concurrency=16")
+    )
+    assert row is not None and row["min_len_ratio"] == str(SWEEP_LENGTH_RATIO)
+    records = convert({**row, "engine": row["engine"], "model": row["model"], "gpu": row["gpu"]})
+    assert {r.min_len_ratio for r in records} == {SWEEP_LENGTH_RATIO}
+
+
+def test_engine_limits_bound_each_attention_dp_rank_where_the_engine_says_so() -> None:
+    """TensorRT-LLM and vLLM schedule each attention-DP rank under the configured limits; SGLang splits them."""
+    per_rank = {}
+    for engine in ("trtllm", "sglang"):
+        result = infercast.simulate(
+            "deepseek-v3",
+            "b200",
+            engine=engine,
+            precision="fp8",
+            tp=1,
+            ep=8,
+            attention_dp=8,
+            input_len=256,
+            output_len=8,
+            concurrency=8,
+            max_num_batched_tokens=1024,
+            max_num_seqs=64,
+        )
+        per_rank[engine] = (result.config["max_num_batched_tokens"], result.config["max_num_seqs"])
+    assert per_rank == {"trtllm": (8192, 512), "sglang": (1024, 64)}
+
+
+def _clients(n: int) -> dict[str, str]:
+    return {"silicon_data_source": f"source_file=/data/b200_sxm/trtllm/1.3.0rc5/m.csv; silicon_concurrency={n}"}
