@@ -464,4 +464,11 @@ def test_a_vllm_release_from_0_14_on_reads_as_the_async_scheduling_preset() -> N
     assert [release_preset("vllm", v) for v in ("0.14.0", "0.19.0", "v0.15.1", "1.0", "nightly-5b8c30d")] == [
         "vllm-0.14"
     ] * 5
-    assert release_preset("sglang", "0.5.9") == "sglang" and release_preset("trtllm", "1.2.0") == "trtllm"
+    assert release_preset("sglang", "0.5.9") == "sglang"
+    assert [release_preset("trtllm", v) for v in ("1.0.0rc3", "", "1.1.0rc2.post2", "1.3.0rc5", "gpt-oss-dev")] == [
+        "trtllm",
+        "trtllm",
+        "trtllm-1.1",
+        "trtllm-1.1",
+        "trtllm",
+    ]

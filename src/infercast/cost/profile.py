@@ -454,14 +454,14 @@ def load_profile(
     shared = _read_yaml("engine_load.yaml") if fitted else None
     if shared and fitted_key in shared.get("engines", {}):
         src = f"fitted (engine, all GPUs){as_note}: {shared.get('fitted_from', 'calibration')}"
-        profile = profile.with_values(_flatten(shared["engines"][fitted_key]), src)
+        profile = profile.with_values(_release_values(eng, shared["engines"][fitted_key]), src)
     data = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id)) if fitted else None
     if data:
         src = f"fitted: {data.get('fitted_from', 'calibration')}"
         kernel_vals = _flatten(data.get("kernels", {}))
         if kernel_vals:
             profile = profile.with_values(kernel_vals, src)
-        engine_vals = _flatten(data.get("engines", {}).get(fitted_key, {}))
+        engine_vals = _release_values(eng, data.get("engines", {}).get(fitted_key, {}))
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
     for path, user in _user_profiles.get(hardware_id, []) if fitted else []:
@@ -471,6 +471,13 @@ def load_profile(
             if section:
                 profile = profile.with_values(_flatten(section), src)
     return profile
+
+
+def _release_values(eng: dict[str, Any], fitted: dict[str, Any]) -> dict[str, Any]:
+    """The fitted values of the release an engine profile takes them from (``fitted_as``), less those its own
+    release keeps at the prior (``keeps_prior``: what the data show changed between the releases)."""
+    keep = set(eng.get("keeps_prior", ()))
+    return {k: v for k, v in _flatten(fitted).items() if k not in keep}
 
 
 def serving_stream_scale() -> tuple[float, tuple[str, ...]]:

@@ -156,9 +156,10 @@ TensorRT Model Optimizer, whose PTQ script quantises the KV cache to FP8 unless 
 ``kv_cache_quant_algo``), and the engines' 'auto' KV dtype follows the checkpoint."""
 SLOTS_BELOW_CLIENTS = {("trtllm", "meta-llama/Llama-3.1-8B-Instruct"): 1}
 """(engine, model) runs whose engine held this many fewer sequence slots than clients (see the docstring)."""
-RELEASE_PRESETS = {"vllm": ((0, 14, "vllm-0.14"),)}
+RELEASE_PRESETS = {"vllm": ((0, 14, "vllm-0.14"),), "trtllm": ((1, 1, "trtllm-1.1"),)}
 """Engine presets of later releases, by the first (major, minor) release they describe: vLLM's scheduler runs
-asynchronously by default from 0.14 (``specs/data/engines.yaml``, ``vllm-0.14``). A row's engine is the latest
+asynchronously by default from 0.14 (``specs/data/engines.yaml``, ``vllm-0.14``); TensorRT-LLM 1.1 and later
+stream tokens faster than 1.0's fitted API server allows (``trtllm-1.1``). A row's engine is the latest
 preset its version reaches; a nightly build counts as the latest release, a row without a version as the base
 preset (the calibration's vLLM 0.12)."""
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
