@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from heldout_silicon import CALIBRATION, held_out_rows  # noqa: E402
 
+from infercast.calibrate.predict import serving_cliff  # noqa: E402
 from infercast.calibrate.validation import Comparison, compare_each  # noqa: E402
 from infercast.records.kernel_tables import locate  # noqa: E402
 from infercast.records.silicon_rows import convert_rows  # noqa: E402
@@ -117,6 +118,8 @@ def main() -> None:
     rows = held_out_rows(sample, calibration_ids)
     records, _, _ = convert_rows([(f"{sample.name} id {row['id']}", row) for row in rows])
     compared, refused = compare_each(records, None, workers=args.workers)
+    over = [c for c in compared if c.error > 2.0]
+    warned = sum(serving_cliff(c.record) for c in over)
     text = [
         "# The public silicon set by group",
         "",
@@ -127,6 +130,10 @@ def main() -> None:
         "group's errors are its leave-that-group-out errors. Signed: + over-predicted.",
         "",
         *tables(compared),
+        "",
+        f"Of the {len(over)} TTFT and TPOT points over-predicted more than 3x, {warned} carry a cliff warning (the prediction says "
+        "its TTFT is mostly queueing for KV blocks or batch slots, and what removes it); "
+        f"{len(over) - warned} do not.",
     ]
     print("\n".join(text))
     if args.write:

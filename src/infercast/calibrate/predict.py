@@ -174,6 +174,14 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
     raise InfercastError(f"cannot predict records of kind {rec.kind!r}", field="kind")
 
 
+def serving_cliff(rec: Record, profiles: dict[str, CostProfile] | None = None) -> bool:
+    """Whether the simulation of a serving record carries a cliff warning (False for other kinds)."""
+    if rec.kind not in SERVING_KINDS:
+        return False
+    with located(rec):
+        return simulate_serving(deployment_of(rec), profile_for(rec, profiles), serving_bench(rec)).cliff
+
+
 def predict_located(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float:
     """:func:`predict_record`, with any user error prefixed by the record's ``path:row``."""
     with located(rec):
