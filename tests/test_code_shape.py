@@ -36,7 +36,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("memory.py", "_pool_part"): (91, _TODO),
     ("memory.py", "memory_budget"): (122, _TODO),
     ("plan/planner.py", "plan"): (165, _TODO),
-    ("plan/plot.py", "save_pareto"): (94, _TODO),
     ("plan/screen.py", "screen_gpu"): (105, _TODO),
     ("plan/select.py", "select"): (96, _TODO),
     ("sim/api.py", "simulation_config"): (119, _TODO),
