@@ -36,8 +36,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("memory.py", "_pool_part"): (91, _TODO),
     ("memory.py", "memory_budget"): (122, _TODO),
     ("plan/planner.py", "plan"): (165, _TODO),
-    ("plan/screen.py", "screen_gpu"): (105, _TODO),
-    ("plan/select.py", "select"): (96, _TODO),
     ("sim/api.py", "simulation_config"): (119, _TODO),
     ("sim/api.py", "run"): (99, _TODO),
     ("sim/decode_runner.py", "decode_span"): (139, _TODO),
@@ -53,8 +51,6 @@ PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("memory.py", "memory_budget"): (15, _TODO),
     ("plan/candidates.py", "build"): (13, _TODO),
     ("plan/planner.py", "plan"): (34, _TODO),
-    ("plan/screen.py", "screen_gpu"): (15, _TODO),
-    ("plan/select.py", "select"): (13, _TODO),
     ("sim/api.py", "simulation_config"): (39, _TODO),
     ("sim/workload/prefixes.py", "multi_turn"): (14, _TODO),
 }

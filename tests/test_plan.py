@@ -19,6 +19,7 @@ from infercast.plan.pareto import pareto_mask
 from infercast.plan.planner import candidate_of
 from infercast.plan.prune import prune_reason, resolve
 from infercast.plan.result import rank
+from infercast.plan.screen import ScreenQuery
 from infercast.plan.search import failure_binding
 from infercast.plan.select import select
 from infercast.plan.slo import SLOCheck
@@ -142,10 +143,7 @@ def test_pruning_reasons():
     sel = select(
         model,
         ["l40s"],
-        ttft_s=10.0,
-        tpot_s=0.005,
-        input_len=1000,
-        output_len=200,
+        query=ScreenQuery(10.0, 0.005, input_len=1000, output_len=200),
         precisions=["fp8"],
         tps=[2],
         all_configs=True,
