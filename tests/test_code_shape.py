@@ -35,7 +35,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("cost/step.py", "__init__"): (127, _TODO),
     ("memory.py", "_pool_part"): (91, _TODO),
     ("memory.py", "memory_budget"): (122, _TODO),
-    ("plan/planner.py", "plan"): (165, _TODO),
     ("sim/api.py", "simulation_config"): (119, _TODO),
     ("sim/api.py", "run"): (99, _TODO),
     ("sim/decode_runner.py", "decode_span"): (139, _TODO),
@@ -49,8 +48,6 @@ PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("analysis/error_bands.py", "confidence"): (15, _TODO),
     ("analysis/scenario.py", "predict"): (16, _TODO),
     ("memory.py", "memory_budget"): (15, _TODO),
-    ("plan/candidates.py", "build"): (13, _TODO),
-    ("plan/planner.py", "plan"): (34, _TODO),
     ("sim/api.py", "simulation_config"): (39, _TODO),
     ("sim/workload/prefixes.py", "multi_turn"): (14, _TODO),
 }
