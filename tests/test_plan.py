@@ -272,9 +272,11 @@ def test_a_typed_request_plans_as_its_keywords_do():
         CandidateSpace.build("h100-sxm", precisions="bf16", tps=[1]),
         Traffic(input_len=512, output_len=128, num_requests=300, rate=10),
         SLOSet.parse(SLO),
-        execution=Execution("serial", verify=False),
+        execution=Execution("serial", verify=False, progress=lambda *told: calls.append(told)),
     )
+    calls: list[tuple] = []
     typed = infercast.plan(request)
+    assert calls == [("search", 1, 1)]
     pd.testing.assert_frame_equal(typed.table, by_keywords.table)
     assert typed.settings == by_keywords.settings
     with pytest.raises(InfercastError, match="did you mean tps") as err:
