@@ -47,7 +47,8 @@ class DailyLoad:
 @dataclass(frozen=True)
 class PlanRequest:
     """Everything a plan needs. ``prices``: $/GPU-hour overrides (None: the catalog's); ``stream_token_s``: every
-    candidate's API-server front-end, seconds per streamed token (0: none; None: each engine profile's)."""
+    candidate's API-server front-end, seconds per streamed token (0: none; None: each engine profile's). With a
+    ``daily`` load the traffic's rate is the one the fleet is sized for (:func:`target_load`: its peak)."""
 
     model: str | ModelSpec
     space: CandidateSpace
