@@ -320,9 +320,9 @@ def plan(
             raise InfercastError("give a PlanRequest alone, or a model, gpus and slo with keywords", field="request")
         return run_plan(model)
     if gpus is None:
-        raise InfercastError("needs the GPUs to plan on (or a PlanRequest)", field="gpus")
+        raise InfercastError("needs at least one GPU", field="gpus")
     if slo is None:
-        raise InfercastError("needs at least one objective, e.g. ttft:p99:200ms tpot:p90:50ms", field="slo")
+        raise InfercastError("expected terms like 'ttft:p99:200ms', got None", field="slo")
     return run_plan(plan_request(model, gpus, slo=slo, **options))
 
 
