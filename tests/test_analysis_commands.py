@@ -24,6 +24,7 @@ from infercast.cli import analysis_cmds
 from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
+from infercast.plan.screen import ScreenLayout, ScreenQuery
 from infercast.plan.select import select
 from infercast.specs.catalog import get_hardware, register_hardware
 from infercast.specs.precision import get_scheme
@@ -127,12 +128,12 @@ def test_compare_rejects_unknown_names():
 
 def test_select_generous_sla_passes_h100_at_tp1_with_the_cheapest_precision():
     gpus, precisions = ["h100-sxm", "a100-80gb"], ["bf16", "int4"]
-    best = select(MODEL, gpus, ttft_s=10.0, tpot_s=1.0, precisions=precisions, **SCENARIO)
+    best = select(MODEL, gpus, query=ScreenQuery(10.0, 1.0, **SCENARIO), precisions=precisions)
     assert best["passes"].all()
     h100 = best.set_index("gpu").loc["h100-sxm"]
     assert h100.tp == 1 and h100.reason == ""
     every = select(
-        MODEL, ["h100-sxm"], ttft_s=10.0, tpot_s=1.0, precisions=["bf16", "int4"], all_configs=True, **SCENARIO
+        MODEL, ["h100-sxm"], query=ScreenQuery(10.0, 1.0, **SCENARIO), precisions=["bf16", "int4"], all_configs=True
     )
     tp1 = every[every.tp == 1]
     assert h100.precision == tp1.loc[tp1.cost_per_mtok_usd.idxmin(), "precision"]
@@ -140,7 +141,7 @@ def test_select_generous_sla_passes_h100_at_tp1_with_the_cheapest_precision():
 
 
 def test_select_impossible_sla_passes_nothing_and_says_why():
-    df = select(MODEL, ["h100-sxm", "a100-80gb", "t4"], ttft_s=1e-4, tpot_s=1e-5, **SCENARIO)
+    df = select(MODEL, ["h100-sxm", "a100-80gb", "t4"], query=ScreenQuery(1e-4, 1e-5, **SCENARIO))
     assert not df["passes"].any()
     assert all("TTFT" in r and "> 100 µs" in r for r in df["reason"])
     assert all("TPOT" in r for r in df["reason"])
@@ -153,26 +154,25 @@ def test_select_reasons_for_memory_and_hardware():
     df = select(
         "mixtral-8x7b",
         ["h100-sxm", "a100-80gb"],
-        ttft_s=10.0,
-        tpot_s=1.0,
+        query=ScreenQuery(10.0, 1.0, **SCENARIO),
         precisions=["bf16", "fp8"],
         tps=[1],
         all_configs=True,
-        **SCENARIO,
     )
     by = df.set_index(["gpu", "precision"])
     assert by.loc[("h100-sxm", "bf16"), "reason"].startswith("does not fit: needs")
     assert by.loc[("h100-sxm", "fp8"), "passes"]  # fp8 fits one H100 and a loose SLA passes
     assert "FP8 tensor cores" in by.loc[("a100-80gb", "fp8"), "reason"]
     # a stricter TTFT target makes the fitting configuration fail on time only
-    strict = select("mixtral-8x7b", ["h100-sxm"], ttft_s=0.05, tpot_s=1.0, precisions=["fp8"], tps=[1], **SCENARIO)
+    query = ScreenQuery(0.05, 1.0, **SCENARIO)
+    strict = select("mixtral-8x7b", ["h100-sxm"], query=query, precisions=["fp8"], tps=[1])
     assert strict.loc[0, "reason"].startswith("TTFT") and "> 50 ms" in strict.loc[0, "reason"]
 
 
 def test_select_prefers_the_smallest_tp_that_passes():
     loose_ttft = predict(MODEL, "a100-80gb", **SCENARIO).ttft_s
     # a TTFT target just under TP=1's forces a larger TP, but no larger than needed
-    df = select(MODEL, ["a100-80gb"], ttft_s=0.9 * loose_ttft, tpot_s=1.0, **SCENARIO)
+    df = select(MODEL, ["a100-80gb"], query=ScreenQuery(0.9 * loose_ttft, 1.0, **SCENARIO))
     assert df.loc[0, "passes"] and df.loc[0, "tp"] == 2
 
 
@@ -360,14 +360,10 @@ def test_compare_select_crossover_roofline_take_ep_and_kv_precision():
     sel = select(
         MOE,
         ["h100-sxm"],
-        ttft_s=10.0,
-        tpot_s=1.0,
+        query=ScreenQuery(10.0, 1.0, input_len=2048, output_len=256),
         tps=[1, 2, 4],
-        ep=2,
-        kv_precision="fp8",
+        layout=ScreenLayout(ep=2, kv_precision="fp8"),
         all_configs=True,
-        input_len=2048,
-        output_len=256,
     )
     by_tp = sel.set_index("tp")
     assert "ep=2 needs 2 GPUs per stage" in by_tp.loc[1, "reason"] and not by_tp.loc[1, "passes"]
@@ -421,7 +417,7 @@ def test_cost_per_mtok_of_unpriced_hardware_is_zero_everywhere():
     try:
         assert compare(MODEL, [free], **SCENARIO).loc[0, "cost_per_mtok_usd"] == 0.0
         assert (sweep(gpus=[free], batches=[1, 8])["cost_per_mtok_usd"] == 0.0).all()
-        sel = select(MODEL, ["owned-h100-test", "h100-sxm"], ttft_s=10.0, tpot_s=1.0, tps=[1], **SCENARIO)
+        sel = select(MODEL, ["owned-h100-test", "h100-sxm"], query=ScreenQuery(10.0, 1.0, **SCENARIO), tps=[1])
         assert list(sel["gpu"]) == ["owned-h100-test", "h100-sxm"] and sel.loc[0, "cost_per_mtok_usd"] == 0.0
     finally:
         catalog._user_hardware.pop("owned-h100-test", None)

@@ -11,7 +11,7 @@ import pytest
 import infercast
 from infercast.analysis.error_bands import FRONT_END_BINDS
 from infercast.errors import InfercastError
-from infercast.plan import Candidate, CandidateSpace, SLOSet, plan
+from infercast.plan import Candidate, CandidateSpace, Execution, PlanRequest, SLOSet, plan
 from infercast.plan.candidates import parse_ratios
 from infercast.plan.costing import parse_prices, replicas_needed, usd_per_mtok
 from infercast.plan.launch import launch_commands
@@ -19,6 +19,7 @@ from infercast.plan.pareto import pareto_mask
 from infercast.plan.planner import candidate_of
 from infercast.plan.prune import prune_reason, resolve
 from infercast.plan.result import rank
+from infercast.plan.screen import ScreenQuery
 from infercast.plan.search import failure_binding
 from infercast.plan.select import select
 from infercast.plan.slo import SLOCheck
@@ -142,10 +143,7 @@ def test_pruning_reasons():
     sel = select(
         model,
         ["l40s"],
-        ttft_s=10.0,
-        tpot_s=0.005,
-        input_len=1000,
-        output_len=200,
+        query=ScreenQuery(10.0, 0.005, input_len=1000, output_len=200),
         precisions=["fp8"],
         tps=[2],
         all_configs=True,
@@ -262,6 +260,32 @@ def test_cost_bound_keeps_the_same_choice(small_plan):
 def test_rows_rebuild_their_candidates(small_plan):
     for row in small_plan.table.to_dict(orient="records"):
         assert candidate_of(row).label == row["label"]
+
+
+def test_a_typed_request_plans_as_its_keywords_do():
+    """infercast.plan(PlanRequest(...)) gives the keyword call's plan; a keyword plan does not take is a one-line
+    error naming it (not a TypeError)."""
+    kw = dict(slo=SLO, rate=10, tps=[1], precisions="bf16", executor="serial", verify=False, **TRAFFIC)
+    by_keywords = plan(MODEL, "h100-sxm", **kw)
+    request = PlanRequest(
+        MODEL,
+        CandidateSpace.build("h100-sxm", precisions="bf16", tps=[1]),
+        Traffic(input_len=512, output_len=128, num_requests=300, rate=10),
+        SLOSet.parse(SLO),
+        execution=Execution("serial", verify=False, progress=lambda *told: calls.append(told)),
+    )
+    calls: list[tuple] = []
+    typed = infercast.plan(request)
+    assert calls == [("search", 1, 1)]
+    pd.testing.assert_frame_equal(typed.table, by_keywords.table)
+    assert typed.settings == by_keywords.settings
+    with pytest.raises(InfercastError, match="did you mean tps") as err:
+        plan(MODEL, "h100-sxm", tp=2, **kw)
+    assert err.value.field == "tp" and "\n" not in str(err.value)
+    with pytest.raises(InfercastError, match="alone"):
+        plan(request, "h100-sxm")
+    with pytest.raises(InfercastError, match="ratios"):
+        plan(MODEL, "h100-sxm", **{**kw, "aggregated": False})
 
 
 def test_disaggregated_candidates_are_searched():

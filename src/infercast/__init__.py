@@ -23,6 +23,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "simulate": ("infercast.sim.api", "simulate"),
     "SimulationResult": ("infercast.sim.api", "SimulationResult"),
     "PlanResult": ("infercast.plan.result", "PlanResult"),
+    "PlanRequest": ("infercast.plan.request", "PlanRequest"),
     "SimulationConfig": ("infercast.sim.config", "SimulationConfig"),
     "EngineConfig": ("infercast.sim.config", "EngineConfig"),
     "ClusterConfig": ("infercast.sim.config", "ClusterConfig"),

@@ -282,6 +282,7 @@ def select(
     percentiles and a fleet size: `infercast plan`."""
     import pandas as pd
 
+    from infercast.plan.screen import ScreenLayout, ScreenQuery
     from infercast.plan.select import select as plan_select
 
     ttft_s = parse_duration("ttft", ttft)
@@ -289,16 +290,10 @@ def select(
     df = plan_select(
         model,
         parse_names("gpus", gpus),
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-        input_len=input_len,
-        output_len=output_len,
-        batch=batch,
+        query=ScreenQuery(ttft_s, tpot_s, input_len, output_len, batch),
         precisions=parse_names("precisions", precisions),
         tps=parse_int_list("tps", tps) or [],
-        ep=ep,
-        kv_precision=kv_precision,
-        engine=engine,
+        layout=ScreenLayout(ep=ep, kv_precision=kv_precision, engine=engine),
         all_configs=all_configs,
     )
     if json_out:

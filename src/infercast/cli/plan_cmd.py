@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,6 +26,8 @@ from infercast.errors import InfercastError
 from infercast.specs.engine import engine_label
 
 if TYPE_CHECKING:
+    from infercast.plan.candidates import CandidateSpace
+    from infercast.plan.request import PlanRequest
     from infercast.plan.result import PlanResult
 
 SLO_HELP = (
@@ -84,66 +87,25 @@ def plan(
 ) -> None:
     """Cheapest deployment serving --rate within --slo: pruned analytically, max rate per unit bisected on the
     simulator, fleet sized and re-simulated; ranked table, Pareto plot and launch command."""
-    from infercast.analysis.roofline_plot import image_format
-    from infercast.plan import plan as run_plan
-    from infercast.plan.costing import parse_prices
-    from infercast.plan.result import TABLE_FORMATS
+    from infercast.plan.costing import gpu_prices, parse_prices
+    from infercast.plan.request import Execution, PlanRequest, slo_set, target_load
+    from infercast.plan.traffic import DEFAULT_PROBE_REQUESTS, Traffic
+    from infercast.specs.catalog import get_model
 
-    executor = "ray" if ray or ray_address else "local"
-    if out is not None and out.suffix.lower() not in TABLE_FORMATS:  # refused before a long search, not after
-        raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {out.name!r}", field="out")
-    if plot is not None:
-        image_format(plot)
-    kwargs = dict(
-        slo=slo,
-        rate=rate,
-        input_len=_length(input_len),
-        output_len=_length(output_len),
-        trace=trace,
-        attainment=attainment,
-        precisions=parse_names("precisions", precisions),
-        tps=parse_int_list("tps", tps),
-        eps=parse_int_list("ep", ep),
-        kv_precisions=parse_names("kv_precisions", kv_precisions),
-        engines=parse_names("engines", engines),
-        max_num_seqs=parse_int_list("max_num_seqs", max_num_seqs),
-        max_num_batched_tokens=parse_int_list("chunk", chunk),
-        aggregated=not no_aggregated,
-        disagg=disagg,
-        decode_tps=parse_int_list("decode_tps", decode_tps),
-        pps=parse_int_list("pps", pps),
-        attention_dps=parse_int_list("attention_dps", attention_dps),
-        prices=parse_prices(price),
-        num_requests=num_requests,
-        seed=seed,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        exhaustive=exhaustive,
-        daily=daily,
-        scale_up_delay_s=scale_up_delay,
-        stream_token_s=stream_token_seconds(stream_token_us),
-    )
-    kwargs.update(launch_knobs(launch) if launch is not None else {})
-    if json_out or not err_console.is_terminal:
-        result = run_plan(model, parse_names("gpus", gpus), **kwargs)
-    else:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-        ) as bar:
-            tasks: dict[str, int] = {}
-
-            def progress(phase: str, done: int, total: int) -> None:
-                if phase not in tasks:
-                    tasks[phase] = bar.add_task(f"{phase:>8}", total=total)
-                bar.update(tasks[phase], completed=done, total=total)
-
-            result = run_plan(model, parse_names("gpus", gpus), progress=progress, **kwargs)
+    _check_outputs(out, plot)  # refused before a long search, not after
+    grid = _Grid(precisions, tps, ep, pps, attention_dps, kv_precisions, engines, max_num_seqs, chunk, decode_tps)
+    prices, stream_token_s = parse_prices(price), stream_token_seconds(stream_token_us)
+    knobs = launch_knobs(launch) if launch is not None else {}
+    spec = get_model(model)
+    target, day = target_load(rate, daily, scale_up_delay)
+    slos = slo_set(slo, attainment)
+    probes = DEFAULT_PROBE_REQUESTS if num_requests is None else num_requests
+    traffic = Traffic(_length(input_len), _length(output_len), trace=trace, rate=target, num_requests=probes, seed=seed)
+    space = grid.space(parse_names("gpus", gpus) or [], knobs, disagg, not no_aggregated)
+    executor = Execution("ray" if ray or ray_address else "local", workers, ray_address, exhaustive=exhaustive)
+    costs = gpu_prices(list(space.gpus), prices)
+    request = PlanRequest(spec, space, traffic, slos, costs, stream_token_s, day, executor)
+    result = _run(request, with_bar=not json_out and err_console.is_terminal)
     written = _write_files(result, out, plot)
     if json_out:
         emit_json({**result.to_dict(), "written": [str(p) for p in written]})
@@ -151,6 +113,89 @@ def plan(
     render(result, top)
     for p in written:
         console.print(f"wrote {p}")
+
+
+class _Grid:
+    """The search-space flags, parsed (each a one-line error naming its flag)."""
+
+    def __init__(
+        self,
+        precisions: str | None,
+        tps: str,
+        ep: str | None,
+        pps: str | None,
+        attention_dps: str | None,
+        kv_precisions: str | None,
+        engines: str,
+        max_num_seqs: str | None,
+        chunk: str | None,
+        decode_tps: str | None,
+    ):
+        self.precisions = parse_names("precisions", precisions)
+        self.tps = parse_int_list("tps", tps)
+        self.eps = parse_int_list("ep", ep)
+        self.kv_precisions = parse_names("kv_precisions", kv_precisions)
+        self.engines = parse_names("engines", engines)
+        self.max_num_seqs = parse_int_list("max_num_seqs", max_num_seqs)
+        self.chunk = parse_int_list("chunk", chunk)
+        self.decode_tps = parse_int_list("decode_tps", decode_tps)
+        self.pps = parse_int_list("pps", pps)
+        self.attention_dps = parse_int_list("attention_dps", attention_dps)
+
+    def space(self, gpus: list[str], knobs: dict[str, Any], disagg: str | None, aggregated: bool) -> CandidateSpace:
+        """The candidate grid over ``gpus``; ``knobs`` (from --launch) replace the flags they set."""
+        from infercast.plan.candidates import CandidateSpace
+
+        space = CandidateSpace.build(
+            gpus,
+            precisions=self.precisions,
+            tps=knobs.get("tps", self.tps),
+            eps=self.eps,
+            kv_precisions=knobs.get("kv_precisions", self.kv_precisions),
+            engines=knobs.get("engines", self.engines),
+            max_num_seqs=knobs.get("max_num_seqs", self.max_num_seqs),
+            max_num_batched_tokens=knobs.get("max_num_batched_tokens", self.chunk),
+            ratios=disagg,
+            decode_tps=self.decode_tps,
+            pps=self.pps,
+            attention_dps=self.attention_dps,
+        )
+        return space if aggregated else replace(space, aggregated=False)
+
+
+def _check_outputs(out: Path | None, plot: Path | None) -> None:
+    """Refuse a table or plot path of the wrong kind now, before the search."""
+    from infercast.analysis.roofline_plot import image_format
+    from infercast.plan.result import TABLE_FORMATS
+
+    if out is not None and out.suffix.lower() not in TABLE_FORMATS:
+        raise InfercastError(f"table file must end in {' or '.join(TABLE_FORMATS)}, got {out.name!r}", field="out")
+    if plot is not None:
+        image_format(plot)
+
+
+def _run(request: PlanRequest, with_bar: bool) -> PlanResult:
+    """Run the plan, with a progress bar per phase on the terminal when ``with_bar``."""
+    from infercast.plan import run_plan
+
+    if not with_bar:
+        return run_plan(request)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(f"{phase:>8}", total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        return run_plan(replace(request, execution=replace(request.execution, progress=progress)))
 
 
 def _missing(v: object) -> bool:

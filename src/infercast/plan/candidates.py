@@ -141,7 +141,8 @@ def parse_ratios(values: str | Sequence[str | tuple[int, int]] | None) -> list[t
 class CandidateSpace:
     """The grid of candidates. ``None`` knobs mean the engine's default; ``ratios`` (prefill:decode
     instance counts) add disaggregated groups for every prefill TP in ``tps`` x decode TP in ``decode_tps``;
-    ``pps`` / ``attention_dps`` apply to aggregated replicas (disaggregated pools are sized by TP only)."""
+    ``pps`` / ``attention_dps`` apply to aggregated replicas (disaggregated pools are sized by TP only);
+    ``aggregated=False`` (``replace(space, aggregated=False)``) keeps the disaggregated groups only."""
 
     gpus: tuple[str, ...]
     precisions: tuple[str | None, ...] = (None,)
@@ -158,6 +159,12 @@ class CandidateSpace:
     attention_dps: tuple[int, ...] = (1,)
     extra: tuple[Candidate, ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        if not self.aggregated and not self.ratios:
+            raise InfercastError(
+                "with aggregated serving off, give prefill:decode ratios (`disagg` 1:1,1:2)", field="ratios"
+            )
+
     @classmethod
     def build(
         cls,
@@ -170,13 +177,12 @@ class CandidateSpace:
         engines: str | Sequence[str] | None = None,
         max_num_seqs: int | Sequence[int] | None = None,
         max_num_batched_tokens: int | Sequence[int] | None = None,
-        aggregated: bool = True,
         ratios: str | Sequence[str | tuple[int, int]] | None = None,
         decode_tps: int | Sequence[int] | None = None,
         pps: int | Sequence[int] | None = None,
         attention_dps: int | Sequence[int] | None = None,
     ) -> CandidateSpace:
-        """Validated grid from names, comma-separated strings or sequences."""
+        """Validated grid from names, comma-separated strings or sequences (aggregated replicas included)."""
         space = cls(
             gpus=tuple(_names("gpus", gpus, ())),
             precisions=tuple(_names("precisions", precisions, (None,))),
@@ -186,7 +192,6 @@ class CandidateSpace:
             engines=tuple(_names("engines", engines, ("vllm",))),
             max_num_seqs=tuple(_ints("max_num_seqs", max_num_seqs, (None,))),
             max_num_batched_tokens=tuple(_ints("max_num_batched_tokens", max_num_batched_tokens, (None,))),
-            aggregated=bool(aggregated),
             ratios=tuple(parse_ratios(ratios)),
             decode_tps=tuple(_ints("decode_tps", decode_tps, ())) if decode_tps is not None else None,
             pps=tuple(_ints("pps", pps, (1,))),
@@ -199,10 +204,6 @@ class CandidateSpace:
         for kv in space.kv_precisions:
             if kv is not None:
                 get_kv_format(kv)
-        if not space.aggregated and not space.ratios:
-            raise InfercastError(
-                "with aggregated serving off, give prefill:decode ratios (`disagg` 1:1,1:2)", field="ratios"
-            )
         return space
 
     def enumerate(self) -> list[Candidate]:

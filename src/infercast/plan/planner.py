@@ -19,20 +19,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.errors import InfercastError, require_positive_number
-from infercast.plan.candidates import Candidate, CandidateSpace
+from infercast.errors import InfercastError
+from infercast.plan.candidates import Candidate
 from infercast.plan.costing import Cutoff, gpu_prices, rank_key, replicas_needed, usd_per_mtok
-from infercast.plan.daily import LoadProfile, autoscale, load_profile
-from infercast.plan.executor import Executor, Progress, search_family
+from infercast.plan.daily import autoscale
+from infercast.plan.executor import Executor, search_family
 from infercast.plan.launch import launch_commands
 from infercast.plan.pareto import pareto_mask
 from infercast.plan.prune import prune_reason, rate_bound, resolve
+from infercast.plan.request import Execution, PlanRequest, plan_request
 from infercast.plan.result import PlanResult, rank
 from infercast.plan.search import RateSearch, judge, simulate_unit
 from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
 from infercast.sim.config import MAX_REPLICAS
-from infercast.sim.workload import LengthLike
 from infercast.specs.catalog import get_model
 from infercast.specs.model import ModelSpec
 
@@ -135,20 +135,8 @@ def _row(
     return row
 
 
-def _phase(progress: Progress | None, name: str):
-    return None if progress is None else (lambda done, total: progress(name, done, total))
-
-
 def _search(
-    ex: Executor,
-    spec: ModelSpec,
-    traffic: Traffic,
-    slos: SLOSet,
-    survivors: list[Candidate],
-    price: dict[str, float],
-    rate: float | None,
-    exhaustive: bool,
-    progress: Progress | None,
+    ex: Executor, spec: ModelSpec, request: PlanRequest, survivors: list[Candidate], price: dict[str, float]
 ) -> tuple[dict[Candidate, RateSearch], dict[Candidate, str], int]:
     """Branch and bound over families, cheapest roofline bound first, in rounds of a few families per worker.
 
@@ -158,6 +146,8 @@ def _search(
     cannot are. The best only changes between rounds, so the outcome does not depend on the executor or on
     task timing. ``exhaustive`` searches everything.
     """
+    traffic, slos, rate = request.traffic, request.slo, request.traffic.rate
+    exhaustive, progress = request.execution.exhaustive, request.execution.progress
     roof = {c: rate_bound(spec, c, traffic) for c in survivors}
     key = {c: rank_key(c.gpus, price[c.gpu], rate, roof[c], traffic.mean_output) for c in survivors}
     fams: dict[tuple, list[Candidate]] = defaultdict(list)
@@ -302,45 +292,17 @@ def _goodput(res: Any, slo: SLOSet) -> float:
 
 
 def plan(
-    model: str | ModelSpec,
-    gpus: str | Sequence[str],
+    model: str | ModelSpec | PlanRequest,
+    gpus: str | Sequence[str] | None = None,
     *,
-    slo: str | Sequence[str] | SLOSet,
-    rate: float | None = None,
-    input_len: LengthLike | None = None,
-    output_len: LengthLike | None = None,
-    trace: str | None = None,
-    attainment: float | None = None,
-    precisions: str | Sequence[str] | None = None,
-    tps: int | Sequence[int] | None = None,
-    eps: int | Sequence[int] | None = None,
-    kv_precisions: str | Sequence[str] | None = None,
-    engines: str | Sequence[str] | None = None,
-    max_num_seqs: int | Sequence[int] | None = None,
-    max_num_batched_tokens: int | Sequence[int] | None = None,
-    aggregated: bool = True,
-    disagg: str | Sequence[str | tuple[int, int]] | None = None,
-    decode_tps: int | Sequence[int] | None = None,
-    pps: int | Sequence[int] | None = None,
-    attention_dps: int | Sequence[int] | None = None,
-    prices: Mapping[str, float] | None = None,
-    num_requests: int | None = None,
-    arrival: str | None = None,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    executor: str = "local",
-    workers: int | None = None,
-    ray_address: str | None = None,
-    verify: bool = True,
-    exhaustive: bool = False,
-    daily: str | LoadProfile | None = None,
-    scale_up_delay_s: float = 300.0,
-    stream_token_s: float | None = None,
-    progress: Progress | None = None,
+    slo: str | Sequence[str] | SLOSet | None = None,
+    **options: Any,
 ) -> PlanResult:
     """Search every GPU x precision x TP (x attention-DP x PP with ``attention_dps`` / ``pps``) x engine knob
     (x prefill:decode ratio with ``disagg``, e.g. "1:1,1:2") for the cheapest deployment serving ``rate`` req/s
-    within ``slo`` (``"ttft:p99:200ms tpot:p90:50ms"``).
+    within ``slo`` (``"ttft:p99:200ms tpot:p90:50ms"``). ``plan(request)`` runs a :class:`PlanRequest`;
+    ``plan(model, gpus, slo=..., **options)`` builds one from the keywords of
+    :data:`~infercast.plan.request.KEYWORDS` (:func:`~infercast.plan.request.plan_request`).
 
     Requests: ``input_len``/``output_len`` (numbers or distributions) or a ``trace``; each probe replays
     ``num_requests`` of them. Without ``rate`` only the max rate per unit is searched (ranked by $/Mtok).
@@ -353,119 +315,125 @@ def plan(
     candidate's API-server front-end, seconds per streamed token (0: none; None: each engine profile's). Returns a
     :class:`~infercast.plan.result.PlanResult`.
     """
-    t0 = time.perf_counter()
-    spec = get_model(model)
-    profile = None
-    if rate is not None:
-        rate = require_positive_number("rate", rate)
-    if daily is not None:
-        profile = daily if isinstance(daily, LoadProfile) else load_profile(daily, peak=rate)
-        rate = profile.peak if rate is None else rate
-    slos = slo if isinstance(slo, SLOSet) else SLOSet.parse(slo, attainment)
-    if isinstance(slo, SLOSet) and attainment is not None:
-        slos = SLOSet(slos.terms, attainment)
-    traffic_args: dict[str, Any] = {
-        "input_len": input_len,
-        "output_len": output_len,
-        "trace": trace,
-        "rate": rate,
-        "arrival": arrival,
-        "burstiness": burstiness,
-        "seed": seed,
-    }
-    if num_requests is not None:
-        traffic_args["num_requests"] = num_requests
-    traffic = Traffic(**traffic_args)
-    space = CandidateSpace.build(
-        gpus,
-        precisions=precisions,
-        tps=tps,
-        eps=eps,
-        kv_precisions=kv_precisions,
-        engines=engines,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        aggregated=aggregated,
-        ratios=disagg,
-        decode_tps=decode_tps,
-        pps=pps,
-        attention_dps=attention_dps,
-    )
-    price = gpu_prices(list(space.gpus), prices)
-    candidates = [resolve(spec, c) for c in space.enumerate()]
-    candidates = list(dict.fromkeys(candidates))
-    if stream_token_s is not None:
-        stream_token_s = require_positive_number("stream_token_s", stream_token_s, allow_zero=True)
-        candidates = [replace(c, stream_token_s=stream_token_s) for c in candidates]
+    if isinstance(model, PlanRequest):
+        if gpus is not None or slo is not None or options:
+            raise InfercastError("give a PlanRequest alone, or a model, gpus and slo with keywords", field="request")
+        return run_plan(model)
+    if gpus is None:
+        raise InfercastError("needs at least one GPU", field="gpus")
+    if slo is None:
+        raise InfercastError("expected terms like 'ttft:p99:200ms', got None", field="slo")
+    return run_plan(plan_request(model, gpus, slo=slo, **options))
 
-    pruned: dict[Candidate, str] = {}
-    for c in candidates:
-        reason = prune_reason(spec, c, traffic, slos)
-        if reason is not None:
-            pruned[c] = reason
+
+def run_plan(request: PlanRequest) -> PlanResult:
+    """Screen the grid analytically, search the survivors on the simulator, rank, verify the chosen fleet."""
+    clock = [time.perf_counter()]
+    spec = get_model(request.model)
+    price = gpu_prices(list(request.space.gpus), request.prices)
+    candidates, pruned = _screen(spec, request)
     survivors = [c for c in candidates if c not in pruned]
-    t1 = time.perf_counter()
-    with Executor(executor, workers, ray_address) as ex:
-        searches, bounded, sims = _search(ex, spec, traffic, slos, survivors, price, rate, exhaustive, progress)
-    t3 = time.perf_counter()
-
-    rows = []
-    for c in candidates:
-        if c in pruned:
-            rows.append(_row(c, "pruned", None, pruned[c], price[c.gpu], rate, traffic))
-        elif c in bounded:
-            rows.append(_row(c, "bounded", None, bounded[c], price[c.gpu], rate, traffic))
-        else:
-            s = searches[c]
-            rows.append(_row(c, "pass" if s.max_rate_req_s else "fail", s, "", price[c.gpu], rate, traffic))
+    clock.append(time.perf_counter())
+    run = request.execution
+    with Executor(run.executor, run.workers, run.ray_address) as ex:
+        searches, bounded, sims = _search(ex, spec, request, survivors, price)
+    clock.append(time.perf_counter())
+    rate = request.traffic.rate
+    rows = [_row(c, *_verdict(c, pruned, bounded, searches), price[c.gpu], rate, request.traffic) for c in candidates]
     table = _mark_fronts(rank(pd.DataFrame(rows), by_fleet=rate is not None))
     by_label = {c.label: c for c in candidates}
-
-    chosen, fleet, launch, day = None, None, [], None
-    if verify and rate is not None:
-        table, fleet = _verify_top(spec, traffic, slos, table, by_label)
-    passing = table[table["status"] == "pass"]
-    if not passing.empty:
-        chosen = _clean(passing.iloc[0].to_dict())
-        replicas = int(chosen["replicas"]) if rate is not None else 1
-        launch = launch_commands(spec, by_label[chosen["label"]], replicas)
-        if profile is not None:
-            per_unit = chosen["max_rate_req_s"]
-            if fleet is not None and rate is not None and fleet["replicas"] > fleet["sized_replicas"]:
-                per_unit = min(per_unit, rate / replicas)  # the fleet needed more units: use what it verified
-            day = autoscale(profile, per_unit, chosen["unit_usd_per_hour"], scale_up_delay_s)
-    t4 = time.perf_counter()
+    fleet = None
+    if run.verify and rate is not None:
+        table, fleet = _verify_top(spec, request.traffic, request.slo, table, by_label)
+    chosen, launch, day = _choose(spec, request, table, by_label, fleet)
+    clock.append(time.perf_counter())
     sims += len(fleet["tried"]) if fleet else 0  # + the (last) fleet check
-    stats = {
-        "candidates": len(candidates),
-        "pruned": len(pruned),
-        "bounded": len(bounded),
-        "searched": len(searches),
-        "passing": int((table["status"] == "pass").sum()),
-        "simulations": sims,
+    counts = {"candidates": len(candidates), "pruned": len(pruned), "bounded": len(bounded)}
+    counts |= {"searched": len(searches), "passing": int((table["status"] == "pass").sum()), "simulations": sims}
+    stats = counts | _timing(clock, len(candidates), sims, run)
+    return PlanResult(table, chosen, _settings(spec, request, price), stats, fleet, launch, day)
+
+
+def _screen(spec: ModelSpec, request: PlanRequest) -> tuple[list[Candidate], dict[Candidate, str]]:
+    """Every distinct candidate of the grid (precision resolved, the front-end set) and why each pruned one is."""
+    candidates = list(dict.fromkeys(resolve(spec, c) for c in request.space.enumerate()))
+    if request.stream_token_s is not None:
+        candidates = [replace(c, stream_token_s=request.stream_token_s) for c in candidates]
+    pruned: dict[Candidate, str] = {}
+    for c in candidates:
+        reason = prune_reason(spec, c, request.traffic, request.slo)
+        if reason is not None:
+            pruned[c] = reason
+    return candidates, pruned
+
+
+def _verdict(
+    c: Candidate, pruned: dict[Candidate, str], bounded: dict[Candidate, str], searches: dict[Candidate, RateSearch]
+) -> tuple[str, RateSearch | None, str]:
+    """(status, search, reason) of one candidate for its table row."""
+    if c in pruned:
+        return "pruned", None, pruned[c]
+    if c in bounded:
+        return "bounded", None, bounded[c]
+    s = searches[c]
+    return ("pass" if s.max_rate_req_s else "fail"), s, ""
+
+
+def _choose(
+    spec: ModelSpec,
+    request: PlanRequest,
+    table: pd.DataFrame,
+    by_label: dict[str, Candidate],
+    fleet: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, list[str], Any]:
+    """The chosen row (the top passing one), its launch command and, for a daily load, the autoscaling what-if."""
+    passing = table[table["status"] == "pass"]
+    if passing.empty:
+        return None, [], None
+    rate = request.traffic.rate
+    chosen = _clean(passing.iloc[0].to_dict())
+    replicas = int(chosen["replicas"]) if rate is not None else 1
+    launch = launch_commands(spec, by_label[chosen["label"]], replicas)
+    if request.daily is None:
+        return chosen, launch, None
+    per_unit = chosen["max_rate_req_s"]
+    if fleet is not None and rate is not None and fleet["replicas"] > fleet["sized_replicas"]:
+        per_unit = min(per_unit, rate / replicas)  # the fleet needed more units: use what it verified
+    day = autoscale(request.daily.profile, per_unit, chosen["unit_usd_per_hour"], request.daily.scale_up_delay_s)
+    return chosen, launch, day
+
+
+def _timing(clock: list[float], candidates: int, sims: int, run: Execution) -> dict[str, Any]:
+    """Seconds per phase (``clock``: start, screened, searched, done) and throughputs."""
+    t0, t1, t3, t4 = clock
+    return {
         "seconds_total": t4 - t0,
         "seconds_prune": t1 - t0,
         "seconds_search": t3 - t1,
         "seconds_fleet": t4 - t3,
-        "candidates_per_second": len(candidates) / max(t4 - t0, 1e-9),
+        "candidates_per_second": candidates / max(t4 - t0, 1e-9),
         "simulations_per_second": sims / max(t3 - t1, 1e-9),
-        "executor": executor,
-        "exhaustive": exhaustive,
+        "executor": run.executor,
+        "exhaustive": run.exhaustive,
     }
-    settings = {
+
+
+def _settings(spec: ModelSpec, request: PlanRequest, price: dict[str, float]) -> dict[str, Any]:
+    """What was asked, as the result reports it."""
+    traffic, slos = request.traffic, request.slo
+    return {
         "model": spec.id,
         "slo": slos.to_dict(),
         "slo_text": slos.describe(),
-        "rate_req_s": rate,
+        "rate_req_s": traffic.rate,
         "traffic": traffic.describe(),
         "probe_requests": traffic.num_requests,
-        "seed": seed,
+        "seed": traffic.seed,
         "mean_input_tokens": traffic.mean_input,
         "mean_output_tokens": traffic.mean_output,
         "prices_usd_per_gpu_hour": price,
-        "stream_token_s": stream_token_s,
+        "stream_token_s": request.stream_token_s,
     }
-    return PlanResult(table, chosen, settings, stats, fleet, launch, day)
 
 
 def _clean(row: dict[str, Any]) -> dict[str, Any]:

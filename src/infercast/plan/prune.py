@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from infercast.analysis.compare import unsupported_note
 from infercast.analysis.scenario import predict
@@ -20,7 +21,7 @@ from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.memory import memory_budget
 from infercast.plan.candidates import Candidate
-from infercast.plan.screen import screen_gpu
+from infercast.plan.screen import ScreenLayout, ScreenQuery, screen_gpu
 from infercast.plan.slo import SLOSet
 from infercast.plan.traffic import Traffic
 from infercast.specs.catalog import get_hardware
@@ -90,37 +91,9 @@ def jitter_credit(gpu: str, engine: str) -> float:
 
 @lru_cache(maxsize=4096)
 def _screen(
-    model: ModelSpec,
-    gpu: str,
-    precision: str,
-    tp: int,
-    ep: int,
-    kv: str | None,
-    engine: str,
-    input_len: int,
-    output_len: int,
-    ttft_s: float,
-    tpot_s: float,
-    pp: int = 1,
-    attention_dp: int = 1,
-) -> dict:
-    (row,) = screen_gpu(
-        model,
-        get_hardware(gpu),
-        [get_scheme(precision)],
-        [tp],
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-        input_len=input_len,
-        output_len=output_len,
-        batch=1,
-        ep=ep,
-        kv_precision=kv,
-        engine=engine,
-        pp=pp,
-        attention_dp=attention_dp,
-        ttft_credit_s=jitter_credit(gpu, engine),
-    )
+    model: ModelSpec, gpu: str, precision: str, tp: int, query: ScreenQuery, layout: ScreenLayout
+) -> dict[str, Any]:
+    (row,) = screen_gpu(model, get_hardware(gpu), [get_scheme(precision)], [tp], query, layout)
     return row
 
 
@@ -145,33 +118,20 @@ def prune_reason(model: ModelSpec, c: Candidate, traffic: Traffic, slo: SLOSet) 
     o = max(o, 2)
     ttft_lim, tpot_lim = _binding_limit(slo, "ttft"), _binding_limit(slo, "tpot")
     # disaggregated: the prefill pool sets TTFT, the decode pool TPOT
-    pre = _screen(
-        model,
-        c.gpu,
-        c.precision,
-        c.tp,
-        c.ep,
-        c.kv_precision,
-        c.engine,
-        i,
-        o,
-        ttft_lim,
-        math.inf if c.disaggregated else tpot_lim,
-        c.pp,
-        c.attention_dp,
-    )
+    credit = jitter_credit(c.gpu, c.engine)
+    layout = ScreenLayout(c.ep, c.kv_precision, c.engine, c.pp, c.attention_dp)
+    query = ScreenQuery(ttft_lim, math.inf if c.disaggregated else tpot_lim, i, o, ttft_credit_s=credit)
+    pre = _screen(model, c.gpu, str(c.precision), c.tp, query, layout)
     rows = [pre]
     if c.disaggregated:
-        rows.append(
-            _screen(
-                model, c.gpu, c.precision, c.decode_tp or c.tp, c.ep, c.kv_precision, c.engine, i, o, math.inf, tpot_lim
-            )
-        )
+        decode = ScreenQuery(math.inf, tpot_lim, i, o, ttft_credit_s=credit)
+        pool = ScreenLayout(c.ep, c.kv_precision, c.engine)
+        rows.append(_screen(model, c.gpu, str(c.precision), c.decode_tp or c.tp, decode, pool))
     for row in rows:
         if not row["passes"]:
             return f"unloaded: {row['reason']} (median lengths)"
     e2e_lim = _binding_limit(slo, "e2e")
-    e2e = pre["ttft_s"] - jitter_credit(c.gpu, c.engine) + (o - 1) * rows[-1]["tpot_s"]
+    e2e = pre["ttft_s"] - credit + (o - 1) * rows[-1]["tpot_s"]
     if e2e > e2e_lim:
         return f"unloaded: E2E {fmt_time(e2e, sig=3)} > {fmt_time(e2e_lim / FLOOR_MARGIN, sig=3)} (median lengths)"
     return None
