@@ -358,10 +358,10 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
     attention_dp_size, silicon_ttft_ms, ...``) in this module's format; None for a disaggregated row (the
     simulator's disaggregated pools take TP only) or one whose concurrency is not recorded. A blank precision is
     the 16-bit checkpoint, as in the calibration file cut from it."""
-    concurrency = wheel_concurrency(row.get("silicon_data_source") or "")
-    if (row.get("mode") or "").strip() != "agg" or concurrency is None:
+    recorded = wheel_concurrency(row.get("silicon_data_source") or "")
+    if (row.get("mode") or "").strip() != "agg" or recorded is None:
         return None
-    concurrency, tp, dp = _clients_per_engine(row, int(concurrency))
+    concurrency, tp, dp = _clients_per_engine(row, int(recorded))
     sweep = _is_serving_sweep(row.get("silicon_data_source") or "")
     return {
         "id": row.get("id") or "",
