@@ -24,7 +24,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("cli/measure_cmd.py", "measure"): (84, _RECUT),
     ("cli/plan_cmd.py", "plan"): (115, _RECUT),
     ("cli/simulate_cmd.py", "simulate"): (206, _RECUT),
-    ("calibrate/profile_fit.py", "fit"): (100, _RECUT),
     ("analysis/compare.py", "crossover"): (136, _TODO),
     ("analysis/error_bands.py", "confidence"): (97, _TODO),
     ("analysis/scenario.py", "predict"): (121, _TODO),
