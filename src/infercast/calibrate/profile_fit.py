@@ -16,7 +16,7 @@ positive finite number) stops the fit with an error naming its ``path:row``, as 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -382,26 +382,8 @@ def fit(
     ``robust_scale``: log errors beyond about this size count linearly, not squared (scipy's ``soft_l1`` loss),
     so a few points in a regime the model does not capture cannot drag the fit; None: plain least squares.
     """
-    chosen = [r for r in records if gpus is None or r.gpu in gpus]
-    usable = [r for r in chosen if r.gpu.strip().lower() != CPU_LABEL]
-    skipped = [r for r in chosen if r.gpu.strip().lower() == CPU_LABEL]
-    if not usable:
-        why = (
-            f": all {len(skipped)} were measured on the CPU (gpu 'cpu'), which tests the harness, not a GPU"
-            if skipped
-            else ""
-        )
-        raise InfercastError(
-            "no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else "") + why, field="data"
-        )
-    priors = candidate_parameters(usable, keep_measured_curves)
-    if parameters is not None:
-        unknown = set(parameters) - set(priors)
-        if unknown:
-            raise InfercastError(f"cannot fit {sorted(unknown)}; candidates: {sorted(priors)}", field="parameters")
-        priors = {k: priors[k] for k in parameters}
-    else:
-        priors = {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY + HARNESS_ONLY + READ_OFF}
+    usable, skipped = _fit_rows(records, gpus)
+    priors = _fit_priors(usable, parameters, keep_measured_curves)
     names = list(priors)
     pairs = sorted({(r.gpu, r.engine) for r in usable})
     measured = np.array([r.value_si for r in usable])
@@ -421,12 +403,7 @@ def fit(
     at_priors = predictions(priors)
     _check_predictions(usable, at_priors)
     start_err = np.log(at_priors / measured)
-    sens = {}
-    for j, name in enumerate(names):  # effect of an e-fold change, by finite difference in log space
-        probe = dict(priors)
-        step = 0.1 if math.exp(u0[j] + 0.1) <= BOUNDS[_base(name)][1] else -0.1
-        probe[name] = math.exp(u0[j] + step)
-        sens[name] = float(np.max(np.abs(log_errors(probe) - start_err)) / abs(step))
+    sens = _sensitivities(priors, u0, start_err, log_errors)
     free = [n for n in names if sens[n] > SENSITIVITY]
     fixed = {n: priors[n] for n in names if n not in free}
     if not free:
@@ -463,6 +440,54 @@ def fit(
         message=str(result.message),
         base=base,
     )
+
+
+def _fit_rows(records: Sequence[Record], gpus: Sequence[str] | None) -> tuple[list[Record], list[Record]]:
+    """(rows to fit, CPU rows left out) of ``records`` on ``gpus``; refused when no GPU row is left."""
+    chosen = [r for r in records if gpus is None or r.gpu in gpus]
+    usable = [r for r in chosen if r.gpu.strip().lower() != CPU_LABEL]
+    skipped = [r for r in chosen if r.gpu.strip().lower() == CPU_LABEL]
+    if not usable:
+        why = (
+            f": all {len(skipped)} were measured on the CPU (gpu 'cpu'), which tests the harness, not a GPU"
+            if skipped
+            else ""
+        )
+        raise InfercastError(
+            "no measurements to fit" + (f" for gpu {', '.join(gpus)}" if gpus else "") + why, field="data"
+        )
+    return usable, skipped
+
+
+def _fit_priors(
+    usable: Sequence[Record], parameters: Sequence[str] | None, keep_measured_curves: bool
+) -> dict[str, float]:
+    """Prior values of the parameters to fit: ``parameters`` (each must be a candidate), else every candidate
+    but those the load, harness and read-off stages own."""
+    priors = candidate_parameters(usable, keep_measured_curves)
+    if parameters is not None:
+        unknown = set(parameters) - set(priors)
+        if unknown:
+            raise InfercastError(f"cannot fit {sorted(unknown)}; candidates: {sorted(priors)}", field="parameters")
+        return {k: priors[k] for k in parameters}
+    return {k: v for k, v in priors.items() if k.rsplit(":", 1)[-1] not in LOAD_ONLY + HARNESS_ONLY + READ_OFF}
+
+
+def _sensitivities(
+    priors: dict[str, float],
+    u0: np.ndarray,
+    start_err: np.ndarray,
+    log_errors: Callable[[dict[str, float]], np.ndarray],
+) -> dict[str, float]:
+    """Per parameter, the largest change of any log error per e-fold change of it (finite difference in log
+    space, stepping down where a step up would cross its bound)."""
+    sens = {}
+    for j, name in enumerate(priors):
+        probe = dict(priors)
+        step = 0.1 if math.exp(u0[j] + 0.1) <= BOUNDS[_base(name)][1] else -0.1
+        probe[name] = math.exp(u0[j] + step)
+        sens[name] = float(np.max(np.abs(log_errors(probe) - start_err)) / abs(step))
+    return sens
 
 
 def _check_predictions(records: Sequence[Record], predicted: np.ndarray) -> None:

@@ -12,7 +12,7 @@ import typer
 try:  # typer >= 0.16 ships its own copy of click
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]  # the same module, older home
 
 from infercast.cli import (
     analysis_cmds,
@@ -57,7 +57,8 @@ app.command("validate-sim")(engine_cmds.validate_sim)
 app.command("serve")(engine_cmds.serve)
 app.command("ui")(ui_cmd.ui)
 for _command in app.registered_commands:  # library messages quote API names (`tp`); commands show their flags
-    _command.callback = with_flags(_command.callback, fields=False)
+    if _command.callback is not None:
+        _command.callback = with_flags(_command.callback, fields=False)
 
 MULTI_VALUE_OPTIONS = ("--goodput", "--slo")
 """Options that take several space-separated values, as in ``vllm bench serve --goodput ttft:200 tpot:50``."""
@@ -137,7 +138,7 @@ def _usage_field(exc: click_exceptions.UsageError) -> str | None:
 def _report(message: str, field: str | None, allowed: list[str] | None, as_json: bool, code: int) -> None:
     """Print one error line on stderr (a JSON object under ``--json``) and exit with ``code``."""
     if as_json:
-        error = {"field": field, "message": message}
+        error: dict[str, str | list[str] | None] = {"field": field, "message": message}
         if allowed:
             error["allowed"] = allowed
         print(json.dumps({"error": error, "exit_code": code}), file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import numpy as np
 import typer
@@ -235,7 +235,8 @@ def roofline(
         "bound",
     ):
         t.add_column(col, justify="left" if col in ("GPU", "prec", "phase", "bound") else "right")
-    for e in data["gpus"]:  # type: ignore[union-attr]
+    entries = cast("list[dict[str, Any]]", data["gpus"])  # roofline_data's layout: one entry per GPU
+    for e in entries:
         for phase, pt in e["points"].items():
             t.add_row(
                 e["gpu"],
@@ -252,7 +253,7 @@ def roofline(
                 pt["bound"],
             )
     console.print(t)
-    for s in data["skipped"]:  # type: ignore[union-attr]
+    for s in cast("list[dict[str, str]]", data["skipped"]):
         console.print(f"[yellow]skipped[/] {s['gpu']}: {s['reason']}")
     console.print(f"wrote {path}")
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -61,17 +63,25 @@ RateOpt = Annotated[
 ]
 
 
-def _measurements(
-    data: list[Path] | None, bench: list[Path] | None, bench_format: str, facts: RunFacts, what: str
-) -> tuple[list[Record], list[Path]]:
-    """Records of the --data CSVs and the --bench result files (at least one of the two)."""
-    if not data and not bench:
-        raise InfercastError("give --data CSV|DIR or --bench RESULT_FILE (or both)", field="data")
-    files = measurement_files(data) if data else []
-    records = _without_cpu(load_records(files), what) if files else []
-    if bench:
-        records += load_bench_records(list(bench), facts, bench_format)
-    return records, files
+@dataclass(frozen=True)
+class MeasurementSources:
+    """The measurements ``calibrate`` and ``validate`` read: ``--data`` CSVs and ``--bench`` result files, with
+    what the caller says about the benchmark runs that the files do not record."""
+
+    data: tuple[Path, ...]
+    bench: tuple[Path, ...]
+    bench_format: str
+    facts: RunFacts
+
+    def records(self, what: str) -> tuple[list[Record], list[Path]]:
+        """Records of the --data CSVs and the --bench result files (at least one of the two), and the CSVs read."""
+        if not self.data and not self.bench:
+            raise InfercastError("give --data CSV|DIR or --bench RESULT_FILE (or both)", field="data")
+        files = measurement_files(self.data) if self.data else []
+        records = _without_cpu(load_records(files), what) if files else []
+        if self.bench:
+            records += load_bench_records(list(self.bench), self.facts, self.bench_format)
+        return records, files
 
 
 def _without_cpu(records: list[Record], what: str) -> list[Record]:
@@ -91,49 +101,76 @@ def _without_cpu(records: list[Record], what: str) -> list[Record]:
     return kept
 
 
+FromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--from",
+        help="Import measured kernel tables instead of fitting measurements: 'aiconfigurator' (the installed "
+        "aiconfigurator-core, extra \\[aiconfigurator]) or 'aiconfigurator:PATH' (an unpacked wheel). Writes "
+        "kernels/<gpu>.yaml profiles (GEMM/attention fits, collective latency curves) for --gpu or every GPU.",
+    ),
+]
+GpusOpt = Annotated[
+    list[str] | None,
+    typer.Option("--gpu", help="Only these GPUs (repeatable); with --bench, the one GPU the benchmark ran on."),
+]
+OutOpt = Annotated[
+    Path | None, typer.Option(help=f"Folder for the fitted <gpu>.yaml profiles (default: ./{DEFAULT_OUT}/).")
+]
+InstallOpt = Annotated[
+    bool,
+    typer.Option(
+        "--install",
+        help="Write the profiles into the installed package (cost/profiles/), replacing the fitted profiles "
+        "that predictions use. Without it nothing installed changes.",
+    ),
+]
+ProjectDataOpt = Annotated[
+    bool,
+    typer.Option(
+        "--project-data/--no-project-data",
+        help="Fit jointly with the repository's data/measurements/ (when present, i.e. from a source "
+        "checkout), so the new points refine the published fit instead of replacing it.",
+    ),
+]
+FewPointsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-few-points", help="Write profiles even where a GPU or engine has no more points than parameters."
+    ),
+]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Fit and report; write nothing.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """How ``calibrate`` fits and what it writes: the GPUs, where the profiles go, and its safety switches."""
+
+    gpus: tuple[str, ...]
+    out: Path | None
+    install: bool
+    project_data: bool
+    allow_few_points: bool
+    dry_run: bool
+
+    def folder(self) -> Path:
+        """Where the <gpu>.yaml profiles go: the package's profiles with --install, else --out or the default."""
+        from infercast.calibrate.profile_fit import PROFILE_DIR
+
+        return PROFILE_DIR if self.install else (self.out or DEFAULT_OUT)
+
+
 def calibrate(
     data: DataOpt = None,
-    from_source: Annotated[
-        str | None,
-        typer.Option(
-            "--from",
-            help="Import measured kernel tables instead of fitting measurements: 'aiconfigurator' (the installed "
-            "aiconfigurator-core, extra \\[aiconfigurator]) or 'aiconfigurator:PATH' (an unpacked wheel). Writes "
-            "kernels/<gpu>.yaml profiles (GEMM/attention fits, collective latency curves) for --gpu or every GPU.",
-        ),
-    ] = None,
+    from_source: FromOpt = None,
     bench: BenchOpt = None,
-    gpu: Annotated[
-        list[str] | None,
-        typer.Option("--gpu", help="Only these GPUs (repeatable); with --bench, the one GPU the benchmark ran on."),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help=f"Folder for the fitted <gpu>.yaml profiles (default: ./{DEFAULT_OUT}/)."),
-    ] = None,
-    install: Annotated[
-        bool,
-        typer.Option(
-            "--install",
-            help="Write the profiles into the installed package (cost/profiles/), replacing the fitted profiles "
-            "that predictions use. Without it nothing installed changes.",
-        ),
-    ] = False,
-    project_data: Annotated[
-        bool,
-        typer.Option(
-            "--project-data/--no-project-data",
-            help="Fit jointly with the repository's data/measurements/ (when present, i.e. from a source "
-            "checkout), so the new points refine the published fit instead of replacing it.",
-        ),
-    ] = True,
-    allow_few_points: Annotated[
-        bool,
-        typer.Option(
-            "--allow-few-points", help="Write profiles even where a GPU or engine has no more points than parameters."
-        ),
-    ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Fit and report; write nothing.")] = False,
+    gpu: GpusOpt = None,
+    out: OutOpt = None,
+    install: InstallOpt = False,
+    project_data: ProjectDataOpt = True,
+    allow_few_points: FewPointsOpt = False,
+    dry_run: DryRunOpt = False,
     bench_format: BenchFormatOpt = "auto",
     model: ModelOpt = "",
     tp: TpOpt = None,
@@ -142,7 +179,7 @@ def calibrate(
     engine: EngineOpt = "",
     concurrency: ConcurrencyOpt = None,
     request_rate: RateOpt = None,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Fit the parameters your measurements cover (their GPU's kernels, their engine's overheads) and write a
     profile per GPU.
@@ -151,9 +188,6 @@ def calibrate(
     `infercast --profile FILE <command>` (any command); from Python, use_profile_file(path) from
     infercast.cost.profile. Values the fit pushed onto a bound are flagged.
     """
-    from infercast.calibrate.load_fit import is_load
-    from infercast.calibrate.profile_fit import PROFILE_DIR, covered_parameters, fit, write_gpu_profile
-
     if install and out is not None:
         raise InfercastError("give --out FOLDER or --install, not both", field="out")
     if from_source is not None:
@@ -166,11 +200,53 @@ def calibrate(
     if bench and gpu and len(gpu) > 1:
         raise InfercastError("with --bench give the one GPU the benchmark ran on (a single --gpu)", field="gpu")
     facts = RunFacts(model, (gpu or [""])[0], tp, ep, precision, engine, concurrency, request_rate)
-    new, new_files = _measurements(data, bench, bench_format, facts, "calibrate")
+    sources = MeasurementSources(tuple(data or ()), tuple(bench or ()), bench_format, facts)
+    opts = CalibrateOptions(tuple(gpu or ()), out, install, project_data, allow_few_points, dry_run)
+    _calibrate(sources, opts, json_out)
+
+
+def _calibrate(sources: MeasurementSources, opts: CalibrateOptions, json_out: bool) -> None:
+    """``calibrate`` once its flags are read: fit what the measurements cover, write the profiles, report."""
+    from infercast.calibrate.profile_fit import covered_parameters, fit, write_gpu_profile
+
+    gpu = list(opts.gpus)
+    new, new_files = sources.records("calibrate")
     targets = sorted({r.gpu for r in new if not gpu or r.gpu in gpu})
     if not targets:
-        raise InfercastError(f"no rows for gpu {', '.join(gpu or [])} in the given data", field="gpu")
-    records, files = list(new), list(new_files) + list(bench or [])
+        raise InfercastError(f"no rows for gpu {', '.join(gpu)} in the given data", field="gpu")
+    records, files = _with_project_data(new, new_files, list(sources.bench), opts.project_data)
+    # only what the given data cover is fitted: the project's points inform it, its other engines stay as they are
+    covered = covered_parameters(records, new)
+    result = fit(records, gpus=gpu or None, parameters=covered, source=", ".join(str(f) for f in files))
+    if not result.converged:
+        err_console.print(f"[yellow]warning[/] the least-squares fit did not converge: {result.message}")
+    few = result.underdetermined(targets)
+    if few and not opts.allow_few_points and not opts.dry_run:
+        raise InfercastError(
+            f"too few points for the parameters fitted ({'; '.join(few)}): add measurements, or pass "
+            "--allow-few-points to write the profiles anyway",
+            field="data",
+        )
+    written = []
+    if not opts.dry_run:
+        folder = opts.folder()
+        for g in targets:
+            written.append(str(write_gpu_profile(result, g, folder / f"{g}.yaml", with_engines=True)))
+    payload = _fit_payload(result, targets, few, written, opts.install and not opts.dry_run)
+    if json_out:
+        emit_json(payload)
+        return
+    _print_fit(result, targets, payload, opts.install)
+
+
+def _with_project_data(
+    new: list[Record], new_files: list[Path], bench: list[Path], project_data: bool
+) -> tuple[list[Record], list[Path]]:
+    """The records to fit and the files they came from: the given ones, plus with ``project_data`` the
+    repository's measurements (those not given already; closed-loop serving points left out)."""
+    from infercast.calibrate.load_fit import is_load
+
+    records, files = list(new), list(new_files) + bench
     if project_data and PROJECT_DATA.is_dir():
         mine = {f.resolve() for f in new_files}
         extra = [f for f in measurement_files([PROJECT_DATA]) if f.resolve() not in mine]
@@ -180,27 +256,17 @@ def calibrate(
         files += extra
     elif project_data:
         err_console.print(f"[yellow]note[/] {PROJECT_DATA} not found: fitting the given data only")
-    # only what the given data cover is fitted: the project's points inform it, its other engines stay as they are
-    covered = covered_parameters(records, new)
-    result = fit(records, gpus=gpu or None, parameters=covered, source=", ".join(str(f) for f in files))
-    if not result.converged:
-        err_console.print(f"[yellow]warning[/] the least-squares fit did not converge: {result.message}")
-    few = result.underdetermined(targets)
-    if few and not allow_few_points and not dry_run:
-        raise InfercastError(
-            f"too few points for the parameters fitted ({'; '.join(few)}): add measurements, or pass "
-            "--allow-few-points to write the profiles anyway",
-            field="data",
-        )
-    written = []
-    if not dry_run:
-        folder = PROFILE_DIR if install else (out or DEFAULT_OUT)
-        for g in targets:
-            written.append(str(write_gpu_profile(result, g, folder / f"{g}.yaml", with_engines=True)))
+    return records, files
+
+
+def _fit_payload(
+    result: FitResult, targets: list[str], few: list[str], written: list[str], installed: bool
+) -> dict[str, Any]:
+    """calibrate's --json document: the errors before and after on the written GPUs, the values, the warnings."""
     idx = [i for i, r in enumerate(result.records) if r.gpu in targets]
     before = np.abs(np.exp(result.before[idx]) - 1)
     after = np.abs(np.exp(result.after[idx]) - 1)
-    payload = {
+    return {
         "points": len(result.records),
         "points_of_written_gpus": len(idx),
         "cpu_points_left_out": len(result.skipped),
@@ -212,12 +278,8 @@ def calibrate(
         "few_points": few,
         "at_bound": result.at_bounds(),
         "written": written,
-        "installed": install and not dry_run,
+        "installed": installed,
     }
-    if json_out:
-        emit_json(payload)
-        return
-    _print_fit(result, targets, payload, install)
 
 
 def _print_fit(result: FitResult, targets: list[str], payload: dict, install: bool) -> None:
@@ -254,7 +316,21 @@ def _print_fit(result: FitResult, targets: list[str], payload: dict, install: bo
 ERROR_COLUMNS = ("points", "median |error|", "p90 |error|", "median signed", "inside p90 band")
 
 
-def _error_table(title: str, keys: list[str], rows: list[tuple[tuple, str, dict]]) -> Table:
+ErrorRow = tuple[tuple[str, ...], str, Mapping[str, Any]]
+"""A row of :func:`_error_table`: group values, metric, summary stats."""
+
+
+def _group_rows(grouped: list[dict[str, object]]) -> list[ErrorRow]:
+    """:func:`summarize_by`'s groups as :func:`_error_table` rows."""
+    rows: list[ErrorRow] = []
+    for s in grouped:
+        group = s["group"]
+        assert isinstance(group, dict)  # summarize_by: {"group": {field: value}, "metric": ..., **stats}
+        rows.append((tuple(group.values()), str(s["metric"]), s))
+    return rows
+
+
+def _error_table(title: str, keys: list[str], rows: list[ErrorRow]) -> Table:
     """One row per (group values, metric, summary stats) of :func:`summarize` / :func:`summarize_by`."""
     t = Table(title=title)
     for col in (*keys, "metric", *ERROR_COLUMNS):
@@ -359,7 +435,7 @@ def validate(
 
     fields = group_fields(by)  # an unknown field is refused before any file is read
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
-    records, _ = _measurements(data, bench, bench_format, facts, "validate")
+    records, _ = MeasurementSources(tuple(data or ()), tuple(bench or ()), bench_format, facts).records("validate")
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
     rows, refused = compare_each(records, profiles, workers=workers)
     if not rows:
@@ -385,11 +461,7 @@ def validate(
         return
     console.print(_error_table("Prediction vs measurement", [], [((), m, s) for m, s in summary.items()]))
     if grouped:
-        console.print(
-            _error_table(
-                f"By {', '.join(fields)}", fields, [(tuple(s["group"].values()), s["metric"], s) for s in grouped]
-            )
-        )
+        console.print(_error_table(f"By {', '.join(fields)}", fields, _group_rows(grouped)))
     if any(r.band for r in rows):
         console.print(
             "inside p90 band: points whose error lies within the p90 of the error band predict/simulate "

@@ -85,9 +85,10 @@ def show_model(
     t.add_column("field")
     t.add_column("value")
     for k, v in info.items():
-        if k in ("total_params", "active_params", "published_params", "published_active_params") and v:
+        counts = ("total_params", "active_params", "published_params", "published_active_params")
+        if k in counts and isinstance(v, int | float) and v:
             v = f"{fmt_count(float(v))} ({int(v):,})"
-        elif k == "kv_bytes_per_token_bf16":
+        elif k == "kv_bytes_per_token_bf16" and isinstance(v, int | float):
             v = fmt_bytes(float(v))
         t.add_row(k, str(v))
     console.print(t)

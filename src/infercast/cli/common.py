@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, overload
 
 import numpy as np
 import typer
 from rich.console import Console
 
 from infercast.errors import require_positive_number
+
+if TYPE_CHECKING:
+    from infercast.specs.deployment import Deployment
+    from infercast.specs.engine import EngineSpec
 
 console = Console(width=None if Console().is_terminal else 120)
 err_console = Console(stderr=True)
@@ -50,6 +55,38 @@ AttentionDpOption = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class ReplicaFlags:
+    """One replica as a command's flags give it (``predict``, ``memory``): model, GPU, layout, number formats and
+    engine (an engine a ``--launch`` adjusted is an :class:`EngineSpec`)."""
+
+    model: str
+    gpu: str
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    attention_dp: int = 1
+    precision: str | None = None
+    kv_precision: str | None = None
+    engine: str | EngineSpec = "vllm"
+
+    def deployment(self) -> Deployment:
+        """The resolved deployment (a bad part is a one-line error naming its field)."""
+        from infercast.specs.deployment import Deployment
+
+        return Deployment.resolve(
+            self.model,
+            self.gpu,
+            tp=self.tp,
+            ep=self.ep,
+            precision=self.precision,
+            kv_precision=self.kv_precision,
+            engine=self.engine,
+            pp=self.pp,
+            attention_dp=self.attention_dp,
+        )
+
+
 def _default(obj: Any) -> Any:
     if isinstance(obj, np.integer):
         return int(obj)
@@ -78,6 +115,12 @@ def emit_json(data: Any) -> None:
     print(json.dumps(_clean(data), indent=2, default=_default))
 
 
+@overload
+def parse_int_list(field: str, text: str) -> list[int]: ...
+@overload
+def parse_int_list(field: str, text: None) -> None: ...
+@overload
+def parse_int_list(field: str, text: str | None) -> list[int] | None: ...
 def parse_int_list(field: str, text: str | None) -> list[int] | None:
     """'1,8,64' or ranges 'start:stop[:step]' (inclusive) -> positive integers; None stays None.
 
@@ -127,6 +170,12 @@ def _ascii_int(text: str) -> int:
     return int(text)
 
 
+@overload
+def parse_float_list(field: str, text: str) -> list[float]: ...
+@overload
+def parse_float_list(field: str, text: None) -> None: ...
+@overload
+def parse_float_list(field: str, text: str | None) -> list[float] | None: ...
 def parse_float_list(field: str, text: str | None) -> list[float] | None:
     """'0.5,1,2.5' -> finite numbers > 0; None stays None. Anything else is a one-line error naming the option."""
     if text is None:

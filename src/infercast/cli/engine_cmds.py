@@ -3,14 +3,20 @@ simulator checked against it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console, require_torch
 from infercast.errors import InfercastError, require_positive_int, require_positive_number
+
+if TYPE_CHECKING:
+    from infercast.harness.engine.sim_agreement import Validation
+    from infercast.harness.engine.sim_twin import HarnessEngineConfig
+    from infercast.sim.workload import Workload
 
 CALIBRATION_DEFAULT = "infercast-profiles/cpu.yaml"
 MAX_ROUNDS = 50
@@ -22,37 +28,79 @@ MAX_REPEATS = 100
 """Most timed repeats per step shape (the median is kept; the default is 3)."""
 
 
-def _config(
-    model: str,
-    layers: int | None,
-    precision: str,
-    scheduler: str,
-    num_blocks: int,
-    block_size: int,
-    max_num_seqs: int,
-    max_batched_tokens: int,
-    no_prefix_caching: bool,
-):
-    from infercast.harness.engine.sim_twin import HarnessEngineConfig
-    from infercast.sim.scheduler import scheduler_name
-    from infercast.specs.catalog import get_model
+@dataclass(frozen=True)
+class CpuEngineFlags:
+    """The CPU engine a command builds (``calibrate-cpu``, ``validate-sim``, ``serve``): the model cut to its first
+    ``layers`` layers, its number format, and the scheduler and KV pool it runs with."""
 
-    if precision not in ("bf16", "fp32"):
-        raise InfercastError(f"must be bf16 or fp32 on the CPU engine, got {precision!r}", field="precision")
-    spec = get_model(model)
-    if layers is not None and not 1 <= layers <= spec.num_layers:
-        raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {layers}", field="layers")
-    return HarnessEngineConfig(
-        spec,
-        num_layers=layers,
-        precision=precision,
-        scheduler=scheduler_name(scheduler),
-        num_blocks=num_blocks,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_batched_tokens,
-        prefix_caching=not no_prefix_caching,
-    )
+    model: str
+    layers: int | None
+    precision: str
+    scheduler: str = "chunked"
+    num_blocks: int = 256
+    block_size: int = 16
+    max_num_seqs: int = 16
+    max_batched_tokens: int = 256
+    prefix_caching: bool = True
+
+    def config(self) -> HarnessEngineConfig:
+        """The engine's configuration (bf16 or fp32; ``layers`` within the model's)."""
+        from infercast.harness.engine.sim_twin import HarnessEngineConfig
+        from infercast.sim.scheduler import scheduler_name
+        from infercast.specs.catalog import get_model
+
+        if self.precision not in ("bf16", "fp32"):
+            raise InfercastError(f"must be bf16 or fp32 on the CPU engine, got {self.precision!r}", field="precision")
+        spec = get_model(self.model)
+        layers = self.layers
+        if layers is not None and not 1 <= layers <= spec.num_layers:
+            raise InfercastError(f"must be between 1 and {spec.num_layers} for {spec.id}, got {layers}", field="layers")
+        return HarnessEngineConfig(
+            spec,
+            num_layers=layers,
+            precision=self.precision,
+            scheduler=scheduler_name(self.scheduler),
+            num_blocks=self.num_blocks,
+            block_size=self.block_size,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_batched_tokens,
+            prefix_caching=self.prefix_caching,
+        )
+
+
+@dataclass(frozen=True)
+class CpuLoadFlags:
+    """The requests ``validate-sim`` serves on the engine and simulates: lengths (or a trace), shared prefixes,
+    and one load (an open-loop rate or closed-loop clients)."""
+
+    input_len: str
+    output_len: str
+    num_requests: int
+    rate: float | None
+    burstiness: float
+    concurrency: int | None
+    trace: str | None
+    prefix_tokens: int
+    num_prefixes: int
+    seed: int
+
+    def workload(self) -> Workload:
+        """The workload (a trace replaces the lengths; without a load, a one-line error)."""
+        from infercast.sim.workload import WorkloadSpec
+
+        if self.rate is None and self.concurrency is None:
+            raise InfercastError("choose a load: --rate R or --concurrency C", field="rate")
+        return WorkloadSpec(
+            trace=self.trace,
+            input_len=None if self.trace else self.input_len,
+            output_len=None if self.trace else self.output_len,
+            num_requests=self.num_requests,
+            rate=self.rate,
+            burstiness=self.burstiness if self.rate is not None else 1.0,
+            concurrency=self.concurrency,
+            seed=self.seed,
+            prefix=(self.num_prefixes, self.prefix_tokens) if self.prefix_tokens else None,
+        ).build()
 
 
 ModelOpt = Annotated[str, typer.Option(help="Catalog id or config.json path (random weights, real shapes).")]
@@ -93,7 +141,7 @@ def calibrate_cpu(
     for name, value, limit in (("repeats", repeats, MAX_REPEATS), ("rounds", rounds, MAX_ROUNDS)):
         if value > limit:  # each round serves the calibration workloads again: a huge count ran for hours
             raise InfercastError(f"{value} is more than the limit of {limit}", field=name)
-    config = _config(model, layers, precision, "chunked", 256, 16, 16, 256, False)
+    config = CpuEngineFlags(model, layers, precision).config()
     _, profile, peaks, fit = calibrate(build_model(config), config, threads=threads, repeats=repeats, rounds=rounds)
     path = save_calibration(out, peaks, profile, fit)
     summary = {
@@ -152,15 +200,49 @@ def validate_sim(
 ) -> None:
     """Run a workload on the real engine (wall clock) and in the simulator; print both and their errors."""
     require_torch("validate-sim")
-    from infercast.harness.engine.cpu import load_calibration
-    from infercast.harness.engine.sim_agreement import build_model, plot_cdfs
-    from infercast.harness.engine.sim_agreement import validate_sim as run_validation
-    from infercast.sim.workload import WorkloadSpec
-
     threads = _threads(threads)
     if rate is not None:
         rate = require_positive_number("rate", rate)
-    path = calibration or Path(CALIBRATION_DEFAULT)
+    engine = CpuEngineFlags(
+        model,
+        layers,
+        precision,
+        scheduler=scheduler,
+        num_blocks=num_blocks,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens,
+        prefix_caching=not no_prefix_caching,
+    )
+    load = CpuLoadFlags(
+        input_len=input_len,
+        output_len=output_len,
+        num_requests=num_requests,
+        rate=rate,
+        burstiness=burstiness,
+        concurrency=concurrency,
+        trace=trace,
+        prefix_tokens=prefix_tokens,
+        num_prefixes=num_prefixes,
+        seed=seed,
+    )
+    _validate_sim(engine, load, calibration or Path(CALIBRATION_DEFAULT), threads, not no_probe, plot, json_out)
+
+
+def _validate_sim(
+    engine: CpuEngineFlags,
+    load: CpuLoadFlags,
+    path: Path,
+    threads: int,
+    probe: bool,
+    plot: Path | None,
+    json_out: bool,
+) -> None:
+    """``validate-sim`` once its flags are read: serve ``load`` on the engine and simulate it, then report."""
+    from infercast.harness.engine.cpu import load_calibration
+    from infercast.harness.engine.sim_agreement import build_model, plot_cdfs
+    from infercast.harness.engine.sim_agreement import validate_sim as run_validation
+
     if not path.is_file():
         raise InfercastError(
             f"no CPU calibration at {path}: run `infercast calibrate-cpu` first (same --model, "
@@ -168,9 +250,7 @@ def validate_sim(
             field="calibration",
         )
     hardware, profile, fit = load_calibration(path)
-    config = _config(
-        model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens, no_prefix_caching
-    )
+    config = engine.config()
     calibrated = (fit.get("model"), fit.get("layers"), fit.get("precision"), fit.get("threads"))
     now = (config.model_cut.id, config.num_layers, config.precision, threads)
     if calibrated != now:
@@ -178,22 +258,22 @@ def validate_sim(
             f"[yellow]note[/] {path} was calibrated with (model, layers, precision, threads) = "
             f"{calibrated}; this run uses {now}"
         )
-    lengths = {} if trace else {"input_len": input_len, "output_len": output_len}
-    load = {"rate": rate, "burstiness": burstiness} if rate is not None else {}
-    if concurrency is not None:
-        load["concurrency"] = concurrency
-    if not load:
-        raise InfercastError("choose a load: --rate R or --concurrency C", field="rate")
-    prefix = (num_prefixes, prefix_tokens) if prefix_tokens else None
-    work = WorkloadSpec(trace=trace, num_requests=num_requests, seed=seed, prefix=prefix, **lengths, **load).build()
+    work = load.workload()
     result = run_validation(
-        build_model(config, seed=seed), config, hardware, profile, work, threads=threads, probe=not no_probe
+        build_model(config, seed=load.seed), config, hardware, profile, work, threads=threads, probe=probe
     )
     if plot is not None:
         plot_cdfs({config.scheduler: result}, plot)
     if json_out:
         emit_json({**result.to_dict(), "calibration": str(path)})
         return
+    _print_validation(result, config, work, path)
+    if plot is not None:
+        err_console.print(f"wrote {plot}")
+
+
+def _print_validation(result: Validation, config: HarnessEngineConfig, work: Workload, path: Path) -> None:
+    """validate-sim's table (measured, simulated, error per metric) and the run's load and speed notes."""
     table = Table(
         title=f"engine vs simulator: {config.model_cut.id}, {config.scheduler}, {len(work)} requests "
         f"({work.name}); calibration {path}"
@@ -212,8 +292,6 @@ def validate_sim(
         f"{info['speed_factor']:.2f}x the calibration; engine steps took {info['step_time_ratio_sum']:.2f}x "
         "the (probe-scaled) step times in sum"
     )
-    if plot is not None:
-        err_console.print(f"wrote {plot}")
 
 
 def serve(
@@ -240,9 +318,17 @@ def serve(
     threads = _threads(threads)
     if not 0 <= port <= 65535:
         raise InfercastError(f"must be between 0 and 65535, got {port}", field="port")
-    config = _config(
-        model, layers, precision, scheduler, num_blocks, block_size, max_num_seqs, max_batched_tokens, no_prefix_caching
-    )
+    config = CpuEngineFlags(
+        model,
+        layers,
+        precision,
+        scheduler=scheduler,
+        num_blocks=num_blocks,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens,
+        prefix_caching=not no_prefix_caching,
+    ).config()
     torch.set_num_threads(threads)
     try:
         server = EngineServer(

@@ -7,6 +7,7 @@ alike, share :class:`~infercast.harness.options.MeasureOptions`' defaults and pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console, parse_int_list
 from infercast.errors import InfercastError
-from infercast.harness.options import DEFAULTS, MeasureResult
+from infercast.harness.options import DEFAULTS, MeasureOptions, MeasureResult
 
 
 def _layer_pair(text: str | None) -> tuple[int, int] | None:
@@ -82,13 +83,7 @@ def measure(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Measure prefill/decode step times, TTFT/TPOT and microbenchmarks of a model with random weights."""
-    try:
-        from infercast.harness.runner import MeasureOptions, run_measure
-        from infercast.harness.timing import command_line
-    except ImportError as exc:
-        raise InfercastError(
-            f"needs PyTorch ({exc}); install it with: pip install 'infercast[measure]'", field="measure"
-        ) from None
+    run_measure, command_line = _harness()
     opts = MeasureOptions(
         model=model,
         gpu=gpu,
@@ -111,6 +106,19 @@ def measure(
         source=command_line(),
     )
     report(run_measure(opts), json_out)
+
+
+def _harness() -> tuple[Callable[[MeasureOptions], MeasureResult], Callable[[], str]]:
+    """The torch harness's runner and its command-line stamp, imported only when a run starts: without PyTorch,
+    one line saying how to install it."""
+    try:
+        from infercast.harness.runner import run_measure
+        from infercast.harness.timing import command_line
+    except ImportError as exc:
+        raise InfercastError(
+            f"needs PyTorch ({exc}); install it with: pip install 'infercast[measure]'", field="measure"
+        ) from None
+    return run_measure, command_line
 
 
 def report(result: MeasureResult, json_out: bool) -> None:

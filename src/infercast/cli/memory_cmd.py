@@ -2,14 +2,60 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
 from infercast.analysis.render import render_memory
-from infercast.cli.common import JSON_HELP, KV_HELP, AttentionDpOption, EpOption, PpOption, console, emit_json
-from infercast.memory import memory_budget, what_would_fit
+from infercast.cli.common import (
+    JSON_HELP,
+    KV_HELP,
+    AttentionDpOption,
+    EpOption,
+    PpOption,
+    ReplicaFlags,
+    console,
+    emit_json,
+)
+from infercast.memory import MemoryBudget, memory_budget, what_would_fit
 from infercast.specs.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class MemorySizes:
+    """The run's sizes ``memory`` budgets for (None: the engine's default, or what the pool allows)."""
+
+    context: int | None
+    concurrency: int | None
+    gpu_memory_utilization: float | None
+    block_size: int | None
+    max_num_batched_tokens: int | None
+    max_num_seqs: int | None
+
+    def budget(self, dep: Deployment) -> MemoryBudget:
+        """Per-GPU memory of ``dep`` run with these sizes."""
+        return memory_budget(
+            dep,
+            context=self.context,
+            concurrency=self.concurrency,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            block_size=self.block_size,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=self.max_num_seqs,
+        )
+
+    def would_fit(self, dep: Deployment) -> list[dict[str, object]]:
+        """Layouts near ``dep`` that fit these sizes (:func:`infercast.memory.what_would_fit`)."""
+        return what_would_fit(
+            dep,
+            context=self.context,
+            concurrency=self.concurrency,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            block_size=self.block_size,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=self.max_num_seqs,
+        )
 
 
 def memory(
@@ -45,7 +91,7 @@ def memory(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Per-GPU memory budget: weights, KV cache, activations, runtime; fits or not and by how much."""
-    dep = Deployment.resolve(
+    replica = ReplicaFlags(
         model,
         gpu,
         tp=tp,
@@ -56,17 +102,18 @@ def memory(
         kv_precision=kv_precision,
         engine=engine,
     )
-    sizes = {
-        "context": context,
-        "concurrency": concurrency,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        "block_size": block_size,
-        "max_num_batched_tokens": max_batched_tokens,
-        "max_num_seqs": max_num_seqs,
-    }
-    budget = memory_budget(dep, **sizes)  # type: ignore[arg-type]
+    dep = replica.deployment()
+    sizes = MemorySizes(
+        context=context,
+        concurrency=concurrency,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_num_batched_tokens=max_batched_tokens,
+        max_num_seqs=max_num_seqs,
+    )
+    budget = sizes.budget(dep)
     # when it does not fit: the nearest layouts that would (more TP, narrower weights, an fp8 KV cache)
-    options = [] if budget.fits else what_would_fit(dep, **sizes)
+    options = [] if budget.fits else sizes.would_fit(dep)
     if json_out:
         emit_json({**budget.to_dict(), **({} if budget.fits else {"would_fit": options})})
         return

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
 from infercast.analysis.render import render_prediction
+from infercast.analysis.scenario import Prediction
 from infercast.analysis.scenario import predict as run_predict
 from infercast.cli.common import (
     JSON_HELP,
@@ -14,18 +16,50 @@ from infercast.cli.common import (
     AttentionDpOption,
     EpOption,
     PpOption,
+    ReplicaFlags,
     StreamTokenOption,
     console,
     emit_json,
     stream_token_seconds,
 )
 from infercast.cli.launch_opts import LaunchOption, apply_launch, engine_settings, print_settings
-from infercast.specs.deployment import Deployment
 
 PRECISION_HELP = (
     "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe, int4-moe "
     "(default: the model's; fp16 on chips without bf16)."
 )
+
+
+@dataclass(frozen=True)
+class PredictScenario:
+    """What ``predict`` predicts: a static batch of requests of one shape on one replica."""
+
+    replica: ReplicaFlags
+    input_len: int
+    output_len: int
+    batch: int
+    chunk_size: int | None
+    stream_token_s: float | None
+
+    def run(self) -> Prediction:
+        """The two-phase prediction (:func:`infercast.analysis.scenario.predict`)."""
+        r = self.replica
+        return run_predict(
+            r.model,
+            r.gpu,
+            input_len=self.input_len,
+            output_len=self.output_len,
+            batch=self.batch,
+            tp=r.tp,
+            ep=r.ep,
+            precision=r.precision,
+            kv_precision=r.kv_precision,
+            engine=r.engine,
+            chunk_size=self.chunk_size,
+            pp=r.pp,
+            attention_dp=r.attention_dp,
+            stream_token_s=self.stream_token_s,
+        )
 
 
 def predict(
@@ -57,33 +91,27 @@ def predict(
 ) -> None:
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
     engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision)
-    result = run_predict(
+    replica = ReplicaFlags(
         model,
         gpu,
+        tp=tp,
+        ep=ep,
+        pp=pp,
+        attention_dp=attention_dp,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine_used,
+    )
+    scenario = PredictScenario(
+        replica,
         input_len=input_len,
         output_len=output_len,
         batch=batch,
-        tp=tp,
-        ep=ep,
-        precision=precision,
-        kv_precision=kv_precision,
-        engine=engine_used,
         chunk_size=chunk_size,
-        pp=pp,
-        attention_dp=attention_dp,
         stream_token_s=stream_token_seconds(stream_token_us),
     )
-    dep = Deployment.resolve(
-        model,
-        gpu,
-        tp=tp,
-        ep=ep,
-        precision=precision,
-        kv_precision=kv_precision,
-        engine=engine_used,
-        pp=pp,
-        attention_dp=attention_dp,
-    )
+    result = scenario.run()
+    dep = replica.deployment()
     if json_out:
         emit_json({**result.to_dict(ops=ops), "engine_settings": engine_settings(dep).to_dict()})
     else:

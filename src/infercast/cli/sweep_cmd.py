@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -87,6 +88,76 @@ def _table(df: pd.DataFrame, out: Path | None) -> Table:
     return t
 
 
+@dataclass(frozen=True)
+class SweepGrid:
+    """The lists ``sweep`` takes the cartesian product of, parsed once from the command's flags."""
+
+    models: list[str]
+    gpus: list[str]
+    precisions: list[str] | None
+    kv_precisions: list[str] | None
+    batches: list[int]
+    input_lens: list[int]
+    output_lens: list[int]
+    tps: list[int]
+    eps: list[int]
+    engines: list[str]
+    pps: list[int]
+    attention_dps: list[int]
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        models: str,
+        gpus: str,
+        precisions: str | None,
+        kv_precisions: str | None,
+        batches: str,
+        input_lens: str,
+        output_lens: str,
+        tps: str,
+        eps: str,
+        engines: str,
+        pps: str,
+        attention_dps: str,
+    ) -> SweepGrid:
+        """The grid of the flags' comma-separated texts (a bad list is a one-line error naming its option)."""
+        return cls(
+            models=_names(models),
+            gpus=_names(gpus),
+            precisions=_names(precisions) if precisions else None,
+            kv_precisions=_names(kv_precisions) if kv_precisions else None,
+            batches=parse_int_list("batches", batches),
+            input_lens=parse_int_list("input_lens", input_lens),
+            output_lens=parse_int_list("output_lens", output_lens),
+            tps=parse_int_list("tps", tps),
+            eps=parse_int_list("eps", eps),
+            engines=_names(engines),
+            pps=parse_int_list("pps", pps),
+            attention_dps=parse_int_list("attention_dps", attention_dps),
+        )
+
+    def run(self) -> pd.DataFrame:
+        """Every combination, one row each (:func:`infercast.analysis.sweep.sweep`)."""
+        from infercast.analysis.sweep import sweep as run_sweep
+
+        return run_sweep(
+            models=self.models,
+            gpus=self.gpus,
+            precisions=self.precisions,
+            kv_precisions=self.kv_precisions,
+            batches=self.batches,
+            input_lens=self.input_lens,
+            output_lens=self.output_lens,
+            tps=self.tps,
+            eps=self.eps,
+            engines=self.engines,
+            pps=self.pps,
+            attention_dps=self.attention_dps,
+        )
+
+
 def sweep(
     models: Annotated[str, typer.Option(help="Comma-separated model ids.")] = "llama-3.1-8b",
     gpus: Annotated[str, typer.Option(help="Comma-separated accelerator ids.")] = "h100-sxm",
@@ -114,26 +185,24 @@ def sweep(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Evaluate every combination (static batches) with NumPy; prints the best and worst rows."""
-    from infercast.analysis.sweep import sweep as run_sweep
-
     if out is not None:
         check_out_path(out)
     fixed = launch_knobs(launch, "sweep", limits=False) if launch is not None else {}
-    grid = dict(
-        models=_names(models),
-        gpus=_names(gpus),
-        precisions=_names(precisions) if precisions else None,
-        kv_precisions=_names(kv_precisions) if kv_precisions else None,
-        batches=parse_int_list("batches", batches),
-        input_lens=parse_int_list("input_lens", input_lens),
-        output_lens=parse_int_list("output_lens", output_lens),
-        tps=parse_int_list("tps", tps),
-        eps=parse_int_list("eps", eps),
-        engines=_names(engines),
-        pps=parse_int_list("pps", pps),
-        attention_dps=parse_int_list("attention_dps", attention_dps),
+    grid = SweepGrid.parse(
+        models=models,
+        gpus=gpus,
+        precisions=precisions,
+        kv_precisions=kv_precisions,
+        batches=batches,
+        input_lens=input_lens,
+        output_lens=output_lens,
+        tps=tps,
+        eps=eps,
+        engines=engines,
+        pps=pps,
+        attention_dps=attention_dps,
     )
-    df = run_sweep(**{**grid, **fixed})
+    df = replace(grid, **fixed).run()  # a --launch fixes the engine, TP and KV format it names
     # one output token has no gap between tokens: TPOT is undefined (null / '-'), as the simulator reports it
     df["tpot_s"] = df["tpot_s"].where(df["output_len"] > 1)
     if out is not None:

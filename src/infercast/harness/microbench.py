@@ -10,6 +10,8 @@ GEMM whose operands would fit in L2 is still timed reading them from HBM.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 
@@ -92,7 +94,7 @@ def hbm_copy_records(stamp: Stamp, timer: Timer, sizes: tuple[int, ...] | None =
     for size in sizes:
         src = torch.empty(size, dtype=torch.uint8, device=device).random_(0, 255)
         dst = torch.empty_like(src)
-        secs = timer(lambda src=src, dst=dst: dst.copy_(src))
+        secs = timer(partial(dst.copy_, src))
         moved = 2 * size
         out.append(
             stamp(
@@ -180,7 +182,7 @@ def attention_records(
     out = []
     for t in prefill_lens:
         q, k, v, scale = _attention_tensors(spec, 1, t, t, False, dtype, device)
-        secs = timer(lambda q=q, k=k, v=v, s=scale: attend(q, k, v, None, True, s))
+        secs = timer(partial(attend, q, k, v, None, True, scale))
         out.append(
             stamp(
                 "op",
@@ -195,7 +197,7 @@ def attention_records(
     for b in batches:
         for c in contexts:
             q, k, v, scale = _attention_tensors(spec, b, 1, c + 1, True, dtype, device)
-            secs = timer(lambda q=q, k=k, v=v, s=scale: attend(q, k, v, None, False, s))
+            secs = timer(partial(attend, q, k, v, None, False, scale))
             out.append(
                 stamp(
                     "op",

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -109,6 +111,10 @@ class StepSweeps:
         vocab = self.model.spec.vocab_size
         return torch.randint(0, vocab, (batch, length), device=self.device, generator=self.gen)
 
+    def _first_token(self, prompt: torch.Tensor) -> torch.Tensor:
+        """Prefill ``prompt`` and pick its first output token (what TTFT times)."""
+        return self.model.prefill(prompt).argmax(dim=-1)
+
     def _allocate(self, batch: int, context: int, what: str) -> bool:
         """Allocate the KV cache for ``batch x context`` if it fits (else note the skip)."""
         self.model.free_cache()
@@ -133,7 +139,7 @@ class StepSweeps:
                 continue
             for t in fitting:
                 tokens = self._tokens(b, t)
-                secs = self.timer(lambda tokens=tokens: self.model.prefill(tokens))
+                secs = self.timer(partial(self.model.prefill, tokens))
                 out.append(self.stamp("prefill_step", secs, batch=b, input_len=t, context=0, notes="eager"))
         return out
 
@@ -171,7 +177,7 @@ class StepSweeps:
             if not self._allocate(1, t + output_len, f"request {t}+{output_len}"):
                 continue
             prompt = self._tokens(1, t)
-            ttft = self.timer(lambda prompt=prompt: self.model.prefill(prompt).argmax(dim=-1))
+            ttft = self.timer(partial(self._first_token, prompt))
             out.append(self.stamp("ttft", ttft, batch=1, input_len=t, output_len=output_len, notes="prefill+argmax"))
             if output_len < 2:
                 continue
@@ -404,10 +410,10 @@ def extrapolate_layers(
     return out
 
 
-def compare_records(predicted: Iterable[Record], measured: Iterable[Record]) -> list[dict[str, object]]:
+def compare_records(predicted: Iterable[Record], measured: Iterable[Record]) -> list[dict[str, Any]]:
     """Match predicted to measured rows (same kind and shape; depth ignored) and give the relative error."""
     truth = {_key(r): r for r in measured}
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for p in predicted:
         m = truth.get(_key(p))
         if m is None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -204,9 +205,9 @@ class Stamp:
     precision: str = "bf16"
     kv_precision: str = ""
     source: str = ""
-    defaults: dict[str, object] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
-    def __call__(self, kind: str, value: float, **fields: object) -> Record:
+    def __call__(self, kind: str, value: float, **fields: Any) -> Record:
         rec = Record(
             kind=kind,
             model=self.model,

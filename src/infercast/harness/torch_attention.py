@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +25,17 @@ from infercast.specs.model import ModelSpec
 
 ROPE_THETA = 500_000.0
 
-LinearFactory = Callable[..., nn.Module]
+
+class LinearLayer(Protocol):
+    """What the model asks of a dense linear (:class:`TorchLinear` or the fp8 one): a call and its weight."""
+
+    @property
+    def weight(self) -> Tensor: ...
+
+    def __call__(self, x: Tensor) -> Tensor: ...
+
+
+LinearFactory = Callable[..., LinearLayer]
 """``make(k, n, bias, scale=1.0)``: builds one of the model's dense linears in the chosen number format."""
 
 
@@ -286,12 +297,14 @@ class MLAAttention(nn.Module):
         self.nq, self.rank, self.rope = spec.num_attention_heads, m.kv_lora_rank, m.qk_rope_head_dim
         self.nope, self.vdim = m.qk_nope_head_dim, m.v_head_dim
         qk = self.nope + self.rope
+        self.q_a: LinearLayer | None = None
+        self.q_a_norm: Norm | None = None
         if m.q_lora_rank:
             self.q_a = make_linear(h, m.q_lora_rank, False)
             self.q_a_norm = Norm(m.q_lora_rank, "rmsnorm", device, dtype)
             self.q_b = make_linear(m.q_lora_rank, self.nq * qk, False)
         else:
-            self.q_a, self.q_a_norm, self.q_b = None, None, make_linear(h, self.nq * qk, False)
+            self.q_b = make_linear(h, self.nq * qk, False)
         self.kv_a = make_linear(h, self.rank + self.rope, False)
         self.kv_a_norm = Norm(self.rank, "rmsnorm", device, dtype)
         # kv_b stays in the activation dtype: the absorbed decode path reads its weight directly.

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from infercast.errors import InfercastError
-from infercast.harness.torch_attention import LinearFactory, TorchLinear, init_weight
+from infercast.harness.torch_attention import LinearFactory, LinearLayer, TorchLinear, init_weight
 from infercast.specs.model import ModelSpec
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn value
@@ -46,6 +46,8 @@ class Fp8Linear(nn.Module):
 
     Rows are padded to a multiple of 16, which ``torch._scaled_mm`` requires of its operands.
     """
+
+    w_scale: Tensor  # a registered buffer (moves with the module)
 
     def __init__(self, k: int, n: int, bias: bool, device: torch.device, scale: float = 1.0):
         super().__init__()
@@ -77,7 +79,7 @@ class Fp8Linear(nn.Module):
 def linear_factory(device: torch.device, dtype: torch.dtype, fp8: bool) -> LinearFactory:
     """A constructor ``make(k, n, bias, scale=1.0)`` for the model's dense linears in the chosen format."""
 
-    def make(k: int, n: int, bias: bool, scale: float = 1.0) -> nn.Module:
+    def make(k: int, n: int, bias: bool, scale: float = 1.0) -> LinearLayer:
         if fp8:
             return Fp8Linear(k, n, bias, device, scale)
         return TorchLinear(k, n, bias, device, dtype, scale)

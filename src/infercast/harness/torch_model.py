@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -147,17 +148,22 @@ class TransformerModel(nn.Module):
         )
         self.lm_scale = 1.0 / math.sqrt(h)
 
+    @property
+    def decoders(self) -> Sequence[DecoderLayer]:
+        """The decoder layers, typed (to a type checker a ModuleList holds plain Modules)."""
+        return cast("Sequence[DecoderLayer]", self.layers)
+
     # ----- cache ------------------------------------------------------------------------------------------
     def allocate_cache(self, max_batch: int, max_context: int) -> None:
         """(Re)allocate every layer's KV cache for ``max_batch`` sequences of up to ``max_context`` tokens."""
         self.free_cache()
-        for layer in self.layers:
+        for layer in self.decoders:
             layer.attn.allocate(max_batch, max_context)
         self.max_batch, self.max_context = max_batch, max_context
 
     def free_cache(self) -> None:
         """Drop the KV caches (so a differently sized one can be allocated)."""
-        for layer in self.layers:
+        for layer in self.decoders:
             if isinstance(layer.attn, MLAAttention):
                 layer.attn.cache = None
             else:
@@ -200,7 +206,7 @@ class TransformerModel(nn.Module):
             )
         meta = make_meta(plan, cached_lens, slot, self.rot_dim)
         x = torch.nn.functional.embedding(tokens, self.embed)
-        for layer in self.layers[: self.active_layers]:
+        for layer in self.decoders[: self.active_layers]:
             x = layer(x, meta)
         return self._logits(x if all_logits else x[:, -1])
 
@@ -223,7 +229,7 @@ class TransformerModel(nn.Module):
         pos = torch.arange(tokens.shape[1], device=tokens.device)[None].expand(tokens.shape[0], -1)
         cos, sin = rope_tables(pos, self.rot_dim)
         x = torch.nn.functional.embedding(tokens, self.embed)
-        for layer in self.layers[: self.active_layers]:
+        for layer in self.decoders[: self.active_layers]:
             x = layer.reference(x, cos, sin)
         return self._logits(x)
 

@@ -192,7 +192,7 @@ def calibrate(
     sweep = data.sweep
     sweep.info.update({**provenance(), "threads": threads, "rounds": rounds})
 
-    def fit(s: Sweep) -> CostProfile:
+    def refit(s: Sweep) -> CostProfile:
         return fit_profile(s, config, hardware, balance=True, match_total=True)[0]
 
     def predict(profile: CostProfile, s: Sweep) -> np.ndarray:
@@ -207,7 +207,7 @@ def calibrate(
         "layers": config.num_layers,
         "precision": config.precision,
         "points": len(sweep.seconds),
-        "held_out": held_out(data, fit, predict) if rounds > 1 else {},
+        "held_out": held_out(data, refit, predict) if rounds > 1 else {},
         "grid_fit": {
             "points": len(grid.seconds),
             **grid_stats,

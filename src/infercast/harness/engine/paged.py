@@ -12,6 +12,7 @@ sequence lives in slot ``table[p // block_size] * block_size + p % block_size``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -36,22 +37,28 @@ class PagedKV:
     """K and V pages of every layer of ``model`` for ``num_blocks`` blocks of ``block_size`` tokens."""
 
     def __init__(self, model: TransformerModel, num_blocks: int, block_size: int):
-        attn = model.layers[0].attn
-        if not isinstance(attn, GQAAttention):
-            raise InfercastError(
-                f"the engine's paged attention supports MHA/GQA/MQA models; {model.spec.id} uses MLA", field="model"
-            )
+        attn = gqa_layers(model)[0]
         self.block_size = block_size
         slots = num_blocks * block_size
         shape = (slots, attn.nkv, attn.d)
-        self.k = [torch.zeros(shape, device=model.device, dtype=model.dtype) for _ in model.layers]
-        self.v = [torch.zeros(shape, device=model.device, dtype=model.dtype) for _ in model.layers]
+        self.k = [torch.zeros(shape, device=model.device, dtype=model.dtype) for _ in model.decoders]
+        self.v = [torch.zeros(shape, device=model.device, dtype=model.dtype) for _ in model.decoders]
 
     @staticmethod
     def bytes_per_block(model: TransformerModel, block_size: int) -> int:
-        attn = model.layers[0].attn
+        attn = gqa_layers(model)[0]
         item = torch.empty((), dtype=model.dtype).element_size()
-        return 2 * len(model.layers) * block_size * attn.nkv * attn.d * item
+        return 2 * len(model.decoders) * block_size * attn.nkv * attn.d * item
+
+
+def gqa_layers(model: TransformerModel) -> list[GQAAttention]:
+    """Every layer's attention, refused unless MHA/GQA/MQA (the paged path has no MLA latent cache)."""
+    layers = [layer.attn for layer in model.decoders]
+    if not all(isinstance(a, GQAAttention) for a in layers):
+        raise InfercastError(
+            f"the engine's paged attention supports MHA/GQA/MQA models; {model.spec.id} uses MLA", field="model"
+        )
+    return cast("list[GQAAttention]", layers)
 
 
 def _slots(table: list[int], start: int, stop: int, bs: int) -> list[int]:
@@ -63,6 +70,7 @@ class PagedRunner:
 
     def __init__(self, model: TransformerModel, kv: PagedKV):
         self.model, self.kv = model, kv
+        self.attns = gqa_layers(model)
         self.bs = kv.block_size
         self.device = model.device
 
@@ -103,8 +111,8 @@ class PagedRunner:
             qp = torch.arange(c.start, ctx, device=dev)[:, None]
             pre.append((torch.tensor(_slots(c.table, 0, ctx, bs), device=dev), kp, qp))
         x = F.embedding(tok, model.embed)[None]  # [1, N, h]
-        for li, layer in enumerate(model.layers[: model.active_layers]):
-            attn = layer.attn
+        for li, layer in enumerate(model.decoders[: model.active_layers]):
+            attn = self.attns[li]
             h = layer.attn_norm(x)
             q, k, v = attn._project(h, cos, sin)  # [1, N, H, D]
             q, k, v = q[0], k[0], v[0]

@@ -16,6 +16,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -123,130 +124,161 @@ class EngineServer:
 
 
 def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
-    vocab = server.engine.model.spec.vocab_size
-    max_context = server.engine.pool.num_blocks * server.engine.bs
+    """The request handler class bound to ``server`` (``http.server`` builds one handler per request)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _json(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _error(self, code: int, message: str, param: str | None = None) -> None:
-            self._json(code, {"error": {"message": message, "type": "invalid_request_error", "param": param}})
-
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/v1/models":
-                self._json(
-                    200,
-                    {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "infercast"}]},
-                )
-            else:
-                self._error(404, f"no route {self.path}; routes: GET /v1/models, POST /v1/completions")
-
-        def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/completions":
-                self._error(404, f"no route {self.path}; routes: GET /v1/models, POST /v1/completions")
-                return
-            body = self._body()
-            if body is None:
-                return
-            prompt = body.get("prompt")
-            if isinstance(prompt, str) and prompt:
-                tokens = [b % vocab for b in prompt.encode()]
-            elif isinstance(prompt, list) and prompt and all(type(t) is int and 0 <= t < vocab for t in prompt):
-                tokens = list(prompt)  # type(t) is int: JSON true/false are not token ids
-            else:
-                self._error(400, f"must be a non-empty string or a list of token ids in [0, {vocab})", "prompt")
-                return
-            max_tokens = body.get("max_tokens", DEFAULT_MAX_TOKENS)
-            if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-                self._error(400, f"must be an integer >= 1, got {max_tokens!r}", "max_tokens")
-                return
-            if len(tokens) + max_tokens > max_context:
-                self._error(
-                    400,
-                    f"prompt ({len(tokens)}) + max_tokens ({max_tokens}) exceeds the engine's {max_context} KV tokens",
-                    "max_tokens",
-                )
-                return
-            stream = bool(body.get("stream", False))
-            rid = f"cmpl-{time.time_ns():x}"
-            created = int(time.time())
-            out = server.submit(tokens, max_tokens)
-
-            def chunk(text: str, finish: str | None) -> dict[str, Any]:
-                return {
-                    "id": rid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": server.model_name,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-                }
-
-            if stream:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
-            generated: list[int] = []
-            while True:
-                item = out.get()
-                if item is _DONE:
-                    break
-                if isinstance(item, BaseException):
-                    if stream:
-                        self._event({"error": {"message": str(item), "type": "server_error"}})
-                        return
-                    self._json(500, {"error": {"message": str(item), "type": "server_error"}})
-                    return
-                generated.append(item)
-                if stream:
-                    self._event(chunk(f" {item}", None))
-            if stream:
-                self._event(chunk("", "length"))
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                return
-            body_out = chunk("".join(f" {t}" for t in generated), "length")
-            body_out["usage"] = {
-                "prompt_tokens": len(tokens),
-                "completion_tokens": len(generated),
-                "total_tokens": len(tokens) + len(generated),
-            }
-            self._json(200, body_out)
-
-        def _body(self) -> dict[str, Any] | None:
-            """The request's JSON object (the user-file JSON rules: no NaN, nesting <= 64), or None after a 4xx."""
-            length = self.headers.get("Content-Length") or "0"
-            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-                self.close_connection = True  # the body is not read: the connection cannot be reused
-                code = 413 if length.isdigit() else 400
-                self._error(code, f"Content-Length must be 0-{MAX_BODY_BYTES} bytes, got {length[:40]!r}")
-                return None
-            try:
-                text = (self.rfile.read(int(length)) or b"{}").decode("utf-8")
-                body = parse_json(text, "the body", "body")
-            except (UnicodeDecodeError, InfercastError) as exc:
-                self._error(400, getattr(exc, "message", "the body is not UTF-8"))
-                return None
-            if not isinstance(body, dict):
-                self._error(400, "the body must be a JSON object")
-                return None
-            return body
-
-        def _event(self, data: dict[str, Any]) -> None:
-            self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
-            self.wfile.flush()
+    class Handler(_CompletionHandler):
+        engine_server = server
 
     return Handler
+
+
+class _CompletionHandler(BaseHTTPRequestHandler):
+    """``GET /v1/models`` and ``POST /v1/completions`` (streaming or not) against :attr:`engine_server`."""
+
+    protocol_version = "HTTP/1.1"
+    engine_server: EngineServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _json(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, code: int, message: str, param: str | None = None) -> None:
+        self._json(code, {"error": {"message": message, "type": "invalid_request_error", "param": param}})
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            name = self.engine_server.model_name
+            self._json(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "infercast"}]})
+        else:
+            self._error(404, f"no route {self.path}; routes: GET /v1/models, POST /v1/completions")
+
+    def do_POST(self) -> None:
+        if self.path.rstrip("/") != "/v1/completions":
+            self._error(404, f"no route {self.path}; routes: GET /v1/models, POST /v1/completions")
+            return
+        body = self._body()
+        if body is None:
+            return
+        request = self._request(body)
+        if request is None:
+            return
+        tokens, max_tokens = request
+        out = self.engine_server.submit(tokens, max_tokens)
+        if bool(body.get("stream", False)):
+            self._stream(out)
+        else:
+            self._whole(out, len(tokens))
+
+    def _request(self, body: dict[str, Any]) -> tuple[list[int], int] | None:
+        """The prompt's token ids and ``max_tokens`` of a completion request, or None after a 400."""
+        engine = self.engine_server.engine
+        vocab = engine.model.spec.vocab_size
+        max_context = engine.pool.num_blocks * engine.bs
+        prompt = body.get("prompt")
+        if isinstance(prompt, str) and prompt:
+            tokens = [b % vocab for b in prompt.encode()]
+        elif isinstance(prompt, list) and prompt and all(type(t) is int and 0 <= t < vocab for t in prompt):
+            tokens = list(prompt)  # type(t) is int: JSON true/false are not token ids
+        else:
+            self._error(400, f"must be a non-empty string or a list of token ids in [0, {vocab})", "prompt")
+            return None
+        max_tokens = body.get("max_tokens", DEFAULT_MAX_TOKENS)
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            self._error(400, f"must be an integer >= 1, got {max_tokens!r}", "max_tokens")
+            return None
+        if len(tokens) + max_tokens > max_context:
+            self._error(
+                400,
+                f"prompt ({len(tokens)}) + max_tokens ({max_tokens}) exceeds the engine's {max_context} KV tokens",
+                "max_tokens",
+            )
+            return None
+        return tokens, max_tokens
+
+    def _chunk_maker(self) -> Callable[[str, str | None], dict[str, Any]]:
+        """``chunk(text, finish_reason)``: one completion object of this request (one id and creation time)."""
+        rid = f"cmpl-{time.time_ns():x}"
+        created = int(time.time())
+        model = self.engine_server.model_name
+
+        def chunk(text: str, finish: str | None) -> dict[str, Any]:
+            return {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+            }
+
+        return chunk
+
+    def _stream(self, out: queue.Queue[Any]) -> None:
+        """Send each token as a server-sent event as it is sampled, then the finish event and ``[DONE]``."""
+        chunk = self._chunk_maker()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        while True:
+            item = out.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                self._event({"error": {"message": str(item), "type": "server_error"}})
+                return
+            self._event(chunk(f" {item}", None))
+        self._event(chunk("", "length"))
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _whole(self, out: queue.Queue[Any], prompt_tokens: int) -> None:
+        """Wait for every token, then send one completion with its usage."""
+        chunk = self._chunk_maker()
+        generated: list[int] = []
+        while True:
+            item = out.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                self._json(500, {"error": {"message": str(item), "type": "server_error"}})
+                return
+            generated.append(item)
+        body_out = chunk("".join(f" {t}" for t in generated), "length")
+        body_out["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(generated),
+            "total_tokens": prompt_tokens + len(generated),
+        }
+        self._json(200, body_out)
+
+    def _body(self) -> dict[str, Any] | None:
+        """The request's JSON object (the user-file JSON rules: no NaN, nesting <= 64), or None after a 4xx."""
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            self.close_connection = True  # the body is not read: the connection cannot be reused
+            code = 413 if length.isdigit() else 400
+            self._error(code, f"Content-Length must be 0-{MAX_BODY_BYTES} bytes, got {length[:40]!r}")
+            return None
+        try:
+            text = (self.rfile.read(int(length)) or b"{}").decode("utf-8")
+            body = parse_json(text, "the body", "body")
+        except (UnicodeDecodeError, InfercastError) as exc:
+            self._error(400, getattr(exc, "message", "the body is not UTF-8"))
+            return None
+        if not isinstance(body, dict):
+            self._error(400, "the body must be a JSON object")
+            return None
+        return body
+
+    def _event(self, data: dict[str, Any]) -> None:
+        self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+        self.wfile.flush()

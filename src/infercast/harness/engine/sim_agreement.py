@@ -4,6 +4,7 @@ as that engine (CPU hardware spec and fitted profile), side by side, with relati
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ class Validation:
         return {"rows": self.rows, "replayed_rows": self.replayed_rows, **self.info}
 
 
-def compare_runs(measured: dict[str, Any], simulated: dict[str, Any]) -> list[dict[str, Any]]:
+def compare_runs(measured: Mapping[str, Any], simulated: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Rows ``metric, stat, measured, simulated, rel_error`` (simulated / measured - 1; NaN when measured is 0)."""
     rows = []
 
