@@ -30,7 +30,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("analysis/error_bands.py", "confidence"): (97, _TODO),
     ("analysis/scenario.py", "predict"): (121, _TODO),
     ("cost/compiled.py", "compile_scalar"): (91, "emits generated source; the template is the body"),
-    ("cost/step.py", "__init__"): (127, _TODO),
     ("memory.py", "_pool_part"): (91, _TODO),
     ("memory.py", "memory_budget"): (122, _TODO),
     ("plan/planner.py", "plan"): (165, _TODO),
