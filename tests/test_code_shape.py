@@ -28,10 +28,7 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("calibrate/profile_fit.py", "fit"): (100, _RECUT),
     ("analysis/compare.py", "crossover"): (136, _TODO),
     ("analysis/error_bands.py", "confidence"): (97, _TODO),
-    ("analysis/scenario.py", "predict"): (121, _TODO),
     ("cost/compiled.py", "compile_scalar"): (91, "emits generated source; the template is the body"),
-    ("memory.py", "_pool_part"): (91, _TODO),
-    ("memory.py", "memory_budget"): (122, _TODO),
     ("plan/planner.py", "plan"): (165, _TODO),
     ("plan/plot.py", "save_pareto"): (94, _TODO),
     ("plan/screen.py", "screen_gpu"): (105, _TODO),
@@ -47,8 +44,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
 }
 PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("analysis/error_bands.py", "confidence"): (15, _TODO),
-    ("analysis/scenario.py", "predict"): (16, _TODO),
-    ("memory.py", "memory_budget"): (15, _TODO),
     ("plan/candidates.py", "build"): (13, _TODO),
     ("plan/planner.py", "plan"): (34, _TODO),
     ("plan/screen.py", "screen_gpu"): (15, _TODO),

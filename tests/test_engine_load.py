@@ -457,7 +457,7 @@ def test_a_gpu_or_model_the_serving_data_never_measured_is_flagged():
     (prior,) = unseen(gpu="mi300x", model=seen_model)  # a prior-only GPU: never measured under load either
     assert "GPU mi300x never measured" in prior
     assert not unseen_in(confidence(seen_gpu, "torch", model="llama-3.1-70b"))  # its bands come from its harness
-    from infercast.analysis.scenario import predict
+    from infercast import predict
 
     # predictions pass their model
     assert unseen_in(predict("llama-3.1-70b", "h100-sxm", tp=2, input_len=512, output_len=64).confidence)
@@ -577,7 +577,7 @@ def test_loads_below_the_fewest_clients_measured_are_flagged(monkeypatch):
 
 @pytest.mark.skipif(not calibration_scope().get("rates"), reason="no committed calibrated rates")
 def test_simulations_and_predictions_past_the_measured_rates_say_so():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
     from infercast.sim.api import simulate
 
     def rate_warnings(conf):
@@ -618,7 +618,7 @@ def test_simulations_and_predictions_past_the_measured_rates_say_so():
 
 @pytest.mark.skipif(not bands_table(), reason="no committed error bands")
 def test_predictions_carry_error_bands():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
     from infercast.analysis.sweep import sweep
 
     pred = predict("llama-3.1-8b", "h100-sxm", input_len=1024, output_len=128, batch=8).to_dict()
@@ -629,7 +629,7 @@ def test_predictions_carry_error_bands():
 
 
 def test_vllm_from_0_14_hides_its_per_step_cpu_work_and_shares_vllms_fitted_load_parameters():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
     from infercast.cost.profile import fitted_as, load_profile
 
     sync, async_ = (load_profile("h100-sxm", "hopper", e) for e in ("vllm", "vllm-0.14"))

@@ -297,19 +297,8 @@ def compare(
             rows.append({"gpu": hw.id, "precision": scheme.name, "engine": eng, "tp": tp, "ep": ep, "note": note})
             preds.append(None)
             continue
-        p = predict(
-            spec,
-            hw,
-            input_len=input_len,
-            output_len=output_len,
-            batch=batch,
-            tp=tp,
-            ep=ep,
-            precision=scheme.name,
-            kv_precision=kv_precision,
-            engine=eng,
-            strict=False,
-        )
+        dep = Deployment.resolve(spec, hw, tp=tp, ep=ep, precision=scheme.name, kv_precision=kv_precision, engine=eng)
+        p = predict(dep, input_len=input_len, output_len=output_len, batch=batch, strict=False)
         preds.append(p)
         rows.append(_compare_row(hw, p))
     df = pd.DataFrame(rows).reindex(columns=_COMPARE_COLUMNS)

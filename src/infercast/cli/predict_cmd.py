@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from infercast import predict as run_predict
 from infercast.analysis.render import render_prediction
-from infercast.analysis.scenario import predict as run_predict
 from infercast.cli.common import (
     JSON_HELP,
     KV_HELP,

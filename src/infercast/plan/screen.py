@@ -84,7 +84,7 @@ def screen_gpu(
     for r in df.itertuples(index=False):
         reasons: list[str] = []
         if not r.fits:
-            mem = memory_budget(
+            dep = Deployment.resolve(
                 spec,
                 hw,
                 tp=int(r.tp),
@@ -92,11 +92,10 @@ def screen_gpu(
                 precision=str(r.precision),
                 kv_precision=kv_precision,
                 engine=engine,
-                context=input_len + output_len,
-                concurrency=batch,
                 pp=pp,
                 attention_dp=attention_dp,
             )
+            mem = memory_budget(dep, context=input_len + output_len, concurrency=batch)
             reasons.append(does_not_fit(mem))
         if r.ttft_last_s - ttft_credit_s > ttft_s:
             reasons.append(f"TTFT {fmt_time(r.ttft_last_s - ttft_credit_s, sig=3)} > {fmt_time(ttft_s, sig=3)}")
