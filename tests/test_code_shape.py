@@ -27,7 +27,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("harness/engine/server.py", "_handler"): (128, _RECUT),
     ("calibrate/profile_fit.py", "fit"): (100, _RECUT),
     ("analysis/compare.py", "crossover"): (136, _TODO),
-    ("analysis/error_bands.py", "confidence"): (97, _TODO),
     ("cost/compiled.py", "compile_scalar"): (91, "emits generated source; the template is the body"),
     ("plan/planner.py", "plan"): (165, _TODO),
     ("plan/plot.py", "save_pareto"): (94, _TODO),
@@ -43,7 +42,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("specs/sharding.py", "rank_linears"): (87, _TODO),
 }
 PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
-    ("analysis/error_bands.py", "confidence"): (15, _TODO),
     ("plan/candidates.py", "build"): (13, _TODO),
     ("plan/planner.py", "plan"): (34, _TODO),
     ("plan/screen.py", "screen_gpu"): (15, _TODO),
