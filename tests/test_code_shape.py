@@ -26,7 +26,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("cli/simulate_cmd.py", "simulate"): (206, _RECUT),
     ("harness/engine/server.py", "_handler"): (128, _RECUT),
     ("calibrate/profile_fit.py", "fit"): (100, _RECUT),
-    ("analysis/compare.py", "crossover"): (136, _TODO),
     ("cost/compiled.py", "compile_scalar"): (91, "emits generated source; the template is the body"),
     ("plan/planner.py", "plan"): (165, _TODO),
     ("plan/plot.py", "save_pareto"): (94, _TODO),
