@@ -38,7 +38,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("sim/rate_sweep.py", "rate_sweep"): (88, _TODO),
     ("sim/reference.py", "reference_simulate"): (92, _TODO),
     ("sim/workload/prefixes.py", "multi_turn"): (96, _TODO),
-    ("specs/sharding.py", "rank_linears"): (87, _TODO),
 }
 PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("plan/candidates.py", "build"): (13, _TODO),
