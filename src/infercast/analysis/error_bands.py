@@ -207,18 +207,20 @@ class Regime(NamedTuple):
     @classmethod
     def of(cls, dep: Deployment, concurrency: int) -> Regime:
         """The regime of a resolved deployment at ``concurrency`` requests per server."""
+        model = dep.model
+        # positional, in field order: predict builds one per call
         return cls(
             dep.hardware.id,
             dep.engine.id,
-            tp=dep.tp,
-            ep=dep.ep,
-            pp=dep.pp,
-            attention_dp=dep.attention_dp,
-            concurrency=concurrency,
-            moe=dep.model.is_moe,
-            mla=dep.model.mla is not None,
-            attention=dep.model.attention_kind,
-            model=dep.model.id,
+            dep.tp,
+            dep.ep,
+            dep.pp,
+            dep.attention_dp,
+            concurrency,
+            model.is_moe,
+            model.mla is not None,
+            model.attention_kind,
+            model.id,
         )
 
 
