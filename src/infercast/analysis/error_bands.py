@@ -146,7 +146,7 @@ def _lookup(metric: str, regime: dict[str, str], outside: bool) -> ErrorBand | N
     """The band of ``regime``: from the held-out table when the scenario is ``outside`` the serving calibration
     (and that table was written), else from the cross-validated one."""
     tables = [bands_table(), heldout_table()]
-    if any(t is not m for t, m in zip(tables, _memo_tables, strict=True)):
+    if tables[0] is not _memo_tables[0] or tables[1] is not _memo_tables[1]:  # no generator: predict's hot path
         _memo.clear()
         _memo_tables[:] = tables
     held_out = outside and bool(tables[1].get("bands"))
