@@ -17,13 +17,12 @@ import typer
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
+from infercast import memory_budget, predict
 from infercast.analysis.compare import compare, crossover, unsupported_note
 from infercast.analysis.roofline_plot import plot_roofline, roofline_data
-from infercast.analysis.scenario import predict
 from infercast.cli import analysis_cmds
 from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
-from infercast.memory import memory_budget
 from infercast.plan.screen import ScreenLayout, ScreenQuery
 from infercast.plan.select import select
 from infercast.specs.catalog import get_hardware, register_hardware

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
+from infercast import memory_budget
 from infercast.cost.batch import NUM_FEATURES, StepBatch
 from infercast.cost.operators import build_op_table
 from infercast.errors import InfercastError
-from infercast.memory import memory_budget
 from infercast.sim.api import simulate
 from infercast.sim.blocks import replica_pool
 from infercast.specs.catalog import get_model

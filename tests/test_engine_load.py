@@ -13,6 +13,7 @@ import yaml
 from infercast.analysis.error_bands import (
     HELDOUT_REGIME,
     ErrorBand,
+    Regime,
     _lookup,
     bands_table,
     calibration_scope,
@@ -418,11 +419,11 @@ def test_outside_the_calibration_the_held_out_bands_answer(monkeypatch):
 
 def test_predictions_outside_the_calibration_print_the_held_out_band():
     scope = calibration_scope()
-    inside = confidence(scope["gpus"][0], "vllm", concurrency=8, model=scope["models"][0])
+    inside = confidence(Regime(scope["gpus"][0], "vllm", concurrency=8, model=scope["models"][0]))
     assert inside.bands["ttft"].regime.get("data") is None
     for kw in ({"gpu": "h200"}, {"model": "llama-3.1-70b"}, {"gpu": "mi300x"}):
         conf = confidence(
-            kw.get("gpu", scope["gpus"][0]), "vllm", concurrency=8, model=kw.get("model", scope["models"][0])
+            Regime(kw.get("gpu", scope["gpus"][0]), "vllm", concurrency=8, model=kw.get("model", scope["models"][0]))
         )
         for metric in ("ttft", "tpot"):
             assert conf.bands[metric].regime["data"] == HELDOUT_REGIME, kw
@@ -430,14 +431,14 @@ def test_predictions_outside_the_calibration_print_the_held_out_band():
 
 
 def test_out_of_calibration_scenarios_are_flagged():
-    conf = confidence("mi300x", "vllm", tp=16, ep=8, concurrency=8, moe=True, saturated=True)
+    conf = confidence(Regime("mi300x", "vllm", tp=16, ep=8, concurrency=8, moe=True), saturated=True)
     text = " ".join(conf.warnings)
     assert "mi300x has no fitted kernel profile" in text
-    measured = " ".join(confidence("b200", "vllm").warnings)  # aiconfigurator's B200 tables, no end-to-end fit
+    measured = " ".join(confidence(Regime("b200", "vllm")).warnings)  # aiconfigurator's B200 tables, no end-to-end fit
     assert "b200: kernel parameters measured" in measured and "priors only" not in measured
     assert "tp 16 / ep 8" in text and "MoE" in text and "saturation" in text
-    assert not any("attention" in w for w in confidence("h100-sxm", "vllm", attention="GQA").warnings)
-    v4 = confidence("h100-sxm", "vllm", attention=get_model("deepseek-v4-flash").attention_kind).warnings
+    assert not any("attention" in w for w in confidence(Regime("h100-sxm", "vllm", attention="GQA")).warnings)
+    v4 = confidence(Regime("h100-sxm", "vllm", attention=get_model("deepseek-v4-flash").attention_kind)).warnings
     assert any("compressed" in w and "not in the calibration data" in w for w in v4)
 
 
@@ -446,7 +447,7 @@ def test_a_gpu_or_model_the_serving_data_never_measured_is_flagged():
     seen_gpu, seen_model = scope["gpus"][0], scope["models"][0]
 
     def unseen(**kw):
-        return unseen_in(confidence(kw.pop("gpu", seen_gpu), "vllm", **kw))
+        return unseen_in(confidence(Regime(kw.pop("gpu", seen_gpu), "vllm", **kw)))
 
     assert not unseen(model=seen_model)
     assert not unseen()  # no model given: nothing to check
@@ -456,8 +457,10 @@ def test_a_gpu_or_model_the_serving_data_never_measured_is_flagged():
     assert "GPU h200 and model llama-3.1-70b" in both
     (prior,) = unseen(gpu="mi300x", model=seen_model)  # a prior-only GPU: never measured under load either
     assert "GPU mi300x never measured" in prior
-    assert not unseen_in(confidence(seen_gpu, "torch", model="llama-3.1-70b"))  # its bands come from its harness
-    from infercast.analysis.scenario import predict
+    assert not unseen_in(
+        confidence(Regime(seen_gpu, "torch", model="llama-3.1-70b"))
+    )  # its bands come from its harness
+    from infercast import predict
 
     # predictions pass their model
     assert unseen_in(predict("llama-3.1-70b", "h100-sxm", tp=2, input_len=512, output_len=64).confidence)
@@ -529,11 +532,13 @@ def test_rates_above_the_highest_measured_are_flagged(monkeypatch):
     }
     monkeypatch.setattr("infercast.analysis.error_bands.bands_table", lambda: table)
     monkeypatch.setattr("infercast.analysis.error_bands.calibration_scope", lambda: table["calibrated"])
-    warned = confidence("h100-sxm", "trtllm", rates={"requests_per_s": 60.0, "output_tokens_per_s": 9500.0}).warnings
+    warned = confidence(
+        Regime("h100-sxm", "trtllm"), rates={"requests_per_s": 60.0, "output_tokens_per_s": 9500.0}
+    ).warnings
     flagged = [w for w in warned if "calibration data (" in w]
     assert len(flagged) == 1  # 9,500 tokens/s is within 10 % of the 9,000 measured; 60 requests/s is not
     assert flagged[0].startswith("60 requests/s per server") and "40 on one h100-sxm server" in flagged[0]
-    unmeasured = confidence("h100-sxm", "vllm", rates={"requests_per_s": 1e6}).warnings  # no rates recorded
+    unmeasured = confidence(Regime("h100-sxm", "vllm"), rates={"requests_per_s": 1e6}).warnings  # no rates recorded
     assert not any("calibration data (" in w for w in unmeasured)
 
 
@@ -566,7 +571,9 @@ def test_loads_below_the_fewest_clients_measured_are_flagged(monkeypatch):
     monkeypatch.setattr("infercast.analysis.error_bands.fitted_engine_values", lambda: values)
 
     def below(engine, concurrency):
-        return [w for w in confidence("h100-sxm", engine, concurrency=concurrency).warnings if "is below the" in w]
+        return [
+            w for w in confidence(Regime("h100-sxm", engine, concurrency=concurrency)).warnings if "is below the" in w
+        ]
 
     (lone,) = below("sglang", 1)
     assert lone.startswith("1 concurrent request is below the 16-128 clients sglang") and "(150 ms)" in lone
@@ -577,7 +584,7 @@ def test_loads_below_the_fewest_clients_measured_are_flagged(monkeypatch):
 
 @pytest.mark.skipif(not calibration_scope().get("rates"), reason="no committed calibrated rates")
 def test_simulations_and_predictions_past_the_measured_rates_say_so():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
     from infercast.sim.api import simulate
 
     def rate_warnings(conf):
@@ -618,7 +625,7 @@ def test_simulations_and_predictions_past_the_measured_rates_say_so():
 
 @pytest.mark.skipif(not bands_table(), reason="no committed error bands")
 def test_predictions_carry_error_bands():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
     from infercast.analysis.sweep import sweep
 
     pred = predict("llama-3.1-8b", "h100-sxm", input_len=1024, output_len=128, batch=8).to_dict()
@@ -629,7 +636,7 @@ def test_predictions_carry_error_bands():
 
 
 def test_vllm_from_0_14_hides_its_per_step_cpu_work_and_shares_vllms_fitted_load_parameters():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
     from infercast.cost.profile import fitted_as, load_profile
 
     sync, async_ = (load_profile("h100-sxm", "hopper", e) for e in ("vllm", "vllm-0.14"))

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from infercast import predict
 from infercast.analysis.error_bands import FRONT_END_BINDS
-from infercast.analysis.scenario import predict
 from infercast.analysis.sweep import sweep
 from infercast.cost.front_end import FrontEnd, static_batch_delays
 from infercast.cost.profile import load_profile

@@ -109,15 +109,15 @@ def test_torch_predictions_carry_the_harness_fits_error_bands() -> None:
     """predict's error bars for the torch engine are its harness fit's leave-one-model-out errors (TTFT from the
     prefill and TTFT rows, TPOT from the decode rows), and the warning says what it was fitted on."""
     import infercast
-    from infercast.analysis.error_bands import confidence
+    from infercast.analysis.error_bands import Regime, confidence
     from infercast.cost.profile import harness_fit
 
     bands = harness_fit()["held_out"]["bands"]
-    c = confidence("h100-sxm", "torch")
+    c = confidence(Regime("h100-sxm", "torch"))
     assert c.bands["ttft"].typical == bands["ttft"]["typical"] and c.bands["tpot"].p90 == bands["tpot"]["p90"]
     assert any("infercast's own harness" in w for w in c.warnings)
     assert not any("never measured under load: its overheads are priors" in w for w in c.warnings)
-    vllm = confidence("h100-sxm", "vllm")
+    vllm = confidence(Regime("h100-sxm", "vllm"))
     assert vllm.bands["tpot"].typical != bands["tpot"]["typical"]
     out = infercast.predict("llama-3.1-8b", "h100-sxm", engine="torch", batch=1, input_len=512, output_len=128)
     assert out.to_dict()["error_bands"]["tpot"]["typical_pct"] == round(100 * bands["tpot"]["typical"], 1)

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 import infercast
+from infercast import memory_budget
 from infercast.cost.batch import FEATURES, StepBatch
 from infercast.cost.collectives import collective_curve
 from infercast.cost.compiled import compile_scalar
 from infercast.cost.profile import load_profile
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.memory import memory_budget
 from infercast.specs.catalog import get_hardware
 from infercast.specs.deployment import Deployment
 

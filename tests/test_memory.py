@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infercast import memory_budget
 from infercast.errors import DoesNotFitError, InfercastError
-from infercast.memory import memory_budget, require_fit
+from infercast.memory import require_fit
 from infercast.specs.catalog import get_model
 
 
@@ -181,7 +182,7 @@ def test_kv_blocks_are_exact_for_ints_and_arrays(ctx, block, window, layers, dat
 
 def test_blocks_span_one_layer_group_on_windowed_models():
     """gpt-oss-120b: 18 full + 18 sliding layers, so a KV block holds 18 layers; Llama: every layer."""
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
     from infercast.specs.deployment import Deployment
 
     oss = memory_budget(Deployment.resolve("gpt-oss-120b", "h100-sxm"))

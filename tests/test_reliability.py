@@ -257,14 +257,14 @@ def test_tiny_gpu_memory_utilization_refused(capsys):
 
 
 def test_kv_pool_never_negative():
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
 
     b = memory_budget("llama-3.1-70b", "l4")
     assert b.kv_pool_bytes == 0 and b.unreserved_bytes < 0 and not b.fits and b.shortfall_bytes > 0
 
 
 def test_concurrency_without_context_is_judged():
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
 
     b = memory_budget("llama-3.1-8b", "h100-sxm", concurrency=100_000)
     assert not b.fits and b.max_context(100_000) == 0 and b.shortfall_bytes > 0
@@ -272,7 +272,7 @@ def test_concurrency_without_context_is_judged():
 
 
 def test_max_context_capped_at_model_context():
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
 
     b = memory_budget("llama-3.1-8b", "b200", concurrency=1)
     assert b.num_blocks * b.block_size > 131072 and b.max_context(1) == 131072
@@ -317,7 +317,7 @@ def test_prefix_affinity_spreads_when_replicas_divide_blocks():
 
 
 def test_predict_itl_is_the_batch_step():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
 
     p = predict("llama-3.1-8b", "h100-sxm", input_len=512, output_len=64, batch=64)
     assert p.itl_s == p.tpot_last_s > p.single_stream_tpot_s

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from infercast.analysis.scenario import predict
+from infercast import predict
 from infercast.errors import DoesNotFitError, InfercastError
 from infercast.sim.api import DisaggConfig, simulate
 from infercast.sim.cluster import KVLink
@@ -409,7 +409,7 @@ def test_one_definition_of_queueing():
 def test_disaggregated_hand_off_sends_the_fixed_state_too():
     """A prefill-to-decode hand-off sends the prompt's KV and the sequence's fixed state (DeepSeek-V4's window and
     compressor state): halving the link's bandwidth lengthens one request by exactly those bytes / bandwidth."""
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
     from infercast.specs.deployment import Deployment
 
     kw = dict(tp=8, precision="fp8", input_len=4096, output_len=8, num_requests=1, offline=True, scheduler="disagg")

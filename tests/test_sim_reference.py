@@ -13,9 +13,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from infercast import memory_budget
 from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
-from infercast.memory import memory_budget
 from infercast.sim.api import run, simulation_config
 from infercast.sim.config import DisaggConfig, KVLink
 from infercast.sim.reference import reference_simulate

@@ -10,8 +10,9 @@ import random
 import numpy as np
 import pytest
 
+from infercast import memory_budget
 from infercast.errors import DoesNotFitError
-from infercast.memory import kv_blocks_per_sequence, kv_layer_groups, memory_budget
+from infercast.memory import kv_blocks_per_sequence, kv_layer_groups
 from infercast.sim.api import simulate
 from infercast.sim.blocks import BlockRule, replica_pool
 from infercast.sim.decode_set import WindowDecodeSet
@@ -195,7 +196,7 @@ def test_windowed_runs_return_every_block_and_equal_step_mode(case):
 def test_disaggregated_hand_off_of_a_windowed_model_sends_the_window_only():
     """gpt-oss-120b (18 full + 18 sliding layers, window 128): a 4k prompt's hand-off sends the full layers'
     4096 tokens and the sliding layers' 128, about half of every layer's 4096; fast simulator and reference agree."""
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
     from infercast.sim.api import DisaggConfig, simulate
     from infercast.sim.cluster import KVLink
     from infercast.specs.deployment import Deployment

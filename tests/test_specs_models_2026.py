@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from infercast import memory_budget
 from infercast.cost.batch import F, StepBatch
 from infercast.cost.operators import build_op_table
 from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
-from infercast.memory import memory_budget
 from infercast.sim.api import simulate
 from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
+from infercast import predict
 from infercast.analysis.compare import compare, distinguishable
 from infercast.analysis.phases import first_token_share
 from infercast.analysis.roofline_plot import roofline_data
-from infercast.analysis.scenario import predict
 from infercast.analysis.sweep import sweep
 from infercast.sim.api import simulate
 from tests.cli_helpers import run, run_json
@@ -224,7 +224,7 @@ def test_plan_table_keeps_a_units_and_a_fleets_price_apart(capsys):
 
 
 def test_memory_says_what_would_fit(capsys):
-    from infercast.memory import memory_budget
+    from infercast import memory_budget
 
     d = run_json(capsys, "memory", "--model", "llama-3.1-70b", "--gpu", "h100-sxm")
     assert not d["fits"] and [o["flags"] for o in d["would_fit"]][:1] == ["--tp 2"]

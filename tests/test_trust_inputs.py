@@ -89,7 +89,7 @@ def test_empty_precision_is_not_the_default(capsys, command, flag):
 
 
 def test_empty_precision_in_the_api():
-    from infercast.analysis.scenario import predict
+    from infercast import predict
 
     with pytest.raises(InfercastError, match="precision"):
         predict("llama-3.1-8b", "h100-sxm", input_len=10, output_len=10, precision="")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import infercast
-from infercast.analysis.scenario import predict
+from infercast import predict
 from infercast.cost.profile import load_profile
 from infercast.show import format_info, format_table, format_value, info, table
 from infercast.specs.catalog import get_hardware, model_catalog

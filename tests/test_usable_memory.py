@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from infercast.memory import memory_budget
+from infercast import memory_budget
 from infercast.specs.catalog import get_hardware, list_hardware
 from infercast.specs.hardware import MemorySpec
 

@@ -14,10 +14,18 @@ Public API (imported lazily so ``import infercast`` stays fast)::
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infercast.analysis.scenario import Prediction
+    from infercast.cost.profile import CostProfile
+    from infercast.memory import MemoryBudget
+    from infercast.specs.deployment import Deployment
+    from infercast.specs.engine import EngineSpec
+    from infercast.specs.hardware import HardwareSpec
+    from infercast.specs.model import ModelSpec
 
 _EXPORTS: dict[str, tuple[str, str]] = {
-    "predict": ("infercast.analysis.scenario", "predict"),
     "Prediction": ("infercast.analysis.scenario", "Prediction"),
     "sweep": ("infercast.analysis.sweep", "sweep"),
     "simulate": ("infercast.sim.api", "simulate"),
@@ -30,7 +38,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ObserveConfig": ("infercast.sim.config", "ObserveConfig"),
     "DisaggConfig": ("infercast.sim.config", "DisaggConfig"),
     "WorkloadSpec": ("infercast.sim.workload", "WorkloadSpec"),
-    "memory_budget": ("infercast.memory", "memory_budget"),
     "MemoryBudget": ("infercast.memory", "MemoryBudget"),
     "get_model": ("infercast.specs.catalog", "get_model"),
     "get_hardware": ("infercast.specs.catalog", "get_hardware"),
@@ -50,7 +57,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 _MODULES = {"show": "infercast.show", "plan": "infercast.plan"}
 """Modules as attributes; ``infercast.plan`` is also callable (:func:`infercast.plan.planner.plan`)."""
 
-__all__ = sorted([*_EXPORTS, *_MODULES, "__version__"])
+_FUNCTIONS = ("predict", "memory_budget")
+"""Defined below: they take the public keywords and build the typed inputs (a :class:`Deployment`) at the edge."""
+
+__all__ = sorted([*_EXPORTS, *_MODULES, *_FUNCTIONS, "__version__"])
 
 
 def _installed_version() -> str:
@@ -79,3 +89,103 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+def predict(
+    model: str | ModelSpec | Deployment,
+    gpu: str | HardwareSpec | None = None,
+    *,
+    input_len: int,
+    output_len: int,
+    batch: int = 1,
+    tp: int = 1,
+    ep: int = 1,
+    precision: str | None = None,
+    kv_precision: str | None = None,
+    engine: str | EngineSpec = "vllm",
+    chunk_size: int | None = None,
+    profile: CostProfile | None = None,
+    strict: bool = True,
+    pp: int = 1,
+    attention_dp: int = 1,
+    stream_token_s: float | None = None,
+) -> Prediction:
+    """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs, on
+    ``model`` x ``gpu`` with this layout, formats and engine (or on a :class:`Deployment`, then without ``gpu``,
+    ``tp``, ``ep``, ``pp``, ``attention_dp``, ``precision``, ``kv_precision``, ``engine``). See
+    :func:`infercast.analysis.scenario.predict` for the rest of the keywords and what comes back."""
+    from infercast.analysis import scenario
+
+    dep = scenario.as_deployment(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+    )
+    return scenario.predict(
+        dep,
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        chunk_size=chunk_size,
+        profile=profile,
+        strict=strict,
+        stream_token_s=stream_token_s,
+    )
+
+
+def memory_budget(
+    model: str | ModelSpec | Deployment,
+    gpu: str | HardwareSpec | None = None,
+    *,
+    tp: int = 1,
+    ep: int = 1,
+    precision: str | None = None,
+    kv_precision: str | None = None,
+    engine: str | EngineSpec = "vllm",
+    pp: int = 1,
+    attention_dp: int = 1,
+    context: int | None = None,
+    concurrency: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    block_size: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+) -> MemoryBudget:
+    """Per-GPU memory budget of ``model`` on ``gpu`` with this layout, formats and engine; ``model`` may be a
+    resolved :class:`Deployment` (then ``gpu``/``tp``/... are taken from it). See
+    :func:`infercast.memory.memory_budget` for the load and run keywords."""
+    from infercast import memory
+    from infercast.errors import InfercastError
+    from infercast.specs.deployment import Deployment
+
+    if isinstance(model, Deployment):
+        dep = model
+    elif gpu is None:
+        raise InfercastError("is required", field="gpu")
+    else:
+        dep = Deployment.resolve(
+            model,
+            gpu,
+            tp=tp,
+            ep=ep,
+            precision=precision,
+            kv_precision=kv_precision,
+            engine=engine,
+            pp=pp,
+            attention_dp=attention_dp,
+        )
+    return memory.memory_budget(
+        dep,
+        context=context,
+        concurrency=concurrency,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+    )

@@ -17,7 +17,6 @@ from infercast.cost.cache import SpecCache, spec_key
 from infercast.errors import DoesNotFitError, InfercastError, require_fraction, require_positive_int
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import EngineSpec
-from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import LOGIT_BYTES, PrecisionScheme
 from infercast.specs.sharding import norm_elements, rank_linears
@@ -330,75 +329,25 @@ _pools: SpecCache[_Pool] = SpecCache(1024)
 
 
 def _pool_part(dep: Deployment, fraction: float, block: int, tokens: int | None, seqs: int | None) -> _Pool:
-    model, hw, eng, scheme, kv_fmt, tp, ep = (
-        dep.model,
-        dep.hardware,
-        dep.engine,
-        dep.scheme,
-        dep.kv_format,
-        dep.tp,
-        dep.ep,
-    )
-    pp, dp = dep.pp, dep.attention_dp
-    breakdown = weight_bytes_per_gpu(model, scheme, tp, ep, dp, pp)
+    """What the deployment reserves (weights, activations, runtime), the KV pool the engine's ``fraction`` leaves,
+    and its blocks of ``block`` tokens; ``tokens``/``seqs``: the run's step budget and sequence limit."""
+    model, hw, eng, scheme = dep.model, dep.hardware, dep.engine, dep.scheme
+    breakdown = weight_bytes_per_gpu(model, scheme, dep.tp, dep.ep, dep.attention_dp, dep.pp)
     weights = sum(breakdown.values())
-    act = activation_bytes(model, eng, tp, ep, scheme.activation_format.bytes_per_element, dp, tokens, seqs)
-    runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if tp > 1 else 0.0)
+    act_bytes = scheme.activation_format.bytes_per_element
+    act = activation_bytes(model, eng, dep.tp, dep.ep, act_bytes, dep.attention_dp, tokens, seqs)
+    runtime = eng.cuda_context_bytes + eng.cuda_graph_bytes + (eng.comm_buffer_bytes if dep.tp > 1 else 0.0)
     capacity = hw.memory.usable  # what the driver exposes: the engines take their fractions of it
     reserved = weights + act + runtime
     if eng.kv_fraction_of == "total":
         pool = fraction * capacity - reserved
     else:
         pool = fraction * (capacity - reserved)
-    # per GPU per token of the replica's sequences: a stage holds 1/pp of the layers, and an attention-DP rank
-    # the KV of 1/attention_dp of the sequences (balanced), so the pool's blocks count replica-wide tokens
-    layout = pp * dp
-    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp) / layout
-    window_layers = model.num_sliding_layers if model.sliding_window else 0
-    full_groups, sliding_groups = kv_layer_groups(model.num_attention_layers, window_layers)
-    groups = full_groups + sliding_groups
-    # a block holds one layer group's tokens when sliding layers are paged apart from full ones (groups > 1)
-    block_bytes = kv_tok * block / groups if groups > 1 else kv_tok * block
-    state_seq = model.state_bytes_per_sequence(scheme.activation_format.bytes_per_element, tp) / layout
-    if model.compressed_attention:
-        # DeepSeek-V4: window entries, partial compressed entries and compressor state do not grow with the
-        # context; paged as fixed per-sequence state (an upper bound below the window: the window is counted full)
-        state_seq += model.fixed_kv_bytes_per_sequence(kv_fmt.bytes_per_element, tp) / layout
+    kv_tok, block_bytes, state_seq = _kv_geometry(dep, block)
     state_blocks = int(-(-state_seq // block_bytes)) if state_seq else 0
     num_blocks = int(pool // block_bytes) if pool > 0 else 0
     pool_rounded = num_blocks * block_bytes  # >= 0: a negative "pool" is reported as unreserved_bytes
-    notes = []
-    if model.mla and tp > 1:
-        notes.append("MLA latent KV is replicated on every TP rank (as in vLLM)")
-    if model.linear_attention:
-        notes.append(
-            f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
-            f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
-        )
-    if model.compressed_attention:
-        ca = model.compressed_attention
-        hca = "/".join(map(str, sorted(set(ca.hca_ratios))))
-        notes.append(
-            f"compressed attention: the KV pool grows {kv_tok:.0f} B per token (one entry per {ca.indexer_ratio} "
-            f"tokens on {ca.csa_layers} CSA layers with indexer keys, per {hca} on {len(ca.hca_ratios)} HCA layers) "
-            f"plus a fixed {state_seq / 1e6:.1f} MB per sequence ({state_blocks} blocks: the {ca.window}-entry window "
-            "of every layer, partial entries, fp32 compressor state)"
-        )
-    if groups > 1:
-        notes.append(
-            f"{window_layers} of {model.num_attention_layers} layers hold at most {model.sliding_window} tokens "
-            f"(window or chunk): a KV block holds {block} tokens of {model.num_attention_layers // groups} layers "
-            f"(one layer group, as vLLM's hybrid allocator pages them; {groups} per {block} tokens of every layer)"
-        )
-    if pp > 1:
-        notes.append(f"{pp} pipeline stages: each GPU holds {-(-model.num_layers // pp)} of {model.num_layers} layers")
-    if dp > 1:
-        notes.append(
-            f"attention data parallel x{dp}: attention and dense weights replicated per group, experts split "
-            f"{ep} ways; KV per GPU counted per token of the whole replica (sequences spread over {dp} groups)"
-        )
-    if not model.mla and tp > model.num_kv_heads:
-        notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")
+    notes = _kv_notes(dep, block, kv_tok, state_seq, state_blocks) + _layout_notes(dep)
     if pool <= 0:
         notes.append(
             f"weights + activations + runtime need {reserved / 1e9:.1f} GB per GPU but "
@@ -422,17 +371,84 @@ def _pool_part(dep: Deployment, fraction: float, block: int, tokens: int | None,
     )
 
 
+def _kv_groups(model: ModelSpec) -> tuple[int, int, int]:
+    """(windowed layers, full groups, sliding groups) of the model's attention layers (:func:`kv_layer_groups`)."""
+    window_layers = model.num_sliding_layers if model.sliding_window else 0
+    full_groups, sliding_groups = kv_layer_groups(model.num_attention_layers, window_layers)
+    return window_layers, full_groups, sliding_groups
+
+
+def _kv_geometry(dep: Deployment, block: int) -> tuple[float, float, float]:
+    """(KV bytes per token, bytes per block of ``block`` tokens, fixed state bytes per sequence) on one GPU."""
+    model, kv_fmt, tp = dep.model, dep.kv_format, dep.tp
+    # per GPU per token of the replica's sequences: a stage holds 1/pp of the layers, and an attention-DP rank
+    # the KV of 1/attention_dp of the sequences (balanced), so the pool's blocks count replica-wide tokens
+    layout = dep.pp * dep.attention_dp
+    kv_tok = model.kv_bytes_per_token(kv_fmt.bytes_per_element, tp) / layout
+    _, full_groups, sliding_groups = _kv_groups(model)
+    groups = full_groups + sliding_groups
+    # a block holds one layer group's tokens when sliding layers are paged apart from full ones (groups > 1)
+    block_bytes = kv_tok * block / groups if groups > 1 else kv_tok * block
+    state_seq = model.state_bytes_per_sequence(dep.scheme.activation_format.bytes_per_element, tp) / layout
+    if model.compressed_attention:
+        # DeepSeek-V4: window entries, partial compressed entries and compressor state do not grow with the
+        # context; paged as fixed per-sequence state (an upper bound below the window: the window is counted full)
+        state_seq += model.fixed_kv_bytes_per_sequence(kv_fmt.bytes_per_element, tp) / layout
+    return kv_tok, block_bytes, state_seq
+
+
+def _kv_notes(dep: Deployment, block: int, kv_tok: float, state_seq: float, state_blocks: int) -> list[str]:
+    """What the KV pool holds that a reader would not assume: replicated MLA latents, fixed linear-attention or
+    compressed-attention state, blocks of one layer group."""
+    model, tp = dep.model, dep.tp
+    notes = []
+    if model.mla and tp > 1:
+        notes.append("MLA latent KV is replicated on every TP rank (as in vLLM)")
+    if model.linear_attention:
+        notes.append(
+            f"{model.num_linear_layers} linear-attention layers hold a fixed {state_seq / 1e6:.1f} MB state per "
+            f"sequence ({state_blocks} KV blocks) instead of a growing KV cache"
+        )
+    if model.compressed_attention:
+        ca = model.compressed_attention
+        hca = "/".join(map(str, sorted(set(ca.hca_ratios))))
+        notes.append(
+            f"compressed attention: the KV pool grows {kv_tok:.0f} B per token (one entry per {ca.indexer_ratio} "
+            f"tokens on {ca.csa_layers} CSA layers with indexer keys, per {hca} on {len(ca.hca_ratios)} HCA layers) "
+            f"plus a fixed {state_seq / 1e6:.1f} MB per sequence ({state_blocks} blocks: the {ca.window}-entry window "
+            "of every layer, partial entries, fp32 compressor state)"
+        )
+    window_layers, full_groups, sliding_groups = _kv_groups(model)
+    groups = full_groups + sliding_groups
+    if groups > 1:
+        notes.append(
+            f"{window_layers} of {model.num_attention_layers} layers hold at most {model.sliding_window} tokens "
+            f"(window or chunk): a KV block holds {block} tokens of {model.num_attention_layers // groups} layers "
+            f"(one layer group, as vLLM's hybrid allocator pages them; {groups} per {block} tokens of every layer)"
+        )
+    return notes
+
+
+def _layout_notes(dep: Deployment) -> list[str]:
+    """How the parallel layout splits the memory: pipeline stages, attention data parallelism, KV heads that TP
+    cannot split."""
+    model, tp, pp, dp = dep.model, dep.tp, dep.pp, dep.attention_dp
+    notes = []
+    if pp > 1:
+        notes.append(f"{pp} pipeline stages: each GPU holds {-(-model.num_layers // pp)} of {model.num_layers} layers")
+    if dp > 1:
+        notes.append(
+            f"attention data parallel x{dp}: attention and dense weights replicated per group, experts split "
+            f"{dep.ep} ways; KV per GPU counted per token of the whole replica (sequences spread over {dp} groups)"
+        )
+    if not model.mla and tp > model.num_kv_heads:
+        notes.append(f"tp={tp} > {model.num_kv_heads} KV heads: KV heads replicated, not split")
+    return notes
+
+
 def memory_budget(
-    model: str | ModelSpec | Deployment,
-    gpu: str | HardwareSpec | None = None,
+    dep: Deployment,
     *,
-    tp: int = 1,
-    ep: int = 1,
-    precision: str | None = None,
-    kv_precision: str | None = None,
-    engine: str | EngineSpec = "vllm",
-    pp: int = 1,
-    attention_dp: int = 1,
     context: int | None = None,
     concurrency: int | None = None,
     gpu_memory_utilization: float | None = None,
@@ -440,45 +456,17 @@ def memory_budget(
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
 ) -> MemoryBudget:
-    """Per-GPU memory budget; see :class:`MemoryBudget`. Raises InfercastError on invalid input.
+    """Per-GPU memory budget of a resolved deployment; see :class:`MemoryBudget`. Raises InfercastError on invalid
+    input (``infercast.memory_budget`` takes a model and a GPU and resolves the deployment).
 
-    ``model`` may be a resolved :class:`Deployment` (then ``gpu``/``tp``/... are taken from it).
-    ``max_num_batched_tokens`` / ``max_num_seqs``: the run's step budget and sequence limit, which size the
-    activation reserve (None: the engine preset's).
+    ``context`` x ``concurrency``: the load to check; ``gpu_memory_utilization`` / ``block_size``: the run's (None:
+    the engine's); ``max_num_batched_tokens`` / ``max_num_seqs``: the run's step budget and sequence limit, which
+    size the activation reserve (None: the engine preset's).
     """
-    if isinstance(model, Deployment):
-        dep = model
-    else:
-        if gpu is None:
-            raise InfercastError("is required", field="gpu")
-        dep = Deployment.resolve(
-            model,
-            gpu,
-            tp=tp,
-            ep=ep,
-            precision=precision,
-            kv_precision=kv_precision,
-            engine=engine,
-            pp=pp,
-            attention_dp=attention_dp,
-        )
-    model, hw, eng, scheme, kv_fmt, tp, ep = (
-        dep.model,
-        dep.hardware,
-        dep.engine,
-        dep.scheme,
-        dep.kv_format,
-        dep.tp,
-        dep.ep,
-    )
-    if context is not None:
-        context = require_positive_int("context", context)
-        if context > model.max_context:
-            raise InfercastError(
-                f"{context} tokens exceed the {model.max_context}-token context of {model.id}", field="context"
-            )
+    context = _checked_context(dep.model, context)
     if concurrency is not None:
         concurrency = require_positive_int("concurrency", concurrency)
+    eng = dep.engine
     fraction = (
         eng.kv_fraction
         if gpu_memory_utilization is None
@@ -491,35 +479,56 @@ def memory_budget(
         else require_positive_int("max_num_batched_tokens", max_num_batched_tokens)
     )
     seqs = None if max_num_seqs is None else require_positive_int("max_num_seqs", max_num_seqs)
-
     objects, values = spec_key(dep)
     part = _pools.get(
         objects, (*values, fraction, block, tokens, seqs), lambda: _pool_part(dep, fraction, block, tokens, seqs)
     )
-    pool, reserved, capacity = part.pool, part.reserved, part.capacity
-    if pool <= 0 and gpu_memory_utilization is not None:
-        need = reserved / capacity if eng.kv_fraction_of == "total" else None
-        # rounded up, so that the fraction named does leave a KV cache
-        hint = (
-            f"; at least {math.ceil(need * 1000) / 1000:g} is needed for any KV cache"
-            if need is not None and need < 1
-            else ""
-        )
-        raise DoesNotFitError(
-            f"{fraction:g} of {capacity / 1e9:.1f} GB leaves no KV cache after {reserved / 1e9:.1f} GB of weights, "
-            f"activations and runtime per GPU{hint}",
-            field="gpu_memory_utilization",
-        )
+    if part.pool <= 0 and gpu_memory_utilization is not None:
+        raise _no_kv_cache(eng, fraction, part)
+    return _budget(dep, part, block, context, concurrency)
 
+
+def _checked_context(model: ModelSpec, context: int | None) -> int | None:
+    """``context`` as a positive int within the model's context (None stays None)."""
+    if context is None:
+        return None
+    context = require_positive_int("context", context)
+    if context > model.max_context:
+        raise InfercastError(
+            f"{context} tokens exceed the {model.max_context}-token context of {model.id}", field="context"
+        )
+    return context
+
+
+def _no_kv_cache(eng: EngineSpec, fraction: float, part: _Pool) -> DoesNotFitError:
+    """The error for a ``gpu_memory_utilization`` that leaves no KV cache, with the least fraction that would."""
+    reserved, capacity = part.reserved, part.capacity
+    need = reserved / capacity if eng.kv_fraction_of == "total" else None
+    # rounded up, so that the fraction named does leave a KV cache
+    hint = (
+        f"; at least {math.ceil(need * 1000) / 1000:g} is needed for any KV cache"
+        if need is not None and need < 1
+        else ""
+    )
+    return DoesNotFitError(
+        f"{fraction:g} of {capacity / 1e9:.1f} GB leaves no KV cache after {reserved / 1e9:.1f} GB of weights, "
+        f"activations and runtime per GPU{hint}",
+        field="gpu_memory_utilization",
+    )
+
+
+def _budget(dep: Deployment, part: _Pool, block: int, context: int | None, concurrency: int | None) -> MemoryBudget:
+    """The :class:`MemoryBudget` of a pool and a load (``context`` x ``concurrency``, each possibly None)."""
+    model = dep.model
     budget = MemoryBudget(
         model_id=model.id,
-        gpu_id=hw.id,
-        tp=tp,
-        ep=ep,
-        precision=scheme.name,
-        kv_precision=kv_fmt.name,
-        engine=eng.id,
-        capacity_bytes=capacity,
+        gpu_id=dep.hardware.id,
+        tp=dep.tp,
+        ep=dep.ep,
+        precision=dep.scheme.name,
+        kv_precision=dep.kv_format.name,
+        engine=dep.engine.id,
+        capacity_bytes=part.capacity,
         weights_bytes=part.weights,
         weights_breakdown=dict(part.breakdown),
         kv_bytes_per_token=part.kv_tok,
@@ -533,7 +542,7 @@ def memory_budget(
         concurrency=concurrency if concurrency is not None else (1 if context is not None else None),
         notes=list(part.notes),
         state_bytes_per_sequence=part.state_seq,
-        unreserved_bytes=pool,
+        unreserved_bytes=part.pool,
         _sliding_window=model.sliding_window,
         _model_max_context=model.max_context,
         _num_layers=model.num_attention_layers,
@@ -593,7 +602,7 @@ def what_would_fit(dep: Deployment, **budget: int | float | None) -> list[dict[s
 
     def fits(tp: int, precision: str, kv: str) -> bool:
         try:
-            return memory_budget(
+            other = Deployment.resolve(
                 dep.model,
                 dep.hardware,
                 tp=tp,
@@ -603,8 +612,8 @@ def what_would_fit(dep: Deployment, **budget: int | float | None) -> list[dict[s
                 precision=precision,
                 kv_precision=kv,
                 engine=dep.engine,
-                **budget,  # type: ignore[arg-type]
-            ).fits
+            )
+            return memory_budget(other, **budget).fits  # type: ignore[arg-type]
         except InfercastError:  # a TP the heads do not divide, a KV format the chip lacks
             return False
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import pint
 
-from infercast.analysis.scenario import Prediction, predict
+from infercast import predict
+from infercast.analysis.scenario import Prediction
 from infercast.errors import InfercastError, nearest
 from infercast.specs.catalog import get_hardware, get_model, model_catalog
 from infercast.specs.hardware import HardwareSpec

@@ -297,19 +297,8 @@ def compare(
             rows.append({"gpu": hw.id, "precision": scheme.name, "engine": eng, "tp": tp, "ep": ep, "note": note})
             preds.append(None)
             continue
-        p = predict(
-            spec,
-            hw,
-            input_len=input_len,
-            output_len=output_len,
-            batch=batch,
-            tp=tp,
-            ep=ep,
-            precision=scheme.name,
-            kv_precision=kv_precision,
-            engine=eng,
-            strict=False,
-        )
+        dep = Deployment.resolve(spec, hw, tp=tp, ep=ep, precision=scheme.name, kv_precision=kv_precision, engine=eng)
+        p = predict(dep, input_len=input_len, output_len=output_len, batch=batch, strict=False)
         preds.append(p)
         rows.append(_compare_row(hw, p))
     df = pd.DataFrame(rows).reindex(columns=_COMPARE_COLUMNS)
@@ -365,39 +354,10 @@ def crossover(
     hw = get_hardware(gpu)
     output_len = require_positive_int("output_len", output_len)
     batch = require_positive_int("batch", batch)
-    if output_len < 2:
-        raise InfercastError("must be >= 2: with one output token there is no decode phase", field="output_len")
-    limit = spec.max_context - output_len
-    if limit < 1:
-        raise InfercastError(f"leaves no room for a prompt in the {spec.max_context}-token context", field="output_len")
-    if max_input is None:
-        max_input = limit
-    max_input = require_positive_int("max_input", max_input)
-    if max_input > limit:
-        raise InfercastError(
-            f"{max_input} + output_len {output_len} exceeds the {spec.max_context}-token context of {spec.id}",
-            field="max_input",
-        )
+    max_input = _longest_prompt(spec, output_len, max_input)
     dep = Deployment.resolve(spec, hw, tp=tp, ep=ep, precision=precision, kv_precision=kv_precision, engine=engine)
-
-    def evaluate(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        df = sweep(
-            models=[spec],
-            gpus=[hw],
-            precisions=dep.scheme.name,
-            batches=batch,
-            input_lens=lengths.tolist(),
-            output_lens=output_len,
-            tps=dep.tp,
-            eps=dep.ep,
-            engines=dep.engine.id,
-            kv_precisions=dep.kv_format.name,
-        )
-        df = df.sort_values("input_len")
-        return df["ttft_last_s"].to_numpy(), df["tpot_last_s"].to_numpy() * output_len, df["fits"].to_numpy()
-
     grid = np.unique(np.round(np.geomspace(1, max_input, GRID_POINTS)).astype(np.int64))
-    ttft, decode, grid_fits = evaluate(grid)
+    ttft, decode, grid_fits = _ttft_and_decode(dep, batch, output_len, grid)
     over = ttft >= decode
     # the longest prompt whose batch fits beside its outputs (0: not even a one-token prompt does)
     max_fitting = max(memory_budget(dep).max_context(batch) - output_len, 0)
@@ -421,54 +381,109 @@ def crossover(
         },
     }
     if not over.any():
-        result.update(
-            found=False,
-            crossover_input_len=None,
-            ttft_s=float(ttft[-1]),
-            decode_s=float(decode[-1]),
-            fits=None,
-            message=f"no crossover: at {max_input:,} prompt tokens TTFT ({_ms(ttft[-1])}) is still below the "
-            f"{output_len}-token decode time ({_ms(decode[-1])})"
-            + (
-                ""
-                if max_fitting >= max_input
-                else f"; prompts past {max_fitting:,} tokens do not fit in memory"
-                if max_fitting
-                else "; no prompt fits in memory"
-            ),
-        )
+        result.update(_no_crossover(float(ttft[-1]), float(decode[-1]), output_len, max_input, max_fitting))
         return result
-    k = int(np.argmax(over))
-    x = int(grid[0])
-    if k > 0:
-        # TTFT < decode at grid[k-1] and >= at grid[k]. Decode time also grows with the prompt, so the
-        # difference can plateau for a few tokens: every token of the bracket is evaluated in one call
-        # and the first one at or over the line taken (bisection could land on a later sign change).
-        bracket = np.arange(int(grid[k - 1]) + 1, int(grid[k]) + 1, dtype=np.int64)
-        t, d, _ = evaluate(bracket)
-        x = int(bracket[int(np.argmax(t >= d))])
-    t, d, fits = evaluate(np.array([x - 1, x]) if x > 1 else np.array([x]))
-    result.update(
-        found=True,
-        crossover_input_len=x,
-        ttft_s=float(t[-1]),
-        decode_s=float(d[-1]),
-        tpot_s=float(d[-1]) / output_len,
-        fits=bool(fits[-1]),
-        message=(
-            f"prefill dominates from a {x:,}-token prompt: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
-            if x > 1
-            else f"prefill dominates at every prompt length: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
+    x = _first_prompt_over(dep, batch, output_len, grid, int(np.argmax(over)))
+    result.update(_crossover_at(dep, batch, output_len, x, max_fitting))
+    return result
+
+
+def _longest_prompt(spec: ModelSpec, output_len: int, max_input: int | None) -> int:
+    """``max_input`` checked against the room the model's context leaves beside ``output_len`` (None: all of it)."""
+    if output_len < 2:
+        raise InfercastError("must be >= 2: with one output token there is no decode phase", field="output_len")
+    limit = spec.max_context - output_len
+    if limit < 1:
+        raise InfercastError(f"leaves no room for a prompt in the {spec.max_context}-token context", field="output_len")
+    if max_input is None:
+        max_input = limit
+    max_input = require_positive_int("max_input", max_input)
+    if max_input > limit:
+        raise InfercastError(
+            f"{max_input} + output_len {output_len} exceeds the {spec.max_context}-token context of {spec.id}",
+            field="max_input",
+        )
+    return max_input
+
+
+def _ttft_and_decode(
+    dep: Deployment, batch: int, output_len: int, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TTFT, decode time of ``output_len`` tokens and whether the batch fits, per prompt length (one sweep)."""
+    df = sweep(
+        models=[dep.model],
+        gpus=[dep.hardware],
+        precisions=dep.scheme.name,
+        batches=batch,
+        input_lens=lengths.tolist(),
+        output_lens=output_len,
+        tps=dep.tp,
+        eps=dep.ep,
+        engines=dep.engine.id,
+        kv_precisions=dep.kv_format.name,
+    )
+    df = df.sort_values("input_len")
+    return df["ttft_last_s"].to_numpy(), df["tpot_last_s"].to_numpy() * output_len, df["fits"].to_numpy()
+
+
+def _no_crossover(ttft: float, decode: float, output_len: int, max_input: int, max_fitting: int) -> dict[str, object]:
+    """The result's fields when TTFT stays below the decode time up to ``max_input``."""
+    return {
+        "found": False,
+        "crossover_input_len": None,
+        "ttft_s": ttft,
+        "decode_s": decode,
+        "fits": None,
+        "message": f"no crossover: at {max_input:,} prompt tokens TTFT ({_ms(ttft)}) is still below the "
+        f"{output_len}-token decode time ({_ms(decode)})"
+        + (
+            ""
+            if max_fitting >= max_input
+            else f"; prompts past {max_fitting:,} tokens do not fit in memory"
+            if max_fitting
+            else "; no prompt fits in memory"
         ),
+    }
+
+
+def _first_prompt_over(dep: Deployment, batch: int, output_len: int, grid: np.ndarray, k: int) -> int:
+    """The first prompt length whose TTFT reaches the decode time, ``grid[k]`` being the first grid point that does.
+
+    TTFT < decode at grid[k-1] and >= at grid[k]. Decode time also grows with the prompt, so the difference can
+    plateau for a few tokens: every token of the bracket is evaluated in one call and the first one at or over
+    the line taken (bisection could land on a later sign change)."""
+    if k == 0:
+        return int(grid[0])
+    bracket = np.arange(int(grid[k - 1]) + 1, int(grid[k]) + 1, dtype=np.int64)
+    t, d, _ = _ttft_and_decode(dep, batch, output_len, bracket)
+    return int(bracket[int(np.argmax(t >= d))])
+
+
+def _crossover_at(dep: Deployment, batch: int, output_len: int, x: int, max_fitting: int) -> dict[str, object]:
+    """The result's fields for a crossover at a prompt of ``x`` tokens (and at ``x - 1``, just before it)."""
+    t, d, fits = _ttft_and_decode(dep, batch, output_len, np.array([x - 1, x]) if x > 1 else np.array([x]))
+    message = (
+        f"prefill dominates from a {x:,}-token prompt: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
+        if x > 1
+        else f"prefill dominates at every prompt length: TTFT {_ms(t[-1])} >= {output_len} x TPOT = {_ms(d[-1])}"
     )
     if not fits[-1]:
-        result["message"] = str(result["message"]) + (
+        message += (
             f"; that prompt does not fit in memory: {dep.hardware.id} holds {batch} x (prompt + {output_len}) "
             f"tokens of KV up to a {max_fitting:,}-token prompt"
             if max_fitting
             else f"; no prompt fits in memory: the weights and runtime leave {dep.hardware.id} no room for the KV of "
             f"{batch} sequence(s) of {output_len} output tokens"
         )
+    out: dict[str, object] = {
+        "found": True,
+        "crossover_input_len": x,
+        "ttft_s": float(t[-1]),
+        "decode_s": float(d[-1]),
+        "tpot_s": float(d[-1]) / output_len,
+        "fits": bool(fits[-1]),
+        "message": message,
+    }
     if x > 1:
-        result["ttft_before_s"], result["decode_before_s"] = float(t[0]), float(d[0])
-    return result
+        out["ttft_before_s"], out["decode_before_s"] = float(t[0]), float(d[0])
+    return out

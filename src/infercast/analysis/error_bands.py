@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -146,7 +146,7 @@ def _lookup(metric: str, regime: dict[str, str], outside: bool) -> ErrorBand | N
     """The band of ``regime``: from the held-out table when the scenario is ``outside`` the serving calibration
     (and that table was written), else from the cross-validated one."""
     tables = [bands_table(), heldout_table()]
-    if any(t is not m for t, m in zip(tables, _memo_tables, strict=True)):
+    if tables[0] is not _memo_tables[0] or tables[1] is not _memo_tables[1]:  # no generator: predict's hot path
         _memo.clear()
         _memo_tables[:] = tables
     held_out = outside and bool(tables[1].get("bands"))
@@ -188,6 +188,42 @@ CALIBRATED_ATTENTION = ("GQA", "MHA")
 """Attention kinds of the models behind the committed error bands (Llama, Qwen3 dense; Llama-2 MHA)."""
 
 
+class Regime(NamedTuple):
+    """What a prediction's expected error depends on: the GPU and engine (catalog ids), the parallel layout, the
+    load (``concurrency`` requests per server) and the model (catalog id, MoE, MLA, ``ModelSpec.attention_kind``)."""
+
+    gpu: str
+    engine: str
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    attention_dp: int = 1
+    concurrency: int = 1
+    moe: bool = False
+    mla: bool = False
+    attention: str = "GQA"
+    model: str | None = None
+
+    @classmethod
+    def of(cls, dep: Deployment, concurrency: int) -> Regime:
+        """The regime of a resolved deployment at ``concurrency`` requests per server."""
+        model = dep.model
+        # positional, in field order: predict builds one per call
+        return cls(
+            dep.hardware.id,
+            dep.engine.id,
+            dep.tp,
+            dep.ep,
+            dep.pp,
+            dep.attention_dp,
+            concurrency,
+            model.is_moe,
+            model.mla is not None,
+            model.attention_kind,
+            model.id,
+        )
+
+
 def deployment_confidence(
     dep: Deployment,
     concurrency: int,
@@ -198,110 +234,44 @@ def deployment_confidence(
 ) -> Confidence:
     """:func:`confidence` for a resolved deployment (GPU, engine, layout and model read off it) at ``concurrency``
     requests per server."""
-    return confidence(
-        dep.hardware.id,
-        dep.engine.id,
-        tp=dep.tp,
-        ep=dep.ep,
-        pp=dep.pp,
-        attention_dp=dep.attention_dp,
-        concurrency=concurrency,
-        moe=dep.model.is_moe,
-        mla=dep.model.mla is not None,
-        saturated=saturated,
-        attention=dep.model.attention_kind,
-        rates=rates,
-        model=dep.model.id,
-        front_end=front_end,
-    )
+    return confidence(Regime.of(dep, concurrency), saturated=saturated, rates=rates, front_end=front_end)
 
 
 def confidence(
-    gpu: str,
-    engine: str,
+    regime: Regime,
     *,
-    tp: int = 1,
-    ep: int = 1,
-    pp: int = 1,
-    attention_dp: int = 1,
-    concurrency: int = 1,
-    moe: bool = False,
-    mla: bool = False,
-    saturated: bool = False,
     metrics: tuple[str, ...] = ("ttft", "tpot"),
-    attention: str = "GQA",
+    saturated: bool = False,
     rates: dict[str, float] | None = None,
-    model: str | None = None,
     front_end: tuple[float, float] | None = None,
 ) -> Confidence:
-    """Error bands and out-of-calibration warnings for a prediction (see the module docstring); ``attention``:
-    the model's attention kind (``ModelSpec.attention_kind``); ``rates``: what one server serves in the
+    """Error bands and out-of-calibration warnings for a prediction in ``regime`` (see the module docstring);
+    ``saturated``: the run ran out of KV cache or could not keep up; ``rates``: what one server serves in the
     scenario (``requests_per_s``, ``output_tokens_per_s``), checked against the calibration data's highest;
-    ``model``: the catalog id, checked against the models the serving data measured; ``front_end``: the share of
-    a simulated run the API server's front-end was busy and its seconds per streamed token (:data:`FRONT_END_BINDS`)."""
-    fitted = has_fitted_profile(gpu)
-    regime = {
-        "gpu": "fitted" if fitted else "prior",
-        "engine": engine,
-        "load": load_level(concurrency),
-        "tp": tp_group(tp),
-    }
+    ``front_end``: the share of a simulated run the API server's front-end was busy and its seconds per streamed
+    token (:data:`FRONT_END_BINDS`)."""
+    gpu, engine = regime.gpu, regime.engine
     harness = harness_fit()
     on_harness = bool(harness) and engine == harness.get("engine")
     scope = calibration_scope()
-    unseen = [] if on_harness else _unseen(scope, gpu, model)
+    unseen = [] if on_harness else _unseen(scope, gpu, regime.model)
     engine_unseen = not on_harness and engine not in scope.get("engines", [engine])
     if on_harness:
         bands = _harness_bands(harness, metrics)
     else:
-        bands = {m: b for m in metrics if (b := _lookup(m, regime, bool(unseen) or engine_unseen)) is not None}
+        bands = _regime_bands(regime, metrics, bool(unseen) or engine_unseen)
     held_out = any(b.regime.get("data") == HELDOUT_REGIME for b in bands.values())
-    warnings = []
-    if not fitted and has_measured_kernels(gpu):
-        warnings.append(f"{gpu}: kernel parameters measured (profiles/kernels/{gpu}.yaml), no end-to-end fit")
-    elif not fitted:
-        warnings.append(f"{gpu} has no fitted kernel profile: priors only")
+    warnings = _profile_warnings(gpu)
     if unseen:
-        measured = f"serving runs of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))}"
-        if held_out:
-            warnings.append(
-                f"{' and '.join(unseen)} never measured under load (calibrated on {measured}): the "
-                "error band is infercast's error on published serving runs of other GPUs and models, "
-                "none of them fitted (benchmarks/heldout_silicon.md)"
-            )
-        else:
-            warnings.append(
-                f"{' and '.join(unseen)} never measured under load: the error band comes from {measured} "
-                "and may understate the error here"
-            )
+        warnings.append(_unseen_warning(unseen, scope, held_out))
     if on_harness:
         warnings.append(
             f"engine {engine} is infercast's own harness: its overheads are fitted to its static-batch "
             "runs (data/harness/), never measured under load"
         )
     elif engine_unseen:
-        shared = fitted_as(engine)
-        overheads = (
-            f"its per-step overheads are priors, its per-request ones {shared}'s fitted values"
-            if shared != engine and shared in scope.get("engines", [])
-            else "its overheads are priors"
-        )
-        band = (
-            "; the error band is infercast's error on published serving runs outside its calibration "
-            "(benchmarks/heldout_silicon.md)"
-            if held_out and not unseen
-            else ""
-        )
-        warnings.append(f"engine {engine} was never measured under load: {overheads}{band}")
-    if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:
-        seen = ", ".join(map(str, scope.get("tp", [])))
-        extra = {"ep": ep, "pp": pp, "attention-dp": attention_dp}
-        layout = " / ".join([f"tp {tp}", *(f"{k} {v}" for k, v in extra.items() if v > 1)])
-        warnings.append(f"{layout} is outside the calibrated parallelism (tp {seen})")
-    if moe or mla:
-        warnings.append("MoE / MLA models were not in the calibration data (dense GQA models only)")
-    if attention not in CALIBRATED_ATTENTION and attention != "MLA":
-        warnings.append(f"{attention} attention was not in the calibration data (dense GQA / MHA models only)")
+        warnings.append(_engine_unseen_warning(engine, scope, held_out and not unseen))
+    warnings += _scenario_warnings(regime, scope)
     if saturated:
         warnings.append("near saturation: the KV cache ran out (preemptions) or the load outruns the engine")
     if rates:
@@ -309,10 +279,79 @@ def confidence(
     if front_end is not None and front_end[0] >= FRONT_END_BINDS:
         warnings.append(_front_end_warning(engine, *front_end))
     if not on_harness and not engine_unseen:
-        warnings.extend(_below_measured_load(engine, concurrency, scope))
+        warnings.extend(_below_measured_load(engine, regime.concurrency, scope))
     if not bands:
         warnings.append("no error bands committed (run python benchmarks/accuracy.py --write)")
     return Confidence(bands, warnings)
+
+
+def _regime_bands(regime: Regime, metrics: tuple[str, ...], outside: bool) -> dict[str, ErrorBand]:
+    """The committed band of each metric for the regime's GPU (fitted or not), engine, load and TP; ``outside``:
+    the calibration never measured the GPU, the model or the engine (then the held-out band)."""
+    key = {
+        "gpu": "fitted" if has_fitted_profile(regime.gpu) else "prior",
+        "engine": regime.engine,
+        "load": load_level(regime.concurrency),
+        "tp": tp_group(regime.tp),
+    }
+    return {m: b for m in metrics if (b := _lookup(m, key, outside)) is not None}
+
+
+def _profile_warnings(gpu: str) -> list[str]:
+    """A GPU without an end-to-end fit: measured kernels only, or priors only."""
+    if has_fitted_profile(gpu):
+        return []
+    if has_measured_kernels(gpu):
+        return [f"{gpu}: kernel parameters measured (profiles/kernels/{gpu}.yaml), no end-to-end fit"]
+    return [f"{gpu} has no fitted kernel profile: priors only"]
+
+
+def _unseen_warning(unseen: list[str], scope: dict[str, Any], held_out: bool) -> str:
+    """The GPU and/or model the serving data never measured, and where the error band comes from instead."""
+    measured = f"serving runs of {', '.join(scope.get('models', []))} on {', '.join(scope.get('gpus', []))}"
+    if held_out:
+        return (
+            f"{' and '.join(unseen)} never measured under load (calibrated on {measured}): the "
+            "error band is infercast's error on published serving runs of other GPUs and models, "
+            "none of them fitted (benchmarks/heldout_silicon.md)"
+        )
+    return (
+        f"{' and '.join(unseen)} never measured under load: the error band comes from {measured} "
+        "and may understate the error here"
+    )
+
+
+def _engine_unseen_warning(engine: str, scope: dict[str, Any], held_out: bool) -> str:
+    """An engine (release) the serving data never measured: where its overheads come from, and its band."""
+    shared = fitted_as(engine)
+    overheads = (
+        f"its per-step overheads are priors, its per-request ones {shared}'s fitted values"
+        if shared != engine and shared in scope.get("engines", [])
+        else "its overheads are priors"
+    )
+    band = (
+        "; the error band is infercast's error on published serving runs outside its calibration "
+        "(benchmarks/heldout_silicon.md)"
+        if held_out
+        else ""
+    )
+    return f"engine {engine} was never measured under load: {overheads}{band}"
+
+
+def _scenario_warnings(regime: Regime, scope: dict[str, Any]) -> list[str]:
+    """A parallel layout, a model family or an attention kind outside the calibration data."""
+    warnings = []
+    tp, ep, pp, attention_dp = regime.tp, regime.ep, regime.pp, regime.attention_dp
+    if tp not in scope.get("tp", [tp]) or ep > 1 or pp > 1 or attention_dp > 1:
+        seen = ", ".join(map(str, scope.get("tp", [])))
+        extra = {"ep": ep, "pp": pp, "attention-dp": attention_dp}
+        layout = " / ".join([f"tp {tp}", *(f"{k} {v}" for k, v in extra.items() if v > 1)])
+        warnings.append(f"{layout} is outside the calibrated parallelism (tp {seen})")
+    if regime.moe or regime.mla:
+        warnings.append("MoE / MLA models were not in the calibration data (dense GQA models only)")
+    if regime.attention not in CALIBRATED_ATTENTION and regime.attention != "MLA":
+        warnings.append(f"{regime.attention} attention was not in the calibration data (dense GQA / MHA models only)")
+    return warnings
 
 
 def _unseen(scope: dict[str, Any], gpu: str | None, model: str | None) -> list[str]:
@@ -412,17 +451,18 @@ def band_columns(dep: Deployment, batch: np.ndarray) -> dict[str, np.ndarray]:
     for metric in ("ttft", "tpot"):
         per_level = []
         for level in ("light", "medium", "heavy"):
-            c = confidence(
+            concurrency = {"light": 1, "medium": 32, "heavy": 128}[level]
+            regime = Regime(
                 dep.hardware.id,
                 dep.engine.id,
                 tp=dep.tp,
                 ep=dep.ep,
                 pp=dep.pp,
                 attention_dp=dep.attention_dp,
-                concurrency={"light": 1, "medium": 32, "heavy": 128}[level],
-                metrics=(metric,),
+                concurrency=concurrency,
                 model=dep.model.id,
             )
+            c = confidence(regime, metrics=(metric,))
             band = c.bands.get(metric)
             per_level.append(band.typical if band else np.nan)
         levels = [batch <= LOAD_LEVELS[0][0], batch <= LOAD_LEVELS[1][0]]

@@ -22,7 +22,7 @@ from infercast.analysis.report import PhaseReport
 from infercast.analysis.scenario import predict
 from infercast.errors import InfercastError
 from infercast.specs.catalog import get_hardware, get_model
-from infercast.specs.deployment import default_precision
+from infercast.specs.deployment import Deployment, default_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.precision import get_scheme
@@ -62,19 +62,10 @@ def roofline_data(
         if note is not None:
             skipped.append({"gpu": hw.id, "precision": scheme.name, "reason": note})
             continue
-        p = predict(
-            spec,
-            hw,
-            input_len=input_len,
-            output_len=output_len,
-            batch=batch,
-            tp=tp,
-            ep=ep,
-            precision=scheme.name,
-            kv_precision=kv_precision,
-            engine=engine,
-            strict=False,
+        dep = Deployment.resolve(
+            spec, hw, tp=tp, ep=ep, precision=scheme.name, kv_precision=kv_precision, engine=engine
         )
+        p = predict(dep, input_len=input_len, output_len=output_len, batch=batch, strict=False)
         key = p.prefill.compute_key  # the rate the GEMMs run at; the phase reports' ridge is at this peak
         peak, bw = hw.peak(key), hw.memory.bandwidth_bytes_s
         points = {phase.name: _phase_point(phase, peak, bw) for phase in (p.prefill, p.decode)}

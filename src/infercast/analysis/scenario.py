@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from infercast.analysis.error_bands import Confidence, deployment_confidence
 from infercast.analysis.phases import (
@@ -14,7 +15,7 @@ from infercast.analysis.phases import (
 from infercast.analysis.report import PhaseReport, advice, phase_report
 from infercast.cost.front_end import static_batch_delays, with_front_end
 from infercast.cost.profile import CostProfile
-from infercast.cost.step import cost_model
+from infercast.cost.step import StepCostModel, cost_model
 from infercast.errors import InfercastError, require_positive_int
 from infercast.memory import MemoryBudget, memory_budget, require_fit
 from infercast.specs.deployment import Deployment
@@ -210,25 +211,18 @@ def _front_end_tip(tpot: float, itl: float, batch: int, token_s: float) -> list[
 
 
 def predict(
-    model: str | ModelSpec | Deployment,
-    gpu: str | HardwareSpec | None = None,
+    dep: Deployment,
     *,
     input_len: int,
     output_len: int,
     batch: int = 1,
-    tp: int = 1,
-    ep: int = 1,
-    precision: str | None = None,
-    kv_precision: str | None = None,
-    engine: str | EngineSpec = "vllm",
     chunk_size: int | None = None,
     profile: CostProfile | None = None,
     strict: bool = True,
-    pp: int = 1,
-    attention_dp: int = 1,
     stream_token_s: float | None = None,
 ) -> Prediction:
-    """Predict one scenario: ``batch`` requests of ``input_len`` prompt tokens and ``output_len`` outputs.
+    """Predict one scenario on a resolved deployment: ``batch`` requests of ``input_len`` prompt tokens and
+    ``output_len`` outputs (``infercast.predict`` takes a model, a GPU and the layout keywords instead).
 
     TTFT and TPOT are means over the batch's requests (``ttft_s``, ``tpot_s``; see :class:`Prediction`); the
     last request's TTFT is the prefill of all the batch's prompts (chunked when ``chunk_size`` is given), its
@@ -238,21 +232,9 @@ def predict(
     ``single_stream_tpot_s`` the same step for one request alone; throughput that of a
     static batch (B·O / E2E). With ``strict`` (default) a configuration that does not fit in memory raises
     :class:`~infercast.errors.DoesNotFitError`; otherwise it is predicted and ``memory.fits`` is False.
-    ``model`` may be a :class:`Deployment` (then without ``gpu``, ``tp``, ``ep``, ``precision``,
-    ``kv_precision``, ``engine``). ``stream_token_s``: seconds of the API server's front-end per streamed token
-    (0: none; None: the profile's, TensorRT-LLM's fitted one, none for the others).
+    ``stream_token_s``: seconds of the API server's front-end per streamed token (0: none; None: the profile's,
+    TensorRT-LLM's fitted one, none for the others).
     """
-    dep = as_deployment(
-        model,
-        gpu,
-        tp=tp,
-        ep=ep,
-        precision=precision,
-        kv_precision=kv_precision,
-        engine=engine,
-        pp=pp,
-        attention_dp=attention_dp,
-    )
     input_len = require_positive_int("input_len", input_len)
     output_len = require_positive_int("output_len", output_len)
     batch = require_positive_int("batch", batch)
@@ -268,22 +250,61 @@ def predict(
         pre = prefill_sums(cm, input_len, batch, chunk_size)
     pre_report = phase_report("prefill", pre, cm)
     dec_report = phase_report("decode", dec, cm)
+    share = first_token_share_one(input_len, batch, *prefill_budget(dep, chunk_size))
+    times = _static_batch_times(
+        cm.profile, pre_report.time_s, dec_report.time_s, single_total, output_len, batch, share
+    )
+    return _prediction(dep, mem, cm, (pre_report, dec_report), times, input_len, output_len, batch)
+
+
+class _Times(NamedTuple):
+    """A static batch's latencies (seconds): see the fields of :class:`Prediction` of the same names."""
+
+    ttft_s: float
+    tpot_s: float
+    ttft_last_s: float
+    tpot_last_s: float
+    itl_s: float
+    front_end_s: float
+    single_stream_tpot_s: float
+    e2e_s: float
+
+
+def _static_batch_times(
+    p: CostProfile, prefill_s: float, decode_s: float, single_total: float, output_len: int, batch: int, share: float
+) -> _Times:
+    """TTFT, TPOT, ITL and E2E of a static batch from its prefill and decode times: request overhead added, the
+    API server's front-end delays where it has one, and TTFT/TPOT as means over the batch's requests (``share``:
+    the mean share of the batch's prefill done when a request's prompt completes)."""
     steps = output_len - 1
-    ttft = pre_report.time_s + cm.profile.mean_request_overhead_s
-    e2e = ttft + dec_report.time_s
-    itl = tpot_last = dec_report.time_s / steps if steps else 0.0
+    ttft = prefill_s + p.mean_request_overhead_s
+    e2e = ttft + decode_s
+    itl = tpot_last = decode_s / steps if steps else 0.0
     first = 0.0
-    if cm.profile.stream_token_s > 0:  # the API server streams every token through one process
-        first, last = (
-            float(x) for x in static_batch_delays(cm.profile.stream_token_s, batch, dec_report.time_s, steps)
-        )
+    if p.stream_token_s > 0:  # the API server streams every token through one process
+        first, last = (float(x) for x in static_batch_delays(p.stream_token_s, batch, decode_s, steps))
         ttft, e2e = ttft + first, e2e + last
         tpot_last = (e2e - ttft) / steps if steps else 0.0
-    share = first_token_share_one(input_len, batch, *prefill_budget(dep, chunk_size))
-    ttft_mean = ttft - (1.0 - share) * pre_report.time_s  # static_batch_means, in plain floats
+    ttft_mean = ttft - (1.0 - share) * prefill_s  # static_batch_means, in plain floats
     tpot = (e2e - ttft_mean) / steps if steps > 0 else 0.0
     single = single_total / steps if steps else 0.0
-    output_rate = batch * output_len / e2e
+    return _Times(ttft_mean, tpot, ttft, tpot_last, itl, first, single, e2e)
+
+
+def _prediction(
+    dep: Deployment,
+    mem: MemoryBudget,
+    cm: StepCostModel,
+    reports: tuple[PhaseReport, PhaseReport],
+    t: _Times,
+    input_len: int,
+    output_len: int,
+    batch: int,
+) -> Prediction:
+    """The :class:`Prediction` of a scenario's phase reports and latencies, with its advice, provenance and
+    expected error."""
+    pre_report, dec_report = reports
+    output_rate = batch * output_len / t.e2e_s
     prov = {"counts": "exact: FLOPs and bytes from the architecture and number formats", **cm.param_provenance}
     return Prediction(
         model=dep.model.id,
@@ -296,26 +317,26 @@ def predict(
         input_len=input_len,
         output_len=output_len,
         batch=batch,
-        ttft_s=ttft_mean,
-        tpot_s=tpot,
-        ttft_last_s=ttft,
-        tpot_last_s=tpot_last,
-        itl_s=itl,
-        front_end_s=first,
-        single_stream_tpot_s=single,
-        e2e_s=e2e,
+        ttft_s=t.ttft_s,
+        tpot_s=t.tpot_s,
+        ttft_last_s=t.ttft_last_s,
+        tpot_last_s=t.tpot_last_s,
+        itl_s=t.itl_s,
+        front_end_s=t.front_end_s,
+        single_stream_tpot_s=t.single_stream_tpot_s,
+        e2e_s=t.e2e_s,
         output_throughput_tok_s=output_rate,
-        total_throughput_tok_s=batch * (input_len + output_len) / e2e,
+        total_throughput_tok_s=batch * (input_len + output_len) / t.e2e_s,
         prefill=pre_report,
         decode=dec_report,
         memory=mem,
         pp=dep.pp,
         attention_dp=dep.attention_dp,
         gpus=dep.gpus,
-        advice=_front_end_tip(tpot_last, itl, batch, cm.profile.stream_token_s)
+        advice=_front_end_tip(t.tpot_last_s, t.itl_s, batch, cm.profile.stream_token_s)
         + advice(pre_report, dec_report, cm, batch),
         provenance=prov,
         confidence=deployment_confidence(
-            dep, batch, rates={"requests_per_s": batch / e2e, "output_tokens_per_s": output_rate}
+            dep, batch, rates={"requests_per_s": batch / t.e2e_s, "output_tokens_per_s": output_rate}
         ),
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.analysis.error_bands import ErrorBand, confidence, load_level
+from infercast.analysis.error_bands import ErrorBand, Regime, confidence, load_level
 from infercast.calibrate.predict import metric_of, predict_located
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
@@ -141,7 +141,8 @@ def band_of(rec: Record) -> ErrorBand | None:
     if metric is None:
         return None
     load = rec.in_flight
-    conf = confidence(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, metrics=(metric,), model=rec.model or None)
+    regime = Regime(rec.gpu, rec.engine, tp=rec.tp, concurrency=load, model=rec.model or None)
+    conf = confidence(regime, metrics=(metric,))
     return conf.bands.get(metric)
 
 

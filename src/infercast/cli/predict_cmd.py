@@ -43,21 +43,12 @@ class PredictScenario:
 
     def run(self) -> Prediction:
         """The two-phase prediction (:func:`infercast.analysis.scenario.predict`)."""
-        r = self.replica
         return run_predict(
-            r.model,
-            r.gpu,
+            self.replica.deployment(),
             input_len=self.input_len,
             output_len=self.output_len,
             batch=self.batch,
-            tp=r.tp,
-            ep=r.ep,
-            precision=r.precision,
-            kv_precision=r.kv_precision,
-            engine=r.engine,
             chunk_size=self.chunk_size,
-            pp=r.pp,
-            attention_dp=r.attention_dp,
             stream_token_s=self.stream_token_s,
         )
 

@@ -58,39 +58,47 @@ def _collective(name: str, kind: str, ranks: int, calls: float, bytes_per_unit: 
 
 
 def build_op_table(dep: Deployment) -> OpTable:
-    """The per-rank operator list of one step for ``dep``."""
+    """The per-rank operator list of one step for ``dep``: GEMMs, attention, norms, activations, the sampler
+    and the collectives, in that order (the order fixes the sums' rounding)."""
+    m = dep.model
+    ops, weight_total = _linear_rows(dep)
+    if not m.compressed_attention:  # DeepSeek-V4's compressed attention has its own rows (attention_variants.py)
+        ops += _attention_rows(dep)
+    # DSA indexer, linear-attention and compressed-attention rows (cost/attention_variants.py)
+    ops.extend(attention_variant_rows(dep))
+    ops.append(_norm_row(dep))
+    ops += _activation_rows(dep)
+    ops.append(_sampler_row(dep))
+    ops += _collective_rows(dep)
+    if dep.attention_dp > 1:
+        _per_attention_dp_rank(ops, dep.attention_dp)
+    if dep.pp > 1:
+        ops.append(_pp_send_row(dep))
+    k_over_e = m.moe.experts_per_token / m.moe.num_experts if m.moe else 0.0
+    return OpTable(rows=ops, weight_bytes=weight_total, moe_k_over_e=k_over_e)
+
+
+def _linear_rows(dep: Deployment) -> tuple[list[OpRow], float]:
+    """GEMMs (and the embedding gather) from the shared per-rank layer list, and the weight bytes they stream."""
     m, tp, ep = dep.model, dep.tp, dep.ep
-    dp = dep.attention_dp
-    expert_tp = tp * dp // ep  # GPUs sharing one expert
     act = dep.scheme.activation_format.bytes_per_element
-    kvb = dep.kv_format.bytes_per_element
     wbytes = {
         "dense": dep.scheme.weight_format.bytes_per_element,
         "expert": dep.scheme.expert_weight_format.bytes_per_element,
         "embedding": dep.scheme.embedding_format.bytes_per_element,
     }
-    attn_key = dep.attention_key
-    h = m.hidden_size
-    L = m.num_layers
-    # softmax-attention layers (linear-attention layers are priced by their own row below); the windowed ones
-    # read at most attention_window keys: sliding/chunked layers, or every layer under DSA's top-k selection
-    La, Ls = m.num_attention_layers, m.num_window_read_layers
-    Lf = La - Ls
-    nq_r = m.num_attention_heads / tp
     k_over_e = m.moe.experts_per_token / m.moe.num_experts if m.moe else 0.0
     k_over_ep = m.moe.experts_per_token / ep if m.moe else 0.0
     ops: list[OpRow] = []
     weight_total = 0.0
-
-    # --- GEMMs (and the embedding gather) from the shared per-rank layer list ---
-    for lin in rank_linears(m, tp, ep, dp):
+    for lin in rank_linears(m, tp, ep, dep.attention_dp):
         wb = wbytes[lin.weight_class]
         if lin.name == "embedding":
             op = OpRow("embedding", "embedding", "elementwise", None, kernels=1)
-            op.bytes[F["tokens"]] = h * (wb + act)
+            op.bytes[F["tokens"]] = m.hidden_size * (wb + act)
             ops.append(op)
             continue
-        key = attn_key if lin.weight_class == "embedding" or lin.name == "router" else dep.compute_key
+        key = dep.attention_key if lin.weight_class == "embedding" or lin.name == "router" else dep.compute_key
         op = OpRow(lin.name, lin.group, "gemm", key, kernels=lin.layers)
         weights = lin.k * lin.n * lin.experts * lin.layers * wb
         weight_total += weights
@@ -113,70 +121,96 @@ def build_op_table(dep: Deployment) -> OpTable:
             # sum of the k expert outputs) per MoE layer, besides the router GEMM and the expert GEMMs
             op.kernels += 3 * lin.layers
         ops.append(op)
+    return ops, weight_total
 
-    # --- attention ---
-    # DeepSeek-V4's compressed attention has its own rows (cost/attention_variants.py): window + compressed reads
-    if not m.compressed_attention:
-        if m.mla:
-            ml = m.mla
-            d_qk_pre, d_v_pre = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
-            d_qk_dec, d_v_dec = ml.kv_lora_rank + ml.qk_rope_head_dim, ml.kv_lora_rank  # absorbed (latent) form
-            kv_pre_per_tok = nq_r * (d_qk_pre + d_v_pre) * act  # K/V expanded from the latent for prefill
-        else:
-            d_qk_pre = d_v_pre = d_qk_dec = d_v_dec = m.head_dim
-            kv_pre_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
-        kv_dec_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
 
-        pre = OpRow("attention_prefill", "attention", "attention", attn_key, kernels=La, active=F["prefill_tokens"])
-        per_pair = 2 * (d_qk_pre + d_v_pre) * nq_r
-        pre.flops[F["prefill_pairs"]] = per_pair * Lf
-        pre.flops[F["prefill_pairs_win"]] = per_pair * Ls
-        pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * La
-        pre.bytes[F["prefill_kv"]] = kv_pre_per_tok * Lf
-        pre.bytes[F["prefill_kv_win"]] = kv_pre_per_tok * Ls
-        ops.append(pre)
+def _attention_rows(dep: Deployment) -> list[OpRow]:
+    """Softmax attention's prefill and decode kernels and the RoPE + KV-cache write, per rank.
 
-        dec = OpRow(
-            "attention_decode",
-            "attention",
-            "attention",
-            attn_key,
-            kernels=La,
-            active=F["decode_tokens"],
-            bandwidth="attn_decode",
-        )
-        per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
-        dec.flops[F["decode_kv"]] = per_key * Lf
-        dec.flops[F["decode_kv_win"]] = per_key * Ls
-        dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * La
-        dec.bytes[F["decode_kv"]] = kv_dec_per_tok * Lf
-        dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
-        ops.append(dec)
+    Linear-attention layers are priced by their own row; the windowed layers read at most attention_window
+    keys: sliding/chunked layers, or every layer under DSA's top-k selection."""
+    m, tp = dep.model, dep.tp
+    act = dep.scheme.activation_format.bytes_per_element
+    kvb = dep.kv_format.bytes_per_element
+    La, Ls = m.num_attention_layers, m.num_window_read_layers
+    Lf = La - Ls
+    nq_r = m.num_attention_heads / tp
+    if m.mla:
+        ml = m.mla
+        d_qk_pre, d_v_pre = ml.qk_nope_head_dim + ml.qk_rope_head_dim, ml.v_head_dim
+        d_qk_dec, d_v_dec = ml.kv_lora_rank + ml.qk_rope_head_dim, ml.kv_lora_rank  # absorbed (latent) form
+        kv_pre_per_tok = nq_r * (d_qk_pre + d_v_pre) * act  # K/V expanded from the latent for prefill
+    else:
+        d_qk_pre = d_v_pre = d_qk_dec = d_v_dec = m.head_dim
+        kv_pre_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
+    kv_dec_per_tok = m.kv_elements_per_token_per_layer_per_rank(tp) * kvb
 
-        # two kernels per layer, as vLLM runs them: rotary_embedding (q and k in place) and reshape_and_cache
-        # (write the new K/V into the paged cache)
-        rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * La)
-        kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
-        rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
-        rope.bytes[F["tokens"]] = La * (
-            2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
-            + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
-        )
-        # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
-        rope.flops[F["tokens"]] = La * 3 * (nq_r + kv_heads) * rope_dim
-        ops.append(rope)
-    # DSA indexer, linear-attention and compressed-attention rows (cost/attention_variants.py)
-    ops.extend(attention_variant_rows(dep))
+    pre = OpRow(
+        "attention_prefill", "attention", "attention", dep.attention_key, kernels=La, active=F["prefill_tokens"]
+    )
+    per_pair = 2 * (d_qk_pre + d_v_pre) * nq_r
+    pre.flops[F["prefill_pairs"]] = per_pair * Lf
+    pre.flops[F["prefill_pairs_win"]] = per_pair * Ls
+    pre.bytes[F["prefill_tokens"]] = nq_r * (d_qk_pre + d_v_pre) * act * La
+    pre.bytes[F["prefill_kv"]] = kv_pre_per_tok * Lf
+    pre.bytes[F["prefill_kv_win"]] = kv_pre_per_tok * Ls
 
-    # --- norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm ---
+    dec = OpRow(
+        "attention_decode",
+        "attention",
+        "attention",
+        dep.attention_key,
+        kernels=La,
+        active=F["decode_tokens"],
+        bandwidth="attn_decode",
+    )
+    per_key = 2 * (d_qk_dec + d_v_dec) * nq_r
+    dec.flops[F["decode_kv"]] = per_key * Lf
+    dec.flops[F["decode_kv_win"]] = per_key * Ls
+    dec.bytes[F["decode_tokens"]] = nq_r * (d_qk_dec + d_v_dec) * act * La
+    dec.bytes[F["decode_kv"]] = kv_dec_per_tok * Lf
+    dec.bytes[F["decode_kv_win"]] = kv_dec_per_tok * Ls
+    return [pre, dec, _rope_row(dep)]
+
+
+def _rope_row(dep: Deployment) -> OpRow:
+    """Two kernels per layer, as vLLM runs them: rotary_embedding (q and k in place) and reshape_and_cache
+    (write the new K/V into the paged cache)."""
+    m, tp = dep.model, dep.tp
+    act = dep.scheme.activation_format.bytes_per_element
+    kvb = dep.kv_format.bytes_per_element
+    La = m.num_attention_layers
+    nq_r = m.num_attention_heads / tp
+    rope = OpRow("rope_kv_write", "attention", "elementwise", None, kernels=2 * La)
+    kv_heads = 1.0 if m.mla else m.kv_heads_per_rank(tp)
+    rope_dim = m.mla.qk_rope_head_dim if m.mla else m.head_dim
+    rope.bytes[F["tokens"]] = La * (
+        2 * (nq_r + kv_heads) * rope_dim * act  # rotate q and k in place
+        + m.kv_elements_per_token_per_layer_per_rank(tp) * (act + kvb)  # read new k/v, write the cache
+    )
+    # x·cos − y·sin per rotated element: 2 multiplies + 1 add (cos/sin come from a cached table)
+    rope.flops[F["tokens"]] = La * 3 * (nq_r + kv_heads) * rope_dim
+    return rope
+
+
+def _norm_row(dep: Deployment) -> OpRow:
+    """Norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm."""
+    m = dep.model
+    h, L = m.hidden_size, m.num_layers
+    act = dep.scheme.activation_format.bytes_per_element
     norms = OpRow("norms", "norm", "elementwise", None, kernels=L * m.norms_per_layer + 1)
     norms.bytes[F["tokens"]] = (L * m.norms_per_layer * 4 + 2) * h * act
     # per element: residual add, square, accumulate, scale by rsqrt(mean), multiply by the weight
     norms.flops[F["tokens"]] = (L * m.norms_per_layer + 1) * 5 * h
-    ops.append(norms)
+    return norms
 
-    # --- activations (SiLU/GELU x up) ---
+
+def _activation_rows(dep: Deployment) -> list[OpRow]:
+    """The FFN activations (SiLU/GELU x up) of the dense layers and of the routed and shared experts."""
+    m, tp, dp = dep.model, dep.tp, dep.attention_dp
+    act = dep.scheme.activation_format.bytes_per_element
     up_mats = 3 if m.gated_ffn else 2
+    ops = []
     if m.num_dense_ffn_layers:
         a = OpRow("ffn_activation", "ffn", "elementwise", None, kernels=m.num_dense_ffn_layers)
         a.bytes[F["tokens"]] = up_mats * (m.intermediate_size / tp) * act * m.num_dense_ffn_layers
@@ -185,8 +219,9 @@ def build_op_table(dep: Deployment) -> OpTable:
         a.flops[F["tokens"]] = 4 * (m.intermediate_size / tp) * m.num_dense_ffn_layers
         ops.append(a)
     if m.moe:
-        moe, Lm = m.moe, m.num_moe_layers
-        width = moe.expert_intermediate_size / expert_tp
+        moe, Lm, h = m.moe, m.num_moe_layers, m.hidden_size
+        k_over_ep = moe.experts_per_token / dep.ep
+        width = moe.expert_intermediate_size / (tp * dp // dep.ep)  # GPUs sharing one expert
         a = OpRow("moe_activation", "moe", "elementwise", None, kernels=Lm)
         # activation of the routed rows (read gate/up, write the product), then the weighted sum of the
         # k expert outputs back into one row per token (of this attention-DP rank's tokens)
@@ -195,23 +230,35 @@ def build_op_table(dep: Deployment) -> OpTable:
             a.bytes[F["tokens"]] += Lm * up_mats * (moe.num_shared_experts * moe.shared_size / tp) * act / dp
         a.flops[F["tokens"]] = Lm * k_over_ep * 4 * width  # 4 per element, as the dense activation
         ops.append(a)
+    return ops
 
-    # --- sampler: float32 logits of the sampled tokens (softmax, top-k/p) ---
-    # Four kernels (upcast + temperature, softmax, top-k/top-p filter, sample) and three passes over the
-    # float32 logits (write the upcast, read for softmax, read the probabilities to sample), as in vLLM's
-    # Sampler; 5 FLOPs per logit: scale, max-subtract, exp, sum, normalise. Bookkeeping priors, not measured.
+
+def _sampler_row(dep: Deployment) -> OpRow:
+    """The sampler: float32 logits of the sampled tokens (softmax, top-k/p).
+
+    Four kernels (upcast + temperature, softmax, top-k/top-p filter, sample) and three passes over the float32
+    logits (write the upcast, read for softmax, read the probabilities to sample), as in vLLM's Sampler; 5 FLOPs
+    per logit: scale, max-subtract, exp, sum, normalise. Bookkeeping priors, not measured."""
+    vocab = dep.model.vocab_size
     sampler = OpRow("sampler", "lm_head", "elementwise", None, kernels=4, active=F["sampled"])
-    sampler.bytes[F["sampled"]] = 3 * m.vocab_size * LOGIT_BYTES
-    sampler.flops[F["sampled"]] = 5 * m.vocab_size
-    ops.append(sampler)
+    sampler.bytes[F["sampled"]] = 3 * vocab * LOGIT_BYTES
+    sampler.flops[F["sampled"]] = 5 * vocab
+    return sampler
 
-    # --- communication ---
-    # Expert parallelism without attention DP spans the TP group, whose ranks all hold every token: each rank runs
-    # its experts on the tokens routed to them and the TP all-reduce after the layer combines the partial outputs
-    # (vLLM's --enable-expert-parallel at data-parallel size 1, SGLang --ep without DP attention, TensorRT-LLM's
-    # moe_ep_size without attention DP): nothing is dispatched. With attention DP the ranks hold different
-    # tokens, so they are dispatched to their experts' ranks and combined back by two all-to-alls (DeepEP).
+
+def _collective_rows(dep: Deployment) -> list[OpRow]:
+    """The TP all-reduces and logits gather, and the expert all-reduce and all-to-alls of dispatched MoE.
+
+    Expert parallelism without attention DP spans the TP group, whose ranks all hold every token: each rank runs
+    its experts on the tokens routed to them and the TP all-reduce after the layer combines the partial outputs
+    (vLLM's --enable-expert-parallel at data-parallel size 1, SGLang --ep without DP attention, TensorRT-LLM's
+    moe_ep_size without attention DP): nothing is dispatched. With attention DP the ranks hold different
+    tokens, so they are dispatched to their experts' ranks and combined back by two all-to-alls (DeepEP)."""
+    m, tp, ep, dp = dep.model, dep.tp, dep.ep, dep.attention_dp
+    h, L, act = m.hidden_size, m.num_layers, dep.scheme.activation_format.bytes_per_element
+    expert_tp = tp * dp // ep  # GPUs sharing one expert
     dispatched = bool(m.moe) and ep > 1 and dp > 1
+    ops = []
     if tp > 1:
         count = 2 * L + 1  # after attention and after the FFN in every layer, plus the vocab-parallel embedding
         if dispatched:
@@ -227,17 +274,17 @@ def build_op_table(dep: Deployment) -> OpTable:
         assert m.moe is not None  # dispatched implies an MoE model
         msg = m.moe.experts_per_token * h * act
         ops.append(_collective("ep_all_to_all", "alltoall", ep, 2 * m.num_moe_layers, msg, F["tokens"]))
-    if dp > 1:
-        _per_attention_dp_rank(ops, dp)
-    if dep.pp > 1:
-        # activations handed from stage to stage (pp - 1 sends per micro-batch), over the scale-out network
-        # when the replica spans nodes
-        send = _collective("pp_send", "p2p", 2, dep.pp - 1, h * act, F["tokens"])
-        if dep.gpus > dep.hardware.max_gpus_per_node:
-            send.bandwidth = "network"
-        ops.append(send)
+    return ops
 
-    return OpTable(rows=ops, weight_bytes=weight_total, moe_k_over_e=k_over_e)
+
+def _pp_send_row(dep: Deployment) -> OpRow:
+    """Activations handed from stage to stage (pp - 1 sends per micro-batch), over the scale-out network when
+    the replica spans nodes."""
+    act = dep.scheme.activation_format.bytes_per_element
+    send = _collective("pp_send", "p2p", 2, dep.pp - 1, dep.model.hidden_size * act, F["tokens"])
+    if dep.gpus > dep.hardware.max_gpus_per_node:
+        send.bandwidth = "network"
+    return send
 
 
 EXPERT_ROWS = ("experts_gate_up", "experts_down", "moe_activation")

@@ -387,27 +387,46 @@ def load_profile(
     end-to-end fits (priors and measured kernels: the base an end-to-end fit starts from); ``measured=False``
     also without the measured kernel profile (priors only)."""
     if engine == "ideal":
-        keys = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-        return CostProfile(
-            hardware=hardware_id,
-            engine=engine,
-            gemm_eff_max=dict.fromkeys(keys, 1.0),
-            gemm_m_half=dict.fromkeys(keys, 0.0),
-            hbm_efficiency=1.0,
-            attn_prefill_efficiency=1.0,
-            attn_decode_efficiency=1.0,
-            link_efficiency=1.0,
-            allreduce_latency_s=0.0,
-            kernel_overhead_graph_s=0.0,
-            kernel_overhead_eager_s=0.0,
-            step_overhead_s=0.0,
-            seq_overhead_s=0.0,
-            graph_max_tokens=float("inf"),
-            gemm_m_floor=1.0,
-            request_overhead_s=0.0,
-            decode_attn_group_reads=0.0,
-            provenance={"*": "ideal: datasheet peaks, no overheads"},
-        )
+        return _ideal_profile(hardware_id)
+    profile, eng = _prior_profile(hardware_id, architecture, engine)
+    kernels = _measured_kernels(hardware_id) if measured else None
+    if kernels:
+        profile = _with_measured_kernels(profile, kernels, fitted)
+    if not fitted:
+        return profile
+    fitted_key = str(eng.get("fitted_as", engine))  # a later release sharing another's fitted values
+    profile = _with_package_fits(profile, fitted_key)
+    return _with_user_fits(profile, fitted_key)
+
+
+def _ideal_profile(hardware_id: str) -> CostProfile:
+    """Engine 'ideal': datasheet peaks, every efficiency 1 and no overheads."""
+    keys = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+    return CostProfile(
+        hardware=hardware_id,
+        engine="ideal",
+        gemm_eff_max=dict.fromkeys(keys, 1.0),
+        gemm_m_half=dict.fromkeys(keys, 0.0),
+        hbm_efficiency=1.0,
+        attn_prefill_efficiency=1.0,
+        attn_decode_efficiency=1.0,
+        link_efficiency=1.0,
+        allreduce_latency_s=0.0,
+        kernel_overhead_graph_s=0.0,
+        kernel_overhead_eager_s=0.0,
+        step_overhead_s=0.0,
+        seq_overhead_s=0.0,
+        graph_max_tokens=float("inf"),
+        gemm_m_floor=1.0,
+        request_overhead_s=0.0,
+        decode_attn_group_reads=0.0,
+        provenance={"*": "ideal: datasheet peaks, no overheads"},
+    )
+
+
+def _prior_profile(hardware_id: str, architecture: str, engine: str) -> tuple[CostProfile, dict[str, Any]]:
+    """The priors of ``architecture`` (kernel parameters) and ``engine`` (engine parameters), each value's
+    provenance naming its source; with the engine's own prior entry."""
     defaults = _defaults()
     arch = defaults["architectures"].get(architecture)
     if arch is None:
@@ -438,24 +457,35 @@ def load_profile(
     profile = CostProfile(
         hardware=hardware_id, engine=engine, gemm_eff_max=eff, gemm_m_half=half, provenance=prov, **scalars
     )
-    kernels = _measured_kernels(hardware_id) if measured else None
-    if kernels:
-        profile = _apply_measured(profile, kernels, engine)
-        own = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id) or {}).get("kernels", {})
-        scale, donors = serving_stream_scale() if fitted and "hbm_efficiency" not in own else (1.0, ())
-        if donors:
-            profile = profile.with_values(
-                {"hbm_efficiency": min(1.0, profile.hbm_efficiency * scale)},
-                f"measured x {scale:.3f}: the end-to-end fits' streaming rate over their GPUs' kernel tables "
-                f"({', '.join(donors)}; geometric mean)",
-            )
-    fitted_key = str(eng.get("fitted_as", engine))  # a later release sharing another's fitted values
-    as_note = f" (fitted for {fitted_key})" if fitted_key != engine else ""
-    shared = _read_yaml("engine_load.yaml") if fitted else None
+    return profile, eng
+
+
+def _with_measured_kernels(profile: CostProfile, kernels: dict[str, Any], fitted: bool) -> CostProfile:
+    """The GPU's measured kernel profile over the priors; with the fits, HBM streaming scaled by the end-to-end
+    fits' rate over their kernel tables unless the GPU's own file sets ``hbm_efficiency``."""
+    hardware_id = profile.hardware
+    profile = _apply_measured(profile, kernels, profile.engine)
+    own = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id) or {}).get("kernels", {})
+    scale, donors = serving_stream_scale() if fitted and "hbm_efficiency" not in own else (1.0, ())
+    if donors:
+        profile = profile.with_values(
+            {"hbm_efficiency": min(1.0, profile.hbm_efficiency * scale)},
+            f"measured x {scale:.3f}: the end-to-end fits' streaming rate over their GPUs' kernel tables "
+            f"({', '.join(donors)}; geometric mean)",
+        )
+    return profile
+
+
+def _with_package_fits(profile: CostProfile, fitted_key: str) -> CostProfile:
+    """The package's end-to-end fits: the engine's (all GPUs, ``engine_load.yaml``), then the GPU's own file
+    (its kernels, then its engine section), each replacing what came before."""
+    as_note = f" (fitted for {fitted_key})" if fitted_key != profile.engine else ""
+    eng = _defaults()["engines"].get(profile.engine) or {}
+    shared = _read_yaml("engine_load.yaml")
     if shared and fitted_key in shared.get("engines", {}):
         src = f"fitted (engine, all GPUs){as_note}: {shared.get('fitted_from', 'calibration')}"
         profile = profile.with_values(_release_values(eng, shared["engines"][fitted_key]), src)
-    data = (_overrides.get(hardware_id) or _gpu_profile_file(hardware_id)) if fitted else None
+    data = _overrides.get(profile.hardware) or _gpu_profile_file(profile.hardware)
     if data:
         src = f"fitted: {data.get('fitted_from', 'calibration')}"
         kernel_vals = _flatten(data.get("kernels", {}))
@@ -464,10 +494,15 @@ def load_profile(
         engine_vals = _release_values(eng, data.get("engines", {}).get(fitted_key, {}))
         if engine_vals:
             profile = profile.with_values(engine_vals, src)
-    for path, user in _user_profiles.get(hardware_id, []) if fitted else []:
+    return profile
+
+
+def _with_user_fits(profile: CostProfile, fitted_key: str) -> CostProfile:
+    """The profiles given with ``--profile`` for this GPU, in order: their kernels, then their engine section."""
+    for path, user in _user_profiles.get(profile.hardware, []):
         src = f"fitted ({path}): {user.get('fitted_from', 'calibration')}"
         engines = user.get("engines") or {}
-        for section in (user.get("kernels") or {}, engines.get(engine, engines.get(fitted_key, {}))):
+        for section in (user.get("kernels") or {}, engines.get(profile.engine, engines.get(fitted_key, {}))):
             if section:
                 profile = profile.with_values(_flatten(section), src)
     return profile

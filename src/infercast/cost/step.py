@@ -99,58 +99,14 @@ class StepCostModel:
         self.names = [r.name for r in rows]
         self.groups = [r.group for r in rows]
         self.kinds = [r.kind for r in rows]
-        # One stacked coefficient matrix: FLOPs, bytes, GEMM rows.
-        self.coef = np.vstack([np.array([getattr(r, a) for r in rows]) for a in ("flops", "bytes", "rows")])
         p = self.profile
-        if (
-            p.decode_attn_group_reads
-            and not dep.model.mla
-            and not dep.model.compressed_attention  # FlashMLA-style: one read per entry for all heads, as MLA
-            and "attention_decode" in self.names
-        ):
-            # kernels that read K/V once per query head re-read each KV head (group size - 1) more times
-            group = dep.model.num_attention_heads / dep.model.num_kv_heads
-            i = self.names.index("attention_decode")
-            scale = 1.0 + (group - 1.0) * p.decode_attn_group_reads
-            for feat in ("decode_kv", "decode_kv_win"):
-                self.coef[n + i, F[feat]] *= scale
-        vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / TENSOR_TO_VECTOR_RATIO)
-        inv_peak, eff_max, m_half, inv_bw = (np.zeros(n) for _ in range(4))
-        self.curves: list[tuple[int, np.ndarray, float, Curve]] = []
-        """Operators priced by a measured curve: (index, message-bytes coefficients, calls per step, curve)."""
+        self.coef = _coefficients(dep, rows, p)
+        """One stacked coefficient matrix: FLOPs, bytes, GEMM rows (the last set to 1 where the efficiency is
+        independent of rows)."""
         moe = _moe_params(dep, p)
-        for i, r in enumerate(rows):
-            if r.kind == "gemm":
-                inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
-                eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(_compute_key(r))
-            elif r.kind == "attention":
-                inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
-                eff_max[i] = p.attn_prefill_efficiency
-                self.coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
-            elif r.kind == "elementwise":
-                # Norms, RoPE, activations, sampler: bandwidth-bound kernels whose fitted efficiency is on the
-                # bytes side (hbm_efficiency); the vector-FLOP ceiling is only a floor, taken at the full rate.
-                inv_peak[i] = 1.0 / vector_peak
-                eff_max[i] = 1.0
-                self.coef[2 * n + i, F["one"]] = 1.0
-            else:  # comm: no compute ceiling (inv_peak 0); link_efficiency applies on the bytes side
-                eff_max[i] = 1.0
-                self.coef[2 * n + i, F["one"]] = 1.0
-            if r.bandwidth == "link":
-                # Deployment.resolve refuses tp > 1 when this is 0
-                inv_bw[i] = 1.0 / (hw.collective_bandwidth_bytes_s * p.link_efficiency)
-                curve = collective_curve(p, hw, r.collective, r.ranks) if r.collective else None
-                if curve is not None:  # measured latency vs message size replaces the ring's bytes/BW + hops·alpha
-                    inv_bw[i] = 0.0
-                    self.curves.append((i, r.message, r.calls, curve))
-            elif r.bandwidth == "network":  # between nodes: the scale-out NIC of each GPU
-                inv_bw[i] = 1.0 / (_scale_out(hw).bandwidth_bytes_s * p.link_efficiency)
-            elif r.bandwidth == "attn_decode":
-                inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
-            elif moe and r.name in MOE_GEMMS:
-                inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * moe[2])
-            else:
-                inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.hbm_efficiency)
+        inv_peak, eff_max, m_half = _compute_ceilings(dep, rows, p, moe, self.coef)
+        inv_bw, self.curves = _bandwidths(hw, rows, p, moe)
+        """Operators priced by a measured curve: (index, message-bytes coefficients, calls per step, curve)."""
         self.inv_peak_eff = (inv_peak / eff_max)[:, None]
         self.m_half = m_half[:, None]
         self.inv_bw = inv_bw[:, None]
@@ -161,51 +117,21 @@ class StepCostModel:
         # an eager step is host-bound below this (whole model: under pipeline parallelism a step's micro-batches
         # pass every stage, so the floor is the model's layers once)
         self.eager_floor_s = p.eager_layer_host_s * dep.model.num_layers
-        hops = np.array([r.hops for r in rows])
-        hops[[i for i, *_ in self.curves]] = 0.0
-        fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
-        # seconds per ring step: the network's latency_s is per step; alpha (allreduce_latency_s) per all-reduce
-        # hop, i.e. per two ring steps (profiles/defaults.yaml)
-        step_s = [_scale_out(hw).latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
-        alpha = np.array(step_s)
-        self.latency = (hops * alpha + fixed)[:, None]
+        self.latency = _latencies(hw, rows, p, moe, self.curves)
         # decode attention's measured per-sequence time, per layer kernel: (op index, seconds per decode token)
         self.per_decode = [
             (i, r.kernels * p.attn_decode_seq_s)
             for i, r in enumerate(rows)
             if r.bandwidth == "attn_decode" and p.attn_decode_seq_s
         ]
-        self.cta_bound: list[tuple[int, float]] = []
+        self.cta_bound: list[tuple[int, float]] = _cta_bound(dep, rows, p)
         """Decode attention without split-KV (``decode_attn_cta_bytes_s``): (op index, seconds per byte and
         decode token). One thread block per sequence and KV head streams at most that rate, so a step with few
         blocks takes bytes / (decode tokens x KV heads x rate) where that exceeds its bandwidth time."""
-        if p.decode_attn_cta_bytes_s:
-            per_block = 1.0 / (dep.model.kv_heads_per_rank(dep.tp) * p.decode_attn_cta_bytes_s)
-            self.cta_bound = [(i, per_block) for i, r in enumerate(rows) if r.bandwidth == "attn_decode"]
-        self.per_token: list[tuple[int, float]] = []
+        self.per_token: list[tuple[int, float]] = _per_token(dep, rows, p, moe)
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
         (``gemm_act_quant_bytes``), on its row."""
-        if moe and "experts_gate_up" in self.names:
-            mm = dep.model.moe
-            assert mm is not None
-            width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
-            pair_bytes = (
-                mm.experts_per_token
-                * (dep.model.hidden_size + width)
-                * MOE_PAIR_ELEMENT_BYTES
-                * dep.model.num_moe_layers
-            )
-            if dep.attention_dp > 1:
-                # wide EP: the all-to-all dispatch (the ep_all_to_all rows) hands each rank only the pairs of its
-                # own experts, 1/ep of them, where the measured tables' expert-map path passes over every pair
-                pair_bytes /= dep.ep
-            seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
-            self.per_token.append((self.names.index("experts_gate_up"), seconds))
-        for i, r in enumerate(rows):  # 8-bit GEMMs quantise their input activations first (memory-bound, serial)
-            quant = p.gemm_act_quant_bytes.get(r.compute_key or "", 0.0) if r.kind == "gemm" else 0.0
-            if quant and r.act_in and r.active == F["tokens"]:
-                self.per_token.append((i, quant * r.act_in / hw.memory.bandwidth_bytes_s))
         self.sources = [_op_source(r, p, moe is not None) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
@@ -350,6 +276,134 @@ def _kernel_latency(row: OpRow, p: CostProfile) -> float:
 
 MOE_GEMMS = ("experts_gate_up", "experts_down")
 """Operators of the routed experts' grouped GEMMs: fused-MoE parameters where measured."""
+
+
+_Moe = tuple[float, float, float, float, float] | None
+"""The fused-MoE parameters of :func:`_moe_params`: eff_max, m_half, HBM efficiency, latency, pair passes."""
+
+
+def _coefficients(dep: Deployment, rows: list[OpRow], p: CostProfile) -> np.ndarray:
+    """The operators' FLOPs, bytes and GEMM-rows coefficients stacked (3 x n_ops rows); decode attention's KV
+    bytes re-read per query head where the profile says its kernels do (``decode_attn_group_reads``)."""
+    n = len(rows)
+    coef = np.vstack([np.array([getattr(r, a) for r in rows]) for a in ("flops", "bytes", "rows")])
+    names = [r.name for r in rows]
+    if (
+        p.decode_attn_group_reads
+        and not dep.model.mla
+        and not dep.model.compressed_attention  # FlashMLA-style: one read per entry for all heads, as MLA
+        and "attention_decode" in names
+    ):
+        # kernels that read K/V once per query head re-read each KV head (group size - 1) more times
+        group = dep.model.num_attention_heads / dep.model.num_kv_heads
+        i = names.index("attention_decode")
+        scale = 1.0 + (group - 1.0) * p.decode_attn_group_reads
+        for feat in ("decode_kv", "decode_kv_win"):
+            coef[n + i, F[feat]] *= scale
+    return coef
+
+
+def _compute_ceilings(
+    dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe, coef: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(1 / peak, eff_max, m_half) per operator; sets the rows coefficient of ``coef`` to 1 for the operators
+    whose efficiency does not depend on GEMM rows (attention, elementwise, communication)."""
+    hw, n = dep.hardware, len(rows)
+    vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / TENSOR_TO_VECTOR_RATIO)
+    inv_peak, eff_max, m_half = (np.zeros(n) for _ in range(3))
+    for i, r in enumerate(rows):
+        if r.kind == "gemm":
+            inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
+            eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(_compute_key(r))
+        elif r.kind == "attention":
+            inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
+            eff_max[i] = p.attn_prefill_efficiency
+            coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
+        elif r.kind == "elementwise":
+            # Norms, RoPE, activations, sampler: bandwidth-bound kernels whose fitted efficiency is on the
+            # bytes side (hbm_efficiency); the vector-FLOP ceiling is only a floor, taken at the full rate.
+            inv_peak[i] = 1.0 / vector_peak
+            eff_max[i] = 1.0
+            coef[2 * n + i, F["one"]] = 1.0
+        else:  # comm: no compute ceiling (inv_peak 0); link_efficiency applies on the bytes side
+            eff_max[i] = 1.0
+            coef[2 * n + i, F["one"]] = 1.0
+    return inv_peak, eff_max, m_half
+
+
+def _bandwidths(
+    hw: HardwareSpec, rows: list[OpRow], p: CostProfile, moe: _Moe
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray, float, Curve]]]:
+    """1 / effective bandwidth per operator (links, scale-out network, decode attention, fused MoE, HBM), and
+    the collectives a measured latency curve prices instead (their bandwidth term 0)."""
+    inv_bw = np.zeros(len(rows))
+    curves: list[tuple[int, np.ndarray, float, Curve]] = []
+    for i, r in enumerate(rows):
+        if r.bandwidth == "link":
+            # Deployment.resolve refuses tp > 1 when this is 0
+            inv_bw[i] = 1.0 / (hw.collective_bandwidth_bytes_s * p.link_efficiency)
+            curve = collective_curve(p, hw, r.collective, r.ranks) if r.collective else None
+            if curve is not None:  # measured latency vs message size replaces the ring's bytes/BW + hops·alpha
+                inv_bw[i] = 0.0
+                curves.append((i, r.message, r.calls, curve))
+        elif r.bandwidth == "network":  # between nodes: the scale-out NIC of each GPU
+            inv_bw[i] = 1.0 / (_scale_out(hw).bandwidth_bytes_s * p.link_efficiency)
+        elif r.bandwidth == "attn_decode":
+            inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.attn_decode_efficiency)
+        elif moe and r.name in MOE_GEMMS:
+            inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * moe[2])
+        else:
+            inv_bw[i] = 1.0 / (hw.memory.bandwidth_bytes_s * p.hbm_efficiency)
+    return inv_bw, curves
+
+
+def _latencies(
+    hw: HardwareSpec, rows: list[OpRow], p: CostProfile, moe: _Moe, curves: list[tuple[int, np.ndarray, float, Curve]]
+) -> np.ndarray:
+    """Fixed seconds per step of each operator (column): its kernels' measured latencies plus the ring's hops
+    x alpha (none for a collective priced by a measured curve)."""
+    hops = np.array([r.hops for r in rows])
+    hops[[i for i, *_ in curves]] = 0.0
+    fixed = np.array([r.kernels * (moe[3] if moe and r.name in MOE_GEMMS else _kernel_latency(r, p)) for r in rows])
+    # seconds per ring step: the network's latency_s is per step; alpha (allreduce_latency_s) per all-reduce
+    # hop, i.e. per two ring steps (profiles/defaults.yaml)
+    step_s = [_scale_out(hw).latency_s if r.bandwidth == "network" else 0.5 * p.allreduce_latency_s for r in rows]
+    alpha = np.array(step_s)
+    return (hops * alpha + fixed)[:, None]
+
+
+def _cta_bound(dep: Deployment, rows: list[OpRow], p: CostProfile) -> list[tuple[int, float]]:
+    """(op index, seconds per byte and decode token) of decode attention without split-KV (see
+    :attr:`StepCostModel.cta_bound`); empty when the profile has no per-block rate."""
+    if not p.decode_attn_cta_bytes_s:
+        return []
+    per_block = 1.0 / (dep.model.kv_heads_per_rank(dep.tp) * p.decode_attn_cta_bytes_s)
+    return [(i, per_block) for i, r in enumerate(rows) if r.bandwidth == "attn_decode"]
+
+
+def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) -> list[tuple[int, float]]:
+    """Seconds per token outside the roofline (see :attr:`StepCostModel.per_token`): the fused-MoE pair passes
+    and the 8-bit GEMMs' activation quantisation."""
+    hw, names = dep.hardware, [r.name for r in rows]
+    out: list[tuple[int, float]] = []
+    if moe and "experts_gate_up" in names:
+        mm = dep.model.moe
+        assert mm is not None
+        width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
+        pair_bytes = (
+            mm.experts_per_token * (dep.model.hidden_size + width) * MOE_PAIR_ELEMENT_BYTES * dep.model.num_moe_layers
+        )
+        if dep.attention_dp > 1:
+            # wide EP: the all-to-all dispatch (the ep_all_to_all rows) hands each rank only the pairs of its
+            # own experts, 1/ep of them, where the measured tables' expert-map path passes over every pair
+            pair_bytes /= dep.ep
+        seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
+        out.append((names.index("experts_gate_up"), seconds))
+    for i, r in enumerate(rows):  # 8-bit GEMMs quantise their input activations first (memory-bound, serial)
+        quant = p.gemm_act_quant_bytes.get(r.compute_key or "", 0.0) if r.kind == "gemm" else 0.0
+        if quant and r.act_in and r.active == F["tokens"]:
+            out.append((i, quant * r.act_in / hw.memory.bandwidth_bytes_s))
+    return out
 
 
 def _moe_key(dep: Deployment) -> str | None:

@@ -153,33 +153,28 @@ def _static_batch(
     attention_dp: int = 1,
 ) -> tuple[int, float, float]:
     """(B, TTFT, TPOT) of the largest static batch the unit holds, at pure roofline (engine 'ideal')."""
-    mem = memory_budget(
-        model,
-        gpu,
-        tp=tp,
-        ep=ep,
-        precision=precision,
-        kv_precision=kv,
-        engine=engine,
-        pp=pp,
-        attention_dp=attention_dp,
-        max_num_seqs=max_seqs,
-    )
+
+    def unit(engine: str) -> Deployment:
+        return Deployment.resolve(
+            model,
+            gpu,
+            tp=tp,
+            ep=ep,
+            precision=precision,
+            kv_precision=kv,
+            engine=engine,
+            pp=pp,
+            attention_dp=attention_dp,
+        )
+
+    mem = memory_budget(unit(engine), max_num_seqs=max_seqs)
     seqs = max_seqs or get_engine(engine).for_hardware(get_hardware(gpu)).max_num_seqs
     batch = max(1, min(seqs, mem.max_concurrency(input_len + output_len)))
     p = predict(
-        model,
-        gpu,
+        unit(ROOFLINE_ENGINE),
         input_len=input_len,
         output_len=output_len,
         batch=batch,
-        tp=tp,
-        ep=ep,
-        pp=pp,
-        attention_dp=attention_dp,
-        precision=precision,
-        kv_precision=kv,
-        engine=ROOFLINE_ENGINE,
         strict=False,
     )
     return batch, p.ttft_last_s, p.tpot_last_s

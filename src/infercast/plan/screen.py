@@ -114,7 +114,7 @@ def _verdict(spec: ModelSpec, hw: HardwareSpec, r: Any, q: ScreenQuery, layout: 
     """One swept configuration's row: its latencies, cost, and why it fails ``q`` (memory, TTFT, TPOT)."""
     reasons: list[str] = []
     if not r.fits:
-        mem = memory_budget(
+        dep = Deployment.resolve(
             spec,
             hw,
             tp=int(r.tp),
@@ -122,11 +122,10 @@ def _verdict(spec: ModelSpec, hw: HardwareSpec, r: Any, q: ScreenQuery, layout: 
             precision=str(r.precision),
             kv_precision=layout.kv_precision,
             engine=layout.engine,
-            context=q.input_len + q.output_len,
-            concurrency=q.batch,
             pp=layout.pp,
             attention_dp=layout.attention_dp,
         )
+        mem = memory_budget(dep, context=q.input_len + q.output_len, concurrency=q.batch)
         reasons.append(does_not_fit(mem))
     ttft = r.ttft_last_s - q.ttft_credit_s
     if ttft > q.ttft_s:

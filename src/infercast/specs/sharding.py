@@ -53,58 +53,17 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1, attention_dp: int =
     With attention data parallelism the attention and dense layers are replicated ``attention_dp`` times (each
     copy ``tp``-way) while the experts are split over all ``tp * attention_dp`` GPUs: ``ep``-way, each expert
     ``tp * attention_dp / ep``-way."""
-    h, nq = model.hidden_size, model.num_attention_heads
-    L = model.num_attention_layers  # layers with softmax attention (all but the linear-attention ones)
-    mats_up = 2 if model.gated_ffn else 1
+    h = model.hidden_size
     out: list[Linear] = [
         Linear("embedding", "embedding", model.vocab_size / tp, h, 1, "embedding", "gather"),
     ]
     if model.compressed_attention:
         out.extend(_compressed_attention_linears(model, tp))
     elif model.mla:
-        m = model.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        if m.q_lora_rank:
-            out.append(Linear("q_a_proj", "attention", h, m.q_lora_rank, L, "dense", "tokens", replicated=True))
-            out.append(Linear("q_b_proj", "attention", m.q_lora_rank, nq / tp * qk, L, "dense", "tokens"))
-        else:
-            out.append(Linear("q_proj", "attention", h, nq / tp * qk, L, "dense", "tokens"))
-        out.append(
-            Linear(
-                "kv_a_proj", "attention", h, m.kv_lora_rank + m.qk_rope_head_dim, L, "dense", "tokens", replicated=True
-            )
-        )
-        out.append(
-            Linear(
-                "kv_b_proj",
-                "attention",
-                m.kv_lora_rank,
-                nq / tp * (m.qk_nope_head_dim + m.v_head_dim),
-                L,
-                "dense",
-                "tokens",
-            )
-        )
-        out.append(Linear("o_proj", "attention", nq / tp * m.v_head_dim, h, L, "dense", "tokens"))
-        if model.sparse_attention:
-            sa = model.sparse_attention
-            q_in = m.q_lora_rank or h
-            heads = sa.index_n_heads * sa.index_head_dim
-            out.append(Linear("indexer_q_proj", "attention", q_in, heads, L, "dense", "tokens", replicated=True))
-            out.append(
-                Linear(
-                    "indexer_k_proj",
-                    "attention",
-                    h,
-                    sa.index_head_dim + sa.index_n_heads,
-                    L,
-                    "dense",
-                    "tokens",
-                    replicated=True,
-                )
-            )
+        out.extend(_mla_linears(model, tp))
     else:
         kv_heads = model.kv_heads_per_rank(tp)
+        nq, L = model.num_attention_heads, model.num_attention_layers
         q_heads = nq / tp * (2 if model.attn_output_gate else 1)  # the output gate doubles the query projection
         qkv_n = (q_heads + 2 * kv_heads) * model.head_dim
         out.append(Linear("qkv_proj", "attention", h, qkv_n, L, "dense", "tokens"))
@@ -117,22 +76,61 @@ def rank_linears(model: ModelSpec, tp: int = 1, ep: int = 1, attention_dp: int =
     dense_layers = model.num_dense_ffn_layers
     if dense_layers:
         inter = model.intermediate_size / tp
+        mats_up = 2 if model.gated_ffn else 1
         out.append(Linear("gate_up_proj", "ffn", h, mats_up * inter, dense_layers, "dense", "tokens"))
         out.append(Linear("down_proj", "ffn", inter, h, dense_layers, "dense", "tokens"))
     if model.moe:
-        moe, moe_layers = model.moe, model.num_moe_layers
-        out.append(Linear("router", "moe", h, moe.num_experts, moe_layers, "dense", "tokens", replicated=True))
-        width = moe.expert_intermediate_size / (tp * attention_dp // ep)
-        local = moe.num_experts // ep
-        out.append(
-            Linear("experts_gate_up", "moe", h, mats_up * width, moe_layers, "expert", "expert_tokens", experts=local)
-        )
-        out.append(Linear("experts_down", "moe", width, h, moe_layers, "expert", "expert_tokens", experts=local))
-        if moe.num_shared_experts:
-            shared = moe.num_shared_experts * moe.shared_size / tp
-            out.append(Linear("shared_gate_up", "moe", h, mats_up * shared, moe_layers, "dense", "tokens"))
-            out.append(Linear("shared_down", "moe", shared, h, moe_layers, "dense", "tokens"))
+        out.extend(_moe_linears(model, tp, ep, attention_dp))
     out.append(Linear("lm_head", "lm_head", h, model.vocab_size / tp, 1, "embedding", "samples"))
+    return out
+
+
+def _mla_linears(model: ModelSpec, tp: int) -> list[Linear]:
+    """Multi-head latent attention matrices on one rank (the latent down-projections replicated), with DSA's
+    indexer projections where the model has sparse attention."""
+    assert model.mla is not None
+    m, h, nq = model.mla, model.hidden_size, model.num_attention_heads
+    L = model.num_attention_layers  # layers with softmax attention (all but the linear-attention ones)
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    out: list[Linear] = []
+    if m.q_lora_rank:
+        out.append(Linear("q_a_proj", "attention", h, m.q_lora_rank, L, "dense", "tokens", replicated=True))
+        out.append(Linear("q_b_proj", "attention", m.q_lora_rank, nq / tp * qk, L, "dense", "tokens"))
+    else:
+        out.append(Linear("q_proj", "attention", h, nq / tp * qk, L, "dense", "tokens"))
+    out.append(
+        Linear("kv_a_proj", "attention", h, m.kv_lora_rank + m.qk_rope_head_dim, L, "dense", "tokens", replicated=True)
+    )
+    kv_b_n = nq / tp * (m.qk_nope_head_dim + m.v_head_dim)
+    out.append(Linear("kv_b_proj", "attention", m.kv_lora_rank, kv_b_n, L, "dense", "tokens"))
+    out.append(Linear("o_proj", "attention", nq / tp * m.v_head_dim, h, L, "dense", "tokens"))
+    if model.sparse_attention:
+        sa = model.sparse_attention
+        q_in = m.q_lora_rank or h
+        heads = sa.index_n_heads * sa.index_head_dim
+        k_n = sa.index_head_dim + sa.index_n_heads
+        out.append(Linear("indexer_q_proj", "attention", q_in, heads, L, "dense", "tokens", replicated=True))
+        out.append(Linear("indexer_k_proj", "attention", h, k_n, L, "dense", "tokens", replicated=True))
+    return out
+
+
+def _moe_linears(model: ModelSpec, tp: int, ep: int, attention_dp: int) -> list[Linear]:
+    """The router (replicated), this rank's routed experts (``ep``-way, each ``tp * attention_dp / ep``-way) and
+    the shared experts (``tp``-way)."""
+    assert model.moe is not None
+    moe, moe_layers, h = model.moe, model.num_moe_layers, model.hidden_size
+    mats_up = 2 if model.gated_ffn else 1
+    out = [Linear("router", "moe", h, moe.num_experts, moe_layers, "dense", "tokens", replicated=True)]
+    width = moe.expert_intermediate_size / (tp * attention_dp // ep)
+    local = moe.num_experts // ep
+    out.append(
+        Linear("experts_gate_up", "moe", h, mats_up * width, moe_layers, "expert", "expert_tokens", experts=local)
+    )
+    out.append(Linear("experts_down", "moe", width, h, moe_layers, "expert", "expert_tokens", experts=local))
+    if moe.num_shared_experts:
+        shared = moe.num_shared_experts * moe.shared_size / tp
+        out.append(Linear("shared_gate_up", "moe", h, mats_up * shared, moe_layers, "dense", "tokens"))
+        out.append(Linear("shared_down", "moe", shared, h, moe_layers, "dense", "tokens"))
     return out
 
 
