@@ -57,7 +57,7 @@ def _band(d: dict[str, Any], metric: str) -> float | None:
 
 def row(p: infercast.Prediction) -> dict[str, Any]:
     """The comparison table's row (raw values; the template formats them)."""
-    d = p.to_dict()
+    d: dict[str, Any] = p.to_dict()
     m = p.memory
     return {
         "gpu": p.gpu,
@@ -82,7 +82,7 @@ def explain(p: infercast.Prediction) -> dict[str, Any]:
     """The two-phase explanation of one prediction and its 'what would help' list."""
     phases = []
     for ph in (p.prefill, p.decode):
-        d = ph.to_dict() if hasattr(ph, "to_dict") else dict(ph.__dict__)
+        d: dict[str, Any] = ph.to_dict() if hasattr(ph, "to_dict") else dict(ph.__dict__)
         shares = sorted(d.get("time_share_by_group", {}).items(), key=lambda kv: -kv[1])[:4]
         phases.append(
             {
