@@ -84,3 +84,16 @@ def test_engine_limits_bound_each_attention_dp_rank_where_the_engine_says_so() -
 
 def _clients(n: int) -> dict[str, str]:
     return {"silicon_data_source": f"source_file=/data/b200_sxm/trtllm/1.3.0rc5/m.csv; silicon_concurrency={n}"}
+
+
+def test_a_sweep_rows_id_names_its_gpus_where_its_columns_multiply_tp_by_ep() -> None:
+    """``..._c64_tp8_ep8_937`` with tp_size 64: one 8-GPU node, TP 8 x EP 8, not 64 GPUs; an attention-DP row
+    keeps DP over those 8 GPUs."""
+    sweep = "source_file=2026-04-06.csv; silicon_concurrency=64"
+    base = dict(model_path="deepseek-ai/DeepSeek-V3", silicon_data_source=sweep, moe_ep_size="8", batch_size="64")
+    row = from_wheel_row(_row(id="2026_04_06_x_agg_1024x1024_c64_tp8_ep8_937", tp_size="64", **base))
+    assert row is not None and (row["tp"], row["ep"], row["attention_dp"], row["concurrency"]) == ("8", "8", "1", "64")
+    row = from_wheel_row(
+        _row(id="2026_04_06_x_c64_tp8_ep8_9", tp_size="1", attention_dp_size="64", **{**base, "batch_size": "1"})
+    )
+    assert row is not None and (row["tp"], row["ep"], row["attention_dp"], row["concurrency"]) == ("1", "8", "8", "64")

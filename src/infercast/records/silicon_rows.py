@@ -361,8 +361,9 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
     recorded = wheel_concurrency(row.get("silicon_data_source") or "")
     if (row.get("mode") or "").strip() != "agg" or recorded is None:
         return None
-    concurrency, tp, dp = _clients_per_engine(row, int(recorded))
     sweep = _is_serving_sweep(row.get("silicon_data_source") or "")
+    named = _named_layout(row) if sweep else None
+    concurrency, tp, dp = (int(recorded), *named) if named else _clients_per_engine(row, int(recorded))
     return {
         "id": row.get("id") or "",
         "engine": row["backend"],
@@ -371,7 +372,7 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
         "gpu": row["system"],
         "precision": (row.get("precision") or "").strip() or "bf16",
         "tp": str(tp),
-        "ep": str(max(1, int(float(row.get("moe_ep_size") or 1)))),
+        "ep": str(named_ep(row) if named else max(1, int(float(row.get("moe_ep_size") or 1)))),
         "attention_dp": str(dp),
         "input_len": row["isl"],
         "output_len": row["osl"],
@@ -396,6 +397,27 @@ def _is_serving_sweep(source: str) -> bool:
         if key == "source_file":
             return "/" not in value.strip()
     return False
+
+
+def _named_layout(row: dict[str, str]) -> tuple[int, int] | None:
+    """(tp, attention_dp) from a dated sweep row's id (``..._c64_tp8_ep8_937``) where its layout columns disagree
+    with it: some rows hold tp x ep in ``tp_size`` (TP 8 x EP 8 read as 64 GPUs; the id and the experts'
+    moe_tp x moe_ep = 8 x 8 say one 8-GPU node), or spread the clients over tp x ep attention ranks. The id's
+    GPU count wins; an attention-DP row keeps DP over those GPUs (tp 1 x dp N). None: the columns agree."""
+    found = re.search(r"_tp(\d+)(?:_\d+)?_ep(\d+)", row.get("id") or "")
+    if not found:
+        return None
+    gpus = int(found.group(1))
+    dp = max(1, int(float(row.get("attention_dp_size") or 1)))
+    if int(float(row["tp_size"])) * dp == gpus:
+        return None
+    return (1, gpus) if dp > 1 else (gpus, 1)
+
+
+def named_ep(row: dict[str, str]) -> int:
+    """The expert parallelism a dated sweep row's id names (``_ep8_``)."""
+    found = re.search(r"_tp\d+(?:_\d+)?_ep(\d+)", row.get("id") or "")
+    return max(1, int(found.group(1))) if found else 1
 
 
 def _clients_per_engine(row: dict[str, str], clients: int) -> tuple[int, int, int]:
