@@ -235,10 +235,10 @@ def simulate(
         else:
             _render_sweep(sweep)
         return
+    from infercast.sim.api import config_from_keywords
     from infercast.sim.api import run as run_simulation
-    from infercast.sim.api import simulation_config
 
-    config = simulation_config(
+    config = config_from_keywords(
         model,
         gpu,
         rate=rate,

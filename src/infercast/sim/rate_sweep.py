@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
-from infercast.sim.api import SimulationResult, simulate, simulation_config
+from infercast.sim.api import SimulationResult, config_from_keywords, simulate
 from infercast.sim.config import SimulationConfig
 from infercast.sim.metrics import SLO
 from infercast.sim.workload import WORKLOAD_FIELDS, Workload, WorkloadSpec, retime
@@ -120,7 +120,7 @@ def rate_sweep(
         config = model
     else:
         assert gpu is not None  # checked above
-        config = simulation_config(model, gpu, workload=base, seed=seed, **options)
+        config = config_from_keywords(model, gpu, workload=base, seed=seed, **options)
     if rates is not None:
         rates = [require_positive_number("rates", r) for r in rates]
         if not rates:
