@@ -23,7 +23,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("cli/engine_cmds.py", "validate_sim"): (94, _RECUT),
     ("cli/measure_cmd.py", "measure"): (84, _RECUT),
     ("cli/plan_cmd.py", "plan"): (115, _RECUT),
-    ("cli/simulate_cmd.py", "simulate"): (206, _RECUT),
     ("harness/engine/server.py", "_handler"): (128, _RECUT),
     ("calibrate/profile_fit.py", "fit"): (100, _RECUT),
     ("analysis/compare.py", "crossover"): (136, _TODO),
