@@ -208,9 +208,22 @@ def run(config: SimulationConfig) -> SimulationResult:
     """Run one simulation (see :class:`SimulationConfig`)."""
     work = config.workload.build()
     _check_lengths(work, config.deployment.model)
-    seed = config.workload.seed
-    table = RequestTable(work, seed)
+    table = RequestTable(work, config.workload.seed)
     recorder = Recorder(trace_limit=config.observe.trace_steps, sample_interval=config.observe.sample_interval)
+    coord, reps, pools = _cluster(config, work, table, recorder)
+    coord.run()
+    table.freeze()
+    description = _describe(config, reps, pools, work)
+    summary = summarize(table, recorder, reps, config.observe.goodput, work, pools.get("prefill_instances", 0))
+    conf = _confidence(config.deployment, summary, reps, pools, work)
+    result = SimulationResult(summary, table, recorder, description, reps, config, conf)
+    return _on_cliff(result, work, config.cluster.disagg)
+
+
+def _cluster(
+    config: SimulationConfig, work: Workload, table: RequestTable, recorder: Recorder
+) -> tuple[Coordinator, list[Replica], dict[str, Any]]:
+    """The replicas and the coordinator that routes to them; for disaggregated pools, their sizes."""
     dep, engine, cluster = config.deployment, config.engine, config.cluster
 
     def make(rid: int, tp: int | None, engine: EngineConfig) -> Replica:
@@ -221,42 +234,42 @@ def run(config: SimulationConfig) -> SimulationResult:
             table,
             recorder,
             profile=config.profile,
-            seed=seed,
+            seed=config.workload.seed,
             step_mode=config.step_mode,
         )
 
-    pools: dict[str, Any] = {}
     disagg = cluster.disagg
-    if disagg is not None:
-        pool = replace(engine, scheduler="chunked")  # both pools run chunked prefill
-        pre = [make(r, disagg.prefill_tp, pool) for r in range(disagg.prefill_instances)]
-        dec = [make(disagg.prefill_instances + r, disagg.decode_tp, pool) for r in range(disagg.decode_instances)]
-        coord = Coordinator(
-            table,
-            pre,
-            Router(cluster.router, table),
-            decode_replicas=dec,
-            decode_router=Router("least_outstanding", table),
-            kv_link=disagg.link,
-            closed_loop=work.closed_loop,
-        )
-        refuse_unservable(table, pre, decode=False)
-        refuse_unservable(table, dec)
-        reps = pre + dec
-        pools = {
-            "prefill_instances": len(pre),
-            "decode_instances": len(dec),
-            "prefill_tp": pre[0].deployment.tp,
-            "decode_tp": dec[0].deployment.tp,
-        }
-    else:
+    if disagg is None:
         reps = [make(r, None, engine) for r in range(cluster.replicas)]
         refuse_unservable(table, reps)
-        coord = Coordinator(table, reps, Router(cluster.router, table), closed_loop=work.closed_loop)
-    coord.run()
-    table.freeze()
-    dep0 = reps[0].deployment
-    description = {
+        return Coordinator(table, reps, Router(cluster.router, table), closed_loop=work.closed_loop), reps, {}
+    pool = replace(engine, scheduler="chunked")  # both pools run chunked prefill
+    pre = [make(r, disagg.prefill_tp, pool) for r in range(disagg.prefill_instances)]
+    dec = [make(disagg.prefill_instances + r, disagg.decode_tp, pool) for r in range(disagg.decode_instances)]
+    coord = Coordinator(
+        table,
+        pre,
+        Router(cluster.router, table),
+        decode_replicas=dec,
+        decode_router=Router("least_outstanding", table),
+        kv_link=disagg.link,
+        closed_loop=work.closed_loop,
+    )
+    refuse_unservable(table, pre, decode=False)
+    refuse_unservable(table, dec)
+    pools = {
+        "prefill_instances": len(pre),
+        "decode_instances": len(dec),
+        "prefill_tp": pre[0].deployment.tp,
+        "decode_tp": dec[0].deployment.tp,
+    }
+    return coord, pre + dec, pools
+
+
+def _describe(config: SimulationConfig, reps: list[Replica], pools: dict[str, Any], work: Workload) -> dict[str, Any]:
+    """The flat description of the run (JSON output, plot captions)."""
+    dep, dep0 = config.deployment, reps[0].deployment
+    return {
         "model": dep0.model.id,
         "gpu": dep0.hardware.id,
         "tp": dep.tp,
@@ -269,14 +282,19 @@ def run(config: SimulationConfig) -> SimulationResult:
         "scheduler": config.scheduler,
         "replicas": len(reps),
         **pools,
-        "router": cluster.router,
+        "router": config.cluster.router,
         "max_num_seqs": reps[0].max_seqs,
         "max_num_batched_tokens": reps[0].max_batched_tokens,
         "kv_blocks_per_replica": reps[0].kv.num_blocks,
         "block_size": reps[0].bs,
         "workload": work.name,
     }
-    summary = summarize(table, recorder, reps, config.observe.goodput, work, pools.get("prefill_instances", 0))
+
+
+def _confidence(
+    dep: Deployment, summary: SimulationSummary, reps: list[Replica], pools: dict[str, Any], work: Workload
+) -> Confidence:
+    """Expected error of the run's means in its regime (:func:`deployment_confidence`)."""
     # load level: the closed loop's clients, else the mean number of running sequences; near saturation when
     # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
     load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
@@ -287,8 +305,7 @@ def run(config: SimulationConfig) -> SimulationResult:
         "output_tokens_per_s": summary.output_throughput_tok_s / pools.get("decode_instances", len(reps)),
     }
     front_end = _front_end_load(reps, summary.duration_s)
-    conf = deployment_confidence(dep, load, rates=rates, saturated=bool(queued), front_end=front_end)
-    return _on_cliff(SimulationResult(summary, table, recorder, description, reps, config, conf), work, disagg)
+    return deployment_confidence(dep, load, rates=rates, saturated=bool(queued), front_end=front_end)
 
 
 def _on_cliff(result: SimulationResult, work: Workload, disagg: DisaggConfig | None) -> SimulationResult:
