@@ -38,12 +38,7 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("plan/plot.py", "save_pareto"): (94, _TODO),
     ("plan/screen.py", "screen_gpu"): (105, _TODO),
     ("plan/select.py", "select"): (96, _TODO),
-    ("sim/api.py", "run"): (99, _TODO),
     ("sim/decode_runner.py", "decode_span"): (139, _TODO),
-    ("sim/plots.py", "plot_timeline"): (109, _TODO),
-    ("sim/rate_sweep.py", "rate_sweep"): (88, _TODO),
-    ("sim/reference.py", "reference_simulate"): (92, _TODO),
-    ("sim/workload/prefixes.py", "multi_turn"): (96, _TODO),
     ("specs/sharding.py", "rank_linears"): (87, _TODO),
 }
 PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
@@ -54,7 +49,6 @@ PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("plan/planner.py", "plan"): (34, _TODO),
     ("plan/screen.py", "screen_gpu"): (15, _TODO),
     ("plan/select.py", "select"): (13, _TODO),
-    ("sim/workload/prefixes.py", "multi_turn"): (14, _TODO),
 }
 
 
