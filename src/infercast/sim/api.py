@@ -130,7 +130,7 @@ def simulation_config(
         )
     return SimulationConfig(
         deployment,
-        workload,  # type: ignore[arg-type]  # SimulationConfig wraps a Workload in a WorkloadSpec
+        WorkloadSpec(workload=workload) if isinstance(workload, Workload) else workload,
         EngineConfig() if engine is None else engine,
         cluster,
         ObserveConfig() if observe is None else observe,
