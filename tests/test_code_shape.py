@@ -38,7 +38,6 @@ LONG_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("plan/plot.py", "save_pareto"): (94, _TODO),
     ("plan/screen.py", "screen_gpu"): (105, _TODO),
     ("plan/select.py", "select"): (96, _TODO),
-    ("sim/decode_runner.py", "decode_span"): (139, _TODO),
     ("specs/sharding.py", "rank_linears"): (87, _TODO),
 }
 PARAMS_ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
