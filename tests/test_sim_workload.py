@@ -454,6 +454,19 @@ def test_multi_turn_sessions_interleave() -> None:
     assert info.value.field == "max_context"
 
 
+def test_multi_turn_spec_validates_on_construction() -> None:
+    """A MultiTurnSpec names its bad field when built, before any draw."""
+    for kwargs, field in (
+        (dict(num_sessions=0), "num_sessions"),
+        (dict(think_time=-1.0), "think_time"),
+        (dict(system_prompt_tokens=-5), "system_prompt_tokens"),
+        (dict(max_context=0), "max_context"),
+    ):
+        with pytest.raises(InfercastError) as info:
+            MultiTurnSpec(**{"num_sessions": 3, "turns": 2, "input_len": 100, "output_len": 50, **kwargs})
+        assert info.value.field == field
+
+
 def test_retime_trace_lengths() -> None:
     trace = builtin_trace("azure_code", max_requests=500)
     w = synthetic(len(trace), trace.prompt_len, trace.output_len, arrival="gamma", rate=4.0, burstiness=0.5)
