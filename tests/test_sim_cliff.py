@@ -3,13 +3,13 @@ so with the cause and what removes it, and its TTFT band widens."""
 
 from __future__ import annotations
 
-from infercast.sim.api import run, simulation_config
+from infercast.sim.api import config_from_keywords, run
 
 ISSUE = dict(precision="fp8", engine="trtllm", concurrency=64, input_len=1024, output_len=8192, num_requests=128)
 
 
 def test_kv_cliff_is_named_with_its_remedy():
-    result = run(simulation_config("llama-3.1-70b", "b200", kv_precision="bf16", **ISSUE))
+    result = run(config_from_keywords("llama-3.1-70b", "b200", kv_precision="bf16", **ISSUE))
     cliff = result.to_dict()["cliff"]
     assert cliff["cause"] == "kv" and cliff["kv_pool_holds"] == 34
     assert "KV pool holds 34 of 64 clients" in cliff["message"] and "--kv-precision fp8" in cliff["message"]
@@ -19,14 +19,14 @@ def test_kv_cliff_is_named_with_its_remedy():
 
 
 def test_no_cliff_where_the_pool_holds_every_client():
-    result = run(simulation_config("llama-3.1-70b", "b200", **ISSUE))
+    result = run(config_from_keywords("llama-3.1-70b", "b200", **ISSUE))
     assert result.cliff is None
     assert not any(w.startswith("cliff") for w in result.confidence.warnings)
 
 
 def test_slot_cliff():
     result = run(
-        simulation_config(
+        config_from_keywords(
             "llama-3.1-8b", "h100-sxm", concurrency=32, max_num_seqs=4, input_len=512, output_len=256, num_requests=96
         )
     )
@@ -47,7 +47,7 @@ def test_sensitivity_in_simulate_json(capsys):
 
 def test_open_loop_kv_cliff_counts_the_requests_in_flight():
     result = run(
-        simulation_config(
+        config_from_keywords(
             "llama-3.1-70b",
             "b200",
             kv_precision="bf16",

@@ -377,9 +377,9 @@ def test_rate_sweep_finds_the_saturation_point():
         rate_sweep(MODEL, GPU, rates=[2], rate=3, **kw)
     assert info.value.field == "rate"
     # the same sweep from a typed config (whose own load and SLOs the sweep replaces / keeps)
-    from infercast.sim.api import simulation_config
+    from infercast.sim.api import config_from_keywords
 
-    config = simulation_config(MODEL, GPU, rate=1.0, goodput="ttft:1", **kw)
+    config = config_from_keywords(MODEL, GPU, rate=1.0, goodput="ttft:1", **kw)
     again = rate_sweep(config, rates=[2, 8], refine_steps=0)
     pd.testing.assert_frame_equal(again.table, strict.table)
 

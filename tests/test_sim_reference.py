@@ -16,7 +16,7 @@ import pytest
 from infercast import memory_budget
 from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
-from infercast.sim.api import run, simulation_config
+from infercast.sim.api import config_from_keywords, run
 from infercast.sim.config import DisaggConfig, KVLink
 from infercast.sim.reference import reference_simulate
 from infercast.specs.catalog import get_hardware
@@ -161,7 +161,7 @@ def _compare(kw: dict) -> tuple[object, list] | None:
     if stream:
         kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
     try:
-        config = simulation_config(model, "h100-sxm", **kw)
+        config = config_from_keywords(model, "h100-sxm", **kw)
         fast = run(config)
     except InfercastError as exc:  # e.g. a request larger than the KV pool: the reference must refuse too
         with pytest.raises(InfercastError):
@@ -267,7 +267,7 @@ def test_fast_simulator_equals_the_reference_with_windowed_kv():
 def test_reference_refuses_what_it_does_not_model():
     from infercast.sim.speculative import SpeculativeConfig
 
-    config = simulation_config(
+    config = config_from_keywords(
         "llama-3.1-8b",
         "h100-sxm",
         input_len=10,
@@ -294,7 +294,7 @@ def test_a_second_swapped_request_comes_back_after_one_decode_step():
         max_num_batched_tokens=256,
         gpu_memory_utilization=0.225,
     )
-    config = simulation_config("llama-3.1-8b", "h100-sxm", **kw)
+    config = config_from_keywords("llama-3.1-8b", "h100-sxm", **kw)
     fast = run(config)
     assert fast.summary.preemptions > 0
     assert not _differences(fast, reference_simulate(config))
@@ -317,7 +317,7 @@ def test_a_prefilled_request_joins_after_a_preemption_frees_blocks():
         offline=True,
         disagg=DisaggConfig(1, 1, link=KVLink(5e9)),
     )
-    config = simulation_config("qwen3-0.6b", "h100-sxm", **kw)
+    config = config_from_keywords("qwen3-0.6b", "h100-sxm", **kw)
     fast = run(config)
     assert fast.summary.preemptions > 0
     assert not _differences(fast, reference_simulate(config))

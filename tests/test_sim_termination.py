@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infercast.sim import replica as replica_module
-from infercast.sim.api import simulate, simulation_config
+from infercast.sim.api import config_from_keywords, simulate
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica
 from infercast.sim.state import RequestTable
@@ -28,7 +28,7 @@ def test_trtllm_short_outputs_at_an_open_loop_rate_finish():
 def test_an_idle_replica_past_its_limit_returns():
     """run_until(t) on an idle replica whose last step ended after t, with a request visible before t, returns
     at once (no step starts before t); the request joins in the next call."""
-    cfg = simulation_config(MODEL, GPU, engine="trtllm", input_len=100, output_len=4, rate=1.0, num_requests=2)
+    cfg = config_from_keywords(MODEL, GPU, engine="trtllm", input_len=100, output_len=4, rate=1.0, num_requests=2)
     table = RequestTable(cfg.workload.build(), 0)
     rep = Replica(0, cfg.deployment, cfg.engine, table, Recorder())
     rep.enqueue(0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from infercast.errors import InfercastError
-from infercast.sim.api import DisaggConfig, simulate
+from infercast.sim.api import DisaggConfig, config_from_keywords, simulate, simulation_config
 from infercast.sim.cluster import KVLink
 from infercast.sim.config import ClusterConfig, EngineConfig, ObserveConfig, SimulationConfig
 from infercast.sim.metrics import SLO
@@ -195,6 +195,25 @@ def test_simulate_keeps_its_keyword_api():
         seed=3,
     )
     assert res["num_requests"] == 60 and res["prefix_cache_hit_rate"] > 0
+
+
+def test_unknown_simulate_keywords_are_named_in_one_line():
+    """A misspelt keyword is an InfercastError naming it (with the nearest keywords), not a TypeError."""
+    with pytest.raises(InfercastError) as info:
+        simulate(MODEL, GPU, num_request=20, input_len=200, output_len=20, rate=5)
+    assert info.value.field == "num_request" and "num_requests" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_simulation_config_takes_typed_parts():
+    """The seam below ``simulate``'s keywords: a Deployment and the typed parts, the same run as the keywords."""
+    dep = Deployment.resolve(MODEL, GPU, tp=2)
+    spec = WorkloadSpec(input_len=200, output_len=20, num_requests=20, rate=5.0)
+    config = simulation_config(dep, spec, EngineConfig(max_num_seqs=8), observe=ObserveConfig(trace_steps=10))
+    assert config == config_from_keywords(MODEL, GPU, tp=2, max_num_seqs=8, trace_steps=10, **SMALL)
+    pooled = Deployment.resolve(MODEL, GPU, pp=2)
+    disagg = ClusterConfig(disagg=DisaggConfig())
+    assert _field(simulation_config, pooled, spec, EngineConfig("chunked"), disagg) == "pp"
 
 
 # ----- speculative decoding, SLOs ------------------------------------------------------------------------------

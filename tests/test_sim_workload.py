@@ -15,6 +15,7 @@ from scipy import stats
 from infercast.errors import InfercastError
 from infercast.sim.workload import (
     LengthSpec,
+    MultiTurnSpec,
     Workload,
     arrivals,
     builtin_trace,
@@ -422,7 +423,7 @@ def test_system_prompts_on_hashed_trace(tmp_path: Path) -> None:
 
 
 def test_multi_turn_single_session() -> None:
-    w = multi_turn(1, 5, "uniform:20,60", "uniform:10,90", think_time=3.0, hash_block_size=16, seed=1)
+    w = multi_turn(MultiTurnSpec(1, 5, "uniform:20,60", "uniform:10,90", think_time=3.0, hash_block_size=16, seed=1))
     assert len(w) == 5 and (np.diff(w.arrival) > 0).all()
     for t in range(4):
         prev, nxt = w.block_hashes[t], w.block_hashes[t + 1]
@@ -434,7 +435,9 @@ def test_multi_turn_single_session() -> None:
 
 def test_multi_turn_sessions_interleave() -> None:
     w = multi_turn(
-        30, "uniform:2,6", 100, 50, session_rate=2.0, think_time=10.0, system_prompt_tokens=64, num_system_prompts=2
+        MultiTurnSpec(
+            30, "uniform:2,6", 100, 50, session_rate=2.0, think_time=10.0, system_prompt_tokens=64, num_system_prompts=2
+        )
     )
     assert (np.diff(w.arrival) >= 0).all()
     assert_prefix_closed(w.block_hashes)
@@ -444,11 +447,24 @@ def test_multi_turn_sessions_interleave() -> None:
     # sessions own distinct continuations: the 5th id identifies the session
     sessions = {int(h[4]) for h in w.block_hashes}
     assert len(sessions) == 30
-    capped = multi_turn(30, 6, 100, 50, max_context=500, seed=2)
+    capped = multi_turn(MultiTurnSpec(30, 6, 100, 50, max_context=500, seed=2))
     assert (capped.prompt_len + capped.output_len <= 500).all()
     with pytest.raises(InfercastError) as info:
-        multi_turn(3, 2, 100, 50, max_context=10)
+        multi_turn(MultiTurnSpec(3, 2, 100, 50, max_context=10))
     assert info.value.field == "max_context"
+
+
+def test_multi_turn_spec_validates_on_construction() -> None:
+    """A MultiTurnSpec names its bad field when built, before any draw."""
+    for kwargs, field in (
+        (dict(num_sessions=0), "num_sessions"),
+        (dict(think_time=-1.0), "think_time"),
+        (dict(system_prompt_tokens=-5), "system_prompt_tokens"),
+        (dict(max_context=0), "max_context"),
+    ):
+        with pytest.raises(InfercastError) as info:
+            MultiTurnSpec(**{"num_sessions": 3, "turns": 2, "input_len": 100, "output_len": 50, **kwargs})
+        assert info.value.field == field
 
 
 def test_retime_trace_lengths() -> None:

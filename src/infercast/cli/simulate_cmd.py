@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
 from rich.table import Table
 
+from infercast.cli import simulate_opts as opt
 from infercast.cli.common import (
-    JSON_HELP,
-    KV_HELP,
     StreamTokenOption,
     console,
     emit_json,
@@ -30,16 +29,10 @@ from infercast.sim.kv_link import KVLink
 from infercast.sim.speculative import SpeculativeConfig
 
 if TYPE_CHECKING:
-    from infercast.sim.config import DisaggConfig
-
-SCHEDULERS = (
-    "static | prefill-first (continuous batching, whole prompts first) | chunked (chunked prefill) | "
-    "inflight (whole prompts beside the decodes, KV reserved for prompt + output) | "
-    "disagg (prefill and decode pools); default: the engine's"
-)
-DEFAULT_SPEC_ACCEPTANCE = 0.7
-"""--spec-acceptance when --spec-tokens is given without it (a typical EAGLE-style draft on chat traffic)."""
-KV_LINK_DEFAULT_GBPS = KVLink().bandwidth_bytes_s / 1e9
+    from infercast.sim.api import SimulationResult
+    from infercast.sim.config import DisaggConfig, ObserveConfig, SimulationConfig
+    from infercast.sim.rate_sweep import RateSweep
+    from infercast.sim.workload import WorkloadSpec
 
 
 def _length(value: str | None, field: str) -> int | str | None:
@@ -50,217 +43,204 @@ def _length(value: str | None, field: str) -> int | str | None:
     return int(value) if digits.isascii() and digits.isdigit() else value  # '²'.isdigit() is True, int('²') fails
 
 
+@dataclass(frozen=True)
+class SimulateOutputs:
+    """What `infercast simulate` writes and prints besides running: files, JSON or tables, the sensitivity runs."""
+
+    requests_out: Path | None = None
+    trace_out: Path | None = None
+    plot_dir: Path | None = None
+    trace_all: bool = False
+    json_out: bool = False
+    json_format: str | None = None
+    """infercast | vllm (``vllm bench serve --save-result`` key names); None: infercast."""
+    sensitivity: bool = False
+
+
 @with_flags
 def simulate(
-    model: Annotated[str, typer.Option(help="Catalog id or config.json path.")] = "llama-3.1-8b",
-    gpu: Annotated[str, typer.Option(help="Accelerator id or hardware YAML file.")] = "h100-sxm",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel GPUs per replica.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel ways (MoE; must divide tp x attention-dp).")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline stages per replica (each tp x attention-dp GPUs).")] = 1,
-    attention_dp: Annotated[
-        int,
-        typer.Option("--attention-dp", help="Attention data parallelism per stage (MoE wide EP; see predict)."),
-    ] = 1,
-    precision: Annotated[str | None, typer.Option(help="Weight/compute scheme (default: the model's).")] = None,
-    kv_precision: Annotated[str | None, typer.Option(help=KV_HELP)] = None,
-    engine: Annotated[
-        str,
-        typer.Option(
-            help="Engine profile: vllm (vLLM 0.12), vllm-0.14, sglang (SGLang 0.5), trtllm (TensorRT-LLM 1.0), ideal."
-        ),
-    ] = "vllm",
-    scheduler: Annotated[str | None, typer.Option(help=SCHEDULERS)] = None,
-    input_len: Annotated[
-        str | None,
-        typer.Option(help="Prompt tokens: N or a distribution (uniform:a,b, normal:m,s, lognormal:median,sigma)."),
-    ] = None,
-    output_len: Annotated[str | None, typer.Option(help="Output tokens: N or a distribution.")] = None,
-    trace: Annotated[
-        str | None,
-        typer.Option(
-            help="Trace CSV (arrived_at,num_prefill_tokens,num_decode_tokens), "
-            "Mooncake JSONL, or azure_conv / azure_code."
-        ),
-    ] = None,
-    num_requests: Annotated[
-        int | None,
-        typer.Option(help="Requests to simulate (default 10 x --concurrency in a closed loop, else 1000; trace: all)."),
-    ] = None,
-    rate: Annotated[float | None, typer.Option(help="Request rate (req/s), open loop.")] = None,
-    burstiness: Annotated[float, typer.Option(help="Gamma shape of inter-arrivals (1 = Poisson), as vLLM.")] = 1.0,
-    concurrency: Annotated[int | None, typer.Option(help="Closed loop: N clients, each sends on completion.")] = None,
-    offline: Annotated[bool, typer.Option("--offline", help="All requests at t=0 (throughput test).")] = False,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Scheduler sequence limit.")] = None,
-    max_num_batched_tokens: Annotated[
-        int | None,
-        typer.Option("--max-num-batched-tokens", "--max-batched-tokens", help="Tokens per step (token budget)."),
-    ] = None,
-    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
-    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Memory fraction for the engine.")] = None,
-    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")] = False,
-    prefix_len: Annotated[
-        int | None, typer.Option(help="Shared system prompt tokens added to every prompt (0: none).")
-    ] = None,
-    num_prefixes: Annotated[int | None, typer.Option(help="Distinct shared system prompts (default 1).")] = None,
-    preemption: Annotated[str, typer.Option(help="recompute | swap (PCIe cost) when KV blocks run out.")] = "recompute",
-    overlap_scheduler: Annotated[
-        bool | None,
-        typer.Option(
-            "--overlap-scheduler/--no-overlap-scheduler",
-            help="The engine plans step k + 1 while step k runs: a request arriving mid-step joins the step "
-            "after next (default: the engine preset's, off).",
-        ),
-    ] = None,
+    model: opt.Model = "llama-3.1-8b",
+    gpu: opt.Gpu = "h100-sxm",
+    tp: opt.Tp = 1,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
+    attention_dp: opt.AttentionDp = 1,
+    precision: opt.Precision = None,
+    kv_precision: opt.KvPrecision = None,
+    engine: opt.Engine = "vllm",
+    scheduler: opt.Scheduler = None,
+    input_len: opt.InputLen = None,
+    output_len: opt.OutputLen = None,
+    trace: opt.Trace = None,
+    num_requests: opt.NumRequests = None,
+    rate: opt.Rate = None,
+    burstiness: opt.Burstiness = 1.0,
+    concurrency: opt.Concurrency = None,
+    offline: opt.Offline = False,
+    max_num_seqs: opt.MaxNumSeqs = None,
+    max_num_batched_tokens: opt.MaxNumBatchedTokens = None,
+    block_size: opt.BlockSize = None,
+    gpu_memory_utilization: opt.GpuMemoryUtilization = None,
+    no_prefix_caching: opt.NoPrefixCaching = False,
+    prefix_len: opt.PrefixLen = None,
+    num_prefixes: opt.NumPrefixes = None,
+    preemption: opt.Preemption = "recompute",
+    overlap_scheduler: opt.OverlapScheduler = None,
     stream_token_us: StreamTokenOption = None,
-    replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
-    router: Annotated[str, typer.Option(help="round_robin | least_outstanding | prefix_affinity")] = "round_robin",
-    prefill_instances: Annotated[int | None, typer.Option(help="disagg: prefill replicas (default 1).")] = None,
-    decode_instances: Annotated[int | None, typer.Option(help="disagg: decode replicas (default 1).")] = None,
-    prefill_tp: Annotated[int | None, typer.Option(help="disagg: TP of prefill replicas (default --tp).")] = None,
-    decode_tp: Annotated[int | None, typer.Option(help="disagg: TP of decode replicas (default --tp).")] = None,
-    kv_link_gbps: Annotated[
-        float | None,
-        typer.Option(help=f"disagg: KV transfer bandwidth per GPU, GB/s (default {KV_LINK_DEFAULT_GBPS:g})."),
-    ] = None,
-    goodput: Annotated[str | None, typer.Option(help="SLOs in ms, e.g. --goodput ttft:200 tpot:50")] = None,
-    spec_tokens: Annotated[int | None, typer.Option(help="Speculative decoding: draft tokens per step.")] = None,
-    spec_acceptance: Annotated[
-        float | None,
-        typer.Option(help=f"Speculative decoding: per-token acceptance rate (default {DEFAULT_SPEC_ACCEPTANCE:g})."),
-    ] = None,
-    draft_model: Annotated[str | None, typer.Option(help="Speculative decoding: draft model id.")] = None,
-    draft_cost: Annotated[
-        float | None, typer.Option(help="Draft step / target decode step, without --draft-model (default 0.05).")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths).")] = 0,
-    rate_sweep: Annotated[
-        bool, typer.Option("--rate-sweep", help="Latency vs load; find the SLO capacity (highest rate meeting SLOs).")
-    ] = False,
-    rates: Annotated[
-        str | None, typer.Option(help="--rate-sweep: comma-separated rates (default: around capacity).")
-    ] = None,
-    attainment: Annotated[
-        float | None, typer.Option(help="--rate-sweep: share of requests that must meet the SLOs (default 0.9).")
-    ] = None,
-    requests_out: Annotated[Path | None, typer.Option(help="Write the per-request table (.csv or .parquet).")] = None,
-    trace_out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Write a Perfetto/Chrome trace (.json or .json.gz); its request track holds the first 200 requests "
-            "by arrival unless --trace-all."
-        ),
-    ] = None,
-    trace_all: Annotated[
-        bool,
-        typer.Option("--trace-all", help="--trace-out: keep every request and every step in the trace (big files)."),
-    ] = False,
-    plot_dir: Annotated[Path | None, typer.Option(help="Write latency CDF and timeline plots here.")] = None,
-    step_mode: Annotated[bool, typer.Option("--step-mode", help="Step token by token (slow; for checking).")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    replicas: opt.Replicas = 1,
+    router: opt.RouterName = "round_robin",
+    prefill_instances: opt.PrefillInstances = None,
+    decode_instances: opt.DecodeInstances = None,
+    prefill_tp: opt.PrefillTp = None,
+    decode_tp: opt.DecodeTp = None,
+    kv_link_gbps: opt.KvLinkGbps = None,
+    goodput: opt.Goodput = None,
+    spec_tokens: opt.SpecTokens = None,
+    spec_acceptance: opt.SpecAcceptance = None,
+    draft_model: opt.DraftModel = None,
+    draft_cost: opt.DraftCost = None,
+    seed: opt.Seed = 0,
+    rate_sweep: opt.RateSweepFlag = False,
+    rates: opt.Rates = None,
+    attainment: opt.Attainment = None,
+    requests_out: opt.RequestsOut = None,
+    trace_out: opt.TraceOut = None,
+    trace_all: opt.TraceAll = False,
+    plot_dir: opt.PlotDir = None,
+    step_mode: opt.StepMode = False,
+    json_out: opt.JsonOut = False,
     launch: LaunchOption = None,
-    sensitivity: Annotated[bool, typer.Option("--sensitivity", help=SENSITIVITY_HELP)] = False,
-    json_format: Annotated[
-        str | None,
-        typer.Option(help="JSON key names: infercast (default) or vllm (as `vllm bench serve --save-result`)."),
-    ] = None,
+    sensitivity: opt.Sensitivity = False,
+    json_format: opt.JsonFormat = None,
 ) -> None:
     """Simulate serving under traffic; report vLLM-bench-style TTFT/TPOT/ITL/E2E, throughput and goodput."""
     given = locals()
-    _check_outputs(requests_out, trace_out, plot_dir)
+    outputs = _outputs(given)
+    config = _config(given)
+    if rate_sweep:
+        _sweep(config, given, outputs)
+    else:
+        _run_once(config, given, outputs)
+
+
+def _outputs(given: dict[str, Any]) -> SimulateOutputs:
+    """The outputs asked for, every path checked before the run (a bad one never costs a run or leaves partial
+    results)."""
+    _check_outputs(given["requests_out"], given["trace_out"], given["plot_dir"])
+    json_format = given["json_format"]
     if json_format is not None:
-        if json_format.strip().lower() not in JSON_FORMATS:
-            raise unknown_choice("json_format", json_format, JSON_FORMATS)
+        if json_format.strip().lower() not in opt.JSON_FORMATS:
+            raise unknown_choice("json_format", json_format, opt.JSON_FORMATS)
         json_format = json_format.strip().lower()
-        if rate_sweep and json_format == "vllm":
+        if given["rate_sweep"] and json_format == "vllm":
             raise InfercastError(
                 "vllm bench serve writes one run per file: use it without --rate-sweep", field="json_format"
             )
-    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision, _engine_flags(given))
-    disagg = _disagg(scheduler, given)
-    speculative = _speculative(given)
-    prefix = _prefix(prefix_len, num_prefixes)
-    if not rate_sweep:
-        _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
-    if trace_out is None:
-        _refuse(given, ("trace_all",), "only applies with --trace-out")
-    common = dict(
-        tp=tp,
-        ep=ep,
-        pp=pp,
-        attention_dp=attention_dp,
-        precision=precision,
-        kv_precision=kv_precision,
-        engine=engine_used,
-        scheduler=scheduler,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        block_size=block_size,
-        gpu_memory_utilization=gpu_memory_utilization,
-        prefix_caching=not no_prefix_caching,
-        preemption=preemption,
-        overlap_scheduler=overlap_scheduler,
-        replicas=replicas,
-        router=router,
-        disagg=disagg,
-        speculative=speculative,
-        step_mode=step_mode,
-        stream_token_s=stream_token_seconds(stream_token_us),
-        trace=trace,
-        input_len=_length(input_len, "input_len"),
-        output_len=_length(output_len, "output_len"),
-        num_requests=num_requests,
-        burstiness=burstiness,
-        seed=seed,
-        prefix=prefix,
-    )
-    if rate_sweep:
-        from infercast.sim.rate_sweep import rate_sweep as run_sweep
+    files = {k: given[k] for k in ("requests_out", "trace_out", "plot_dir", "trace_all", "json_out")}
+    return SimulateOutputs(**files, json_format=json_format, sensitivity=given["sensitivity"])
 
+
+def _config(given: dict[str, Any]) -> SimulationConfig:
+    """The run's typed configuration, built from the options (a rate sweep's at rate = inf: it sets the load)."""
+    from infercast.sim.api import simulation_config
+    from infercast.sim.config import ClusterConfig, EngineConfig, ObserveConfig, split_scheduler
+    from infercast.specs.deployment import Deployment
+
+    engine, tp, kv_precision = apply_launch(
+        given["launch"], given["engine"], given["tp"], given["kv_precision"], _engine_flags(given)
+    )
+    disagg = _disagg(given["scheduler"], given)
+    speculative = _speculative(given)
+    prefix = _prefix(given["prefix_len"], given["num_prefixes"])
+    _check_mode(given)
+    stream_token_s = stream_token_seconds(given["stream_token_us"])
+    workload = _workload(given, prefix)
+    sched, disagg = split_scheduler(given["scheduler"], disagg)
+    layout = {k: given[k] for k in ("ep", "precision", "pp", "attention_dp")}
+    dep = Deployment.resolve(given["model"], given["gpu"], tp=tp, kv_precision=kv_precision, engine=engine, **layout)
+    knobs = EngineConfig(
+        sched,
+        **{k: given[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization")},
+        prefix_caching=not given["no_prefix_caching"],
+        preemption=given["preemption"],
+        speculative=speculative,
+        overlap_scheduler=given["overlap_scheduler"],
+    )
+    cluster = ClusterConfig(given["replicas"], given["router"], disagg)
+    observe = ObserveConfig() if given["rate_sweep"] else _observe(given)
+    return simulation_config(
+        dep, workload, knobs, cluster, observe, stream_token_s=stream_token_s, step_mode=given["step_mode"]
+    )
+
+
+def _workload(given: dict[str, Any], prefix: tuple[int, int] | None) -> WorkloadSpec:
+    """The requests: a rate sweep's at rate = inf (all at once: its capacity run), retimed to each rate."""
+    from infercast.sim.workload import WorkloadSpec
+
+    load = dict(rate=math.inf) if given["rate_sweep"] else {k: given[k] for k in ("rate", "concurrency", "offline")}
+    return WorkloadSpec(
+        trace=given["trace"],
+        input_len=_length(given["input_len"], "input_len"),
+        output_len=_length(given["output_len"], "output_len"),
+        num_requests=given["num_requests"],
+        burstiness=given["burstiness"],
+        seed=given["seed"],
+        prefix=prefix,
+        **load,
+    )
+
+
+def _observe(given: dict[str, Any]) -> ObserveConfig:
+    """SLOs, and the step trace and occupancy samples that ``--trace-out`` and ``--plot-dir`` draw."""
+    from infercast.sim.config import ObserveConfig
+
+    trace_steps = (10**12 if given["trace_all"] else 200_000) if given["trace_out"] else 0
+    return ObserveConfig(given["goodput"], trace_steps, 0.05 if (given["trace_out"] or given["plot_dir"]) else 1.0)
+
+
+def _check_mode(given: dict[str, Any]) -> None:
+    """Options of one mode given in the other: a rate sweep's without it, a single run's (the load, per-request
+    files) with it."""
+    if not given["rate_sweep"]:
+        _refuse(given, ("rates", "attainment"), "only applies with --rate-sweep")
+    if given["trace_out"] is None:
+        _refuse(given, ("trace_all",), "only applies with --trace-out")
+    if given["rate_sweep"]:
         _refuse(given, ("rate", "concurrency", "offline"), "not with --rate-sweep, which sets the load (see --rates)")
         _refuse(given, ("requests_out", "trace_out"), "not with --rate-sweep (one run per rate): simulate one --rate")
-        rate_list = parse_float_list("rates", rates)
-        sweep = run_sweep(
-            model, gpu, rates=rate_list, goodput=goodput, attainment=0.9 if attainment is None else attainment, **common
-        )
-        if plot_dir:
-            from infercast.sim.plots import plot_rate_sweep
 
-            make_dir(plot_dir, "plot_dir")
-            plot_rate_sweep(
-                sweep.table, plot_dir / "rate_sweep.png", slo=sweep.slo, slo_capacity=sweep.slo_capacity_req_s
-            )
-            wrote(plot_dir / "rate_sweep.png")
-        if json_out:
-            emit_json(sweep.to_dict())
-        else:
-            _render_sweep(sweep)
-        return
+
+def _sweep(config: SimulationConfig, given: dict[str, Any], outputs: SimulateOutputs) -> None:
+    """``--rate-sweep``: latency against load and the SLO capacity, as a table or JSON, and its plot."""
+    from infercast.sim.rate_sweep import rate_sweep as run_sweep
+
+    rate_list = parse_float_list("rates", given["rates"])
+    attainment = 0.9 if given["attainment"] is None else given["attainment"]
+    sweep = run_sweep(config, rates=rate_list, goodput=given["goodput"], attainment=attainment)
+    if outputs.plot_dir:
+        from infercast.sim.plots import plot_rate_sweep
+
+        make_dir(outputs.plot_dir, "plot_dir")
+        path = outputs.plot_dir / "rate_sweep.png"
+        plot_rate_sweep(sweep.table, path, slo=sweep.slo, slo_capacity=sweep.slo_capacity_req_s)
+        wrote(path)
+    if outputs.json_out:
+        emit_json(sweep.to_dict())
+    else:
+        _render_sweep(sweep)
+
+
+def _run_once(config: SimulationConfig, given: dict[str, Any], outputs: SimulateOutputs) -> None:
+    """One run: its files, then its report (``vllm bench serve`` JSON, infercast JSON or tables)."""
     from infercast.sim.api import run as run_simulation
-    from infercast.sim.api import simulation_config
 
-    config = simulation_config(
-        model,
-        gpu,
-        rate=rate,
-        concurrency=concurrency,
-        offline=offline,
-        goodput=goodput,
-        trace_steps=(10**12 if trace_all else 200_000) if trace_out else 0,
-        sample_interval=0.05 if (trace_out or plot_dir) else 1.0,
-        **common,
-    )
     result = run_simulation(config)
-    _write_outputs(result, requests_out, trace_out, plot_dir, trace_all)
-    if json_format == "vllm":
-        emit_json(_vllm_json(result, rate=rate, burstiness=burstiness, concurrency=concurrency))
+    _write_outputs(result, outputs.requests_out, outputs.trace_out, outputs.plot_dir, outputs.trace_all)
+    if outputs.json_format == "vllm":
+        load = {k: given[k] for k in ("rate", "burstiness", "concurrency")}
+        emit_json(_vllm_json(result, **load))
         return
-    _emit(result, config, json_out, sensitivity)
-
-
-SENSITIVITY_HELP = (
-    "Also run with a KV pool 10 % smaller and larger and report the mean TTFT of each (on by itself when the run "
-    "sits on a KV or batch-slot cliff)."
-)
+    _emit(result, config, outputs.json_out, outputs.sensitivity)
 
 
 def _engine_flags(given: dict[str, Any]) -> dict[str, tuple[Any, str]]:
@@ -296,11 +276,8 @@ def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
     print_settings(config.deployment, config.engine.prefix_caching)
 
 
-JSON_FORMATS = ("infercast", "vllm")
-
-
 def _write_outputs(
-    result, requests_out: Path | None, trace_out: Path | None, plot_dir: Path | None, trace_all: bool
+    result: SimulationResult, requests_out: Path | None, trace_out: Path | None, plot_dir: Path | None, trace_all: bool
 ) -> None:
     """Write the files asked for, each with a 'wrote PATH' line; say what a trace leaves out and how to keep it."""
     if requests_out:
@@ -325,7 +302,7 @@ def _write_outputs(
             wrote(plot_dir / name)
 
 
-def _vllm_json(result, *, rate: float | None, burstiness: float, concurrency: int | None) -> dict:
+def _vllm_json(result: SimulationResult, *, rate: float | None, burstiness: float, concurrency: int | None) -> dict:
     """The run under ``vllm bench serve --save-result`` key names (goodput filled in when SLOs were given)."""
     from infercast.records.bench_results import to_vllm_result
 
@@ -380,7 +357,7 @@ def _speculative(given: dict) -> SpeculativeConfig | None:
             "--draft-cost prices a draft without a model; with --draft-model the draft model's own step time is used",
             field="draft_cost",
         )
-    acceptance = DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
+    acceptance = opt.DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
     extra = {} if given["draft_cost"] is None else {"draft_cost": given["draft_cost"]}
     return SpeculativeConfig(given["spec_tokens"], acceptance, given["draft_model"], **extra)
 
@@ -396,7 +373,7 @@ def _prefix(prefix_len: int | None, num_prefixes: int | None) -> tuple[int, int]
     return prefix_sizes(1 if num_prefixes is None else num_prefixes, tokens, fields=("num_prefixes", "prefix_len"))
 
 
-def _render_sweep(sweep) -> None:
+def _render_sweep(sweep: RateSweep) -> None:
     t = Table(title="Latency vs request rate" + (f" (SLO: {sweep.slo.describe()})" if sweep.slo else ""))
     for col in ("rate", "throughput", "goodput", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "saturated"):
         t.add_column(col, justify="right")

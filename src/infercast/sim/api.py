@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,20 +11,26 @@ import pandas as pd
 from infercast.analysis.error_bands import Confidence, deployment_confidence
 from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, nearest
 from infercast.sim.cliff import find_cliff
 from infercast.sim.cluster import Coordinator, Router
-from infercast.sim.config import ClusterConfig, DisaggConfig, EngineConfig, KVLink, ObserveConfig, SimulationConfig
+from infercast.sim.config import (
+    ClusterConfig,
+    DisaggConfig,
+    EngineConfig,
+    KVLink,
+    ObserveConfig,
+    SimulationConfig,
+    split_scheduler,
+)
 from infercast.sim.fit_check import refuse_unservable
 from infercast.sim.metrics import SLO, latency_stats, request_metrics
 from infercast.sim.recorder import Recorder
 from infercast.sim.replica import Replica
 from infercast.sim.saturation import saturation
-from infercast.sim.scheduler import scheduler_name
-from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.state import RequestTable
 from infercast.sim.summary import LatencyStats, SimulationSummary
-from infercast.sim.workload import LengthLike, PrefixSpec, Workload, WorkloadSpec
+from infercast.sim.workload import WORKLOAD_FIELDS, Workload, WorkloadSpec
 from infercast.specs.deployment import Deployment, check_tp_on_hardware
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
@@ -90,134 +95,112 @@ def simulate(
     **options: Any,
 ) -> SimulationResult:
     """Simulate serving under a workload: ``simulate(config)`` with a :class:`SimulationConfig`, or
-    ``simulate(model, gpu, **options)`` with the keywords of :func:`simulation_config`."""
+    ``simulate(model, gpu, **options)`` with the keywords of :func:`config_from_keywords`."""
     if isinstance(model, SimulationConfig):
         if gpu is not None or options:
             raise InfercastError("give a SimulationConfig alone, or a model and gpu with keywords", field="config")
         return run(model)
     if gpu is None:
         raise InfercastError("needs a gpu (or a SimulationConfig)", field="gpu")
-    return run(simulation_config(model, gpu, **options))
+    return run(config_from_keywords(model, gpu, **options))
 
 
 def simulation_config(
-    model: str | ModelSpec,
-    gpu: str | HardwareSpec,
+    deployment: Deployment,
+    workload: WorkloadSpec | Workload,
+    engine: EngineConfig | None = None,
+    cluster: ClusterConfig | None = None,
+    observe: ObserveConfig | None = None,
     *,
-    tp: int = 1,
-    ep: int = 1,
-    pp: int = 1,
-    attention_dp: int = 1,
-    precision: str | None = None,
-    kv_precision: str | None = None,
-    engine: str = "vllm",
-    scheduler: str | None = None,
-    workload: Workload | None = None,
-    trace: str | Path | None = None,
-    input_len: LengthLike | None = None,
-    output_len: LengthLike | None = None,
-    num_requests: int | None = None,
-    rate: float | None = None,
-    burstiness: float = 1.0,
-    concurrency: int | None = None,
-    offline: bool = False,
-    arrival: str | None = None,
-    seed: int = 0,
-    prefix: PrefixSpec | None = None,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    block_size: int | None = None,
-    gpu_memory_utilization: float | None = None,
-    prefix_caching: bool = True,
-    preemption: str = "recompute",
-    replicas: int = 1,
-    router: str = "round_robin",
-    disagg: DisaggConfig | None = None,
-    goodput: list[str] | str | None = None,
-    speculative: SpeculativeConfig | None = None,
-    overlap_scheduler: bool | None = None,
-    step_mode: bool = False,
-    trace_steps: int = 0,
-    sample_interval: float = 1.0,
     profile: CostProfile | None = None,
     stream_token_s: float | None = None,
+    step_mode: bool = False,
 ) -> SimulationConfig:
-    """A :class:`SimulationConfig` from flat keywords (the ``infercast simulate`` options by their API names).
+    """A :class:`SimulationConfig` from its parts, with the API server's front-end priced in the profile.
 
-    The requests: the keywords of :class:`~infercast.sim.workload.WorkloadSpec` (``workload`` / ``trace`` /
-    ``input_len`` + ``output_len``, ``num_requests``, ``rate`` / ``concurrency`` / ``offline``, ``arrival``,
-    ``burstiness``, ``prefix``, ``seed``); options that would be ignored or conflict are errors.
-    ``scheduler``: static | prefill-first (continuous batching, whole prompts first) | chunked (chunked
-    prefill) | inflight (whole prompts beside the decodes, KV reserved for prompt + output: TensorRT-LLM) |
-    disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill); None: the engine
-    preset's ``scheduler``.
-    ``pp`` / ``attention_dp``: a replica spans ``pp`` pipeline stages of ``tp x attention_dp`` GPUs (see
-    :meth:`Deployment.resolve`); its steps cost what the cost layer charges such a layout (micro-batches crossing
-    every stage). Disaggregated pools take TP only.
-    ``overlap_scheduler``: the engine plans step k + 1 while step k runs, so a request arriving during a step
-    joins the step after next (None: the preset's, off in every preset: see docs/accuracy-notes.md).
-    ``stream_token_s``: seconds of the API server's front-end per streamed token (0: none; None: the profile's,
-    TensorRT-LLM's fitted one, none for the others; :mod:`infercast.cost.front_end`).
-    ``step_mode``: step token by token (same results, slow; used to check the fast path).
+    ``stream_token_s``: seconds of the front-end per streamed token (0: none; None: the profile's, TensorRT-LLM's
+    fitted one, none for the others; :mod:`infercast.cost.front_end`). Disaggregated pools (``cluster.disagg``)
+    take tensor parallelism only: a deployment with ``pp`` or ``attention_dp`` is refused.
     """
-    spec = WorkloadSpec(
-        workload=workload,
-        trace=trace,
-        input_len=input_len,
-        output_len=output_len,
-        num_requests=num_requests,
-        rate=rate,
-        burstiness=burstiness,
-        concurrency=concurrency,
-        offline=offline,
-        arrival=arrival,
-        seed=seed,
-        prefix=prefix,
-    )
-    sched = None if scheduler is None else scheduler_name(scheduler, extra=("disagg",))
-    if disagg is not None and sched != "disagg":
-        raise InfercastError(f"a DisaggConfig needs scheduler='disagg' (got {sched!r})", field="disagg")
-    if sched == "disagg":
-        disagg = DisaggConfig() if disagg is None else disagg
-        if not isinstance(disagg, DisaggConfig):
-            raise InfercastError(f"must be a DisaggConfig, got {type(disagg).__name__}", field="disagg")
-        sched = "chunked"
-    dep = Deployment.resolve(
-        model,
-        gpu,
-        tp=tp,
-        ep=ep,
-        precision=precision,
-        kv_precision=kv_precision,
-        engine=engine,
-        pp=pp,
-        attention_dp=attention_dp,
-    )
-    if disagg is not None and (dep.pp > 1 or dep.attention_dp > 1):
+    cluster = ClusterConfig() if cluster is None else cluster
+    if cluster.disagg is not None and (deployment.pp > 1 or deployment.attention_dp > 1):
         raise InfercastError(
             "disaggregated pools are sized by tensor parallelism only; drop pp / attention_dp or the disagg scheduler",
-            field="pp" if dep.pp > 1 else "attention_dp",
+            field="pp" if deployment.pp > 1 else "attention_dp",
         )
-    engine_config = EngineConfig(
-        sched,
-        max_num_seqs,
-        max_num_batched_tokens,
-        block_size,
-        gpu_memory_utilization,
-        prefix_caching,
-        preemption,
-        speculative,
-        overlap_scheduler,
-    )
-    profile = with_front_end(profile, dep, stream_token_s)
     return SimulationConfig(
+        deployment,
+        WorkloadSpec(workload=workload) if isinstance(workload, Workload) else workload,
+        EngineConfig() if engine is None else engine,
+        cluster,
+        ObserveConfig() if observe is None else observe,
+        with_front_end(profile, deployment, stream_token_s),
+        step_mode,
+    )
+
+
+LAYOUT_KEYWORDS = ("tp", "ep", "pp", "attention_dp", "precision", "kv_precision", "engine")
+"""Keywords of :meth:`Deployment.resolve` that :func:`config_from_keywords` takes."""
+ENGINE_KEYWORDS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "gpu_memory_utilization",
+    "prefix_caching",
+    "preemption",
+    "speculative",
+    "overlap_scheduler",
+)
+"""Keywords of :class:`EngineConfig` (besides ``scheduler``) that :func:`config_from_keywords` takes."""
+OBSERVE_KEYWORDS = ("goodput", "trace_steps", "sample_interval")
+RUN_KEYWORDS = ("scheduler", "replicas", "router", "disagg", "profile", "stream_token_s", "step_mode")
+SIMULATE_KEYWORDS = (*WORKLOAD_FIELDS, *LAYOUT_KEYWORDS, *ENGINE_KEYWORDS, *OBSERVE_KEYWORDS, *RUN_KEYWORDS)
+"""Every keyword of ``simulate(model, gpu, ...)``."""
+
+
+def config_from_keywords(model: str | ModelSpec, gpu: str | HardwareSpec, **options: Any) -> SimulationConfig:
+    """A :class:`SimulationConfig` from flat keywords (the ``infercast simulate`` options by their API names): the
+    one place where ``simulate(model, gpu, ...)``'s keywords become typed parts.
+
+    * the requests: the fields of :class:`~infercast.sim.workload.WorkloadSpec` (``workload`` / ``trace`` /
+      ``input_len`` + ``output_len``, ``num_requests``, ``rate`` / ``concurrency`` / ``offline``, ``arrival``,
+      ``burstiness``, ``prefix``, ``seed``); options that would be ignored or conflict are errors;
+    * the layout: ``tp``, ``ep``, ``pp``, ``attention_dp``, ``precision``, ``kv_precision``, ``engine``
+      (:meth:`Deployment.resolve`): a replica spans ``pp`` pipeline stages of ``tp x attention_dp`` GPUs; its
+      steps cost what the cost layer charges such a layout;
+    * the engine: the fields of :class:`EngineConfig` (``max_num_seqs``, ..., ``overlap_scheduler``) and
+      ``scheduler``: static | prefill-first (continuous batching, whole prompts first) | chunked (chunked
+      prefill) | inflight (whole prompts beside the decodes, KV reserved for prompt + output: TensorRT-LLM) |
+      disagg (separate prefill and decode pools, sized by ``disagg``; both run chunked prefill); None: the
+      engine preset's ``scheduler``;
+    * the cluster: ``replicas``, ``router``, ``disagg`` (:class:`ClusterConfig`); what is observed: ``goodput``,
+      ``trace_steps``, ``sample_interval`` (:class:`ObserveConfig`);
+    * ``profile``, ``stream_token_s``, ``step_mode`` (step token by token: same results, slow; used to check
+      the fast path): see :func:`simulation_config`.
+
+    An unknown keyword is an :class:`InfercastError` naming it.
+    """
+    for name in options:
+        if name not in SIMULATE_KEYWORDS:
+            close = nearest(name, SIMULATE_KEYWORDS)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise InfercastError(f"not an option of simulate{hint}", field=name, allowed=SIMULATE_KEYWORDS)
+
+    def take(names: tuple[str, ...]) -> dict[str, Any]:
+        return {k: options[k] for k in names if k in options}
+
+    spec = WorkloadSpec(**take(WORKLOAD_FIELDS))
+    sched, disagg = split_scheduler(options.get("scheduler"), options.get("disagg"))
+    dep = Deployment.resolve(model, gpu, **take(LAYOUT_KEYWORDS))
+    return simulation_config(
         dep,
         spec,
-        engine_config,
-        ClusterConfig(replicas, router, disagg),
-        ObserveConfig(goodput if isinstance(goodput, SLO) else SLO.parse(goodput), trace_steps, sample_interval),
-        profile,
-        step_mode,
+        EngineConfig(sched, **take(ENGINE_KEYWORDS)),
+        ClusterConfig(**take(("replicas", "router")), disagg=disagg),
+        ObserveConfig(**take(OBSERVE_KEYWORDS)),
+        profile=options.get("profile"),
+        stream_token_s=options.get("stream_token_s"),
+        step_mode=options.get("step_mode", False),
     )
 
 
@@ -225,9 +208,22 @@ def run(config: SimulationConfig) -> SimulationResult:
     """Run one simulation (see :class:`SimulationConfig`)."""
     work = config.workload.build()
     _check_lengths(work, config.deployment.model)
-    seed = config.workload.seed
-    table = RequestTable(work, seed)
+    table = RequestTable(work, config.workload.seed)
     recorder = Recorder(trace_limit=config.observe.trace_steps, sample_interval=config.observe.sample_interval)
+    coord, reps, pools = _cluster(config, work, table, recorder)
+    coord.run()
+    table.freeze()
+    description = _describe(config, reps, pools, work)
+    summary = summarize(table, recorder, reps, config.observe.goodput, work, pools.get("prefill_instances", 0))
+    conf = _confidence(config.deployment, summary, reps, pools, work)
+    result = SimulationResult(summary, table, recorder, description, reps, config, conf)
+    return _on_cliff(result, work, config.cluster.disagg)
+
+
+def _cluster(
+    config: SimulationConfig, work: Workload, table: RequestTable, recorder: Recorder
+) -> tuple[Coordinator, list[Replica], dict[str, Any]]:
+    """The replicas and the coordinator that routes to them; for disaggregated pools, their sizes."""
     dep, engine, cluster = config.deployment, config.engine, config.cluster
 
     def make(rid: int, tp: int | None, engine: EngineConfig) -> Replica:
@@ -238,42 +234,42 @@ def run(config: SimulationConfig) -> SimulationResult:
             table,
             recorder,
             profile=config.profile,
-            seed=seed,
+            seed=config.workload.seed,
             step_mode=config.step_mode,
         )
 
-    pools: dict[str, Any] = {}
     disagg = cluster.disagg
-    if disagg is not None:
-        pool = replace(engine, scheduler="chunked")  # both pools run chunked prefill
-        pre = [make(r, disagg.prefill_tp, pool) for r in range(disagg.prefill_instances)]
-        dec = [make(disagg.prefill_instances + r, disagg.decode_tp, pool) for r in range(disagg.decode_instances)]
-        coord = Coordinator(
-            table,
-            pre,
-            Router(cluster.router, table),
-            decode_replicas=dec,
-            decode_router=Router("least_outstanding", table),
-            kv_link=disagg.link,
-            closed_loop=work.closed_loop,
-        )
-        refuse_unservable(table, pre, decode=False)
-        refuse_unservable(table, dec)
-        reps = pre + dec
-        pools = {
-            "prefill_instances": len(pre),
-            "decode_instances": len(dec),
-            "prefill_tp": pre[0].deployment.tp,
-            "decode_tp": dec[0].deployment.tp,
-        }
-    else:
+    if disagg is None:
         reps = [make(r, None, engine) for r in range(cluster.replicas)]
         refuse_unservable(table, reps)
-        coord = Coordinator(table, reps, Router(cluster.router, table), closed_loop=work.closed_loop)
-    coord.run()
-    table.freeze()
-    dep0 = reps[0].deployment
-    description = {
+        return Coordinator(table, reps, Router(cluster.router, table), closed_loop=work.closed_loop), reps, {}
+    pool = replace(engine, scheduler="chunked")  # both pools run chunked prefill
+    pre = [make(r, disagg.prefill_tp, pool) for r in range(disagg.prefill_instances)]
+    dec = [make(disagg.prefill_instances + r, disagg.decode_tp, pool) for r in range(disagg.decode_instances)]
+    coord = Coordinator(
+        table,
+        pre,
+        Router(cluster.router, table),
+        decode_replicas=dec,
+        decode_router=Router("least_outstanding", table),
+        kv_link=disagg.link,
+        closed_loop=work.closed_loop,
+    )
+    refuse_unservable(table, pre, decode=False)
+    refuse_unservable(table, dec)
+    pools = {
+        "prefill_instances": len(pre),
+        "decode_instances": len(dec),
+        "prefill_tp": pre[0].deployment.tp,
+        "decode_tp": dec[0].deployment.tp,
+    }
+    return coord, pre + dec, pools
+
+
+def _describe(config: SimulationConfig, reps: list[Replica], pools: dict[str, Any], work: Workload) -> dict[str, Any]:
+    """The flat description of the run (JSON output, plot captions)."""
+    dep, dep0 = config.deployment, reps[0].deployment
+    return {
         "model": dep0.model.id,
         "gpu": dep0.hardware.id,
         "tp": dep.tp,
@@ -286,14 +282,19 @@ def run(config: SimulationConfig) -> SimulationResult:
         "scheduler": config.scheduler,
         "replicas": len(reps),
         **pools,
-        "router": cluster.router,
+        "router": config.cluster.router,
         "max_num_seqs": reps[0].max_seqs,
         "max_num_batched_tokens": reps[0].max_batched_tokens,
         "kv_blocks_per_replica": reps[0].kv.num_blocks,
         "block_size": reps[0].bs,
         "workload": work.name,
     }
-    summary = summarize(table, recorder, reps, config.observe.goodput, work, pools.get("prefill_instances", 0))
+
+
+def _confidence(
+    dep: Deployment, summary: SimulationSummary, reps: list[Replica], pools: dict[str, Any], work: Workload
+) -> Confidence:
+    """Expected error of the run's means in its regime (:func:`deployment_confidence`)."""
     # load level: the closed loop's clients, else the mean number of running sequences; near saturation when
     # the KV cache ran out (preemptions) or an open-loop run fell behind its arrivals
     load = work.closed_loop or max(1, round(summary["mean_decode_batch"]))
@@ -304,8 +305,7 @@ def run(config: SimulationConfig) -> SimulationResult:
         "output_tokens_per_s": summary.output_throughput_tok_s / pools.get("decode_instances", len(reps)),
     }
     front_end = _front_end_load(reps, summary.duration_s)
-    conf = deployment_confidence(dep, load, rates=rates, saturated=bool(queued), front_end=front_end)
-    return _on_cliff(SimulationResult(summary, table, recorder, description, reps, config, conf), work, disagg)
+    return deployment_confidence(dep, load, rates=rates, saturated=bool(queued), front_end=front_end)
 
 
 def _on_cliff(result: SimulationResult, work: Workload, disagg: DisaggConfig | None) -> SimulationResult:
@@ -426,6 +426,7 @@ __all__ = [
     "SimulationConfig",
     "SimulationResult",
     "SimulationSummary",
+    "config_from_keywords",
     "run",
     "saturation",
     "simulate",

@@ -114,6 +114,19 @@ class DisaggConfig:
         _require_type("link", self.link, KVLink, "a KVLink")
 
 
+def split_scheduler(scheduler: str | None, disagg: DisaggConfig | None) -> tuple[str | None, DisaggConfig | None]:
+    """The replicas' scheduler and pools from a scheduler name that may be ``disagg`` (prefill and decode pools,
+    sized by ``disagg``, default one of each, both running chunked prefill); a ``disagg`` config needs it."""
+    sched = None if scheduler is None else scheduler_name(scheduler, extra=("disagg",))
+    if disagg is not None and sched != "disagg":
+        raise InfercastError(f"a DisaggConfig needs scheduler='disagg' (got {sched!r})", field="disagg")
+    if sched != "disagg":
+        return sched, None
+    disagg = DisaggConfig() if disagg is None else disagg
+    _require_type("disagg", disagg, DisaggConfig, "a DisaggConfig")
+    return "chunked", disagg
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """How replicas are arranged: ``replicas`` behind a ``router``, or prefill and decode pools (``disagg``)."""
@@ -204,4 +217,5 @@ __all__ = [
     "EngineConfig",
     "ObserveConfig",
     "SimulationConfig",
+    "split_scheduler",
 ]

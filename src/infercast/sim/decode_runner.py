@@ -10,6 +10,7 @@ the blocks it grows into allocated in one go (:class:`~infercast.sim.blocks.Bloc
 from __future__ import annotations
 
 import math
+from array import array
 from typing import TYPE_CHECKING
 
 from infercast.sim.decode_cost import DecodeSpan, steps_to_reach
@@ -53,22 +54,15 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     end a span; when nothing else could be scheduled afterwards (no queue, no prefill, no closed-loop
     client waiting) the next span starts here instead of in the replica's loop.
     """
-    batch, blocks, rec, table = rep.decoding, rep.blocks, rep.rec, rep.decode_table
-    kv = blocks.kv
-    arrivals = rep.scheduler.continuous
-    visible = rep.table.visible
-    window = rep.window
-    gaps = rec.gaps
-    pending, skip = rep.pending, rep.skip
-    waiting, swapped = rep.waiting, rep.table.swapped
-    swaps = rep.config.preemption == "swap"
-    limited = t_limit < math.inf
+    batch, blocks, table = rep.decoding, rep.blocks, rep.decode_table
+    kv, ramps = blocks.kv, rep.rec.gaps.ramp_buffer(table.num_varying)
+    arrivals, visible, pending = rep.scheduler.continuous, rep.table.visible, rep.pending
+    waiting, swapped, swaps = rep.waiting, rep.table.swapped, rep.config.preemption == "swap"
+    window, skip, limited, overlap = rep.window, rep.skip, t_limit < math.inf, rep.overlap
     one_line = rep.one_line
-    single = one_line is not None
-    simple_lines = single and not window
+    simple_lines = one_line is not None and not window
     if one_line is not None:
         const_f, c0_f, m0_f, cs_f, ms_f = one_line
-    ramps = gaps.ramp_buffer(table.num_varying)
     while True:
         n = batch.n
         s = float(batch.sum_base + n * batch.D)
@@ -87,9 +81,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
                 k = 1  # blocks a preemption freed just now let the inbox's head join before the second step
         line = None
         if simple_lines:
-            # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps,
-            # the span is one arithmetic series (the common case: no objects made, deadlines solved by
-            # decode_cost.steps_to_reach); otherwise the general DecodeSpan below
+            # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps, the span
+            # is one arithmetic series (the common case: no objects made, deadlines by decode_cost.steps_to_reach)
             const, cs, ms = const_f[n], cs_f[n], ms_f[n]
             ca, dca = c0_f[n] + cs * s, cs * n
             ma, dma = m0_f[n] + ms * s, ms * n
@@ -104,21 +97,9 @@ def decode_span(rep: Replica, t_limit: float) -> None:
                         k = steps_to_reach(base, slope, until, k)
                 if k > 1 and limited:
                     k = steps_to_reach(base, slope, t_limit - origin, k)
-        if line is None:
-            span = DecodeSpan(
-                table, n, s, float(batch.window_sum()) if window else s, n, batch.n_below if window else n
-            )
-            const, line = span.const, span.lines[0] if single else None
-            first = span.step(0)
-            if k > 1:
-                if window:
-                    k = min(k, batch.steps_to_window())
-                if arrivals and pending:
-                    k = span.steps_until(visible[pending[0]] - origin, k, first)
-                if limited:
-                    k = span.steps_until(t_limit - origin, k, first)
-        else:
-            span = None
+        span = None
+        if line is None:  # several lines, a window, or the top line changes within the span
+            span, const, line, first, k = _general_span(rep, n, s, k, origin, t_limit)
         now = blocks.reserved  # the first step's growth, reserved by Replica.ensure_decode_blocks
         if k > 1:
             grown = batch.growth_over(k)
@@ -136,55 +117,102 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             first += swap
             total += swap
         end = start + total
-        if rep.overlap:  # where the span's last step started (an overlap scheduler's admission cut-off)
-            if k == 1:
-                rep.last_step_start = start
-            else:
-                rep.last_step_start = end - (span.step(k - 1) if span is not None else base + slope * (k - 1))
-        # gaps: every sequence sees every step of the span; the first step's gap is measured from each
-        # sequence's last token (the last decode step, or its own first token if it just joined)
-        if not batch.joined and not swap and batch.last_decode == start:
-            j0 = 0  # every sequence's previous token came out at the last decode step: one ramp
-        else:
-            j0 = 1
-            decode_gaps(rep, start + first)
-        if k > j0:  # steps j0..k-1, each a gap of every sequence: (j0, j1, weight, const, lines...)
-            if line is not None:  # set exactly when the replica has one line (single)
-                ramps.extend((j0, k, n, const, line[0], line[1], line[2], line[3]))
-            else:
-                assert span is not None  # several lines: priced by a DecodeSpan
-                ramps.extend((j0, k, n, const))
-                for each in span.lines:
-                    ramps.extend(each)
+        if overlap and k == 1:  # where the span's last step started (an overlap scheduler's admission cut-off)
+            rep.last_step_start = start
+        elif overlap:
+            rep.last_step_start = end - (span.step(k - 1) if span is not None else base + slope * (k - 1))
+        if not _book_span(rep, ramps, n, k, grown, start, end, first, total, swap, const, line, span, t_limit):
+            return
+
+
+def _general_span(
+    rep: Replica, n: int, s: float, k: int, origin: float, t_limit: float
+) -> tuple[DecodeSpan, float, tuple | None, float, int]:
+    """A span priced by a :class:`DecodeSpan` (several lines, a window, or a line that does not stay on top):
+    the span, its constant, its line when the replica has one, its first step's time and its steps (``k`` cut
+    at the next window crossing, arrival or ``t_limit``)."""
+    batch, window = rep.decoding, rep.window
+    span = DecodeSpan(
+        rep.decode_table, n, s, float(batch.window_sum()) if window else s, n, batch.n_below if window else n
+    )
+    first = span.step(0)
+    if k > 1:
         if window:
-            batch.advance(k, grown)
-        else:  # DecodeSet.advance without window crossings
-            batch.held += grown
-            batch.D += k
-        batch.last_decode = end
-        rep.t = end
-        rep.busy += total
-        if rec.tracing:
-            rec.step(StepRecord(rep.rid, start, total, "decode", 0, n, steps=k))
+            k = min(k, batch.steps_to_window())
+        if rep.scheduler.continuous and rep.pending:
+            k = span.steps_until(rep.table.visible[rep.pending[0]] - origin, k, first)
+        if t_limit < math.inf:
+            k = span.steps_until(t_limit - origin, k, first)
+    return span, span.const, span.lines[0] if rep.one_line is not None else None, first, k
+
+
+def _book_span(
+    rep: Replica,
+    ramps: array,
+    n: int,
+    k: int,
+    grown: int,
+    start: float,
+    end: float,
+    first: float,
+    total: float,
+    swap: float,
+    const: float,
+    line: tuple | None,
+    span: DecodeSpan | None,
+    t_limit: float,
+) -> bool:
+    """Book a span of ``k`` steps of ``n`` sequences from ``start`` to ``end`` (the first step ``first``
+    seconds, ``swap`` of it a swap-in): its token gaps, the batch's growth by ``grown`` blocks, the clock, the
+    recorder, the front-end, completions and the occupancy sample. True when the next span starts here: a
+    sequence finished and nothing else could be scheduled (see :func:`decode_span`)."""
+    batch, rec = rep.decoding, rep.rec
+    # gaps: every sequence sees every step of the span; the first step's gap is measured from each
+    # sequence's last token (the last decode step, or its own first token if it just joined)
+    if not batch.joined and not swap and batch.last_decode == start:
+        j0 = 0  # every sequence's previous token came out at the last decode step: one ramp
+    else:
+        j0 = 1
+        decode_gaps(rep, start + first)
+    if k > j0:  # steps j0..k-1, each a gap of every sequence: (j0, j1, weight, const, lines...)
+        if line is not None:  # set exactly when the replica has one line (single)
+            ramps.extend((j0, k, n, const, line[0], line[1], line[2], line[3]))
         else:
-            rec.step_count += k
-            rec.busy_time += total
-            rec.decode_seqs += n * k
-        if rep.front_end is not None:
-            rep.stream_delay = rep.front_end.emit(start, end, n, k, first)
-        finished = batch.heap[0][0] <= batch.D and rep.complete(end)
-        if end >= rep.next_sample:
-            rep.next_sample = rec.sample(rep.rid, end, kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
-        if not (finished and skip and batch.n and not rep.waiting and not rep.prefilling and end < t_limit):
-            return
-        if rep.inbox:  # freed room may take a prefilled request (disaggregated decode pool)
-            return
-        if (pending and visible[pending[0]] <= end) or rep.yield_on_event:
-            return
-        if batch.residue[(-batch.D) % batch.bs] != blocks.reserved:
-            rep.ensure_decode_blocks()
-            if rep.waiting or not batch.n:  # a preemption queued work for the scheduler
-                return
+            assert span is not None  # several lines: priced by a DecodeSpan
+            ramps.extend((j0, k, n, const))
+            for each in span.lines:
+                ramps.extend(each)
+    if rep.window:
+        batch.advance(k, grown)
+    else:  # DecodeSet.advance without window crossings
+        batch.held += grown
+        batch.D += k
+    batch.last_decode = end
+    rep.t = end
+    rep.busy += total
+    if rec.tracing:
+        rec.step(StepRecord(rep.rid, start, total, "decode", 0, n, steps=k))
+    else:
+        rec.step_count += k
+        rec.busy_time += total
+        rec.decode_seqs += n * k
+    if rep.front_end is not None:
+        rep.stream_delay = rep.front_end.emit(start, end, n, k, first)
+    finished = batch.heap[0][0] <= batch.D and rep.complete(end)
+    if end >= rep.next_sample:
+        rep.next_sample = rec.sample(rep.rid, end, rep.blocks.kv.used, batch.n, len(rep.waiting), len(rep.prefilling))
+    if not (finished and rep.skip and batch.n and not rep.waiting and not rep.prefilling and end < t_limit):
+        return False
+    if rep.inbox:  # freed room may take a prefilled request (disaggregated decode pool)
+        return False
+    pending = rep.pending
+    if (pending and rep.table.visible[pending[0]] <= end) or rep.yield_on_event:
+        return False
+    if batch.residue[(-batch.D) % batch.bs] != rep.blocks.reserved:
+        rep.ensure_decode_blocks()
+        if rep.waiting or not batch.n:  # a preemption queued work for the scheduler
+            return False
+    return True
 
 
 def speculative_step(rep: Replica) -> None:

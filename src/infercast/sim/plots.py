@@ -160,91 +160,15 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
         raise InfercastError(f"must be > 0, got {bin_s}", field="bin_s")
     fig, axes = _figure(3, 1, (11, 8.6), sharex=True)
     ax_tp, ax_kv, ax_q = axes[:, 0]
-
-    # throughput
     if len(done) and end > start:
-        width = bin_s or _nice_bin((end - start) / 100)
-        edges = np.arange(start, end + width, width)
-        if edges.size < 2:
-            edges = np.array([start, start + width])
-        tok = _token_rate(
-            done["first_token_s"].to_numpy(), done["finish_s"].to_numpy(), done["output_tokens"].to_numpy(), edges
-        )
-        req = np.histogram(done["finish_s"].to_numpy(), bins=edges)[0] / width
-        ax_tp.stairs(tok, edges, color="C0", lw=1.6, label="output tokens/s (left)")
-        ax_tp.set_ylabel("output tokens/s")
-        ax_tp.set_ylim(bottom=0)
-        ax_req = ax_tp.twinx()
-        ax_req.stairs(req, edges, color="C3", lw=0.9, alpha=0.55, label="completed requests/s (right)")
-        ax_req.set_ylabel("completed requests/s")
-        ax_req.set_ylim(bottom=0)
-        h1, l1 = ax_tp.get_legend_handles_labels()
-        h2, l2 = ax_req.get_legend_handles_labels()
-        ax_tp.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
-        ax_tp.set_title(f"Throughput ({_fmt_bin(width)} bins)", fontsize=10)
+        _plot_throughput(ax_tp, done, start, end, bin_s)
     else:
         _no_data(ax_tp, "completed requests")
-
-    # KV occupancy and queues
     if occ.empty:
         _no_data(ax_kv, "occupancy samples (simulate with sample_interval > 0)")
         _no_data(ax_q, "occupancy samples")
     else:
-        total = result.config.get("kv_blocks_per_replica") or 0
-        replicas = sorted(occ["replica"].unique())
-        many = len(replicas) > 4
-        for i, rep in enumerate(replicas):
-            g = occ[occ["replica"] == rep].sort_values("t")
-            t = g["t"].to_numpy()
-            tag = "" if len(replicas) == 1 else f"replica {rep}"
-            kw: dict[str, Any] = {"drawstyle": "steps-post", "lw": 0.8 if many else 1.4}
-            if many:
-                kw["alpha"] = 0.6
-            if total:
-                ax_kv.plot(
-                    t,
-                    100.0 * g["kv_blocks"].to_numpy() / total,
-                    color=f"C{i % 10}",
-                    label=(tag or "KV blocks in use") if not many or i == 0 else None,
-                    **kw,
-                )
-            else:
-                ax_kv.plot(t, g["kv_blocks"].to_numpy(), color=f"C{i % 10}", label=tag or None, **kw)
-            ax_q.plot(
-                t,
-                g["running"].to_numpy(),
-                color="C2" if len(replicas) == 1 else f"C{i % 10}",
-                label=f"running{' · ' + tag if tag else ''}" if not many or i == 0 else None,
-                **kw,
-            )
-            ax_q.plot(
-                t,
-                g["waiting"].to_numpy(),
-                color="C1" if len(replicas) == 1 else f"C{i % 10}",
-                ls="--",
-                label=f"waiting{' · ' + tag if tag else ''}" if not many or i == 0 else None,
-                **kw,
-            )
-        if total:
-            peak = 100.0 * float(occ["kv_blocks"].max()) / total
-            ax_kv.set_ylabel("KV cache in use (%)")
-            ax_kv.set_ylim(0, min(105.0, max(5.0, peak * 1.25)))
-            ax_kv.set_title(f"KV-cache occupancy (% of {total:,} blocks per replica; peak {peak:.1f}%)", fontsize=10)
-        else:
-            ax_kv.set_ylabel("KV blocks in use")
-            ax_kv.set_title("KV-cache occupancy", fontsize=10)
-        from matplotlib.ticker import MaxNLocator
-
-        ax_q.set_ylabel("sequences")
-        ax_q.set_ylim(bottom=0)
-        ax_q.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax_q.set_title(
-            "Running (in the batch) and waiting (queued) sequences"
-            + (" — solid: running, dashed: waiting" if len(replicas) > 1 else ""),
-            fontsize=10,
-        )
-        ax_kv.legend(loc="upper left", fontsize=8)
-        ax_q.legend(loc="upper left", fontsize=8, ncol=2 if len(replicas) > 1 else 1)
+        _plot_occupancy(ax_kv, ax_q, occ, result.config.get("kv_blocks_per_replica") or 0)
     for ax in (ax_tp, ax_kv, ax_q):
         ax.grid(True, alpha=0.25)
     ax_q.set_xlabel("simulated time (s)")
@@ -252,6 +176,88 @@ def plot_timeline(result: SimulationResult, path: str | Path, *, bin_s: float | 
         ax_q.set_xlim(start, end)
     fig.suptitle(f"Timeline — {run_label(result.config)}", fontsize=10)
     return _save(fig, path)
+
+
+def _plot_throughput(ax_tp: Axes, done: pd.DataFrame, start: float, end: float, bin_s: float | None) -> None:
+    """Output tokens/s (left axis) and completed requests/s (right axis) of the finished requests ``done``."""
+    width = bin_s or _nice_bin((end - start) / 100)
+    edges = np.arange(start, end + width, width)
+    if edges.size < 2:
+        edges = np.array([start, start + width])
+    tok = _token_rate(
+        done["first_token_s"].to_numpy(), done["finish_s"].to_numpy(), done["output_tokens"].to_numpy(), edges
+    )
+    req = np.histogram(done["finish_s"].to_numpy(), bins=edges)[0] / width
+    ax_tp.stairs(tok, edges, color="C0", lw=1.6, label="output tokens/s (left)")
+    ax_tp.set_ylabel("output tokens/s")
+    ax_tp.set_ylim(bottom=0)
+    ax_req = ax_tp.twinx()
+    ax_req.stairs(req, edges, color="C3", lw=0.9, alpha=0.55, label="completed requests/s (right)")
+    ax_req.set_ylabel("completed requests/s")
+    ax_req.set_ylim(bottom=0)
+    h1, l1 = ax_tp.get_legend_handles_labels()
+    h2, l2 = ax_req.get_legend_handles_labels()
+    ax_tp.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
+    ax_tp.set_title(f"Throughput ({_fmt_bin(width)} bins)", fontsize=10)
+
+
+def _plot_occupancy(ax_kv: Axes, ax_q: Axes, occ: pd.DataFrame, total: int) -> None:
+    """KV blocks in use (% of ``total`` blocks per replica when known) and running / waiting sequences, per
+    replica, from the occupancy samples ``occ``."""
+    replicas = sorted(occ["replica"].unique())
+    many = len(replicas) > 4
+    for i, rep in enumerate(replicas):
+        g = occ[occ["replica"] == rep].sort_values("t")
+        t = g["t"].to_numpy()
+        tag = "" if len(replicas) == 1 else f"replica {rep}"
+        kw: dict[str, Any] = {"drawstyle": "steps-post", "lw": 0.8 if many else 1.4}
+        if many:
+            kw["alpha"] = 0.6
+        if total:
+            ax_kv.plot(
+                t,
+                100.0 * g["kv_blocks"].to_numpy() / total,
+                color=f"C{i % 10}",
+                label=(tag or "KV blocks in use") if not many or i == 0 else None,
+                **kw,
+            )
+        else:
+            ax_kv.plot(t, g["kv_blocks"].to_numpy(), color=f"C{i % 10}", label=tag or None, **kw)
+        ax_q.plot(
+            t,
+            g["running"].to_numpy(),
+            color="C2" if len(replicas) == 1 else f"C{i % 10}",
+            label=f"running{' · ' + tag if tag else ''}" if not many or i == 0 else None,
+            **kw,
+        )
+        ax_q.plot(
+            t,
+            g["waiting"].to_numpy(),
+            color="C1" if len(replicas) == 1 else f"C{i % 10}",
+            ls="--",
+            label=f"waiting{' · ' + tag if tag else ''}" if not many or i == 0 else None,
+            **kw,
+        )
+    if total:
+        peak = 100.0 * float(occ["kv_blocks"].max()) / total
+        ax_kv.set_ylabel("KV cache in use (%)")
+        ax_kv.set_ylim(0, min(105.0, max(5.0, peak * 1.25)))
+        ax_kv.set_title(f"KV-cache occupancy (% of {total:,} blocks per replica; peak {peak:.1f}%)", fontsize=10)
+    else:
+        ax_kv.set_ylabel("KV blocks in use")
+        ax_kv.set_title("KV-cache occupancy", fontsize=10)
+    from matplotlib.ticker import MaxNLocator
+
+    ax_q.set_ylabel("sequences")
+    ax_q.set_ylim(bottom=0)
+    ax_q.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_q.set_title(
+        "Running (in the batch) and waiting (queued) sequences"
+        + (" — solid: running, dashed: waiting" if len(replicas) > 1 else ""),
+        fontsize=10,
+    )
+    ax_kv.legend(loc="upper left", fontsize=8)
+    ax_q.legend(loc="upper left", fontsize=8, ncol=2 if len(replicas) > 1 else 1)
 
 
 def _nice_bin(seconds: float) -> float:

@@ -11,6 +11,7 @@ a few hundred requests per run (the default is 1000).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
-from infercast.sim.api import SimulationResult, simulate, simulation_config
+from infercast.sim.api import SimulationResult, config_from_keywords, simulate
 from infercast.sim.config import SimulationConfig
 from infercast.sim.metrics import SLO
 from infercast.sim.workload import WORKLOAD_FIELDS, Workload, WorkloadSpec, retime
@@ -99,28 +100,8 @@ def rate_sweep(
     """
     attainment = require_fraction("attainment", attainment)
     refine_steps = require_positive_int("refine_steps", refine_steps, minimum=0)
-    if isinstance(model, SimulationConfig):
-        if gpu is not None or options:
-            raise InfercastError("give a SimulationConfig alone, or a model and gpu with keywords", field="config")
-        # rate=inf puts every request at t=0 (the offline capacity run)
-        template = replace(model.workload, rate=math.inf, concurrency=None, offline=False)
-        slo = SLO.parse(goodput) if goodput is not None else model.observe.goodput
-    else:
-        if gpu is None:
-            raise InfercastError("give a gpu with a model (or a SimulationConfig alone)", field="gpu")
-        for name in SWEEP_SETS:
-            if name in options and options[name] not in (None, False):
-                raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`", field=name)
-        workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
-        template = WorkloadSpec(**workload_options, rate=math.inf)  # validates the workload options once
-        slo = SLO.parse(goodput)
-    base = template.build()
+    config, template, base, slo = _sweep_config(model, gpu, goodput, options)
     seed = template.seed
-    if isinstance(model, SimulationConfig):
-        config = model
-    else:
-        assert gpu is not None  # checked above
-        config = simulation_config(model, gpu, workload=base, seed=seed, **options)
     if rates is not None:
         rates = [require_positive_number("rates", r) for r in rates]
         if not rates:
@@ -138,29 +119,64 @@ def rate_sweep(
             retime(base, rate=rate, arrival=template.arrival, burstiness=template.burstiness, seed=seed), slo
         )
 
-    offline = simulate_at(base, None)
-    capacity = offline.summary["request_throughput_req_s"]
-    if rates is None:
-        rates = [capacity * f for f in DEFAULT_FRACTIONS]
-    results = {float(r): run(float(r)) for r in sorted(set(rates))}
-
     def ok(res: SimulationResult) -> bool:
         keeps_up = not res.summary["saturated"]
         if slo is not None:
             return keeps_up and res.summary["slo_attainment"] >= attainment
         return keeps_up
 
+    capacity = simulate_at(base, None).summary["request_throughput_req_s"]
+    if rates is None:
+        rates = [capacity * f for f in DEFAULT_FRACTIONS]
+    results = {float(r): run(float(r)) for r in sorted(set(rates))}
+    slo_capacity = _refine(results, run, ok, refine_steps)
+    table = pd.DataFrame([_row(r, res) for r, res in sorted(results.items())])
+    return RateSweep(table, slo_capacity, capacity, slo, attainment)
+
+
+def _sweep_config(
+    model: SimulationConfig | str, gpu: str | None, goodput: list[str] | str | None, options: dict[str, Any]
+) -> tuple[SimulationConfig, WorkloadSpec, Workload, SLO | None]:
+    """The sweep's configuration, its requests at rate = inf (every request at t=0: the offline capacity run) as
+    a spec and built, and its SLOs, from a :class:`SimulationConfig` or a model, gpu and keywords (see
+    :func:`rate_sweep`)."""
+    if isinstance(model, SimulationConfig):
+        if gpu is not None or options:
+            raise InfercastError("give a SimulationConfig alone, or a model and gpu with keywords", field="config")
+        template = replace(model.workload, rate=math.inf, concurrency=None, offline=False)
+        slo = SLO.parse(goodput) if goodput is not None else model.observe.goodput
+        return model, template, template.build(), slo
+    if gpu is None:
+        raise InfercastError("give a gpu with a model (or a SimulationConfig alone)", field="gpu")
+    for name in SWEEP_SETS:
+        if name in options and options[name] not in (None, False):
+            raise InfercastError("the rate sweep sets the load itself; give the rates with `rates`", field=name)
+    workload_options = {k: options.pop(k) for k in WORKLOAD_FIELDS if k in options and k not in SWEEP_SETS}
+    template = WorkloadSpec(**workload_options, rate=math.inf)  # validates the workload options once
+    slo = SLO.parse(goodput)
+    base = template.build()
+    return config_from_keywords(model, gpu, workload=base, seed=template.seed, **options), template, base, slo
+
+
+def _refine(
+    results: dict[float, SimulationResult],
+    run: Callable[[float], SimulationResult],
+    ok: Callable[[SimulationResult], bool],
+    steps: int,
+) -> float | None:
+    """The highest passing rate of ``results``, bisected ``steps`` times towards the lowest failing rate above it
+    (each probe added to ``results``); None when no rate passed."""
     passing = [r for r, res in results.items() if ok(res)]
     failing = [r for r, res in results.items() if not ok(res)]
-    saturation = max(passing) if passing else None
-    if saturation is not None:
-        above = [r for r in failing if r > saturation]
-        if above and refine_steps:
-            lo, hi = saturation, min(above)
-            for _ in range(refine_steps):
-                mid = (lo + hi) / 2
-                results[mid] = run(mid)
-                lo, hi = (mid, hi) if ok(results[mid]) else (lo, mid)
-            saturation = lo
-    table = pd.DataFrame([_row(r, res) for r, res in sorted(results.items())])
-    return RateSweep(table, saturation, capacity, slo, attainment)
+    best = max(passing) if passing else None
+    if best is None:
+        return None
+    above = [r for r in failing if r > best]
+    if above and steps:
+        lo, hi = best, min(above)
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            results[mid] = run(mid)
+            lo, hi = (mid, hi) if ok(results[mid]) else (lo, mid)
+        best = lo
+    return best

@@ -406,62 +406,98 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
         for i, (p, o, a, d) in enumerate(lengths)
     ]
     gaps: list[float] = []
-    dep, cluster = config.deployment, config.cluster
+    events: list[tuple[float, int, int]] = []  # (time, order, request): KV transfers and client sends
+    order = iter(range(1 << 62))
     hash_bs = work.hash_block_size if hashes is not None else None
-    routes = _Hashes(requests)
+
+    def send(t: float, i: int) -> None:  # request i reaches the router at t (a KV transfer, a client's send)
+        heapq.heappush(events, (t, next(order), i))
+
+    front, back = _pools(config, requests, hash_bs, gaps, send)
+    _refuse_unservable(requests, front, decode=not back)
+    _refuse_unservable(requests, back)
+    if work.closed_loop:
+        _closed_loop(work.closed_loop, requests, front + back, send)
+        arrivals: list[int] = []
+    else:
+        arrivals = sorted(range(len(requests)), key=lambda i: (requests[i].arrival, i))
+    _replay(config.cluster.router, requests, arrivals, events, front, back)
+    return _result(config, work, requests, gaps, front + back)
+
+
+def _pools(
+    config: SimulationConfig,
+    requests: list[Request],
+    hash_bs: int | None,
+    gaps: list[float],
+    send: Callable[[float, int], None],
+) -> tuple[list[ReferenceReplica], list[ReferenceReplica]]:
+    """The replicas: ``config.cluster.replicas`` of them, or a disaggregated prefill pool whose finished prompts
+    ``send`` their KV (at the time it arrives) to the decode pool."""
+    dep, cluster = config.deployment, config.cluster
 
     def replica(rid: int, tp: int | None) -> ReferenceReplica:
         return ReferenceReplica(rid, with_tp(dep, tp), config, requests, hash_bs, gaps)
 
-    events: list[tuple[float, int, int]] = []  # (time, order, request): KV transfers and client sends
-    order = iter(range(1 << 62))
     disagg = cluster.disagg
     if disagg is None:
-        front = [replica(r, None) for r in range(cluster.replicas)]
-        back: list[ReferenceReplica] = []
-    else:
-        front = [replica(r, disagg.prefill_tp) for r in range(disagg.prefill_instances)]
-        back = [replica(disagg.prefill_instances + r, disagg.decode_tp) for r in range(disagg.decode_instances)]
-        link = disagg.link
+        return [replica(r, None) for r in range(cluster.replicas)], []
+    front = [replica(r, disagg.prefill_tp) for r in range(disagg.prefill_instances)]
+    back = [replica(disagg.prefill_instances + r, disagg.decode_tp) for r in range(disagg.decode_instances)]
+    link = disagg.link
 
-        def hand_off(i: int, t: float) -> None:
-            r = requests[i]
-            rep = front[r.replica]
-            if rep.windowed:  # windowed layer groups hand over only the window, as their blocks hold it
-                full, sliding = rep.groups
-                units = full * r.target + sliding * min(r.target, rep.window_tokens)
-                kv_bytes = rep.block_bytes / rep.bs * units + rep.state_bytes
-            else:
-                kv_bytes = rep.token_bytes * r.target + rep.state_bytes
-            r.prefill_replica = r.replica
-            heapq.heappush(events, (t + link.latency_s + kv_bytes / link.bandwidth_bytes_s, next(order), i))
+    def hand_off(i: int, t: float) -> None:
+        r = requests[i]
+        rep = front[r.replica]
+        if rep.windowed:  # windowed layer groups hand over only the window, as their blocks hold it
+            full, sliding = rep.groups
+            units = full * r.target + sliding * min(r.target, rep.window_tokens)
+            kv_bytes = rep.block_bytes / rep.bs * units + rep.state_bytes
+        else:
+            kv_bytes = rep.token_bytes * r.target + rep.state_bytes
+        r.prefill_replica = r.replica
+        send(t + link.latency_s + kv_bytes / link.bandwidth_bytes_s, i)
 
-        for rep in front:
-            rep.hand_off = hand_off
-    _refuse_unservable(requests, front, decode=not back)
-    _refuse_unservable(requests, back)
-    router, back_router = Router(cluster.router, routes), Router("least_outstanding", routes)
+    for rep in front:
+        rep.hand_off = hand_off
+    return front, back
+
+
+def _closed_loop(
+    clients: int, requests: list[Request], replicas: list[ReferenceReplica], send: Callable[[float, int], None]
+) -> None:
+    """A closed loop: the first ``clients`` requests are sent at t=0, and every completion sends the next one."""
+    sent = min(clients, len(requests))
+    for i in range(sent):
+        requests[i].arrival = 0.0
+        send(0.0, i)
+
+    def client_done(ids: list[int], t: float) -> None:
+        nonlocal sent
+        for _ in ids:
+            if sent < len(requests):
+                requests[sent].arrival = t
+                send(t, sent)
+                sent += 1
+
+    for rep in replicas:
+        rep.on_finish = client_done
+
+
+def _replay(
+    router_name: str,
+    requests: list[Request],
+    arrivals: list[int],
+    events: list[tuple[float, int, int]],
+    front: list[ReferenceReplica],
+    back: list[ReferenceReplica],
+) -> None:
+    """Until nothing is left: the earliest of the next step, the next event (a KV transfer or a client's send:
+    a transfer to the decode pool, a send to the front) and the next arrival, steps first (see module
+    docstring)."""
+    routes = _Hashes(requests)
+    router, back_router = Router(router_name, routes), Router("least_outstanding", routes)
     everyone = front + back
-    sent = 0
-    if work.closed_loop:
-        sent = min(work.closed_loop, len(requests))
-        for i in range(sent):
-            requests[i].arrival = 0.0
-            heapq.heappush(events, (0.0, next(order), i))
-
-        def client_done(ids: list[int], t: float) -> None:
-            nonlocal sent
-            for _ in ids:
-                if sent < len(requests):
-                    requests[sent].arrival = t
-                    heapq.heappush(events, (t, next(order), sent))
-                    sent += 1
-
-        for rep in everyone:
-            rep.on_finish = client_done
-        arrivals: list[int] = []
-    else:
-        arrivals = sorted(range(len(requests)), key=lambda i: (requests[i].arrival, i))
     position = 0
     while True:
         t_arrival = requests[arrivals[position]].arrival if position < len(arrivals) else math.inf
@@ -485,8 +521,7 @@ def reference_simulate(config: SimulationConfig) -> SimulationResult:
         else:
             if any(rep.inbox for rep in back):
                 raise InfercastError("a prefilled request cannot fit in any decode replica", field="workload")
-            break
-    return _result(config, work, requests, gaps, everyone)
+            return
 
 
 def _result(

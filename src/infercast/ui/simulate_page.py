@@ -86,10 +86,10 @@ def read(form: Form, limits: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def validate(form: Form, kw: dict[str, Any]) -> None:
     """Build the run's configuration here (fast) so that bad input is answered beside its field at once."""
-    from infercast.sim.api import simulation_config
+    from infercast.sim.api import config_from_keywords
 
     try:
-        simulation_config(**kw)
+        config_from_keywords(**kw)
     except InfercastError as exc:
         form.library_error(exc, _command(), FIELDS, flag_fields=True)
 
@@ -121,12 +121,12 @@ def _timeline(result: Any) -> dict[str, list[float]]:
 
 def run_job(kw: dict[str, Any], folder: Path, progress: Any) -> dict[str, Any]:
     """The child process: simulate, write the downloads, return what the page shows."""
-    from infercast.sim.api import simulation_config
+    from infercast.sim.api import config_from_keywords
     from infercast.sim.export import write_requests
     from infercast.sim.perfetto import write_chrome_trace
 
     progress(None, "simulating")
-    result = infercast.simulate(simulation_config(**kw, trace_steps=200_000, sample_interval=0.05))
+    result = infercast.simulate(config_from_keywords(**kw, trace_steps=200_000, sample_interval=0.05))
     progress(0.9, "writing the trace and CSV")
     write_requests(result, folder / "requests.csv")
     write_chrome_trace(result, folder / "trace.json.gz")

@@ -7,7 +7,8 @@ megabytes and build in a fraction of a second. Builders:
   (Poisson / gamma-bursty / constant / offline), or a closed loop of ``concurrency`` clients;
 * :func:`load_trace_csv`, :func:`load_mooncake_jsonl`, :func:`load_trace`, :func:`builtin_trace` — replay of
   real traces (Azure LLM inference 2023, Mooncake/FAST'25);
-* :func:`with_system_prompts`, :func:`multi_turn` — shared prompt prefixes, expressed as block-hash ids;
+* :func:`with_system_prompts`, :func:`multi_turn` (:class:`MultiTurnSpec`) — shared prompt prefixes, expressed as
+  block-hash ids;
 * :func:`retime` — the same requests under another arrival process;
 * :class:`WorkloadSpec` — the workload options of ``simulate``, validated together and built in one place.
 
@@ -32,7 +33,7 @@ from infercast.sim.workload.lengths import (
     length_range,
     lengths,
 )
-from infercast.sim.workload.prefixes import multi_turn, with_system_prompts
+from infercast.sim.workload.prefixes import MultiTurnSpec, multi_turn, with_system_prompts
 from infercast.sim.workload.spec import WORKLOAD_FIELDS, WorkloadSpec
 from infercast.sim.workload.synthetic import PrefixSpec, retime, synthetic
 from infercast.sim.workload.traces import (
@@ -56,6 +57,7 @@ __all__ = [
     "WORKLOAD_FIELDS",
     "LengthLike",
     "LengthSpec",
+    "MultiTurnSpec",
     "PrefixSpec",
     "RngLike",
     "Workload",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from infercast.errors import InfercastError, require_fraction, require_positive_int, require_positive_number
@@ -108,77 +110,120 @@ def _prepend_hashes(
     return _split(out.astype(np.int64), new_counts)
 
 
-def multi_turn(
-    num_sessions: int,
-    turns: str | int | LengthSpec,
-    input_len: str | int | LengthSpec,
-    output_len: str | int | LengthSpec,
-    *,
-    session_rate: float | None = None,
-    session_arrival: str = "poisson",
-    burstiness: float = 1.0,
-    think_time: float = 5.0,
-    system_prompt_tokens: int = 0,
-    num_system_prompts: int = 1,
-    max_context: int | None = None,
-    hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE,
-    seed: int = 0,
-    name: str = "",
-) -> Workload:
-    """Multi-turn conversations whose turns share their growing context as a cached prefix.
+@dataclass(frozen=True)
+class MultiTurnSpec:
+    """Multi-turn conversations (:func:`multi_turn`), validated on construction.
 
-    Session starts follow ``session_arrival`` at ``session_rate`` sessions/s (all at t=0 when
-    ``session_rate`` is None). Each session has ``turns`` turns (an int or a distribution). Turn *t*'s prompt is
-    the system prompt (``system_prompt_tokens``, one of ``num_system_prompts``; 0 = none) + every earlier turn's
-    user tokens and output + ``input_len`` new user tokens; it produces ``output_len`` tokens. Turn *t+1*
-    arrives an exponential think time (mean ``think_time`` s) after turn *t* *arrives* — an open-loop
-    approximation: the simulator does not wait for turn *t*'s answer. A session ends before the first turn
-    whose prompt + output would exceed ``max_context``. Requests of all sessions are interleaved by arrival.
-    Hash ids number each session's context blocks, so consecutive turns share the earlier turn's full blocks
-    (and sessions with the same system prompt share its full blocks).
+    ``num_sessions`` sessions start following ``session_arrival`` at ``session_rate`` sessions/s (all at t=0 when
+    ``session_rate`` is None; ``burstiness`` shapes gamma arrivals). Each session has ``turns`` turns (an int or
+    a distribution). Turn *t*'s prompt is the system prompt (``system_prompt_tokens``, one of
+    ``num_system_prompts``; 0 = none) + every earlier turn's user tokens and output + ``input_len`` new user
+    tokens; it produces ``output_len`` tokens. Turn *t+1* arrives an exponential think time (mean ``think_time``
+    s) after turn *t* *arrives*. A session ends before the first turn whose prompt + output would exceed
+    ``max_context``. Hash ids number ``hash_block_size``-token blocks; ``seed`` drives every draw; ``name``
+    names the workload (default: from the sizes).
     """
-    s_count = require_positive_int("num_sessions", num_sessions)
-    block = require_positive_int("hash_block_size", hash_block_size)
-    think = require_positive_number("think_time", think_time, allow_zero=True)
-    sys_tokens = 0 if system_prompt_tokens == 0 else require_positive_int("system_prompt_tokens", system_prompt_tokens)
-    k_count = require_positive_int("num_system_prompts", num_system_prompts)
-    if max_context is not None:
-        max_context = require_positive_int("max_context", max_context)
-    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6)]
-    per_session = lengths(turns, s_count, streams[0], field="turns")
+
+    num_sessions: int
+    turns: str | int | LengthSpec
+    input_len: str | int | LengthSpec
+    output_len: str | int | LengthSpec
+    session_rate: float | None = None
+    session_arrival: str = "poisson"
+    burstiness: float = 1.0
+    think_time: float = 5.0
+    system_prompt_tokens: int = 0
+    num_system_prompts: int = 1
+    max_context: int | None = None
+    hash_block_size: int = DEFAULT_HASH_BLOCK_SIZE
+    seed: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        checked = {
+            "num_sessions": require_positive_int("num_sessions", self.num_sessions),
+            "hash_block_size": require_positive_int("hash_block_size", self.hash_block_size),
+            "think_time": require_positive_number("think_time", self.think_time, allow_zero=True),
+            "system_prompt_tokens": 0
+            if self.system_prompt_tokens == 0
+            else require_positive_int("system_prompt_tokens", self.system_prompt_tokens),
+            "num_system_prompts": require_positive_int("num_system_prompts", self.num_system_prompts),
+        }
+        if self.max_context is not None:
+            checked["max_context"] = require_positive_int("max_context", self.max_context)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
+def multi_turn(spec: MultiTurnSpec) -> Workload:
+    """Multi-turn conversations whose turns share their growing context as a cached prefix (see
+    :class:`MultiTurnSpec`).
+
+    The think time is an open-loop approximation: the simulator does not wait for turn *t*'s answer before
+    sending turn *t+1*. Requests of all sessions are interleaved by arrival. Hash ids number each session's
+    context blocks, so consecutive turns share the earlier turn's full blocks (and sessions with the same system
+    prompt share its full blocks).
+    """
+    s_count = spec.num_sessions
+    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(6)]
+    per_session = lengths(spec.turns, s_count, streams[0], field="turns")
     starts = (
-        arrivals(session_arrival, s_count, rate=session_rate, burstiness=burstiness, rng=streams[1])
-        if session_rate is not None
+        arrivals(spec.session_arrival, s_count, rate=spec.session_rate, burstiness=spec.burstiness, rng=streams[1])
+        if spec.session_rate is not None
         else np.zeros(s_count)
     )
     total = int(per_session.sum())
     sess = np.repeat(np.arange(s_count), per_session)
     first = np.cumsum(per_session) - per_session  # index of each session's first turn
     turn = np.arange(total) - first[sess]
-    user = lengths(input_len, total, streams[2], field="input_len")
-    out = lengths(output_len, total, streams[3], field="output_len")
-
-    def within(x: np.ndarray) -> np.ndarray:  # cumulative sum restarting at every session
-        c = np.cumsum(x)
-        return c - (c - x)[first][sess]
-
-    context_before = within(user + out) - (user + out)
-    prompt = sys_tokens + context_before + user
-    gaps = streams[4].exponential(think, total) if think > 0 else np.zeros(total)
+    user = lengths(spec.input_len, total, streams[2], field="input_len")
+    out = lengths(spec.output_len, total, streams[3], field="output_len")
+    context_before = _within(user + out, first, sess) - (user + out)
+    prompt = spec.system_prompt_tokens + context_before + user
+    gaps = streams[4].exponential(spec.think_time, total) if spec.think_time > 0 else np.zeros(total)
     gaps[turn == 0] = 0.0
-    arrival = starts[sess] + within(gaps)
+    arrival = starts[sess] + _within(gaps, first, sess)
     keep = np.ones(total, dtype=bool)
-    if max_context is not None:
-        keep = within((prompt + out > max_context).astype(np.int64)) == 0
+    if spec.max_context is not None:
+        keep = _within((prompt + out > spec.max_context).astype(np.int64), first, sess) == 0
         if not keep.any():
             raise InfercastError(
-                f"even the first turns exceed max_context={max_context}; raise it or shorten the turns",
+                f"even the first turns exceed max_context={spec.max_context}; raise it or shorten the turns",
                 field="max_context",
             )
-    system = streams[5].integers(0, k_count, size=s_count)
-    m = sys_tokens // block
-    blocks = prompt // block  # full blocks of each turn's prompt
-    # each session's id sequence: its system prompt's m shared ids, then ids unique to the session
+    idx = np.flatnonzero(keep)
+    blocks = prompt // spec.hash_block_size  # full blocks of each turn's prompt
+    hashes = _session_hashes(spec, sess, blocks, keep, streams[5])
+    order = np.argsort(arrival[idx], kind="stable")
+    name = spec.name or (
+        f"multi_turn({s_count} sessions, turns={spec.turns}, in={spec.input_len}, out={spec.output_len})"
+    )
+    return Workload(
+        arrival[idx][order],
+        prompt[idx][order],
+        out[idx][order],
+        [hashes[i] for i in order.tolist()] if bool(blocks[idx].any()) else None,
+        spec.hash_block_size,
+        None,
+        name,
+    )
+
+
+def _within(x: np.ndarray, first: np.ndarray, sess: np.ndarray) -> np.ndarray:
+    """Cumulative sum of ``x`` restarting at every session (``first``: each session's first index; ``sess``:
+    each element's session)."""
+    c = np.cumsum(x)
+    return c - (c - x)[first][sess]
+
+
+def _session_hashes(
+    spec: MultiTurnSpec, sess: np.ndarray, blocks: np.ndarray, keep: np.ndarray, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Block ids of each kept turn's prompt (``blocks`` full blocks): views of its session's id sequence, the
+    session's system prompt's shared ids (drawn from ``rng``) then ids unique to the session."""
+    s_count, k_count = spec.num_sessions, spec.num_system_prompts
+    system = rng.integers(0, k_count, size=s_count)
+    m = spec.system_prompt_tokens // spec.hash_block_size
     longest = np.zeros(s_count, dtype=np.int64)
     np.maximum.at(longest, sess[keep], blocks[keep])
     longest = np.maximum(longest, m)
@@ -190,17 +235,4 @@ def multi_turn(
     buffer = np.where(pos < m, system[owner] * m + pos, own_start[owner] + pos - m).astype(np.int64)
     buffer.flags.writeable = False
     idx = np.flatnonzero(keep)
-    hashes = [buffer[s : s + b] for s, b in zip(seq_start[sess[idx]].tolist(), blocks[idx].tolist(), strict=True)]
-    order = np.argsort(arrival[idx], kind="stable")
-    if not name:
-        name = f"multi_turn({s_count} sessions, turns={turns}, in={input_len}, out={output_len})"
-    flat_any = bool(blocks[idx].any())
-    return Workload(
-        arrival[idx][order],
-        prompt[idx][order],
-        out[idx][order],
-        [hashes[i] for i in order.tolist()] if flat_any else None,
-        block,
-        None,
-        name,
-    )
+    return [buffer[s : s + b] for s, b in zip(seq_start[sess[idx]].tolist(), blocks[idx].tolist(), strict=True)]
