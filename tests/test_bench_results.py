@@ -242,3 +242,19 @@ def test_aiperf_loadgen_that_is_not_an_object_is_a_one_line_error(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(InfercastError, match="loadgen"):
         read_bench_file(path)
+
+
+def test_validate_reads_the_benchmarks_launch_and_prints_its_settings(capsys):
+    """--launch gives validate the run's engine settings (and the TP a result file does not record); the settings
+    used are printed, and in JSON."""
+    plain = run_json(capsys, "validate", "--bench", str(VLLM), "--gpu", "h100-sxm", "--tp", "1", "--points")
+    line = "vllm serve meta-llama/Llama-3.1-8B --max-num-seqs 4 --gpu-memory-utilization 0.85"
+    out = run_json(capsys, "validate", "--bench", str(VLLM), "--gpu", "h100-sxm", "--launch", line, "--points")
+    ((settings,),) = [out["engine_settings"]]
+    assert settings["max_num_seqs"]["value"] == 4 and settings["memory_fraction"]["value"] == "0.85 of total"
+    assert settings["max_num_seqs"]["source"].startswith("user launch")
+
+    def ttft(doc):
+        return next(p["predicted"] for p in doc["points"] if p["kind"] == "serving_ttft")
+
+    assert ttft(out) > 2 * ttft(plain)  # 8 clients queue for 4 slots

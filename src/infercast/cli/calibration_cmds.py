@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from infercast.cli.common import JSON_HELP, console, emit_json, err_console
+from infercast.cli.launch_opts import LaunchOption, launched_records, read_validate_launch, record_settings
 from infercast.display import fmt_time
 from infercast.errors import InfercastError
 from infercast.records.bench_results import FORMATS, RunFacts, load_bench_records
@@ -20,6 +22,7 @@ from infercast.records.record import GROUP_FIELDS, Record
 
 if TYPE_CHECKING:
     from infercast.calibrate.profile_fit import FitResult
+    from infercast.specs.engine_launch import EngineLaunch
 
 PROJECT_DATA = Path(__file__).resolve().parents[3] / "data" / "measurements"
 """The repository's measurement files (present in a source checkout, absent from an installed package)."""
@@ -427,6 +430,7 @@ def validate(
             "(load: light <= 16 concurrent requests, medium <= 64, heavy).",
         ),
     ] = "",
+    launch: LaunchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Prediction vs measurement per point; median and p90 absolute % error by metric."""
@@ -435,7 +439,9 @@ def validate(
 
     fields = group_fields(by)  # an unknown field is refused before any file is read
     facts = RunFacts(model, gpu, tp, ep, precision, engine, concurrency, request_rate)
+    parsed, facts = read_validate_launch(launch, facts) if launch is not None else (None, facts)
     records, _ = MeasurementSources(tuple(data or ()), tuple(bench or ()), bench_format, facts).records("validate")
+    records = launched_records(records, parsed) if parsed else records
     profiles = build_profiles(sorted({(r.gpu, r.engine) for r in records}), {}, "prior") if priors_only else None
     rows, refused = compare_each(records, profiles, workers=workers)
     if not rows:
@@ -449,6 +455,7 @@ def validate(
             + (f" ({len(reasons)} distinct reasons; --json lists them all)" if len(reasons) > 1 else "")
         )
     grouped = summarize_by(rows, fields) if fields else []
+    settings = record_settings(records)
     if json_out:
         emit_json(
             {
@@ -456,9 +463,18 @@ def validate(
                 "groups": grouped or None,
                 "points": [r.to_dict() for r in rows] if points else None,
                 "unpredicted": [u.to_dict() for u in refused],
+                "engine_settings": [e.to_dict() for e in settings],
             }
         )
         return
+    _print_validation(rows, summary, (fields, grouped), points, settings)
+
+
+def _print_validation(
+    rows: list, summary: dict, groups: tuple[list[str], list], points: bool, settings: list[EngineLaunch]
+) -> None:
+    """validate's tables: the summary, the groups asked for, the points, and the engine settings used."""
+    fields, grouped = groups
     console.print(_error_table("Prediction vs measurement", [], [((), m, s) for m, s in summary.items()]))
     if grouped:
         console.print(_error_table(f"By {', '.join(fields)}", fields, _group_rows(grouped)))
@@ -469,3 +485,5 @@ def validate(
         )
     if points:
         console.print(points_table(rows))
+    for launched in settings:
+        console.print(escape("\n".join(launched.lines())), highlight=False)

@@ -14,6 +14,8 @@ from infercast.specs.engine import EngineSpec, get_engine
 from infercast.specs.engine_launch import EngineLaunch, UserLaunch, parse_launch
 
 if TYPE_CHECKING:
+    from infercast.records.bench_results import RunFacts
+    from infercast.records.record import Record
     from infercast.specs.deployment import Deployment
 
 LAUNCH_HELP = (
@@ -80,3 +82,80 @@ def launch_knobs(launch: str, command: str = "plan", limits: bool = True) -> dic
     if parsed.kv_precision:
         knobs["kv_precisions"] = [parsed.kv_precision]
     return knobs
+
+
+SERVING_KNOBS = {
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "gpu_memory_utilization": "kv_fraction",
+}
+"""Launch settings a serving record carries: record field -> engine field (the rest of a launch sets the record's
+engine, TP and KV format)."""
+
+
+def read_validate_launch(launch: str, facts: RunFacts) -> tuple[UserLaunch, RunFacts]:
+    """``validate --launch``: the parsed launch (its warnings printed) and the run facts it completes: the model,
+    engine and TP a benchmark file does not record (the launch's TP, else the engine's default of 1)."""
+    from dataclasses import replace
+
+    parsed = parse_launch(launch)
+    for warning in parsed.warnings:
+        err_console.print(f"warning: {escape(warning)}")
+    dropped = [f for f in parsed.overrides if f not in SERVING_KNOBS.values()]
+    if dropped:
+        err_console.print(f"warning: launch: validate runs with the engine's own {', '.join(dropped)}")
+    from infercast.specs.catalog import model_id_for_repo
+
+    model = facts.model or (model_id_for_repo(parsed.model) if parsed.model else None) or ""
+    filled = replace(facts, model=model, engine=facts.engine or parsed.engine, tp=facts.tp or parsed.tp or 1)
+    return parsed, filled
+
+
+def launched_records(records: list[Record], parsed: UserLaunch) -> list[Record]:
+    """The serving records read as runs of a launch: its engine family, TP, KV format, batch limit, token budget
+    and memory fraction fill what each record leaves at the preset's default (0 / empty); what a record states
+    itself wins. Other kinds are kept as they are."""
+    from dataclasses import replace
+
+    out = []
+    for rec in records:
+        if not rec.kind.startswith("serving_"):
+            out.append(rec)
+            continue
+        same_family = rec.engine.split("-")[0] == parsed.engine.split("-")[0]
+        knobs = {
+            k: parsed.overrides[e][0] for k, e in SERVING_KNOBS.items() if e in parsed.overrides and not getattr(rec, k)
+        }
+        out.append(
+            replace(
+                rec,
+                engine=rec.engine if same_family else parsed.engine,
+                tp=parsed.tp if parsed.tp and rec.tp == 1 else rec.tp,
+                kv_precision=rec.kv_precision or parsed.kv_precision or "",
+                **knobs,
+            )
+        )
+    return out
+
+
+def record_settings(records: list[Record], limit: int = 3) -> list[EngineLaunch]:
+    """The engine settings of the serving records' distinct deployments (at most ``limit``), each with the
+    record's own batch limit, token budget and memory fraction as user-launch values."""
+    from dataclasses import replace
+
+    from infercast.calibrate.predict import deployment_of
+
+    seen: dict[tuple, EngineLaunch] = {}
+    for rec in records:
+        if not rec.kind.startswith("serving_"):
+            continue
+        key = (rec.model, rec.gpu, rec.engine, rec.tp, rec.ep, rec.precision, rec.kv_precision)
+        key += tuple(getattr(rec, k) for k in SERVING_KNOBS)
+        if key in seen:
+            continue
+        if len(seen) == limit:
+            break
+        overrides = {e: (getattr(rec, k), f"the run's {k}") for k, e in SERVING_KNOBS.items() if getattr(rec, k)}
+        dep = deployment_of(rec)
+        seen[key] = engine_settings(replace(dep, engine=UserLaunch(dep.engine.id, overrides).apply(dep.engine)))
+    return list(seen.values())
