@@ -127,9 +127,9 @@ class JobRunner:
         while job.state == "running":
             left = deadline - time.monotonic()
             if left <= 0:
-                self._stop(job, "timeout")
                 text = f"stopped at the web UI's limit of {job.limit_s:g} s; use the CLI for longer runs"
-                job.error = ("run", f"run: {text}", text)
+                job.error = ("run", f"run: {text}", text)  # before the state: a page reading 'timeout' has it
+                self._stop(job, "timeout")
                 break
             try:
                 ready = conn.poll(min(left, 0.2))
