@@ -97,3 +97,14 @@ def test_a_sweep_rows_id_names_its_gpus_where_its_columns_multiply_tp_by_ep() ->
         _row(id="2026_04_06_x_c64_tp8_ep8_9", tp_size="1", attention_dp_size="64", **{**base, "batch_size": "1"})
     )
     assert row is not None and (row["tp"], row["ep"], row["attention_dp"], row["concurrency"]) == ("1", "8", "8", "64")
+
+
+def test_a_dated_sweeps_fp8_rows_run_an_8_bit_kv_cache_on_every_engine() -> None:
+    sweep = "source_file=2026-04-06.csv; silicon_concurrency=16"
+    own = "source_file=/data/h100_sxm/vllm/0.12.0/m.csv; silicon_concurrency=16"
+    for source, kv in ((sweep, "fp8"), (own, "bf16")):
+        row = from_wheel_row(
+            _row(backend="vllm", backend_version="0.19.0", batch_size="16", silicon_data_source=source)
+        )
+        assert row is not None
+        assert {r.kv_precision for r in convert(row)} == {kv}

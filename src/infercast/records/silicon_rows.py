@@ -18,8 +18,12 @@ output_len = the top L of the length range; see infercast.calibrate.serving). In
 every row's notes:
 - the engine version goes into the notes; the record's engine is the profile it calibrates (vllm, sglang,
   trtllm: their current major versions, named in the fitted profiles' provenance);
-- fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype 'auto'
-  follows the checkpoint, which quantises weights and activations only) and an 8-bit one on TensorRT-LLM. The
+- The dated sweeps' fp8 rows run an 8-bit KV cache on every engine: a 16-bit one cannot hold what they
+  measured (Llama-3.1-70B fp8 on one B200, vLLM, 64 clients at 1k/8k: 0.38 s mean TTFT, where a 16-bit pool
+  holds 36 of the 64 and the rest would queue for minutes; MiniMax-M2.5 fp8 on vLLM 0.19, 512 clients at 8k/1k:
+  3.3 s where a 16-bit pool holds 339 of 512). Read so, their TTFT MAPE falls from 56.5 to 51.3 %.
+- aiconfigurator's fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype
+  'auto' follows the checkpoint, which quantises weights and activations only) and an 8-bit one on TensorRT-LLM. The
   TensorRT-LLM rows cannot have run with a 16-bit cache: at TP 1, 64 clients, 4k prompts, the running requests
   hold 64 x 4.2k tokens = 66 GiB of 16-bit KV, against the ~39 GiB KV pool beside 32 GiB of FP8 weights (0.9 of the
   free memory), yet mean TTFT is 1.6 s (queueing for KV would add ~10 s: the 16-bit reading over-predicts
@@ -267,7 +271,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     ratio = float(row.get("min_len_ratio") or 1.0)
     preset = release_preset(engine, row.get("engine_version") or "")
     precision = row_precision(row["precision"], model)
-    fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES)
+    sweep_fp8 = precision == "fp8" and float(row.get("min_len_ratio") or 1.0) < 1.0  # a dated sweep's fp8 row
+    fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES) or sweep_fp8
     kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
