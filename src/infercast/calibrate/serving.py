@@ -114,6 +114,7 @@ def serving_bench(rec: Record) -> ServingBench:
         max_num_batched_tokens=rec.max_num_batched_tokens or None,
         max_num_seqs=rec.max_num_seqs or None,
         gpu_memory_utilization=rec.gpu_memory_utilization or None,
+        scheduler=rec.scheduler or None,
     )
 
 

@@ -63,7 +63,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from infercast.errors import InfercastError, nearest, require_positive_int
+from infercast.errors import InfercastError, nearest, require_positive_int, unknown_choice
 
 GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
 """What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
@@ -179,6 +179,10 @@ class Record:
     """Serving kinds: the fraction of GPU memory the engine's KV cache was given in the run, as
     the preset's ``kv_fraction`` reads it (vLLM ``--gpu-memory-utilization``, TensorRT-LLM
     ``free_gpu_memory_fraction``; 0 / empty: the preset's default)."""
+    scheduler: str = ""
+    """Serving kinds: how the engine filled its steps in the run when not as its preset does (``chunked``:
+    prompt chunks beside the decodes, e.g. SGLang ``--enable-mixed-chunk``; ``prefill-first``; ``inflight``;
+    empty: the preset's)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -233,6 +237,8 @@ class Record:
         return {k: v for k, v in asdict(self).items() if k in _CSV}
 
 
+RUN_SCHEDULERS = ("chunked", "prefill-first", "inflight")
+"""Step policies a serving record may name (the simulator's schedulers that engines run)."""
 FIELDS = [f.name for f in fields(Record) if f.metadata.get("csv", True)]
 _CSV = frozenset(FIELDS)
 _INT_FIELDS = {f.name for f in fields(Record) if f.type == "int"}
@@ -292,6 +298,8 @@ def check_record(rec: Record) -> None:
             f"must be between 0 and 1 (0: the engine preset's), got {rec.gpu_memory_utilization}",
             field="gpu_memory_utilization",
         )
+    if rec.scheduler and rec.scheduler not in RUN_SCHEDULERS:
+        raise unknown_choice("scheduler", rec.scheduler, list(RUN_SCHEDULERS))
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
     if rec.kind in SERVING_KINDS:
