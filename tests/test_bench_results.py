@@ -258,3 +258,11 @@ def test_validate_reads_the_benchmarks_launch_and_prints_its_settings(capsys):
         return next(p["predicted"] for p in doc["points"] if p["kind"] == "serving_ttft")
 
     assert ttft(out) > 2 * ttft(plain)  # 8 clients queue for 4 slots
+
+
+def test_validate_launch_carries_the_step_policy_into_the_records(capsys):
+    line = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --enable-mixed-chunk"
+    out = run_json(
+        capsys, "validate", "--bench", str(VLLM), "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--launch", line
+    )
+    assert out["engine_settings"][0]["scheduler"]["value"] == "chunked"  # SGLang's own default is prefill-first

@@ -109,9 +109,6 @@ def test_a_row_becomes_a_ttft_and_a_tpot_record_with_the_engine_readings() -> No
     sglang = convert(_row(engine="sglang", engine_version="0.5.1.post1"))[0]
     assert sglang.max_num_batched_tokens == 16384  # SGLang: prefill batches of max_prefill_tokens (read from the data)
     assert "prefill batches of up to 16384 tokens (SGLang's max_prefill_tokens default" in sglang.notes
-    mixed = convert(_row(engine="sglang", engine_version="0.5.8.post1"))[0]  # aiconfigurator's rule since
-    assert (mixed.scheduler, mixed.max_num_batched_tokens, mixed.max_num_seqs) == ("chunked", 16 + 1024 + 1500, 16)
-    assert "enable_mixed_chunk" in mixed.notes
     fp4 = convert(_row(engine="vllm", model="nvidia/DeepSeek-R1-FP4", precision="nvfp4", gpu="b200_sxm", tp="8"))[0]
     assert (fp4.model, fp4.precision, fp4.kv_precision) == ("deepseek-r1", "nvfp4", "fp8")  # ModelOpt's FP8 KV
     assert "8-bit (TensorRT Model Optimizer's" in fp4.notes and "8-bit (read from the data)" in ttft.notes

@@ -88,6 +88,7 @@ SERVING_KNOBS = {
     "max_num_seqs": "max_num_seqs",
     "max_num_batched_tokens": "max_num_batched_tokens",
     "gpu_memory_utilization": "kv_fraction",
+    "scheduler": "scheduler",
 }
 """Launch settings a serving record carries: record field -> engine field (the rest of a launch sets the record's
 engine, TP and KV format)."""

@@ -146,11 +146,6 @@ REQUIRED = (
 """Columns a closed-loop row needs (``id``, ``engine_version``, ``ep`` and ``attention_dp`` are optional)."""
 BUDGET_MARGIN = {"trtllm": 500, "vllm": 500}
 """Engines whose step budget was C + L + this many tokens (aiconfigurator's benchmark rule; module docstring)."""
-MIXED_CHUNK = {"sglang": (0, 5, 6)}
-"""Engines whose aiconfigurator runs from this release on mixed prompt chunks into the decode steps: the generator's
-rule for aggregated SGLang workers (generator/rule_plugin/sglang.rule and benchmark/sglang.rule: ``agg
-enable_mixed_chunk = true``, ``max_prefill_tokens = isl + 1500``, ``max_running_requests`` = the batch size). The
-H100 calibration rows (SGLang 0.5.1) keep the prefill batches their own signature shows (module docstring)."""
 PREFILL_BATCH = {"sglang": 16384}
 """Engines whose prefill batches (prompts prefilled together, decodes aside) held up to this many tokens rather
 than the preset's chunk (SGLang's ``max_prefill_tokens`` default; read from the data: module docstring)."""
@@ -251,18 +246,6 @@ def _given(row: dict[str, str], columns: tuple[str, ...], id_pattern: str) -> in
     return int(found.group(1)) if found else None
 
 
-def _mixed_chunk(row: dict[str, str]) -> bool:
-    """Whether an aiconfigurator run (not a dated sweep) of its engine's release mixed prompt chunks into the decode
-    steps (:data:`MIXED_CHUNK`)."""
-    first = MIXED_CHUNK.get(row["engine"])
-    if first is None or float(row.get("min_len_ratio") or 1.0) < 1.0:
-        return False
-    try:
-        return Version((row.get("engine_version") or "").strip()).release[:3] >= first
-    except InvalidVersion:
-        return False
-
-
 def step_budget(row: dict[str, str]) -> int:
     """The run's step budget in tokens (0: the preset's; see the module docstring)."""
     engine = row["engine"]
@@ -283,8 +266,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     row = {**row, "engine": engine}
     model = catalog_model_id(row["model"])
     held = SLOTS_BELOW_CLIENTS.get((engine, row["model"]), 0)
-    mixed = _mixed_chunk(row)
-    budget = int(row["concurrency"]) + int(row["input_len"]) + 1500 if mixed else step_budget(row)
+    budget = step_budget(row)
     kv_fraction = KV_FRACTION.get(engine, 0.0)
     ratio = float(row.get("min_len_ratio") or 1.0)
     preset = release_preset(engine, row.get("engine_version") or "")
@@ -312,8 +294,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         source=SOURCE.format(id=row.get("id") or "(none)"),
         min_len_ratio=ratio,
         max_num_batched_tokens=budget,
-        max_num_seqs=c if mixed else c - held if held else 0,
-        scheduler="chunked" if mixed else "",
+        max_num_seqs=c - held if held else 0,
         gpu_memory_utilization=kv_fraction,
         origin=origin,
         notes=NOTES.format(
@@ -337,10 +318,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
                 else "fixed lengths (the benchmark client's)"
             ),
             budget=(
-                f"; prompt chunks mixed into the decode steps, {budget} tokens per step, {c} sequence slots "
-                "(aiconfigurator's SGLang rule: enable_mixed_chunk, max_prefill_tokens L + 1500)"
-                if mixed
-                else f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
+                f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
                 if engine in BUDGET_MARGIN
                 else f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens "
                 "default, read from the data)"
