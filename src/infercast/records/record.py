@@ -39,8 +39,8 @@ Serving kinds include queueing and scheduling, so they are predicted by the simu
   sweeps'), after ``warmup`` requests sent first and left out (0: none; the means then include the ramp-up);
 * statistic: ``mean`` or ``median`` over those requests (empty: mean TTFT, median TPOT, as ``vllm bench
   serve`` reports them; throughput has none);
-* the engine's step budget ``max_num_batched_tokens``, sequence limit ``max_num_seqs`` and KV memory fraction
-  ``gpu_memory_utilization`` when not its preset's.
+* the engine's step budget ``max_num_batched_tokens``, sequence limit ``max_num_seqs``, KV memory fraction
+  ``gpu_memory_utilization`` and step policy ``scheduler`` when not its preset's.
 
 Benchmark result files of ``vllm bench serve``, GuideLLM and AIPerf become such rows through
 :mod:`infercast.records.bench_results`, and a CSV of closed-loop benchmark rows in aiconfigurator's silicon
