@@ -21,8 +21,9 @@ VARIED = (
 
 def ttft_sensitivity(config: SimulationConfig, ttft_s: float) -> dict[str, float | None]:
     """Mean TTFT (s) of the same run with a KV pool 10 % smaller and larger, and with every step 10 % shorter and
-    longer (None: that run does not fit). TTFT moves at most in proportion to step time (less where request
-    overheads are much of it) and, away from a KV cliff, barely with the pool; on a cliff the pool swings it."""
+    longer (None: that run does not fit). Under a light load TTFT moves about in proportion to step time (less
+    where request overheads are much of it, more near saturation); away from a KV cliff it barely moves with the
+    pool, on one the pool swings it."""
     out: dict[str, float | None] = {"ttft_s": ttft_s}
     for label, kv_scale, step_scale in VARIED:
         base = config.engine
