@@ -42,7 +42,19 @@ def test_sensitivity_in_simulate_json(capsys):
     out = run_json(capsys, *args, "--kv-precision", "bf16")
     swing = out["sensitivity"]
     assert swing["ttft_s_kv_pool_minus_10pct"] > swing["ttft_s"] > swing["ttft_s_kv_pool_plus_10pct"]
+    # TTFT on this cliff is queueing behind 8k-token decodes: it moves with the step time as well
+    assert swing["ttft_s_step_time_minus_10pct"] < swing["ttft_s"] < swing["ttft_s_step_time_plus_10pct"]
     assert run_json(capsys, *args)["sensitivity"] is None
+
+
+def test_sensitivity_line_names_the_step_time_swing(capsys):
+    from tests.cli_helpers import run as run_cli
+
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "2", "--input-len", "256"]
+    code, out, err = run_cli(capsys, *args, "--output-len", "16", "--num-requests", "6", "--sensitivity")
+    assert code == 0, err
+    line = " ".join(out.split())  # the console wraps long lines
+    assert "KV pool -10 %: " in line and "; step time -10 %: " in line and ", +10 %: " in line
 
 
 def test_open_loop_kv_cliff_counts_the_requests_in_flight():

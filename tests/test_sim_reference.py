@@ -321,3 +321,37 @@ def test_a_prefilled_request_joins_after_a_preemption_frees_blocks():
     fast = run(config)
     assert fast.summary.preemptions > 0
     assert not _differences(fast, reference_simulate(config))
+
+
+NUM_SCALED_CASES = 30
+
+
+def test_fast_simulator_equals_the_reference_with_scaled_step_time_and_pool():
+    """``step_time_scale`` (every step 10 % longer) and ``kv_pool_scale`` (the sensitivity runs) reach both
+    simulators alike: over generated cases, speculative verify aside (the reference does not model it)."""
+    rng = random.Random(20261128)
+    compared, changed, failures = 0, 0, []
+    for n in range(NUM_SCALED_CASES):
+        kw = _case(rng)
+        model = kw.pop("model")
+        stream = kw.pop("stream_token_s", 0.0)
+        if stream:
+            kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
+        try:
+            base = config_from_keywords(model, "h100-sxm", **kw)
+            fast_base = run(base)
+        except InfercastError:
+            continue
+        engine = replace(base.engine, step_time_scale=1.1, kv_pool_scale=(0.9, 1.0)[n % 2])
+        config = replace(base, engine=engine)
+        try:
+            fast = run(config)
+        except InfercastError:
+            continue
+        diff = _differences(fast, reference_simulate(config))
+        if diff:
+            failures.append((n, model, kw, diff[:4]))
+        compared += 1
+        changed += fast.summary.to_dict()["e2e_s"]["mean"] > fast_base.summary.to_dict()["e2e_s"]["mean"]
+    assert not failures, failures[:3]
+    assert compared >= 15 and changed >= compared - 3, (compared, changed)

@@ -49,6 +49,9 @@ def test_replica_config_validates_on_construction():
     assert _field(EngineConfig, preemption="drop") == "preemption"
     assert _field(EngineConfig, gpu_memory_utilization=1.5) == "gpu_memory_utilization"
     assert EngineConfig(max_num_seqs=8.0).max_num_seqs == 8
+    for name in ("step_time_scale", "kv_pool_scale"):
+        for bad in (0, -1.0, float("nan"), float("inf"), "fast", True):
+            assert _field(EngineConfig, **{name: bad}) == name
     assert _field(ClusterConfig, replicas=0) == "replicas"
     assert _field(ClusterConfig, router="random") == "router"
     assert _field(ObserveConfig, goodput="latency:3") == "goodput"

@@ -255,13 +255,13 @@ def _engine_flags(given: dict[str, Any]) -> dict[str, tuple[Any, str]]:
 
 
 def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
-    """Print one run: JSON (with ``sensitivity`` and ``engine_settings``) or the summary table, the KV-pool
-    sensitivity line and the engine settings block."""
+    """Print one run: JSON (with ``sensitivity`` and ``engine_settings``) or the summary table, the sensitivity
+    line (KV pool and step time +-10 %) and the engine settings block."""
     swing = None
     if sensitivity or result.cliff:
-        from infercast.sim.sensitivity import kv_sensitivity
+        from infercast.sim.sensitivity import ttft_sensitivity
 
-        swing = kv_sensitivity(config, float(result.summary.to_dict()["ttft_s"]["mean"]))
+        swing = ttft_sensitivity(config, float(result.summary.to_dict()["ttft_s"]["mean"]))
     if json_out:
         settings = engine_settings(config.deployment, config.engine.prefix_caching).to_dict()
         emit_json({**result.to_dict(), "sensitivity": swing, "engine_settings": settings})
@@ -270,10 +270,20 @@ def _emit(result: Any, config: Any, json_out: bool, sensitivity: bool) -> None:
 
     console.print(summary_table(result))
     if swing:
-        lo, hi = (swing[k] for k in ("ttft_s_kv_pool_minus_10pct", "ttft_s_kv_pool_plus_10pct"))
-        shown = [("n/a" if v is None else f"{v:.3g} s") for v in (lo, hi)]
-        console.print(f"Sensitivity: mean TTFT {swing['ttft_s']:.3g} s; KV pool -10 %: {shown[0]}, +10 %: {shown[1]}")
+        console.print(_sensitivity_line(swing))
     print_settings(config.deployment, config.engine.prefix_caching)
+
+
+def _sensitivity_line(swing: dict[str, float | None]) -> str:
+    """``Sensitivity: mean TTFT 1.2 s; KV pool -10 %: 3.4 s, +10 %: 0.9 s; step time -10 %: ..., +10 %: ...``."""
+
+    def shown(key: str) -> str:
+        value = swing[key]
+        return "n/a" if value is None else f"{value:.3g} s"
+
+    kv = f"KV pool -10 %: {shown('ttft_s_kv_pool_minus_10pct')}, +10 %: {shown('ttft_s_kv_pool_plus_10pct')}"
+    step = f"step time -10 %: {shown('ttft_s_step_time_minus_10pct')}, +10 %: {shown('ttft_s_step_time_plus_10pct')}"
+    return f"Sensitivity: mean TTFT {shown('ttft_s')}; {kv}; {step}"
 
 
 def _write_outputs(

@@ -19,8 +19,8 @@ DEFAULT_SPEC_ACCEPTANCE = 0.7
 """--spec-acceptance when --spec-tokens is given without it (a typical EAGLE-style draft on chat traffic)."""
 KV_LINK_DEFAULT_GBPS = KVLink().bandwidth_bytes_s / 1e9
 SENSITIVITY_HELP = (
-    "Also run with a KV pool 10 % smaller and larger and report the mean TTFT of each (on by itself when the run "
-    "sits on a KV or batch-slot cliff)."
+    "Also run with a KV pool 10 % smaller and larger, and with every step 10 % shorter and longer, and report the "
+    "mean TTFT of each (on by itself when the run sits on a KV or batch-slot cliff)."
 )
 JSON_FORMATS = ("infercast", "vllm")
 

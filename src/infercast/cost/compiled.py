@@ -11,6 +11,7 @@ Both reproduce :meth:`StepCostModel.step_time` to floating-point rounding (tests
 
 from __future__ import annotations
 
+import copy
 import math
 from bisect import bisect_right
 from collections.abc import Callable
@@ -200,12 +201,23 @@ class DecodeTable:
         self.c0, self.m0 = c0[varies], m0[varies]
         self.cs, self.ms = dcs[varies], dms[varies]
         self.cw, self.mw = dcw[varies], dmw[varies]
-        # plain floats for the simulator's pure-Python paths: [op][n]
+        self.num_varying = int(varies.sum())
+        self._lists()
+
+    def _lists(self) -> None:
+        """The plain-float copies of the coefficients the simulator's pure-Python paths read: [op][n]."""
         self.cs_f, self.ms_f = self.cs.tolist(), self.ms.tolist()
         self.cw_f, self.mw_f = self.cw.tolist(), self.mw.tolist()
-        self.num_varying = int(varies.sum())
         self.constant_f = self.constant.tolist()
         self.c0_f, self.m0_f = self.c0.tolist(), self.m0.tolist()
+
+    def scaled(self, factor: float) -> DecodeTable:
+        """A copy whose every step takes ``factor`` times as long (a max of lines scales with its lines)."""
+        out = copy.copy(self)
+        for name in ("constant", "c0", "m0", "cs", "ms", "cw", "mw"):
+            setattr(out, name, getattr(self, name) * factor)
+        out._lists()
+        return out
 
     def step_times(self, n: np.ndarray, s: np.ndarray, sw: np.ndarray) -> np.ndarray:
         """Seconds of decode-only steps with ``n`` sequences and context sums ``s``/``sw`` (arrays)."""

@@ -67,6 +67,9 @@ class EngineConfig:
     after next); None: the preset's ``overlap_scheduler``."""
     kv_pool_scale: float = 1.0
     """Multiplies each replica's KV blocks (sensitivity checks: TTFT at a pool 10 % smaller or larger)."""
+    step_time_scale: float = 1.0
+    """Multiplies every engine step's time from the cost model, speculative draft and verify passes included (not
+    host swap transfers, KV hand-offs, request overheads or the API front-end): TTFT at step time 10 % off."""
 
     def __post_init__(self) -> None:
         if self.scheduler is not None:
@@ -86,6 +89,8 @@ class EngineConfig:
             raise unknown_choice("preemption", str(self.preemption), PREEMPTION_MODES)
         if self.speculative is not None:
             _require_type("speculative", self.speculative, SpeculativeConfig, "a SpeculativeConfig or None")
+        for name in ("kv_pool_scale", "step_time_scale"):
+            object.__setattr__(self, name, require_positive_number(name, getattr(self, name)))
         if self.overlap_scheduler is not None and not isinstance(self.overlap_scheduler, bool):
             raise InfercastError(
                 f"must be True, False or None, got {self.overlap_scheduler!r}", field="overlap_scheduler"

@@ -27,11 +27,23 @@ StepFn = Callable[..., float]
 _compiled: SpecCache[tuple[StepFn, DecodeTable]] = SpecCache(64)
 
 
-def compiled_costs(model: StepCostModel, max_seqs: int) -> tuple[StepFn, DecodeTable]:
+def compiled_costs(model: StepCostModel, max_seqs: int, scale: float = 1.0) -> tuple[StepFn, DecodeTable]:
     """``compile_scalar(model)`` and ``DecodeTable(model, max_seqs)``, built once and shared by every replica
     (and every simulation) with the same cost model (:func:`infercast.cost.step.cost_model` returns one object
-    per deployment and profile) and sequence limit. Both values are read-only."""
+    per deployment and profile) and sequence limit. Both values are read-only. ``scale`` multiplies every step
+    time (``EngineConfig.step_time_scale``): the one place the simulator's step prices are read from."""
+    if scale != 1.0:
+        return _compiled.get((model,), (max_seqs, scale), lambda: _scaled(compiled_costs(model, max_seqs), scale))
     return _compiled.get((model,), (max_seqs,), lambda: (compile_scalar(model), DecodeTable(model, max_seqs)))
+
+
+def _scaled(costs: tuple[StepFn, DecodeTable], scale: float) -> tuple[StepFn, DecodeTable]:
+    step_fn, table = costs
+
+    def scaled_step(**features: float) -> float:
+        return step_fn(**features) * scale
+
+    return scaled_step, table.scaled(scale)
 
 
 class DecodeSpan:

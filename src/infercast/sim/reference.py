@@ -18,8 +18,9 @@ closed-form sums (every step is ``step_time(StepBatch.from_items(...))``), no in
   a swapped-out request at the head of the queue back if its blocks (plus its next token's) fit, reserving again.
 * A sequence of t tokens holds the memory budget's ``kv_blocks_per_sequence(t)`` blocks (sliding layers: layer-group
   blocks, capped at the window), or whole-context blocks while the prefix cache is in use.
-* Then the scheduler plans the step; it lasts ``step_time`` of its batch plus any pending swap transfer,
-  and its tokens come out at its end: decodes first (completions by request id), then finished prefills.
+* Then the scheduler plans the step; it lasts ``step_time`` of its batch (times ``step_time_scale``) plus any
+  pending swap transfer, and its tokens come out at its end: decodes first (completions by request id), then
+  finished prefills. The pool holds ``kv_pool_scale`` times the budget's blocks.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class ReferenceReplica:
             self.max_batched_tokens *= dep.attention_dp
         prefix_cache = engine.prefix_caching and hash_block_size is not None
         _, num_blocks, self.block_bytes, self.state_blocks = replica_pool(mem, prefix_cache)
+        num_blocks = max(1, int(num_blocks * engine.kv_pool_scale))
         self.bs, self.token_bytes = mem.block_size, mem.kv_bytes_per_token
         self.state_bytes = mem.state_bytes_per_sequence
         # sliding layers keep only their window, in layer-group blocks: the memory budget's own count (whole-
@@ -122,6 +124,7 @@ class ReferenceReplica:
         self.kv = KVCache(num_blocks, mem.block_size, engine.prefix_caching, hash_block_size or mem.block_size)
         self.model_spec = dep.model
         self.model = cost_model(dep, config.profile)
+        self.step_scale = engine.step_time_scale
         self.overhead = self.model.profile.request_overhead_s
         self.jitter = self.model.profile.request_jitter_s
         token_s = self.model.profile.stream_token_s
@@ -291,7 +294,7 @@ class ReferenceReplica:
             chunks, [reqs[i].context for i in decodes], window=self.window, prefill_samples=sampled
         )
         start = self.last_start = self.t
-        duration = float(self.model.step_time(batch)[0]) + self.swap_cost
+        duration = float(self.model.step_time(batch)[0]) * self.step_scale + self.swap_cost
         end = self.t = start + duration
         self.swap_cost = 0.0
         self.steps += 1

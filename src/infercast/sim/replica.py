@@ -139,7 +139,8 @@ class Replica:
         self.last_step_start = -np.inf  # start of the last step run (of a decode span: of its last step)
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
-        self.step_fn, self.decode_table = compiled_costs(model, min(self.max_seqs, max(self.table.n, 1)))
+        limit, scale = min(self.max_seqs, max(self.table.n, 1)), config.step_time_scale
+        self.step_fn, self.decode_table = compiled_costs(model, limit, scale)
         self.one_line = single_line(self.decode_table)
 
     def _decode_set(self, rule: BlockRule) -> DecodeSet:
@@ -483,7 +484,7 @@ class Replica:
             draft = Deployment.resolve(
                 spec.draft_model, dep.hardware, tp=dep.tp, precision=dep.scheme.name, engine=dep.engine
             )
-            table = compiled_costs(cost_model(draft, None), self.max_seqs)[1]
+            table = compiled_costs(cost_model(draft, None), self.max_seqs, self.config.step_time_scale)[1]
         return Speculator(spec, seed + 7919 * self.rid, table)
 
     # ----- completions, preemption, swapping --------------------------------------------------------------------
