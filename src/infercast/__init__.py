@@ -161,25 +161,19 @@ def memory_budget(
     resolved :class:`Deployment` (then ``gpu``/``tp``/... are taken from it). See
     :func:`infercast.memory.memory_budget` for the load and run keywords."""
     from infercast import memory
-    from infercast.errors import InfercastError
-    from infercast.specs.deployment import Deployment
+    from infercast.analysis import scenario
 
-    if isinstance(model, Deployment):
-        dep = model
-    elif gpu is None:
-        raise InfercastError("is required", field="gpu")
-    else:
-        dep = Deployment.resolve(
-            model,
-            gpu,
-            tp=tp,
-            ep=ep,
-            precision=precision,
-            kv_precision=kv_precision,
-            engine=engine,
-            pp=pp,
-            attention_dp=attention_dp,
-        )
+    dep = scenario.as_deployment(
+        model,
+        gpu,
+        tp=tp,
+        ep=ep,
+        precision=precision,
+        kv_precision=kv_precision,
+        engine=engine,
+        pp=pp,
+        attention_dp=attention_dp,
+    )
     return memory.memory_budget(
         dep,
         context=context,
