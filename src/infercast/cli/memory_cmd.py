@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Annotated
 
 import typer
@@ -35,27 +35,11 @@ class MemorySizes:
 
     def budget(self, dep: Deployment) -> MemoryBudget:
         """Per-GPU memory of ``dep`` run with these sizes."""
-        return memory_budget(
-            dep,
-            context=self.context,
-            concurrency=self.concurrency,
-            gpu_memory_utilization=self.gpu_memory_utilization,
-            block_size=self.block_size,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            max_num_seqs=self.max_num_seqs,
-        )
+        return memory_budget(dep, **asdict(self))
 
     def would_fit(self, dep: Deployment) -> list[dict[str, object]]:
         """Layouts near ``dep`` that fit these sizes (:func:`infercast.memory.what_would_fit`)."""
-        return what_would_fit(
-            dep,
-            context=self.context,
-            concurrency=self.concurrency,
-            gpu_memory_utilization=self.gpu_memory_utilization,
-            block_size=self.block_size,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            max_num_seqs=self.max_num_seqs,
-        )
+        return what_would_fit(dep, **asdict(self))
 
 
 def memory(
