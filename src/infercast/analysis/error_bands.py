@@ -63,6 +63,8 @@ HELDOUT_DIMENSIONS = ("engine", "load")
 """Regime dimensions of the held-out bands (every point there is outside the calibration: no gpu or tp split)."""
 HELDOUT_REGIME = "published sweeps never fitted"
 """The ``data`` entry of a held-out band's regime."""
+CLIFF_REGIME = "published sweeps never fitted, points on a cliff"
+"""The ``data`` entry of a cliff band's regime (:func:`cliff_band`)."""
 
 
 def load_level(concurrency: int) -> str:
@@ -158,6 +160,18 @@ def _lookup(metric: str, regime: dict[str, str], outside: bool) -> ErrorBand | N
             found = ErrorBand(metric, found.typical, found.p90, found.points, {"data": HELDOUT_REGIME, **found.regime})
         _memo[key] = found
     return _memo[key]
+
+
+def cliff_band(cause: str) -> ErrorBand | None:
+    """The TTFT band of a run on a cliff of ``cause`` (``"kv"``, ``"slots"``: :func:`infercast.sim.cliff.find_cliff`):
+    median and p90 |error| of mean TTFT over the published sweeps' points whose simulation is on such a cliff (the
+    held-out file's ``cliff`` section, pooled over both causes where one had too few points); None when never
+    written."""
+    row = heldout_table().get("cliff", {}).get("bands", {}).get(cause)
+    if not row:
+        return None
+    data = CLIFF_REGIME + (", all causes pooled" if "pooled" in row else "")
+    return ErrorBand("ttft", row["typical"], row["p90"], row["points"], {"data": data, "cliff": cause})
 
 
 def find_band(
