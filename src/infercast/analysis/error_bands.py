@@ -17,7 +17,9 @@ derives from published serving sweeps of other GPUs and models that nothing is f
 p90 of |error|, by engine and load. The cross-validated bands measured how well infercast does inside its
 calibration; outside it they were 2-4x too narrow (31-41 % of those points inside their p90 band), so those
 predictions get the error measured out there. Nothing is fitted to those points: they set how sure a prediction
-says it is, not what it says.
+says it is, not what it says. A simulated run on a cliff (TTFT mostly queueing for KV blocks or batch slots,
+``sim/cliff.py``) takes its TTFT band from that file's ``cliff`` section instead (:func:`cliff_band`): the error
+on those points whose own simulation was on a cliff of the same cause.
 
 Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a GPU, a model or an engine
 release the serving data never measured, a parallelism never measured (tp > 8, expert parallelism, pipeline),
