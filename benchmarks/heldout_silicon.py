@@ -18,6 +18,11 @@ GPU, a model or an engine release outside the serving calibration (``src/inferca
 bands are checked the way the predictions are, on points they were not built from: the "inside p90 band" columns
 build each point's band without its model (and, in the summary, without its GPU), and count the points inside it.
 
+A run whose TTFT is mostly queueing for KV blocks or batch slots (``sim/cliff.py``: a cliff) swings with a few
+percent of KV pool or step time, so ``simulate`` prints another TTFT band for it: the median and p90 |error| of
+mean TTFT over the points here whose simulation is on a cliff of the same cause (the ``cliff`` section of the bands
+file), checked the same way (the band built without the point's model, or its GPU).
+
 ``--write`` saves the tables to ``benchmarks/heldout_silicon.md`` and the bands to
 ``src/infercast/data/heldout_bands.yaml``. Needs the ``aiconfigurator`` extra
 (``pip install -e '.[aiconfigurator]'``). About 1.5 minutes on two cores.
@@ -32,6 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -41,12 +47,17 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from infercast.analysis.error_bands import HELDOUT_DIMENSIONS, HELDOUT_FILE, find_band, load_level  # noqa: E402
 from infercast.calibrate.validation import BAND_METRICS, Comparison, compare_each, summarize_by  # noqa: E402
+from infercast.files import atomic_write  # noqa: E402
 from infercast.records.kernel_tables import locate  # noqa: E402
 from infercast.records.silicon_rows import convert_rows, from_wheel_row  # noqa: E402
 
 CALIBRATION = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
 OUT_MD = ROOT / "benchmarks" / "heldout_silicon.md"
 OUT_BANDS = ROOT / "src" / "infercast" / "data" / HELDOUT_FILE
+CLIFF_CAUSES = ("kv", "slots")
+"""The causes of a cliff (:func:`infercast.sim.cliff.find_cliff`): queueing for KV blocks, for batch slots."""
+MIN_CLIFF_POINTS = 20
+"""A cliff cause needs this many points for a band of its own (else the pooled cliff points give it)."""
 
 
 def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
@@ -119,6 +130,61 @@ def coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, float]]:
     return out
 
 
+def cliff_bands(compared: Sequence[Comparison]) -> dict[str, dict[str, Any]]:
+    """Per cliff cause (:data:`CLIFF_CAUSES`), median (typical) and p90 |error| of mean TTFT over the points whose
+    simulation is on that cliff (``Comparison.cliff``); a cause with fewer than :data:`MIN_CLIFF_POINTS` takes the
+    band of all cliff points pooled, and says so. A cause is left out when even the pool is too small."""
+    points = [c for c in compared if BAND_METRICS.get(c.record.kind) == "ttft" and c.cliff]
+    pooled = [abs(c.error) for c in points]
+    out: dict[str, dict[str, Any]] = {}
+    for cause in CLIFF_CAUSES:
+        own = [abs(c.error) for c in points if c.cliff == cause]
+        errors = own if len(own) >= MIN_CLIFF_POINTS else pooled
+        if len(errors) < MIN_CLIFF_POINTS:
+            continue
+        a = np.asarray(errors)
+        out[cause] = {
+            "typical": round(float(np.median(a)), 4),
+            "p90": round(float(np.percentile(a, 90)), 4),
+            "points": int(a.size),
+        }
+        if errors is not own:
+            out[cause]["pooled"] = (
+                f"only {len(own)} {cause} cliff points (fewer than {MIN_CLIFF_POINTS}): the band of all "
+                f"{len(pooled)} cliff points"
+            )
+    return out
+
+
+def cliff_coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, Any]]:
+    """Per cliff cause and pooled, the share of cliff points inside the p90 of the cliff band (:func:`cliff_bands`)
+    built without the point's model, without its GPU, and from all points; a point left without a band counts
+    as outside."""
+    points = [c for c in compared if BAND_METRICS.get(c.record.kind) == "ttft" and c.cliff]
+    out: dict[str, dict[str, Any]] = {}
+    for name, left_out in (("model_left_out", "model"), ("gpu_left_out", "gpu"), ("in_sample", None)):
+        inside = _inside_left_out(points, left_out)
+        for cause in (*CLIFF_CAUSES, "all"):
+            chosen = [ok for c, ok in zip(points, inside, strict=True) if cause in ("all", c.cliff)]
+            if chosen:
+                out.setdefault(cause, {"points": len(chosen)})[name] = round(float(np.mean(chosen)), 3)
+    return out
+
+
+def _inside_left_out(points: Sequence[Comparison], left_out: str | None) -> list[bool]:
+    """Per cliff point, whether it is inside the p90 of its cause's cliff band built from the points that do not
+    share its ``left_out`` field (model, gpu; None: from all points)."""
+    key = (lambda c: getattr(c.record, left_out)) if left_out else (lambda c: "")
+    tables = {v: cliff_bands([c for c in points if key(c) != v or not left_out]) for v in {key(c) for c in points}}
+    return [_inside_cliff_band(c, tables[key(c)]) for c in points]
+
+
+def _inside_cliff_band(c: Comparison, bands: dict[str, dict[str, Any]]) -> bool:
+    """Whether a cliff point's |error| is inside the p90 of its cause's band (False where it has none)."""
+    band = bands.get(str(c.cliff))
+    return band is not None and abs(c.error) <= float(band["p90"])
+
+
 def table(stats: Sequence[dict[str, object]], title: str) -> list[str]:
     """Markdown rows of :func:`summarize_by`'s groups: points, median / p90 |error|, signed median, share inside
     the points' p90 bands (:func:`with_bands`)."""
@@ -165,6 +231,7 @@ def main() -> None:
         reason = u.reason.split(": ", 1)[-1]
         reasons[reason[:140]] = reasons.get(reason[:140], 0) + 1
     shares = coverage(compared)
+    cliff = {"bands": cliff_bands(compared), "coverage": cliff_coverage(compared)}
     left_out = with_bands(compared, "model")
     inside = "; ".join(
         f"{metric.upper()} {100 * c['model_left_out']:.0f} % with the point's model left out, "
@@ -190,6 +257,8 @@ def main() -> None:
         "",
         *table(summarize_by(left_out, ["model"]), "model"),
         "",
+        *cliff_table(compared, cliff),
+        "",
         "Refused (reason: records):",
         "",
         *[f"- {n}: {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1])[:15]],
@@ -197,21 +266,65 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        OUT_MD.write_text(text)
-        bands = {
-            "generated_by": "python benchmarks/heldout_silicon.py --write",
-            "source": f"aiconfigurator-core {source.version} systems/silicon_sample.csv: {len(compared) // 2} "
-            "aggregated closed-loop points outside the calibration file (other GPUs, models, engine "
-            "releases); nothing is fitted to them",
-            "method": "median (typical) and p90 of |error| of infercast's predictions of those points, by engine x "
-            "load and every coarser level; used for a GPU or a model the serving calibration never measured",
-            "coverage": {metric: {k: round(v, 3) for k, v in c.items()} for metric, c in shares.items()},
-            "bands": band_rows(compared),
-        }
-        OUT_BANDS.write_text(
-            "# Error bands outside the serving calibration; written by "
-            "benchmarks/heldout_silicon.py --write. Do not edit.\n" + yaml.safe_dump(bands, sort_keys=False)
-        )
+        write_outputs(text, bands_file(source.version, compared, shares, cliff))
+
+
+def cliff_table(compared: Sequence[Comparison], cliff: dict[str, Any]) -> list[str]:
+    """Markdown: the TTFT band of the points on a cliff, by cause (the pooled band where a cause has too few), the
+    signed median error, and the share inside the band's p90 built without the point's model, its GPU, or none."""
+    lines = [
+        "TTFT of the points whose simulation is on a cliff (TTFT mostly queueing for KV blocks or batch slots); "
+        "`simulate` prints this band for a run on such a cliff:",
+        "",
+        "| cliff | points | band: median / p90 \\|error\\| | signed median | inside p90 band (model / GPU left out, "
+        "in-sample) |",
+        "|---|---|---|---|---|",
+    ]
+    points = [c for c in compared if BAND_METRICS.get(c.record.kind) == "ttft" and c.cliff]
+    for cause in (*CLIFF_CAUSES, "all"):
+        errors = [c.error for c in points if cause in ("all", c.cliff)]
+        a = np.abs(errors)
+        pooled = {"typical": np.median(a), "p90": np.percentile(a, 90)} if errors else None
+        band = cliff["bands"].get(cause, pooled if cause == "all" else None)
+        spread = f"{100 * band['typical']:.1f} % / {100 * band['p90']:.1f} %" if band else "-"
+        spread += " (pooled)" if band and "pooled" in band else ""
+        cover = cliff["coverage"].get(cause)
+        keys = ("model_left_out", "gpu_left_out", "in_sample")
+        shares = " / ".join(f"{100 * cover[k]:.0f} %" for k in keys) if cover else "-"
+        signed = f"{100 * np.median(errors):+.1f} %" if errors else "-"
+        lines.append(f"| {cause} | {len(errors)} | {spread} | {signed} | {shares} |")
+    return lines
+
+
+def bands_file(
+    version: str, compared: Sequence[Comparison], shares: dict[str, dict[str, float]], cliff: dict[str, Any]
+) -> dict[str, Any]:
+    """The bands file's content: the bands by engine x load, their coverage, and the cliff bands."""
+    return {
+        "generated_by": "python benchmarks/heldout_silicon.py --write",
+        "source": f"aiconfigurator-core {version} systems/silicon_sample.csv: {len(compared) // 2} "
+        "aggregated closed-loop points outside the calibration file (other GPUs, models, engine "
+        "releases); nothing is fitted to them",
+        "method": "median (typical) and p90 of |error| of infercast's predictions of those points, by engine x "
+        "load and every coarser level; used for a GPU or a model the serving calibration never measured",
+        "coverage": {metric: {k: round(v, 3) for k, v in c.items()} for metric, c in shares.items()},
+        "bands": band_rows(compared),
+        "cliff": {
+            "method": "median (typical) and p90 of |error| of mean TTFT over the same points whose simulation is "
+            f"on a cliff (TTFT mostly queueing), by cause; a cause with fewer than {MIN_CLIFF_POINTS} points takes "
+            "the pooled cliff points ('pooled' says so); the TTFT band of any run on a cliff of that cause",
+            **cliff,
+        },
+    }
+
+
+def write_outputs(text: str, bands: dict[str, Any]) -> None:
+    """Save the tables and the bands, each file replaced whole or left as it was (``files.atomic_write``)."""
+    head = "# Error bands outside the serving calibration; written by benchmarks/heldout_silicon.py --write. "
+    head += "Do not edit.\n"
+    body = head + yaml.safe_dump(bands, sort_keys=False)
+    atomic_write(OUT_MD, "output", lambda tmp: tmp.write_text(text))
+    atomic_write(OUT_BANDS, "output", lambda tmp: tmp.write_text(body))
 
 
 if __name__ == "__main__":

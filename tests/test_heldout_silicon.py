@@ -78,14 +78,14 @@ def test_a_blank_precision_is_the_16_bit_checkpoint(tmp_path: Path) -> None:
     assert row["precision"] == "bf16" and convert(row)[0].precision == "bf16"
 
 
-def _point(model: str, engine: str, clients: int, error: float, kind: str = "serving_ttft"):
+def _point(model: str, engine: str, clients: int, error: float, kind: str = "serving_ttft", cliff: str | None = None):
     from infercast.calibrate.validation import Comparison
     from infercast.records.record import Record
 
     record = Record(
         kind=kind, model=model, gpu="h200", engine=engine, concurrency=clients, statistic="mean", value=100.0, unit="ms"
     )
-    return Comparison(record, predicted=0.1 * (1 + error), measured=0.1)
+    return Comparison(record, predicted=0.1 * (1 + error), measured=0.1, cliff=cliff)
 
 
 def test_bands_are_the_error_quantiles_by_engine_and_load() -> None:
@@ -122,3 +122,35 @@ def test_the_committed_held_out_bands_cover_about_nine_in_ten_points_they_were_n
         finest = [r for r in rows if all(d in r for d in HELDOUT_DIMENSIONS) and r["points"] >= MIN_POINTS]
         assert {r["engine"] for r in finest} >= {"sglang", "trtllm", "vllm", "vllm-0.14"}
         assert {r["load"] for r in finest} == {"light", "medium", "heavy"}
+
+
+def test_cliff_bands_are_the_cliff_points_ttft_errors_by_cause_pooled_when_a_cause_is_thin() -> None:
+    script = _script()
+    kv = [_point(f"m{i % 4}", "vllm", 64, 0.1 * (i + 1), cliff="kv") for i in range(20)]
+    slots = [_point("m0", "vllm", 64, -3.0, cliff="slots") for _ in range(5)]
+    calm = [_point("m0", "vllm", 64, 0.01)] * 50 + [_point("m0", "vllm", 64, 9.0, kind="serving_tpot", cliff="kv")]
+    bands = script.cliff_bands(kv + slots + calm)
+    assert bands["kv"] == {"typical": 1.05, "p90": 1.81, "points": 20} and "pooled" not in bands["kv"]
+    assert bands["slots"]["points"] == 25 and "only 5 slots cliff points" in bands["slots"]["pooled"]
+    assert script.cliff_bands(slots + calm) == {}  # 5 cliff points: no band at all
+
+
+def test_cliff_band_coverage_leaves_the_points_model_out() -> None:
+    script = _script()
+    calm = [_point(f"m{i}", "vllm", 64, 0.01 * (i % 5), cliff="kv") for i in range(30)]
+    wild = [_point("wild", "vllm", 64, 3.0, cliff="kv") for _ in range(5)]  # one model far off
+    cover = script.cliff_coverage(calm + wild)
+    assert cover["kv"]["points"] == cover["all"]["points"] == 35 and "slots" not in cover
+    assert cover["kv"]["model_left_out"] == round(30 / 35, 3)  # the other models' band misses the wild points
+    assert cover["kv"]["in_sample"] == 1.0  # their own errors stretch the in-sample p90 over them
+
+
+def test_the_committed_cliff_bands_cover_the_cliff_points_left_out() -> None:
+    from infercast.analysis.error_bands import heldout_table
+
+    cliff = heldout_table()["cliff"]
+    assert set(cliff["bands"]) == {"kv", "slots"}
+    for cause, band in cliff["bands"].items():
+        assert 0 < band["typical"] <= band["p90"] and band["points"] >= 20
+        assert "pooled" in band or cliff["coverage"][cause]["points"] == band["points"]
+    assert 0.8 <= cliff["coverage"]["all"]["model_left_out"] <= 0.95

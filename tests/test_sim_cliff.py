@@ -1,8 +1,10 @@
 """No cliffs without a warning (issue 36 part 3): a run whose TTFT is queueing for KV blocks or batch slots says
-so with the cause and what removes it, and its TTFT band widens."""
+so with the cause and what removes it, and its TTFT band is the error measured on published sweeps whose
+simulation sits on a cliff of the same cause."""
 
 from __future__ import annotations
 
+from infercast.analysis.error_bands import CLIFF_REGIME, heldout_table
 from infercast.sim.api import config_from_keywords, run
 
 ISSUE = dict(precision="fp8", engine="trtllm", concurrency=64, input_len=1024, output_len=8192, num_requests=128)
@@ -14,7 +16,18 @@ def test_kv_cliff_is_named_with_its_remedy():
     assert cliff["cause"] == "kv" and cliff["kv_pool_holds"] == 34
     assert "KV pool holds 34 of 64 clients" in cliff["message"] and "--kv-precision fp8" in cliff["message"]
     assert result.confidence.warnings[0].startswith("cliff: ")
-    band = result.confidence.bands["ttft"]
+    band = result.confidence.bands["ttft"]  # the error measured on published sweeps simulated on a KV cliff
+    want = heldout_table()["cliff"]["bands"]["kv"]
+    assert (band.typical, band.p90, band.points) == (want["typical"], want["p90"], want["points"])
+    assert band.regime == {"data": CLIFF_REGIME, "cliff": "kv"}
+    assert result.confidence.bands["tpot"].regime.get("cliff") is None
+
+
+def test_without_measured_cliff_bands_the_ttft_band_widens_to_its_p90(monkeypatch):
+    import infercast.analysis.error_bands as error_bands
+
+    monkeypatch.setattr(error_bands, "heldout_table", lambda: {})
+    band = run(config_from_keywords("llama-3.1-70b", "b200", kv_precision="bf16", **ISSUE)).confidence.bands["ttft"]
     assert band.typical == band.p90 and band.regime["cliff"] == "kv"
 
 
@@ -32,6 +45,8 @@ def test_slot_cliff():
     )
     assert result.cliff is not None and result.cliff["cause"] == "slots"
     assert "max_num_seqs 4 holds 4 of 32 clients" in result.cliff["message"]
+    band, want = result.confidence.bands["ttft"], heldout_table()["cliff"]["bands"]["slots"]
+    assert (band.typical, band.p90, band.regime["cliff"]) == (want["typical"], want["p90"], "slots")
 
 
 def test_sensitivity_in_simulate_json(capsys):

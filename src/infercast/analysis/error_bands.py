@@ -17,7 +17,9 @@ derives from published serving sweeps of other GPUs and models that nothing is f
 p90 of |error|, by engine and load. The cross-validated bands measured how well infercast does inside its
 calibration; outside it they were 2-4x too narrow (31-41 % of those points inside their p90 band), so those
 predictions get the error measured out there. Nothing is fitted to those points: they set how sure a prediction
-says it is, not what it says.
+says it is, not what it says. A simulated run on a cliff (TTFT mostly queueing for KV blocks or batch slots,
+``sim/cliff.py``) takes its TTFT band from that file's ``cliff`` section instead (:func:`cliff_band`): the error
+on those points whose own simulation was on a cliff of the same cause.
 
 Warnings say when a scenario lies outside what was calibrated: a prior-only GPU, a GPU, a model or an engine
 release the serving data never measured, a parallelism never measured (tp > 8, expert parallelism, pipeline),
@@ -63,6 +65,8 @@ HELDOUT_DIMENSIONS = ("engine", "load")
 """Regime dimensions of the held-out bands (every point there is outside the calibration: no gpu or tp split)."""
 HELDOUT_REGIME = "published sweeps never fitted"
 """The ``data`` entry of a held-out band's regime."""
+CLIFF_REGIME = "published sweeps never fitted, points on a cliff"
+"""The ``data`` entry of a cliff band's regime (:func:`cliff_band`)."""
 
 
 def load_level(concurrency: int) -> str:
@@ -158,6 +162,18 @@ def _lookup(metric: str, regime: dict[str, str], outside: bool) -> ErrorBand | N
             found = ErrorBand(metric, found.typical, found.p90, found.points, {"data": HELDOUT_REGIME, **found.regime})
         _memo[key] = found
     return _memo[key]
+
+
+def cliff_band(cause: str) -> ErrorBand | None:
+    """The TTFT band of a run on a cliff of ``cause`` (``"kv"``, ``"slots"``: :func:`infercast.sim.cliff.find_cliff`):
+    median and p90 |error| of mean TTFT over the published sweeps' points whose simulation is on such a cliff (the
+    held-out file's ``cliff`` section, pooled over both causes where one had too few points); None when never
+    written."""
+    row = heldout_table().get("cliff", {}).get("bands", {}).get(cause)
+    if not row:
+        return None
+    data = CLIFF_REGIME + (", all causes pooled" if "pooled" in row else "")
+    return ErrorBand("ttft", row["typical"], row["p90"], row["points"], {"data": data, "cliff": cause})
 
 
 def find_band(

@@ -176,8 +176,14 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
 
 def serving_cliff(rec: Record, profiles: dict[str, CostProfile] | None = None) -> bool:
     """Whether the simulation of a serving record carries a cliff warning (False for other kinds)."""
+    return serving_cliff_cause(rec, profiles) is not None
+
+
+def serving_cliff_cause(rec: Record, profiles: dict[str, CostProfile] | None = None) -> str | None:
+    """The cause (``"kv"``, ``"slots"``) of the cliff warning a serving record's simulation carries; None when it
+    carries none or the record is of another kind."""
     if rec.kind not in SERVING_KINDS:
-        return False
+        return None
     with located(rec):
         return simulate_serving(deployment_of(rec), profile_for(rec, profiles), serving_bench(rec)).cliff
 

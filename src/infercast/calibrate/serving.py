@@ -87,9 +87,9 @@ class BenchStatistics:
     output_tok_s: float
     saturated: bool
     """The KV cache or the sequence limit held requests back (queueing beyond the clients' own wait)."""
-    cliff: bool = False
-    """The run printed a cliff warning (:func:`infercast.sim.cliff.find_cliff`: TTFT mostly queueing for KV
-    blocks or batch slots), as ``simulate`` would for this benchmark."""
+    cliff: str | None = None
+    """The cause of the run's cliff warning, ``"kv"`` or ``"slots"`` (:func:`infercast.sim.cliff.find_cliff`: TTFT
+    mostly queueing for KV blocks or batch slots), as ``simulate`` would print it for this benchmark; None: none."""
 
     def value(self, kind: str, statistic: str) -> float:
         """The figure a serving record of ``kind`` reports with ``statistic`` (mean / median)."""
@@ -146,7 +146,7 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         ttft = (res["ttft_s"]["mean"], res["ttft_s"]["p50"])
         tpot = (res["tpot_s"]["mean"], res["tpot_s"]["p50"])
     out = _CACHE[key] = BenchStatistics(
-        *ttft, *tpot, res["output_throughput_tok_s"], bool(queued), res.cliff is not None
+        *ttft, *tpot, res["output_throughput_tok_s"], bool(queued), res.cliff["cause"] if res.cliff else None
     )
     return out
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.analysis.error_bands import ErrorBand, Regime, confidence, load_level
-from infercast.calibrate.predict import metric_of, predict_located
+from infercast.calibrate.predict import metric_of, predict_located, serving_cliff_cause
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.records.record import GROUP_FIELDS, Record
@@ -29,6 +29,9 @@ class Comparison:
     measured: float
     band: ErrorBand | None = None
     """The expected error a prediction of this regime prints (None: a metric the bands do not cover)."""
+    cliff: str | None = None
+    """The cause (``"kv"``, ``"slots"``) of the cliff warning the point's simulation carries; None: none (or not a
+    serving point)."""
 
     @property
     def error(self) -> float:
@@ -78,7 +81,8 @@ def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None =
 
 def comparison(rec: Record, profiles: dict[str, CostProfile] | None = None) -> Comparison:
     """One record, predicted (an InfercastError naming the record's ``path:row`` where refused), with its band."""
-    return Comparison(rec, predict_located(rec, profiles), rec.value_si, band_of(rec))
+    predicted = predict_located(rec, profiles)  # simulates a serving record; the cliff's cause reads that run
+    return Comparison(rec, predicted, rec.value_si, band_of(rec), serving_cliff_cause(rec, profiles))
 
 
 @dataclass(frozen=True)

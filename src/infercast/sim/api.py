@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from infercast.analysis.error_bands import Confidence, deployment_confidence
+from infercast.analysis.error_bands import Confidence, cliff_band, deployment_confidence
 from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError, nearest
@@ -310,14 +310,18 @@ def _confidence(
 
 def _on_cliff(result: SimulationResult, work: Workload, disagg: DisaggConfig | None) -> SimulationResult:
     """``result`` with its cliff (:func:`find_cliff`; colocated runs only), the warning first and the TTFT band
-    widened to its regime's p90: queueing-dominated TTFT swings with a few percent of KV pool or step time, so
-    its expected error is the cross-validated tail, not the median."""
+    that of runs on such a cliff (:func:`cliff_band`: the error measured on published sweeps whose simulation is
+    on a cliff of the same cause): queueing-dominated TTFT swings with a few percent of KV pool or step time.
+    Without that band (never written) the regime's band is widened to its p90."""
     cliff = None if disagg is not None else find_cliff(result.table, result.replicas[0], work.closed_loop)
     conf = result.confidence
     if cliff is None or conf is None:
         return replace(result, cliff=cliff)
     bands = dict(conf.bands)
-    if (band := bands.get("ttft")) is not None:
+    measured = cliff_band(cliff["cause"])
+    if measured is not None:
+        bands["ttft"] = measured
+    elif (band := bands.get("ttft")) is not None:
         bands["ttft"] = replace(band, typical=band.p90, regime={**band.regime, "cliff": cliff["cause"]})
     return replace(result, cliff=cliff, confidence=Confidence(bands, [f"cliff: {cliff['message']}", *conf.warnings]))
 
