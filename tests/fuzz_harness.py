@@ -1059,23 +1059,10 @@ def shared_server() -> Any:
         from infercast.harness.engine.runtime import Engine
         from infercast.harness.engine.server import EngineServer
         from infercast.harness.torch_model import TransformerModel
-        from infercast.specs.model import ModelSpec
+        from tests.tiny_models import tiny_spec
 
         torch.set_num_threads(1)
-        spec = ModelSpec(
-            id="tiny",
-            name="tiny",
-            family="test",
-            source="test",
-            num_layers=2,
-            hidden_size=64,
-            num_attention_heads=4,
-            num_kv_heads=2,
-            head_dim=16,
-            intermediate_size=128,
-            vocab_size=97,
-            max_context=512,
-        )
+        spec = tiny_spec()
         model = TransformerModel(spec, precision="fp32", seed=3)
         engine = Engine(
             model, scheduler="chunked", num_blocks=64, block_size=16, max_num_seqs=16, max_num_batched_tokens=64

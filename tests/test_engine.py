@@ -24,22 +24,10 @@ from infercast.harness.torch_model import TransformerModel  # noqa: E402
 from infercast.sim.decode_cost import compiled_costs  # noqa: E402
 from infercast.sim.workload import WorkloadSpec  # noqa: E402
 from infercast.specs.model import MLASpec, ModelSpec  # noqa: E402
+from tests.tiny_models import TINY  # noqa: E402
 
 SCHEDULERS = ("static", "prefill-first", "chunked", "inflight")
-_BASE = dict(
-    id="tiny",
-    name="tiny",
-    family="test",
-    source="test",
-    num_layers=2,
-    hidden_size=64,
-    num_attention_heads=4,
-    num_kv_heads=2,
-    head_dim=16,
-    intermediate_size=128,
-    vocab_size=97,
-    max_context=512,
-)
+_BASE = TINY
 SPEC = ModelSpec(**_BASE)
 HW = cpu_hardware({"fp32": 5e10, "bf16": 1e11, "bandwidth_bytes_s": 1e10, "threads": 2})
 

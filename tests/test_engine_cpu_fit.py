@@ -24,22 +24,9 @@ from infercast.harness.engine.cpu import (
 from infercast.harness.engine.cpu_steps import EngineSteps, errors, held_out, kinds
 from infercast.harness.engine.sim_twin import HarnessEngineConfig, deployment, simulate_engine
 from infercast.sim.workload import WorkloadSpec
-from infercast.specs.model import ModelSpec
+from tests.tiny_models import tiny_spec
 
-SPEC = ModelSpec(
-    id="tiny-fit",
-    name="tiny-fit",
-    family="test",
-    source="test",
-    num_layers=2,
-    hidden_size=64,
-    num_attention_heads=4,
-    num_kv_heads=2,
-    head_dim=16,
-    intermediate_size=128,
-    vocab_size=97,
-    max_context=512,
-)
+SPEC = tiny_spec(id="tiny-fit", name="tiny-fit")
 HW = cpu_hardware({"fp32": 5e10, "bf16": 1e11, "bandwidth_bytes_s": 2e10, "threads": 1})
 CONFIG = HarnessEngineConfig(SPEC, precision="fp32")
 TRUTH = {

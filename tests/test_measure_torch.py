@@ -28,22 +28,10 @@ from infercast.harness.torch_model import TransformerModel, is_sliding_layer, tr
 from infercast.records.readers import read_records  # noqa: E402
 from infercast.records.record import Record, write_records  # noqa: E402
 from infercast.specs.model import MLASpec, ModelSpec, MoESpec  # noqa: E402
+from tests.tiny_models import TINY  # noqa: E402
 
 VOCAB = 97
-_BASE = dict(
-    id="tiny",
-    name="tiny",
-    family="test",
-    source="test",
-    num_layers=2,
-    hidden_size=64,
-    num_attention_heads=4,
-    num_kv_heads=2,
-    head_dim=16,
-    intermediate_size=128,
-    vocab_size=VOCAB,
-    max_context=256,
-)
+_BASE = {**TINY, "vocab_size": VOCAB, "max_context": 256}
 
 
 def _spec(**over: object) -> ModelSpec:
