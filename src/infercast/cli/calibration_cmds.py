@@ -455,7 +455,7 @@ def validate(
             + (f" ({len(reasons)} distinct reasons; --json lists them all)" if len(reasons) > 1 else "")
         )
     grouped = summarize_by(rows, fields) if fields else []
-    settings = record_settings(records)
+    settings, deployments = record_settings(records)
     if json_out:
         emit_json(
             {
@@ -464,10 +464,13 @@ def validate(
                 "points": [r.to_dict() for r in rows] if points else None,
                 "unpredicted": [u.to_dict() for u in refused],
                 "engine_settings": [e.to_dict() for e in settings],
+                "deployments": deployments,
             }
         )
         return
-    _print_validation(rows, summary, (fields, grouped), points, settings)
+    _print_validation(rows, summary, (fields, grouped), points, settings if deployments <= len(settings) else [])
+    if deployments > len(settings):
+        console.print(f"{deployments} deployments: --json gives the engine settings of the first {len(settings)}")
 
 
 def _print_validation(

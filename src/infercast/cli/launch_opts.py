@@ -139,14 +139,15 @@ def launched_records(records: list[Record], parsed: UserLaunch) -> list[Record]:
     return out
 
 
-def record_settings(records: list[Record], limit: int = 3) -> list[EngineLaunch]:
-    """The engine settings of the serving records' distinct deployments (at most ``limit``), each with the
-    record's own batch limit, token budget and memory fraction as user-launch values."""
+def record_settings(records: list[Record], limit: int = 3) -> tuple[list[EngineLaunch], int]:
+    """The engine settings of the serving records' first ``limit`` distinct deployments (each with the record's
+    own batch limit, token budget, memory fraction and step policy as user-launch values), and how many distinct
+    deployments there are. A record whose deployment cannot be resolved is left out (validate lists it)."""
     from dataclasses import replace
 
     from infercast.calibrate.predict import deployment_of
 
-    seen: dict[tuple, EngineLaunch] = {}
+    seen: dict[tuple, EngineLaunch | None] = {}
     for rec in records:
         if not rec.kind.startswith("serving_"):
             continue
@@ -154,9 +155,13 @@ def record_settings(records: list[Record], limit: int = 3) -> list[EngineLaunch]
         key += tuple(getattr(rec, k) for k in SERVING_KNOBS)
         if key in seen:
             continue
-        if len(seen) == limit:
-            break
+        seen[key] = None
+        if sum(v is not None for v in seen.values()) == limit:
+            continue
         overrides = {e: (getattr(rec, k), f"the run's {k}") for k, e in SERVING_KNOBS.items() if getattr(rec, k)}
-        dep = deployment_of(rec)
+        try:
+            dep = deployment_of(rec)
+        except InfercastError:
+            continue
         seen[key] = engine_settings(replace(dep, engine=UserLaunch(dep.engine.id, overrides).apply(dep.engine)))
-    return list(seen.values())
+    return [v for v in seen.values() if v is not None], len(seen)
