@@ -108,3 +108,11 @@ def test_a_dated_sweeps_fp8_rows_run_an_8_bit_kv_cache_on_every_engine() -> None
         )
         assert row is not None
         assert {r.kv_precision for r in convert(row)} == {kv}
+
+
+def test_a_dated_sweeps_tensorrt_llm_row_without_a_version_reads_as_a_later_release() -> None:
+    sweep = "source_file=2026-04-06.csv; silicon_concurrency=16"
+    row = from_wheel_row(_row(backend_version="", batch_size="16", silicon_data_source=sweep))
+    assert row is not None and {r.engine for r in convert(row)} == {"trtllm-1.1"}
+    own = from_wheel_row(_row(backend_version="", batch_size="16", **_clients(16)))
+    assert own is not None and {r.engine for r in convert(own)} == {"trtllm"}
