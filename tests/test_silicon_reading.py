@@ -116,3 +116,13 @@ def test_a_dated_sweeps_tensorrt_llm_row_without_a_version_reads_as_a_later_rele
     assert row is not None and {r.engine for r in convert(row)} == {"trtllm-1.1"}
     own = from_wheel_row(_row(backend_version="", batch_size="16", **_clients(16)))
     assert own is not None and {r.engine for r in convert(own)} == {"trtllm"}
+
+
+def test_a_length_range_alone_does_not_make_a_row_a_dated_sweeps() -> None:
+    """A closed-loop CSV of the user's own with a length range keeps its engine's fp8 reading and release."""
+    sweep = "source_file=2026-04-06.csv; silicon_concurrency=16"
+    row = from_wheel_row(_row(backend="vllm", backend_version="", batch_size="16", silicon_data_source=sweep))
+    assert row is not None
+    own = {k: v for k, v in row.items() if k != "dated_sweep"}
+    assert {r.kv_precision for r in convert(own)} == {"bf16"} and {r.min_len_ratio for r in convert(own)} == {0.8}
+    assert {r.kv_precision for r in convert(row)} == {"fp8"}

@@ -174,11 +174,6 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
     raise InfercastError(f"cannot predict records of kind {rec.kind!r}", field="kind")
 
 
-def serving_cliff(rec: Record, profiles: dict[str, CostProfile] | None = None) -> bool:
-    """Whether the simulation of a serving record carries a cliff warning (False for other kinds)."""
-    return serving_cliff_cause(rec, profiles) is not None
-
-
 def serving_cliff_cause(rec: Record, profiles: dict[str, CostProfile] | None = None) -> str | None:
     """The cause (``"kv"``, ``"slots"``) of the cliff warning a serving record's simulation carries; None when it
     carries none or the record is of another kind."""

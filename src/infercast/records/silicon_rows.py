@@ -273,12 +273,12 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     budget = step_budget(row)
     kv_fraction = KV_FRACTION.get(engine, 0.0)
     ratio = float(row.get("min_len_ratio") or 1.0)
+    sweep = row.get(SWEEP_MARK) == "1"  # a dated sweep's row (from_wheel_row), not a length range alone
     preset = release_preset(engine, row.get("engine_version") or "")
-    if ratio < 1 and not (row.get("engine_version") or "").strip():
+    if sweep and not (row.get("engine_version") or "").strip():
         preset = SWEEP_RELEASE.get(engine, preset)
     precision = row_precision(row["precision"], model)
-    sweep_fp8 = precision == "fp8" and float(row.get("min_len_ratio") or 1.0) < 1.0  # a dated sweep's fp8 row
-    fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and engine in FP8_KV_ENGINES) or sweep_fp8
+    fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and (engine in FP8_KV_ENGINES or sweep))
     kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
@@ -390,11 +390,14 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
         "concurrency": str(concurrency),
         "ttft_ms_mean": row[WHEEL_TTFT],
         "tpot_ms_mean": row["silicon_tpot_ms"],
-        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO)} if sweep else {}),
+        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO), SWEEP_MARK: "1"} if sweep else {}),
     }
 
 
 SWEEP_LENGTH_RATIO = 0.8
+SWEEP_MARK = "dated_sweep"
+"""The key :func:`from_wheel_row` sets on a dated sweep's row: its readings (8-bit KV for fp8, the TensorRT-LLM
+release) follow the row's source, not any row with a length range."""
 """Shortest prompt and output as a share of the nominal length in the public serving sweeps' benchmark client
 (``benchmark_serving.py --random-range-ratio 0.8``, lengths uniform in [0.8 L, L], ``num_prompts`` 10 x C)."""
 
