@@ -355,3 +355,34 @@ def test_fast_simulator_equals_the_reference_with_scaled_step_time_and_pool():
         changed += fast.summary.to_dict()["e2e_s"]["mean"] > fast_base.summary.to_dict()["e2e_s"]["mean"]
     assert not failures, failures[:3]
     assert compared >= 15 and changed >= compared - 3, (compared, changed)
+
+
+NUM_POLL_CASES = 80
+
+
+def test_fast_simulator_equals_the_reference_with_a_recv_interval():
+    """An engine that polls for new requests every N decode steps (SGLang ``--scheduler-recv-interval``) delays
+    arrivals alike in both simulators: generated cases at N = 2..12 (those with arrivals during decode runs get
+    later first tokens)."""
+    rng = random.Random(20261129)
+    compared, later, failures = 0, 0, []
+    for n in range(NUM_POLL_CASES):
+        kw = _case(rng)
+        model = kw.pop("model")
+        stream = kw.pop("stream_token_s", 0.0)
+        if stream:
+            kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
+        try:
+            base = config_from_keywords(model, "h100-sxm", **kw)
+            fast_base = run(base)
+        except InfercastError:
+            continue
+        config = replace(base, engine=replace(base.engine, recv_interval=rng.randint(2, 12)))
+        fast = run(config)
+        diff = _differences(fast, reference_simulate(config))
+        if diff:
+            failures.append((n, model, config.engine.recv_interval, kw, diff[:4]))
+        compared += 1
+        later += fast.summary.to_dict()["ttft_s"]["mean"] > fast_base.summary.to_dict()["ttft_s"]["mean"] * 1.001
+    assert not failures, failures[:3]
+    assert compared >= 40 and later >= 15, (compared, later)  # closed and open loops: offline runs see no poll

@@ -51,6 +51,7 @@ class ServingBench:
     gpu_memory_utilization: float | None = None
     scheduler: str | None = None
     overlap_scheduler: bool | None = None
+    recv_interval: int | None = None
 
     @property
     def measured(self) -> int:
@@ -115,6 +116,7 @@ def serving_bench(rec: Record) -> ServingBench:
         max_num_seqs=rec.max_num_seqs or None,
         gpu_memory_utilization=rec.gpu_memory_utilization or None,
         scheduler=rec.scheduler or None,
+        recv_interval=rec.scheduler_recv_interval or None,
     )
 
 
@@ -134,6 +136,7 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         None,
         bench.gpu_memory_utilization,
         overlap_scheduler=bench.overlap_scheduler,
+        recv_interval=bench.recv_interval,
     )
     config = SimulationConfig(dep, bench.workload(seed), engine, profile=with_front_end(profile, dep, None))
     res = run(config)

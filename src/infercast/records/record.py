@@ -183,6 +183,9 @@ class Record:
     """Serving kinds: how the engine filled its steps in the run when not as its preset does (``chunked``:
     prompt chunks beside the decodes, e.g. SGLang ``--enable-mixed-chunk``; ``prefill-first``; ``inflight``;
     empty: the preset's)."""
+    scheduler_recv_interval: int = 0
+    """Serving kinds: decode steps between the engine's polls for new requests in the run (SGLang
+    ``--scheduler-recv-interval``; 0 / empty: the preset's)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"

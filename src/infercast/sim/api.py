@@ -150,6 +150,7 @@ ENGINE_KEYWORDS = (
     "preemption",
     "speculative",
     "overlap_scheduler",
+    "recv_interval",
 )
 """Keywords of :class:`EngineConfig` (besides ``scheduler``) that :func:`config_from_keywords` takes."""
 OBSERVE_KEYWORDS = ("goodput", "trace_steps", "sample_interval")

@@ -65,6 +65,9 @@ class EngineConfig:
     overlap_scheduler: bool | None = None
     """Whether the engine schedules step k + 1 while step k runs (a request arriving during a step joins the step
     after next); None: the preset's ``overlap_scheduler``."""
+    recv_interval: int | None = None
+    """Decode steps between the scheduler's polls for new requests (SGLang ``--scheduler-recv-interval``); None:
+    the preset's ``recv_interval``."""
     kv_pool_scale: float = 1.0
     """Multiplies each replica's KV blocks (sensitivity checks: TTFT at a pool 10 % smaller or larger)."""
     step_time_scale: float = 1.0
@@ -80,6 +83,9 @@ class EngineConfig:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, require_at_most(name, require_positive_int(name, value), MAX_TOKENS))
+        if self.recv_interval is not None:
+            value = require_at_most("recv_interval", require_positive_int("recv_interval", self.recv_interval), 10_000)
+            object.__setattr__(self, "recv_interval", value)
         if self.gpu_memory_utilization is not None:
             value = require_fraction("gpu_memory_utilization", self.gpu_memory_utilization)
             object.__setattr__(self, "gpu_memory_utilization", value)

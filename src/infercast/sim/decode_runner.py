@@ -56,7 +56,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     """
     batch, blocks, table = rep.decoding, rep.blocks, rep.decode_table
     kv, ramps = blocks.kv, rep.rec.gaps.ramp_buffer(table.num_varying)
-    arrivals, visible, pending = rep.scheduler.continuous, rep.table.visible, rep.pending
+    # spans end where a request joins the queue: an arrival, or with polls its first poll (even for a static batch)
+    arrivals, visible, pending = rep.scheduler.continuous or rep.recv_interval > 1, rep.table.visible, rep.pending
     waiting, swapped, swaps = rep.waiting, rep.table.swapped, rep.config.preemption == "swap"
     window, skip, limited, overlap = rep.window, rep.skip, t_limit < math.inf, rep.overlap
     one_line = rep.one_line
@@ -94,7 +95,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
                 if k > 1 and arrivals and pending:
                     until = visible[pending[0]] - origin
                     if k * base + slope * k * (k - 1) * 0.5 >= until:  # the span reaches the next arrival
-                        k = steps_to_reach(base, slope, until, k)
+                        k = polled_at(rep, steps_to_reach(base, slope, until, k), k)
                 if k > 1 and limited:
                     k = steps_to_reach(base, slope, t_limit - origin, k)
         span = None
@@ -112,6 +113,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
         else:
             grown, total = now, first
         blocks.reserved = 0
+        if rep.recv_interval > 1:
+            rep.recv_count = counted(rep.recv_count + k, rep.recv_interval)
         start = rep.t
         if swap:
             first += swap
@@ -123,6 +126,24 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             rep.last_step_start = end - (span.step(k - 1) if span is not None else base + slope * (k - 1))
         if not _book_span(rep, ramps, n, k, grown, start, end, first, total, swap, const, line, span, t_limit):
             return
+
+
+def polled_at(rep: Replica, reach: int, cap: int) -> int:
+    """Steps of a span until the engine takes in a request that reaches it by the end of step ``reach``: that
+    step's end, or with polls every ``recv_interval`` decode steps the first poll from there (at most ``cap``)."""
+    n = rep.recv_interval
+    if n == 1:
+        return reach
+    first = n - rep.recv_count  # the span's first poll follows this many steps
+    if reach <= first:
+        return min(first, cap)
+    return min(first + -(-(reach - first) // n) * n, cap)
+
+
+def counted(steps: int, n: int) -> int:
+    """Decode steps since the last poll after ``steps`` counted from the one before (polls every ``n``; ``n``:
+    one is due at the next step's start)."""
+    return steps if steps <= n else (steps - n - 1) % n + 1
 
 
 def _general_span(
@@ -139,8 +160,8 @@ def _general_span(
     if k > 1:
         if window:
             k = min(k, batch.steps_to_window())
-        if rep.scheduler.continuous and rep.pending:
-            k = span.steps_until(rep.table.visible[rep.pending[0]] - origin, k, first)
+        if (rep.scheduler.continuous or rep.recv_interval > 1) and rep.pending:
+            k = polled_at(rep, span.steps_until(rep.table.visible[rep.pending[0]] - origin, k, first), k)
         if t_limit < math.inf:
             k = span.steps_until(t_limit - origin, k, first)
     return span, span.const, span.lines[0] if rep.one_line is not None else None, first, k
@@ -225,6 +246,7 @@ def speculative_step(rep: Replica) -> None:
         rep.preempt(batch.victim())
     if not batch.n:
         return
+    rep.recv_count += 1  # a verify pass polls as a decode step does (SchedulerRecvSkipper: TARGET_VERIFY 1)
     n, s = batch.n, float(batch.context_sum())
     sw = float(batch.window_sum())
     q = n * (k + 1)  # query tokens of the verification pass

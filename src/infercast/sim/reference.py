@@ -131,6 +131,8 @@ class ReferenceReplica:
         self.front_end = FrontEnd(token_s) if token_s > 0 else None
         self.stream_delay = 0.0
         self.overlap = dep.engine.overlap_scheduler if engine.overlap_scheduler is None else engine.overlap_scheduler
+        self.recv_interval = dep.engine.recv_interval if engine.recv_interval is None else engine.recv_interval
+        self.recv_count = self.recv_interval  # decode steps since the engine last polled for new requests
         self.last_start = -math.inf
         self.window = dep.model.attention_window
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
@@ -271,7 +273,10 @@ class ReferenceReplica:
         if not (self.running or self.prefilling or self.waiting):
             self.t = max(self.t, reqs[self.pending[0]].visible)
         busy = bool(self.running or self.prefilling or self.waiting)
-        while self.pending and reqs[self.pending[0]].visible <= self.t:
+        polled = not busy or self.recv_count >= self.recv_interval
+        if polled:
+            self.recv_count = 0
+        while polled and self.pending and reqs[self.pending[0]].visible <= self.t:
             if self.overlap and busy and reqs[self.pending[0]].visible > self.last_start:
                 break  # it arrived while the last step ran: the engine had scheduled this step already
             self.waiting.append(self.pending.popleft())
@@ -301,6 +306,7 @@ class ReferenceReplica:
         self.busy += duration
         self.decode_seqs += len(decodes)
         self.prefill_only_steps += not decodes
+        self.recv_count = self.recv_interval if plan.prefill else self.recv_count + 1
         if self.front_end is not None:
             self.stream_delay = self.front_end.emit(start, end, len(decodes) + sampled)
         seen = end + self.stream_delay

@@ -137,6 +137,9 @@ class Replica:
         # a request arriving during a step joins the step after next (the engine planned the next one already)
         self.overlap = eng.overlap_scheduler if config.overlap_scheduler is None else config.overlap_scheduler
         self.last_step_start = -np.inf  # start of the last step run (of a decode span: of its last step)
+        # new requests are polled every recv_interval decode steps and after any step with prompt tokens
+        self.recv_interval = eng.recv_interval if config.recv_interval is None else config.recv_interval
+        self.recv_count = self.recv_interval  # decode steps since the last poll (a poll is due at the start)
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
         limit, scale = min(self.max_seqs, max(self.table.n, 1)), config.step_time_scale
@@ -273,7 +276,14 @@ class Replica:
                     )
             # requests join the queue only when a step starts before the limit: a later-sent request routed at the
             # limit may still reach the engine first (its varying overhead ended sooner)
-            if pending and visible[pending[0]] <= self.t < t_limit:
+            polled = True  # whether the engine takes in new requests before this step
+            if self.recv_interval > 1:
+                polled = self.t < t_limit and (
+                    not (batch.n or prefilling or waiting) or self.recv_count >= self.recv_interval
+                )
+                if polled:
+                    self.recv_count = 0  # SGLang's SchedulerRecvSkipper resets its counter at every poll
+            if polled and pending and visible[pending[0]] <= self.t < t_limit:
                 cutoff = self.t
                 if self.overlap and (batch.n or prefilling or waiting):
                     # one that arrived while the last step ran waits a step more: the engine had planned this one
@@ -305,6 +315,7 @@ class Replica:
                 return
             if plan.prefill:
                 self._step(plan)
+                self.recv_count = self.recv_interval  # a step with prompt tokens: the next one polls
                 if (
                     self.spec is None
                     and batch.n
@@ -319,6 +330,7 @@ class Replica:
                         self.ensure_decode_blocks()
                         if waiting or not batch.n:
                             continue
+                    self.recv_count = 0  # the poll before this decode step found nothing
                     decode_span(self, t_limit)
             elif self.spec is not None:
                 speculative_step(self)

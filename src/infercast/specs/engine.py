@@ -80,6 +80,13 @@ class EngineSpec(BaseModel):
         description="With attention data parallelism, max_num_seqs and max_num_batched_tokens bound each attention "
         "rank's own scheduler (TensorRT-LLM, vLLM), not the replica's total (SGLang divides them over the ranks).",
     )
+    recv_interval: int = Field(
+        default=1,
+        ge=1,
+        description="Decode steps between the scheduler's polls for new requests (SGLang --scheduler-recv-interval; "
+        "1: every step). A request that reaches the engine during a run of decode steps waits for the next poll; "
+        "a step with prompt tokens is followed by a poll.",
+    )
     gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 

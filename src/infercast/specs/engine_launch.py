@@ -79,6 +79,7 @@ class EngineLaunch:
                 "GUARANTEED_NO_EVICT" if eng.scheduler == "inflight" else "preempt (recompute)", cite("scheduler")
             ),
             "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
+            "recv_interval": Setting(eng.recv_interval, cite("recv_interval", "1: new requests are polled every step")),
             "prefix_caching": Setting(
                 prefix_caching,
                 cite(
@@ -208,6 +209,7 @@ _SGLANG: dict[str, Any] = {
     "--tp-size": ("tp", _int),
     "--tp": ("tp", _int),
     "--enable-mixed-chunk": ("scheduler", "chunked"),
+    "--scheduler-recv-interval": ("recv_interval", _int),
     "--model-path": ("model", _text),
     "--model": ("model", _text),
     "--disable-radix-cache": ("prefix_off", True),
