@@ -128,6 +128,7 @@ from packaging.version import InvalidVersion, Version
 
 from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
+from infercast.records.sweep_launches import Launch, SweepRow, launch_for
 from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
 from infercast.specs.precision import get_scheme
 
@@ -173,7 +174,7 @@ SWEEP_RELEASE = {"trtllm": "trtllm-1.1"}
 SOURCE = "aiconfigurator-core 0.12.0 wheel (PyPI, Apache-2.0) systems/silicon_sample.csv, id {id}"
 NOTES = (
     "{engine} {version}{preset}; closed loop of {c} clients, 10x{c} prompts, {lengths}, mean over all requests incl. "
-    "ramp-up; KV cache {kv}{fraction}{budget}{slots}"
+    "ramp-up; KV cache {kv}{fraction}{budget}"
 )
 
 
@@ -270,8 +271,6 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     row = {**row, "engine": engine}
     model = catalog_model_id(row["model"])
     held = SLOTS_BELOW_CLIENTS.get((engine, row["model"]), 0)
-    budget = step_budget(row)
-    kv_fraction = KV_FRACTION.get(engine, 0.0)
     ratio = float(row.get("min_len_ratio") or 1.0)
     sweep = row.get(SWEEP_MARK) == "1"  # a dated sweep's row (from_wheel_row), not a length range alone
     preset = release_preset(engine, row.get("engine_version") or "")
@@ -279,9 +278,15 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         preset = SWEEP_RELEASE.get(engine, preset)
     precision = row_precision(row["precision"], model)
     fp8_kv = precision in FP8_KV_SCHEMES or (precision == "fp8" and (engine in FP8_KV_ENGINES or sweep))
-    kv = "fp8" if fp8_kv else "bf16"
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
+    launch = sweep_launch(row, (tp, ep, attention_dp)) if sweep else None
+    settings = _engine_settings(row, held, launch)
+    if launch is not None and "kv_cache" in LAUNCH_APPLIED and launch.kv_cache == "fp8":
+        fp8_kv = True
+    if launch is not None and "async_scheduling" in LAUNCH_APPLIED and launch.async_scheduling and engine == "vllm":
+        preset = RELEASE_PRESETS["vllm"][-1][2]
+    kv = "fp8" if fp8_kv else "bf16"
     common: dict[str, Any] = dict(
         model=model,
         gpu=catalog_gpu_id(row["gpu"]),
@@ -299,40 +304,9 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         unit="ms",
         source=SOURCE.format(id=row.get("id") or "(none)"),
         min_len_ratio=ratio,
-        max_num_batched_tokens=budget,
-        max_num_seqs=c - held if held else 0,
-        gpu_memory_utilization=kv_fraction,
+        **settings,
         origin=origin,
-        notes=NOTES.format(
-            engine=engine,
-            version=row.get("engine_version") or "(version not given)",
-            c=c,
-            preset=f" (engine preset {preset})" if preset != engine else "",
-            kv=(
-                "16-bit"
-                if kv != "fp8"
-                else "8-bit (TensorRT Model Optimizer's checkpoint default)"
-                if precision in FP8_KV_SCHEMES
-                else "8-bit (read from the data)"
-            ),
-            fraction=(
-                f" in {kv_fraction:.2f} of free memory (aiconfigurator's engine template)" if kv_fraction else ""
-            ),
-            lengths=(
-                f"lengths uniform in [{ratio:g} L, L] (the sweep's benchmark client)"
-                if ratio < 1
-                else "fixed lengths (the benchmark client's)"
-            ),
-            budget=(
-                f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
-                if engine in BUDGET_MARGIN
-                else f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens "
-                "default, read from the data)"
-                if budget
-                else ""
-            ),
-            slots=f"; {c - held} sequence slots (read from the data)" if held else "",
-        ),
+        notes=_notes(row, preset, kv, precision, settings, held, launch),
     )
     records = [
         Record(kind="serving_ttft", value=float(row["ttft_ms_mean"]), **common),
@@ -341,6 +315,120 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     for rec in records:
         check_record(rec)
     return records
+
+
+LAUNCH_APPLIED = frozenset({"budget", "max_seqs", "memory_fraction", "recv_interval", "kv_cache", "async_scheduling"})
+"""The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with."""
+
+
+def sweep_launch(row: dict[str, str], layout: tuple[int, int, int]) -> Launch | None:
+    """The launch settings of a dated sweep row's script version on its measured date (None: no such version, or
+    the row names no model or date)."""
+    if not row.get("measured") or not row.get("sweep_model"):
+        return None
+    tp, ep, attention_dp = layout
+    system = row["gpu"].strip().lower().replace("-", "_").removesuffix("_sxm")
+    return launch_for(
+        SweepRow(
+            engine=row["engine"],
+            model=row["sweep_model"],
+            precision=row["precision"].strip().lower(),
+            gpu=system,
+            measured=row["measured"],
+            clients=int(row["concurrency"]),
+            input_len=int(row["input_len"]),
+            output_len=int(row["output_len"]),
+            tp=tp,
+            ep=ep,
+            attention_dp=attention_dp,
+        )
+    )
+
+
+def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> dict[str, Any]:
+    """The record's engine limits: the reader's own (module docstring), each replaced by the launch script's where
+    a dated sweep row has one (a setting the script leaves at the engine's default reads 0: the preset's)."""
+    engine, c = row["engine"], int(row["concurrency"])
+    out: dict[str, Any] = {
+        "max_num_batched_tokens": step_budget(row),
+        "max_num_seqs": c - held if held else 0,
+        "gpu_memory_utilization": KV_FRACTION.get(engine, 0.0),
+        "scheduler_recv_interval": 0,
+    }
+    if launch is None:
+        return out
+    applied = {
+        "budget": ("max_num_batched_tokens", launch.budget),
+        "max_seqs": ("max_num_seqs", launch.max_seqs),
+        "memory_fraction": ("gpu_memory_utilization", launch.memory_fraction),
+        "recv_interval": ("scheduler_recv_interval", launch.recv_interval),
+    }
+    for name, (field, value) in applied.items():
+        if name in LAUNCH_APPLIED:
+            out[field] = value
+    return out
+
+
+def _notes(
+    row: dict[str, str],
+    preset: str,
+    kv: str,
+    precision: str,
+    settings: dict[str, Any],
+    held: int,
+    launch: Launch | None,
+) -> str:
+    """The row's notes: every reading it was converted with (module docstring)."""
+    engine, c = row["engine"], int(row["concurrency"])
+    budget, fraction = settings["max_num_batched_tokens"], settings["gpu_memory_utilization"]
+    ratio = float(row.get("min_len_ratio") or 1.0)
+    if launch is not None:
+        applied = ", ".join(
+            f"{name} {settings[field]}"
+            for name, field in (
+                ("step budget", "max_num_batched_tokens"),
+                ("max sequences", "max_num_seqs"),
+                ("memory fraction", "gpu_memory_utilization"),
+                ("recv interval", "scheduler_recv_interval"),
+            )
+            if settings[field]
+        )
+        extra = "".join(f"; {text}" for text in (launch.speculative, launch.note) if text)
+        tail = f"; launch: {launch.source} ({applied or 'engine defaults'}{extra})"
+    else:
+        tail = (
+            f"; {budget} tokens per step (aiconfigurator's generator rule C + L + {BUDGET_MARGIN[engine]})"
+            if engine in BUDGET_MARGIN
+            else f"; prefill batches of up to {budget} tokens (SGLang's max_prefill_tokens default, read from the data)"
+            if budget
+            else ""
+        ) + (f"; {c - held} sequence slots (read from the data)" if held else "")
+    return NOTES.format(
+        engine=engine,
+        version=row.get("engine_version") or "(version not given)",
+        c=c,
+        preset=f" (engine preset {preset})" if preset != engine else "",
+        kv=(
+            "16-bit"
+            if kv != "fp8"
+            else "8-bit (TensorRT Model Optimizer's checkpoint default)"
+            if precision in FP8_KV_SCHEMES
+            else "8-bit (the launch script's)"
+            if launch is not None and launch.kv_cache == "fp8" and "kv_cache" in LAUNCH_APPLIED
+            else "8-bit (read from the data)"
+        ),
+        fraction=(
+            f" in {fraction:.2f} of free memory (aiconfigurator's engine template)"
+            if fraction and launch is None
+            else ""
+        ),
+        lengths=(
+            f"lengths uniform in [{ratio:g} L, L] (the sweep's benchmark client)"
+            if ratio < 1
+            else "fixed lengths (the benchmark client's)"
+        ),
+        budget=tail,
+    )
 
 
 def is_closed_loop_table(columns: Iterable[str]) -> bool:
@@ -369,10 +457,11 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
     attention_dp_size, silicon_ttft_ms, ...``) in this module's format; None for a disaggregated row (the
     simulator's disaggregated pools take TP only) or one whose concurrency is not recorded. A blank precision is
     the 16-bit checkpoint, as in the calibration file cut from it."""
-    recorded = wheel_concurrency(row.get("silicon_data_source") or "")
+    source = row.get("silicon_data_source") or ""
+    recorded = wheel_concurrency(source)
     if (row.get("mode") or "").strip() != "agg" or recorded is None:
         return None
-    sweep = _is_serving_sweep(row.get("silicon_data_source") or "")
+    sweep = _is_serving_sweep(source)
     named = _named_layout(row) if sweep else None
     concurrency, tp, dp = (int(recorded), *named) if named else _clients_per_engine(row, int(recorded))
     return {
@@ -390,8 +479,16 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
         "concurrency": str(concurrency),
         "ttft_ms_mean": row[WHEEL_TTFT],
         "tpot_ms_mean": row["silicon_tpot_ms"],
-        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO), SWEEP_MARK: "1"} if sweep else {}),
+        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO), SWEEP_MARK: "1", **_sweep_run(source)} if sweep else {}),
     }
+
+
+def _sweep_run(source: str) -> dict[str, str]:
+    """A dated sweep row's measured date and model name (``measured=2026-03-25T16:34:14Z; model=DeepSeek-R1``), as
+    ``measured`` and ``sweep_model``, for its launch settings (:func:`sweep_launch`); none where not given."""
+    parts = dict(part.strip().partition("=")[::2] for part in source.split(";"))
+    found = {"measured": parts.get("measured", "").strip()[:10], "sweep_model": parts.get("model", "").strip()}
+    return {key: value for key, value in found.items() if value}
 
 
 SWEEP_LENGTH_RATIO = 0.8
