@@ -48,6 +48,13 @@ every row's notes:
   (TTFT x tp / (C x L) = 56-120 us per token, against 12 us for the vLLM rows), i.e. the clients stayed
   synchronised in waves, which only equal lengths sustain. How far equal-length clients drift apart is the
   engines' varying per-request latency (``request_jitter_s``, fitted with the load fit).
+- Dated sweep rows with a launch script: the settings of the SemiAnalysis InferenceMAX script version in effect on
+  the row's measured date (:mod:`infercast.records.sweep_launches`, ``records/data/sweep_launches.yaml``: path @
+  commit per version, rules on clients, lengths and TP): step budget (SGLang: its prefill batch cap), sequence
+  limit, memory fraction, SGLang's scheduler-recv-interval, an 8-bit KV cache where the script sets one, and the
+  ``vllm-0.14`` preset where its config turns async scheduling on. A setting the script leaves out is the engine
+  preset's. They replace the engine bullets below; the notes say "launch: <source>". Rows of families or dates
+  without a script version (B300, GB200, the undated gap-analysis tables) keep those bullets' readings.
 - vLLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), the rule of the TensorRT-LLM rows
   below: aiconfigurator's generator gives aggregated vLLM workers ``max_num_tokens`` = max_batch_size + isl + a
   margin (generator/rule_plugin/vllm.rule and benchmark/vllm.rule, + 1500 in both now; its backend mapping passes

@@ -84,6 +84,9 @@ class _Version:
     date: str
     source: str
     settings: dict[str, Any]
+    points: Any = None
+    """The rows this script ran (an expression; None: all): where an MTP config of the family ran beside it, the
+    non-MTP config's search space, so that the MTP config's points do not take this script's settings."""
 
 
 def _evaluate(node: ast.AST, env: dict[str, int]) -> Any:
@@ -156,14 +159,15 @@ def _versions(raw: Any, where: str) -> tuple[_Version, ...]:
     versions = []
     for i, entry in enumerate(raw):
         at = f"{where}[{i}]"
-        if not isinstance(entry, dict) or set(entry) != {"source", "settings"}:
-            raise InfercastError(f"{at} must hold exactly 'source' and 'settings'", field=FIELD)
+        if not isinstance(entry, dict) or not {"source", "settings"} <= set(entry) <= {"source", "settings", "points"}:
+            raise InfercastError(f"{at} must hold 'source' and 'settings' (and optionally 'points')", field=FIELD)
         found = SOURCE.match(str(entry["source"]))
         if not found:
             raise InfercastError(
                 f"{at}.source must read '<path> @ <commit> (YYYY-MM-DD)', got {entry['source']!r}", field=FIELD
             )
-        versions.append(_Version(found["date"], entry["source"], _settings(entry["settings"], at)))
+        points = _compile(entry["points"], f"{at}.points") if "points" in entry else None
+        versions.append(_Version(found["date"], entry["source"], _settings(entry["settings"], at), points))
     if [v.date for v in versions] != sorted(v.date for v in versions):
         raise InfercastError(f"{where}: versions must be listed oldest first", field=FIELD)
     return tuple(versions)
@@ -195,7 +199,7 @@ def launches() -> dict[tuple[str, ...], tuple[_Version, ...]]:
 
 def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]] | None = None) -> Launch | None:
     """The settings of the script version in effect on the row's measured date, for its load and layout; None
-    where the file has no version of its family dated on or before then."""
+    where the file has no version of its family dated on or before then, or the row is not among its points."""
     versions = (launches() if table is None else table).get((row.engine, row.model, row.precision, row.gpu), ())
     dated = [v for v in versions if v.date <= row.measured[:10]]
     if not dated:
@@ -209,6 +213,8 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         "EP": row.ep,
         "DP": row.attention_dp,
     }
+    if version.points is not None and not _evaluate(version.points, env):
+        return None
     values = {k: _evaluate(v, env) if isinstance(v, ast.AST) else v for k, v in version.settings.items()}
     return Launch(
         source=version.source,

@@ -1,0 +1,162 @@
+"""Dated sweep rows read with their launch script's settings, by the script version in effect (sweep_launches)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infercast.errors import InfercastError
+from infercast.files import load_yaml
+from infercast.records.record import Record
+from infercast.records.silicon_rows import convert, from_wheel_row
+from infercast.records.sweep_launches import SweepRow, launch_for, launches, parse_launches
+
+
+def _wheel(measured: str, **over: str) -> dict[str, str]:
+    """A dated sweep row of the wheel's silicon_sample.csv: SGLang, DeepSeek-R1 fp8 on 8 B200, 1k/1k."""
+    clients = over.pop("clients", "64")
+    row = {
+        "id": f"2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c{clients}_tp8_0_ep1_0_1",
+        "silicon_data_source": f"source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency={clients}; "
+        f"measured={measured}; wip=False",
+        "backend": "sglang",
+        "backend_version": "0.5.9",
+        "model_path": "deepseek-ai/DeepSeek-R1",
+        "system": "b200_sxm",
+        "precision": "fp8",
+        "mode": "agg",
+        "isl": "1024",
+        "osl": "1024",
+        "batch_size": clients,
+        "tp_size": "8",
+        "attention_dp_size": "1",
+        "moe_ep_size": "1",
+        "silicon_ttft_ms": "300",
+        "silicon_tpot_ms": "12",
+    }
+    return {**row, **over}
+
+
+def _records(row: dict[str, str]) -> list[Record]:
+    read = from_wheel_row(row)
+    assert read is not None
+    return convert(read)
+
+
+def test_an_sglang_row_gets_its_scripts_recv_interval_prefill_batch_and_limits() -> None:
+    """dsr1_fp8_b200.sh (2026-03-11) at TP 8: poll every 30 decode steps from 16 clients, 32k prefill batches,
+    128 running requests, --mem-fraction-static 0.82 (the old reading: poll every step, 16k batches)."""
+    rec = _records(_wheel("2026-03-25T16:34:14Z"))[0]
+    assert rec.scheduler_recv_interval == 30
+    assert rec.max_num_batched_tokens == 32768
+    assert (rec.max_num_seqs, rec.gpu_memory_utilization) == (128, 0.82)
+    assert "launch: benchmarks/single_node/dsr1_fp8_b200.sh @ 64c20b6b5 (2026-03-11)" in rec.notes
+    light = _records(_wheel("2026-03-25T16:34:14Z", clients="8"))[0]
+    assert light.scheduler_recv_interval == 10
+
+
+def test_points_of_the_mtp_config_do_not_take_the_scripts_limits() -> None:
+    """256 clients were the DeepSeek-R1 MTP config's points then (the plain config ran 4-64): read as before, not
+    with the plain script's 128 running requests."""
+    rec = _records(_wheel("2026-03-25T16:34:14Z", clients="256"))[0]
+    assert "launch:" not in rec.notes and rec.max_num_seqs == 0 and rec.max_num_batched_tokens == 16384
+
+
+def test_the_scripts_branches_on_tp_apply() -> None:
+    """The same script at TP 4 (8k/1k only): 8k prefill batches, 32 running requests, 0.95, poll every 10."""
+    rec = _records(
+        _wheel("2026-03-25T16:34:14Z", tp_size="4", isl="8192", clients="32", id="x_c32_tp4_0_ep1_0_1")
+    )[0]
+    assert (rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization) == (8192, 32, 0.95)
+    assert rec.scheduler_recv_interval == 10
+
+
+def test_the_measured_date_picks_the_script_version() -> None:
+    """TensorRT-LLM DeepSeek-R1 fp8 on H200: max_num_tokens = C + ISL + 64 rounded up to 64 in October 2025's
+    script, at least 8192 from 2026-01-27's; the old reading was C + L + 500 for both."""
+    over = {"backend": "trtllm", "backend_version": "", "system": "h200_sxm", "clients": "4"}
+    early = _records(_wheel("2025-11-02T00:00:00.000Z", **over))[0]
+    late = _records(_wheel("2026-01-28T06:18:44Z", **over))[0]
+    assert early.max_num_batched_tokens == 1152 and late.max_num_batched_tokens == 8192
+    assert early.gpu_memory_utilization == late.gpu_memory_utilization == 0.75
+    assert "dsr1_fp8_h200_trt_slurm.sh @ 9596d23d7" in early.notes and "dsr1_fp8_h200_trt.sh @ b30c3398a" in late.notes
+
+
+def test_a_vllm_script_with_async_scheduling_reads_as_the_async_preset() -> None:
+    """Llama-3.1-70B fp8 on H200, vLLM without a recorded version (2025-10-29): 8192 tokens per step, C sequences,
+    async-scheduling on in the script's config (the old reading: the synchronous 0.12 preset, C + L + 500)."""
+    rec = _records(
+        _wheel(
+            "2025-10-29T00:00:00.000Z",
+            backend="vllm",
+            backend_version="",
+            model_path="meta-llama/Llama-3.1-70B",
+            system="h200_sxm",
+            silicon_data_source="source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=8; "
+            "measured=2025-10-29T00:00:00.000Z",
+            clients="8",
+            tp_size="1",
+            id="x_c8_tp1_ep1_1",
+        )
+    )[0]
+    assert rec.engine == "vllm-0.14"
+    assert (rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization) == (8192, 8, 0.9)
+
+
+def test_rows_without_a_version_on_their_date_keep_the_readers_settings() -> None:
+    """A date before the family's first script version, and one of aiconfigurator's own runs: no launch."""
+    before = _records(_wheel("2025-09-01T00:00:00Z"))[0]
+    assert "launch:" not in before.notes and before.max_num_batched_tokens == 16384
+    assert before.scheduler_recv_interval == 0
+    own = _records(
+        _wheel("2026-03-25T16:34:14Z", silicon_data_source="source_file=/data/b200/sglang/m.csv; silicon_concurrency=64")
+    )[0]
+    assert "launch:" not in own.notes and own.scheduler_recv_interval == 0
+
+
+def test_every_packaged_expression_evaluates() -> None:
+    """Each family's versions, tried at the sweeps' loads and lengths, give whole budgets and fractions <= 1."""
+    for (engine, model, precision, gpu), versions in launches().items():
+        for version in versions:
+            for clients in (4, 64, 256):
+                for isl, osl in ((1024, 1024), (1024, 8192), (8192, 1024)):
+                    for tp in (4, 8):
+                        row = SweepRow(engine, model, precision, gpu, version.date, clients, isl, osl, tp=tp)
+                        launch = launch_for(row)
+                        if launch is None:  # outside the script's points (the MTP config's)
+                            assert version.points is not None
+                            continue
+                        assert launch.source == version.source
+                        assert launch.budget >= 0 and 0 <= launch.memory_fraction <= 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"budget": "__import__('os')"}, "settings.budget"),
+        ({"budget": "C +"}, "settings.budget"),
+        ({"recv_every": 10}, "settings.recv_every"),
+        ({"kv_cache": "fp4"}, "settings.kv_cache"),
+    ],
+)
+def test_a_malformed_entry_is_refused_on_one_line_naming_it(settings: dict[str, object], named: str) -> None:
+    raw = {"sglang": {"DeepSeek-R1 fp8 b200": [{"source": "a.sh @ abcdef1 (2026-01-01)", "settings": settings}]}}
+    with pytest.raises(InfercastError) as err:
+        parse_launches(raw)
+    assert err.value.field == "sweep_launches" and named in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bad_source_or_a_bad_file_is_refused_on_one_line(tmp_path: Path) -> None:
+    raw = {"vllm": {"Kimi-K2.5 int4 h200": [{"source": "a.sh (2026-01-01)", "settings": {}}]}}
+    with pytest.raises(InfercastError, match=r"Kimi-K2.5 int4 h200\[0\]\.source must read"):
+        parse_launches(raw)
+    bad = tmp_path / "sweep_launches.yaml"
+    bad.write_text("sglang: [unclosed\n")
+    with pytest.raises(InfercastError) as err:
+        parse_launches(load_yaml(bad, "sweep_launches"))
+    assert "\n" not in str(err.value) and str(err.value).startswith("sweep_launches:")
+    bad.write_text(yaml.safe_dump({"sglang": {"DeepSeek-R1 fp8": []}}))
+    with pytest.raises(InfercastError, match="must read '<model> <precision> <gpu>'"):
+        parse_launches(load_yaml(bad, "sweep_launches"))
