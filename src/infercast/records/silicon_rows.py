@@ -291,6 +291,8 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     settings = _engine_settings(row, held, launch)
     if launch is not None and "kv_cache" in LAUNCH_APPLIED and launch.kv_cache == "fp8":
         fp8_kv = True
+    elif launch is not None and "kv_auto" in LAUNCH_APPLIED and launch.kv_cache == "auto":
+        fp8_kv = precision in FP8_KV_SCHEMES  # the checkpoint's: 8-bit for ModelOpt NVFP4 only
     if launch is not None and "async_scheduling" in LAUNCH_APPLIED and launch.async_scheduling and engine == "vllm":
         preset = RELEASE_PRESETS["vllm"][-1][2]
     kv = "fp8" if fp8_kv else "bf16"
@@ -325,7 +327,9 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
 
 
 LAUNCH_APPLIED = frozenset({"budget", "max_seqs", "memory_fraction", "recv_interval", "kv_cache", "async_scheduling"})
-"""The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with."""
+"""The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
+``kv_auto`` (off): a script that leaves the KV cache dtype at 'auto' read as the checkpoint's (16-bit for FP8
+checkpoints) rather than the dated sweeps' 8-bit reading above."""
 
 
 def sweep_launch(row: dict[str, str], layout: tuple[int, int, int]) -> Launch | None:

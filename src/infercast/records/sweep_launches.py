@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,7 +33,14 @@ OTHER = ("async_scheduling", "note")
 NAMES = ("C", "ISL", "OSL", "TP", "EP", "DP")
 """What an expression may read: clients, prompt and output length, tensor / expert parallelism, attention-DP width."""
 SOURCE = re.compile(r"^(?P<path>\S+) @ (?P<commit>[0-9a-f]{7,40}) \((?P<date>\d{4}-\d{2}-\d{2})\)$")
-_FUNCTIONS = {"max": max, "min": min, "roundup": lambda x, m: math.ceil(x / m) * m}
+
+
+def _roundup(x: float, m: float) -> float:
+    """``x`` rounded up to a whole multiple of ``m`` (the scripts' ``(x + m - 1) / m * m``)."""
+    return math.ceil(x / m) * m
+
+
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "roundup": _roundup}
 _OPS: dict[type, Any] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
