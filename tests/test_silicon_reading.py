@@ -126,3 +126,15 @@ def test_a_length_range_alone_does_not_make_a_row_a_dated_sweeps() -> None:
     own = {k: v for k, v in row.items() if k != "dated_sweep"}
     assert {r.kv_precision for r in convert(own)} == {"bf16"} and {r.min_len_ratio for r in convert(own)} == {0.8}
     assert {r.kv_precision for r in convert(row)} == {"fp8"}
+
+
+def test_the_sweeps_results_database_rows_read_as_dated_sweeps() -> None:
+    """``db-dump/`` rows (config-named ids, CI workflow runs) are the sweeps' own: a length range and 8-bit KV."""
+    dump = (
+        "db-dump/2026-04-27; config_id=733; silicon_concurrency=16; measured=2026-04-17T00:00:00.000Z; "
+        "workflow_run_id=758; vllm/vllm-openai:v0.19.0-cu130"
+    )
+    row = from_wheel_row(_row(backend="vllm", backend_version="0.19.0", batch_size="16", silicon_data_source=dump))
+    assert row is not None
+    records = convert(row)
+    assert {r.min_len_ratio for r in records} == {0.8} and {r.kv_precision for r in records} == {"fp8"}

@@ -36,7 +36,8 @@ every row's notes:
   step); earlier releases and rows without a version keep ``vllm`` (:data:`RELEASE_PRESETS`). The calibration
   rows are vLLM 0.12.
 - Lengths: fixed (min_len_ratio 1) for aiconfigurator's own runs; the wheel's dated sweep tables
-  (``source_file=2026-04-06.csv`` and the ``-gap-analysis.csv`` files: 1k/1k, 1k/8k, 8k/1k) draw them uniformly in
+  (``source_file=2026-04-06.csv``, the ``-gap-analysis.csv`` files and the ``db-dump/`` rows of the same sweeps'
+  results database: 1k/1k, 1k/8k, 8k/1k) draw them uniformly in
   [0.8 L, L], as the vLLM-style client of such sweeps does (:data:`SWEEP_LENGTH_RATIO`). Equal lengths keep the
   clients in lockstep waves that queue each prompt behind the others; the sweeps' measured TTFT at 4 clients is
   one prompt's prefill, which only drifting clients give. aiconfigurator's own runs' benchmark client is NVIDIA's
@@ -395,6 +396,10 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
 
 
 SWEEP_LENGTH_RATIO = 0.8
+DB_DUMP = "db-dump/"
+"""Source prefix of the wheel's rows dumped from the public sweeps' results database: the same grid (1k/1k, 1k/8k,
+8k/1k), config-named ids (``minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733``), CI workflow runs and public
+release images, so read as dated sweeps (docs/accuracy-notes.md)."""
 SWEEP_MARK = "dated_sweep"
 """The key :func:`from_wheel_row` sets on a dated sweep's row: its readings (8-bit KV for fp8, the TensorRT-LLM
 release) follow the row's source, not any row with a length range."""
@@ -404,8 +409,11 @@ release) follow the row's source, not any row with a length range."""
 
 def _is_serving_sweep(source: str) -> bool:
     """Whether a wheel row comes from the dated sweep tables (``source_file=2026-04-06.csv``,
-    ``...-gap-analysis.csv``: 1k/1k, 1k/8k and 8k/1k at 4-256 clients, run with a vLLM-style benchmark client),
-    not from aiconfigurator's generated launches and its aiperf client (``.../data/<gpu>/<engine>/...``)."""
+    ``...-gap-analysis.csv``: 1k/1k, 1k/8k and 8k/1k at 4-256 clients, run with a vLLM-style benchmark client) or
+    the database dump of the same sweeps (``db-dump/2026-04-27; config_id=...; workflow_run_id=...``), not from
+    aiconfigurator's generated launches and its aiperf client (``.../data/<gpu>/<engine>/...``)."""
+    if source.strip().startswith(DB_DUMP):
+        return True
     for part in source.split(";"):
         key, _, value = part.strip().partition("=")
         if key == "source_file":
