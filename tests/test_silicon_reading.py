@@ -138,3 +138,22 @@ def test_the_sweeps_results_database_rows_read_as_dated_sweeps() -> None:
     assert row is not None
     records = convert(row)
     assert {r.min_len_ratio for r in records} == {0.8} and {r.kv_precision for r in records} == {"fp8"}
+
+
+def test_a_sweep_row_folding_tp_x_ep_past_one_node_reads_as_one_nodes_layout() -> None:
+    """tp_size 64 = moe_tp 8 x moe_ep 8 on 8-GPU B200 nodes, no layout in the id: TP 8 x EP 8 on one node."""
+    dump = "db-dump/2026-04-27; config_id=9; silicon_concurrency=4; measured=2026-03-01T00:00:00.000Z"
+    over = dict(
+        id="dsv3_b200_sglang_fp8_agg_1024x1024_c4_cfg9",
+        backend="sglang",
+        model_path="deepseek-ai/DeepSeek-V3",
+        batch_size="4",
+        tp_size="64",
+        moe_tp_size="8",
+        moe_ep_size="8",
+        silicon_data_source=dump,
+    )
+    row = from_wheel_row(_row(**over))
+    assert row is not None and (row["tp"], row["ep"], row["attention_dp"]) == ("8", "8", "1")
+    own = from_wheel_row(_row(**{**over, "silicon_data_source": "source_file=/d/m.csv; silicon_concurrency=4"}))
+    assert own is not None and own["tp"] == "64"  # aiconfigurator's own rows keep their columns

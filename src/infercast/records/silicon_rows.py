@@ -129,7 +129,14 @@ from packaging.version import InvalidVersion, Version
 
 from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
-from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
+from infercast.specs.catalog import (
+    aliases,
+    get_hardware,
+    get_model,
+    hardware_catalog,
+    model_catalog,
+    model_id_for_repo,
+)
 from infercast.specs.precision import get_scheme
 
 REQUIRED = (
@@ -428,7 +435,7 @@ def _named_layout(row: dict[str, str]) -> tuple[int, int] | None:
     GPU count wins; an attention-DP row keeps DP over those GPUs (tp 1 x dp N). None: the columns agree."""
     found = re.search(r"_tp(\d+)(?:_\d+)?_ep(\d+)", row.get("id") or "")
     if not found:
-        return None
+        return _folded_layout(row)
     gpus = int(found.group(1))
     dp = max(1, int(float(row.get("attention_dp_size") or 1)))
     if int(float(row["tp_size"])) * dp == gpus:
@@ -436,10 +443,26 @@ def _named_layout(row: dict[str, str]) -> tuple[int, int] | None:
     return (1, gpus) if dp > 1 else (gpus, 1)
 
 
+def _folded_layout(row: dict[str, str]) -> tuple[int, int] | None:
+    """(tp, 1) of a sweep row without a layout in its id (``..._c16_cfg615``) whose ``tp_size`` holds tp x ep past
+    one node of its GPU: 64 = moe_tp 8 x moe_ep 8 on 8-GPU B200 / H200 nodes is one node's TP 8 x EP 8 (the sweeps
+    serve from one node; DeepSeek-V3 at 4 clients measured 8-10 ms TPOT, where TP 64 over eight nodes is
+    predicted 26 ms); None otherwise."""
+    tp = int(float(row["tp_size"]))
+    moe_tp = int(float(row.get("moe_tp_size") or 0))
+    moe_ep = int(float(row.get("moe_ep_size") or 0))
+    node = get_hardware(catalog_gpu_id(row["system"])).max_gpus_per_node
+    if tp > node and moe_ep > 1 and moe_tp * moe_ep == tp and moe_tp <= node:
+        return moe_tp, 1
+    return None
+
+
 def named_ep(row: dict[str, str]) -> int:
-    """The expert parallelism a dated sweep row's id names (``_ep8_``)."""
+    """The expert parallelism a dated sweep row's id names (``_ep8_``), else its folded layout's (``moe_ep_size``)."""
     found = re.search(r"_tp\d+(?:_\d+)?_ep(\d+)", row.get("id") or "")
-    return max(1, int(found.group(1))) if found else 1
+    if found:
+        return max(1, int(found.group(1)))
+    return max(1, int(float(row.get("moe_ep_size") or 1))) if _folded_layout(row) else 1
 
 
 def _clients_per_engine(row: dict[str, str], clients: int) -> tuple[int, int, int]:
