@@ -126,3 +126,34 @@ def test_a_length_range_alone_does_not_make_a_row_a_dated_sweeps() -> None:
     own = {k: v for k, v in row.items() if k != "dated_sweep"}
     assert {r.kv_precision for r in convert(own)} == {"bf16"} and {r.min_len_ratio for r in convert(own)} == {0.8}
     assert {r.kv_precision for r in convert(row)} == {"fp8"}
+
+
+def test_the_sweeps_results_database_rows_read_as_dated_sweeps() -> None:
+    """``db-dump/`` rows (config-named ids, CI workflow runs) are the sweeps' own: a length range and 8-bit KV."""
+    dump = (
+        "db-dump/2026-04-27; config_id=733; silicon_concurrency=16; measured=2026-04-17T00:00:00.000Z; "
+        "workflow_run_id=758; vllm/vllm-openai:v0.19.0-cu130"
+    )
+    row = from_wheel_row(_row(backend="vllm", backend_version="0.19.0", batch_size="16", silicon_data_source=dump))
+    assert row is not None
+    records = convert(row)
+    assert {r.min_len_ratio for r in records} == {0.8} and {r.kv_precision for r in records} == {"fp8"}
+
+
+def test_a_sweep_row_folding_tp_x_ep_past_one_node_reads_as_one_nodes_layout() -> None:
+    """tp_size 64 = moe_tp 8 x moe_ep 8 on 8-GPU B200 nodes, no layout in the id: TP 8 x EP 8 on one node."""
+    dump = "db-dump/2026-04-27; config_id=9; silicon_concurrency=4; measured=2026-03-01T00:00:00.000Z"
+    over = dict(
+        id="dsv3_b200_sglang_fp8_agg_1024x1024_c4_cfg9",
+        backend="sglang",
+        model_path="deepseek-ai/DeepSeek-V3",
+        batch_size="4",
+        tp_size="64",
+        moe_tp_size="8",
+        moe_ep_size="8",
+        silicon_data_source=dump,
+    )
+    row = from_wheel_row(_row(**over))
+    assert row is not None and (row["tp"], row["ep"], row["attention_dp"]) == ("8", "8", "1")
+    own = from_wheel_row(_row(**{**over, "silicon_data_source": "source_file=/d/m.csv; silicon_concurrency=4"}))
+    assert own is not None and own["tp"] == "64"  # aiconfigurator's own rows keep their columns

@@ -170,3 +170,23 @@ def test_launch_flags_that_change_speed_are_never_dropped_silently(tmp_path):
     options.write_text("stream_interval: 10\ncuda_graph_config:\n  max_batch_size: 64\n", encoding="utf-8")
     named = " ".join(parse_launch(str(options)).warnings)
     assert "'stream_interval'" in named and "'cuda_graph_config'" in named
+
+
+def test_sglang_recv_interval_reaches_the_engine_and_the_simulator():
+    """``--scheduler-recv-interval 30`` (the public B200 sweeps' SGLang launches at >= 16 clients) sets the engine's
+    polling interval, names its source, and delays first tokens that arrive while decodes run."""
+    from infercast.sim.api import config_from_keywords, run
+
+    line = "python3 -m sglang.launch_server --model-path m --tp 8 --scheduler-recv-interval 30 --stream-interval 10"
+    launch = parse_launch(line)
+    assert {k: v for k, (v, _) in launch.overrides.items()} == {"recv_interval": 30}
+    assert any("--stream-interval" in w for w in launch.warnings)
+    eng = launch.apply(get_engine("sglang"))
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine=eng)
+    setting = EngineLaunch.of(dep, get_engine("sglang")).settings["recv_interval"]
+    assert (setting.value, setting.source) == (30, "user launch: --scheduler-recv-interval 30")
+    lengths = dict(input_len="uniform:400,512", output_len="uniform:100,128")  # clients drift apart
+    kw = dict(engine="sglang", concurrency=16, num_requests=64, seed=3, **lengths)
+    polled = run(config_from_keywords("llama-3.1-8b", "h100-sxm", recv_interval=30, **kw))
+    every = run(config_from_keywords("llama-3.1-8b", "h100-sxm", **kw))
+    assert polled.summary.to_dict()["ttft_s"]["mean"] > 1.3 * every.summary.to_dict()["ttft_s"]["mean"]

@@ -36,7 +36,8 @@ every row's notes:
   step); earlier releases and rows without a version keep ``vllm`` (:data:`RELEASE_PRESETS`). The calibration
   rows are vLLM 0.12.
 - Lengths: fixed (min_len_ratio 1) for aiconfigurator's own runs; the wheel's dated sweep tables
-  (``source_file=2026-04-06.csv`` and the ``-gap-analysis.csv`` files: 1k/1k, 1k/8k, 8k/1k) draw them uniformly in
+  (``source_file=2026-04-06.csv``, the ``-gap-analysis.csv`` files and the ``db-dump/`` rows of the same sweeps'
+  results database: 1k/1k, 1k/8k, 8k/1k) draw them uniformly in
   [0.8 L, L], as the vLLM-style client of such sweeps does (:data:`SWEEP_LENGTH_RATIO`). Equal lengths keep the
   clients in lockstep waves that queue each prompt behind the others; the sweeps' measured TTFT at 4 clients is
   one prompt's prefill, which only drifting clients give. aiconfigurator's own runs' benchmark client is NVIDIA's
@@ -136,7 +137,14 @@ from packaging.version import InvalidVersion, Version
 from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
 from infercast.records.sweep_launches import Launch, SweepRow, launch_for
-from infercast.specs.catalog import aliases, get_model, hardware_catalog, model_catalog, model_id_for_repo
+from infercast.specs.catalog import (
+    aliases,
+    get_hardware,
+    get_model,
+    hardware_catalog,
+    model_catalog,
+    model_id_for_repo,
+)
 from infercast.specs.precision import get_scheme
 
 REQUIRED = (
@@ -503,6 +511,10 @@ def _sweep_run(source: str) -> dict[str, str]:
 
 
 SWEEP_LENGTH_RATIO = 0.8
+DB_DUMP = "db-dump/"
+"""Source prefix of the wheel's rows dumped from the public sweeps' results database: the same grid (1k/1k, 1k/8k,
+8k/1k), config-named ids (``minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733``), CI workflow runs and public
+release images, so read as dated sweeps (docs/accuracy-notes.md)."""
 SWEEP_MARK = "dated_sweep"
 """The key :func:`from_wheel_row` sets on a dated sweep's row: its readings (8-bit KV for fp8, the TensorRT-LLM
 release) follow the row's source, not any row with a length range."""
@@ -512,8 +524,11 @@ release) follow the row's source, not any row with a length range."""
 
 def _is_serving_sweep(source: str) -> bool:
     """Whether a wheel row comes from the dated sweep tables (``source_file=2026-04-06.csv``,
-    ``...-gap-analysis.csv``: 1k/1k, 1k/8k and 8k/1k at 4-256 clients, run with a vLLM-style benchmark client),
-    not from aiconfigurator's generated launches and its aiperf client (``.../data/<gpu>/<engine>/...``)."""
+    ``...-gap-analysis.csv``: 1k/1k, 1k/8k and 8k/1k at 4-256 clients, run with a vLLM-style benchmark client) or
+    the database dump of the same sweeps (``db-dump/2026-04-27; config_id=...; workflow_run_id=...``), not from
+    aiconfigurator's generated launches and its aiperf client (``.../data/<gpu>/<engine>/...``)."""
+    if source.strip().startswith(DB_DUMP):
+        return True
     for part in source.split(";"):
         key, _, value = part.strip().partition("=")
         if key == "source_file":
@@ -528,7 +543,7 @@ def _named_layout(row: dict[str, str]) -> tuple[int, int] | None:
     GPU count wins; an attention-DP row keeps DP over those GPUs (tp 1 x dp N). None: the columns agree."""
     found = re.search(r"_tp(\d+)(?:_\d+)?_ep(\d+)", row.get("id") or "")
     if not found:
-        return None
+        return _folded_layout(row)
     gpus = int(found.group(1))
     dp = max(1, int(float(row.get("attention_dp_size") or 1)))
     if int(float(row["tp_size"])) * dp == gpus:
@@ -536,10 +551,26 @@ def _named_layout(row: dict[str, str]) -> tuple[int, int] | None:
     return (1, gpus) if dp > 1 else (gpus, 1)
 
 
+def _folded_layout(row: dict[str, str]) -> tuple[int, int] | None:
+    """(tp, 1) of a sweep row without a layout in its id (``..._c16_cfg615``) whose ``tp_size`` holds tp x ep past
+    one node of its GPU: 64 = moe_tp 8 x moe_ep 8 on 8-GPU B200 / H200 nodes is one node's TP 8 x EP 8 (the sweeps
+    serve from one node; DeepSeek-V3 at 4 clients measured 8-10 ms TPOT, where TP 64 over eight nodes is
+    predicted 26 ms); None otherwise."""
+    tp = int(float(row["tp_size"]))
+    moe_tp = int(float(row.get("moe_tp_size") or 0))
+    moe_ep = int(float(row.get("moe_ep_size") or 0))
+    node = get_hardware(catalog_gpu_id(row["system"])).max_gpus_per_node
+    if tp > node and moe_ep > 1 and moe_tp * moe_ep == tp and moe_tp <= node:
+        return moe_tp, 1
+    return None
+
+
 def named_ep(row: dict[str, str]) -> int:
-    """The expert parallelism a dated sweep row's id names (``_ep8_``)."""
+    """The expert parallelism a dated sweep row's id names (``_ep8_``), else its folded layout's (``moe_ep_size``)."""
     found = re.search(r"_tp\d+(?:_\d+)?_ep(\d+)", row.get("id") or "")
-    return max(1, int(found.group(1))) if found else 1
+    if found:
+        return max(1, int(found.group(1)))
+    return max(1, int(float(row.get("moe_ep_size") or 1))) if _folded_layout(row) else 1
 
 
 def _clients_per_engine(row: dict[str, str], clients: int) -> tuple[int, int, int]:

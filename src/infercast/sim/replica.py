@@ -276,14 +276,7 @@ class Replica:
                     )
             # requests join the queue only when a step starts before the limit: a later-sent request routed at the
             # limit may still reach the engine first (its varying overhead ended sooner)
-            polled = True  # whether the engine takes in new requests before this step
-            if self.recv_interval > 1:
-                polled = self.t < t_limit and (
-                    not (batch.n or prefilling or waiting) or self.recv_count >= self.recv_interval
-                )
-                if polled:
-                    self.recv_count = 0  # SGLang's SchedulerRecvSkipper resets its counter at every poll
-            if polled and pending and visible[pending[0]] <= self.t < t_limit:
+            if (self.recv_interval == 1 or self._poll(t_limit)) and pending and visible[pending[0]] <= self.t < t_limit:
                 cutoff = self.t
                 if self.overlap and (batch.n or prefilling or waiting):
                     # one that arrived while the last step ran waits a step more: the engine had planned this one
@@ -339,6 +332,15 @@ class Replica:
             if self._event and self.yield_on_event:
                 self._event = False
                 return
+
+    def _poll(self, t_limit: float) -> bool:
+        """Whether an engine polling every ``recv_interval`` decode steps takes in new requests before this step:
+        when idle or due (SGLang's SchedulerRecvSkipper, which resets its counter at every poll)."""
+        busy = self.decoding.n or self.prefilling or self.waiting
+        if self.t < t_limit and (not busy or self.recv_count >= self.recv_interval):
+            self.recv_count = 0
+            return True
+        return False
 
     def _cannot_admit(self, i: int) -> None:
         tb = self.table
