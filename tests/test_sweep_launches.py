@@ -66,9 +66,7 @@ def test_points_of_the_mtp_config_do_not_take_the_scripts_limits() -> None:
 
 def test_the_scripts_branches_on_tp_apply() -> None:
     """The same script at TP 4 (8k/1k only): 8k prefill batches, 32 running requests, 0.95, poll every 10."""
-    rec = _records(
-        _wheel("2026-03-25T16:34:14Z", tp_size="4", isl="8192", clients="32", id="x_c32_tp4_0_ep1_0_1")
-    )[0]
+    rec = _records(_wheel("2026-03-25T16:34:14Z", tp_size="4", isl="8192", clients="32", id="x_c32_tp4_0_ep1_0_1"))[0]
     assert (rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization) == (8192, 32, 0.95)
     assert rec.scheduler_recv_interval == 10
 
@@ -110,9 +108,8 @@ def test_rows_without_a_version_on_their_date_keep_the_readers_settings() -> Non
     before = _records(_wheel("2025-09-01T00:00:00Z"))[0]
     assert "launch:" not in before.notes and before.max_num_batched_tokens == 16384
     assert before.scheduler_recv_interval == 0
-    own = _records(
-        _wheel("2026-03-25T16:34:14Z", silicon_data_source="source_file=/data/b200/sglang/m.csv; silicon_concurrency=64")
-    )[0]
+    own_source = "source_file=/data/b200/sglang/m.csv; silicon_concurrency=64"
+    own = _records(_wheel("2026-03-25T16:34:14Z", silicon_data_source=own_source))[0]
     assert "launch:" not in own.notes and own.scheduler_recv_interval == 0
 
 
