@@ -136,7 +136,7 @@ from packaging.version import InvalidVersion, Version
 
 from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
-from infercast.records.sweep_launches import Launch, SweepRow, launch_for
+from infercast.records.sweep_launches import CONFIG_MODELS, Launch, SweepRow, launch_for
 from infercast.specs.catalog import (
     aliases,
     get_hardware,
@@ -498,15 +498,21 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
         "concurrency": str(concurrency),
         "ttft_ms_mean": row[WHEEL_TTFT],
         "tpot_ms_mean": row["silicon_tpot_ms"],
-        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO), SWEEP_MARK: "1", **_sweep_run(source)} if sweep else {}),
+        **({"min_len_ratio": str(SWEEP_LENGTH_RATIO), SWEEP_MARK: "1", **_sweep_run(source, row)} if sweep else {}),
     }
 
 
-def _sweep_run(source: str) -> dict[str, str]:
-    """A dated sweep row's measured date and model name (``measured=2026-03-25T16:34:14Z; model=DeepSeek-R1``), as
-    ``measured`` and ``sweep_model``, for its launch settings (:func:`sweep_launch`); none where not given."""
+def _sweep_run(source: str, row: dict[str, str]) -> dict[str, str]:
+    """A dated sweep row's measured date and model name (``measured=2026-03-25T16:34:14Z; model=DeepSeek-R1``; a
+    database-dump row names its model by its id's config prefix, ``dsr1_b200_...``), as ``measured`` and
+    ``sweep_model``, for its launch settings (:func:`sweep_launch`); none where not given."""
     parts = dict(part.strip().partition("=")[::2] for part in source.split(";"))
-    found = {"measured": parts.get("measured", "").strip()[:10], "sweep_model": parts.get("model", "").strip()}
+    model = parts.get("model", "").strip()
+    if not model:
+        model = next(
+            (name for prefix, name in CONFIG_MODELS.items() if (row.get("id") or "").startswith(prefix + "_")), ""
+        )
+    found = {"measured": parts.get("measured", "").strip()[:10], "sweep_model": model}
     return {key: value for key, value in found.items() if value}
 
 

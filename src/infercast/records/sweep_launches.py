@@ -25,6 +25,17 @@ DATA = Path(__file__).resolve().parent / "data" / "sweep_launches.yaml"
 FIELD = "sweep_launches"
 ENGINES = ("sglang", "trtllm", "vllm")
 """Engine families the file may name (the wheel's ``backend``)."""
+CONFIG_MODELS = {
+    "dsr1": "DeepSeek-R1",
+    "gptoss": "GPT-OSS-120B",
+    "70b": "Llama-3.1-70B",
+    "glm5": "GLM-5",
+    "qwen3_5": "Qwen3.5-397B",
+    "kimik2_5": "Kimi-K2.5",
+    "minimaxm2_5": "MiniMax-M2.5",
+}
+"""The sweeps' config-name prefixes (the ids of the wheel's database-dump rows: ``dsr1_b200_sglang_...``), as the
+dated tables name those models (``model=DeepSeek-R1``)."""
 NUMERIC = ("budget", "max_seqs", "memory_fraction", "recv_interval")
 """Settings that are numbers or expressions of the row (see the data file's header)."""
 TEXT = {"kv_cache": ("fp8", "auto"), "speculative": ("mtp-config-exists", "mtp-image-match")}
