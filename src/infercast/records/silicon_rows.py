@@ -55,7 +55,8 @@ every row's notes:
   limit, memory fraction, SGLang's scheduler-recv-interval, an 8-bit KV cache where the script sets one, and the
   ``vllm-0.14`` preset where its config turns async scheduling on. A setting the script leaves out is the engine
   preset's. They replace the engine bullets below; the notes say "launch: <source>". Rows of families or dates
-  without a script version (B300, GB200, the undated gap-analysis tables) keep those bullets' readings.
+  without a script version (GB200, B300 before April 2026, the undated gap-analysis tables) and the points only
+  a family's MTP config ran then keep those bullets' readings.
 - vLLM rows: a step budget of C + L + 500 tokens (``max_num_batched_tokens``), the rule of the TensorRT-LLM rows
   below: aiconfigurator's generator gives aggregated vLLM workers ``max_num_tokens`` = max_batch_size + isl + a
   margin (generator/rule_plugin/vllm.rule and benchmark/vllm.rule, + 1500 in both now; its backend mapping passes
