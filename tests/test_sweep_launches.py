@@ -103,6 +103,24 @@ def test_a_vllm_script_with_async_scheduling_reads_as_the_async_preset() -> None
     assert (rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization) == (8192, 8, 0.9)
 
 
+def test_a_database_dump_row_names_its_model_by_its_config_prefix() -> None:
+    """db-dump rows carry no model=: their id's config prefix (dsr1_) names the family; 2026-04-17 on B300 is the
+    first version of dsr1_fp4_b300.sh (SGLang: 256 running requests, --mem-fraction-static 0.85)."""
+    rec = _records(
+        _wheel(
+            "2026-04-17T00:00:00.000Z",
+            id="dsr1_b300_sglang_fp4_agg_1024x1024_c64_cfg12",
+            silicon_data_source="db-dump/2026-04-27; config_id=12; silicon_concurrency=64; "
+            "measured=2026-04-17T00:00:00.000Z; workflow_run_id=7; lmsysorg/sglang:v0.5.10.post1-cu130",
+            model_path="deepseek-ai/DeepSeek-V3",
+            system="b300_sxm",
+            precision="fp4",
+        )
+    )[0]
+    assert "launch: benchmarks/single_node/dsr1_fp4_b300.sh @ 9ebeafb4e (2026-04-17)" in rec.notes
+    assert (rec.max_num_seqs, rec.gpu_memory_utilization, rec.scheduler_recv_interval) == (256, 0.85, 30)
+
+
 def test_rows_without_a_version_on_their_date_keep_the_readers_settings() -> None:
     """A date before the family's first script version, and one of aiconfigurator's own runs: no launch."""
     before = _records(_wheel("2025-09-01T00:00:00Z"))[0]
