@@ -182,7 +182,8 @@ def main() -> None:
         f"{len(refused)} refused (see `benchmarks/heldout_silicon.md`). No parameter is fitted on these rows, so "
         "each group's errors are its leave-that-group-out errors (GPU, model, engine release, load); the reading "
         "of the rows (clients per engine, the sweeps' length range) and the TensorRT-LLM 1.1+ front-end were "
-        "chosen on them (`records/silicon_rows.py`, `cost/profiles/defaults.yaml`). Signed: + over-predicted.",
+        "chosen on them (`records/silicon_rows.py`, `cost/profiles/defaults.yaml`); the sweeps' engine settings are "
+        "their launch scripts' (`records/data/sweep_launches.yaml`). Signed: + over-predicted.",
         "",
         *tables(compared),
         "",
