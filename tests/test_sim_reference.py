@@ -386,3 +386,35 @@ def test_fast_simulator_equals_the_reference_with_a_recv_interval():
         later += fast.summary.to_dict()["ttft_s"]["mean"] > fast_base.summary.to_dict()["ttft_s"]["mean"] * 1.001
     assert not failures, failures[:3]
     assert compared >= 40 and later >= 15, (compared, later)  # closed and open loops: offline runs see no poll
+
+
+NUM_WAIT_CASES = 60
+
+
+def test_fast_simulator_equals_the_reference_with_batch_waiting():
+    """TensorRT-LLM batch waiting (prompts held up to N steps while decodes run, unless the step's tokens reach a
+    share of the budget) holds prompts alike in both simulators: generated cases on the inflight scheduler."""
+    rng = random.Random(20261130)
+    compared, later, failures = 0, 0, []
+    for n in range(NUM_WAIT_CASES):
+        kw = _case(rng)
+        if kw["scheduler"] == "disagg":
+            continue
+        kw["scheduler"] = "inflight"
+        model = kw.pop("model")
+        kw.pop("stream_token_s", 0.0)
+        try:
+            base = config_from_keywords(model, "h100-sxm", **kw)
+            fast_base = run(base)
+        except InfercastError:
+            continue
+        waits = replace(base.engine, batch_wait_iters=rng.randint(1, 30), batch_wait_ratio=rng.choice([0.3, 0.9]))
+        config = replace(base, engine=waits)
+        fast = run(config)
+        diff = _differences(fast, reference_simulate(config))
+        if diff:
+            failures.append((n, model, waits.batch_wait_iters, kw, diff[:4]))
+        compared += 1
+        later += fast.summary.to_dict()["ttft_s"]["mean"] > fast_base.summary.to_dict()["ttft_s"]["mean"] * 1.001
+    assert not failures, failures[:3]
+    assert compared >= 30 and later >= 10, (compared, later)

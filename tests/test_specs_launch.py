@@ -190,3 +190,26 @@ def test_sglang_recv_interval_reaches_the_engine_and_the_simulator():
     polled = run(config_from_keywords("llama-3.1-8b", "h100-sxm", recv_interval=30, **kw))
     every = run(config_from_keywords("llama-3.1-8b", "h100-sxm", **kw))
     assert polled.summary.to_dict()["ttft_s"]["mean"] > 1.3 * every.summary.to_dict()["ttft_s"]["mean"]
+
+
+def test_trtllm_batch_waiting_reaches_the_engine_and_holds_prompts(tmp_path):
+    """``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio`` (the public Llama-3.1-70B sweeps' TensorRT-LLM
+    options at 1k/1k below TP 8) set the engine's batch waiting, name their source and delay first tokens."""
+    from infercast.sim.api import config_from_keywords, run
+
+    options = tmp_path / "llama-config.yml"
+    options.write_text("batch_wait_max_tokens_ratio: 0.9\nbatch_wait_timeout_iters: 20\nstream_interval: 10\n")
+    launch = parse_launch(str(options))
+    assert {k: v for k, (v, _) in launch.overrides.items()} == {"batch_wait_iters": 20, "batch_wait_ratio": 0.9}
+    eng = launch.apply(get_engine("trtllm"))
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine=eng)
+    setting = EngineLaunch.of(dep, get_engine("trtllm")).settings["batch_wait"]
+    assert setting.value == "20 steps / 0.9 of the budget" and setting.source.startswith("user launch")
+    lengths = dict(input_len="uniform:800,1024", output_len="uniform:100,128")
+    kw = dict(engine="trtllm", concurrency=4, num_requests=40, seed=3, **lengths)
+    held = run(config_from_keywords("llama-3.1-8b", "h100-sxm", batch_wait_iters=20, batch_wait_ratio=0.9, **kw))
+    every = run(config_from_keywords("llama-3.1-8b", "h100-sxm", **kw))
+    assert held.summary.to_dict()["ttft_s"]["mean"] > 1.5 * every.summary.to_dict()["ttft_s"]["mean"]
+    with pytest.raises(InfercastError, match="batch_wait_max_tokens_ratio"):
+        options.write_text("batch_wait_max_tokens_ratio: 1.5\n")
+        parse_launch(str(options))

@@ -52,6 +52,8 @@ class ServingBench:
     scheduler: str | None = None
     overlap_scheduler: bool | None = None
     recv_interval: int | None = None
+    batch_wait_iters: int | None = None
+    batch_wait_ratio: float | None = None
 
     @property
     def measured(self) -> int:
@@ -117,6 +119,8 @@ def serving_bench(rec: Record) -> ServingBench:
         gpu_memory_utilization=rec.gpu_memory_utilization or None,
         scheduler=rec.scheduler or None,
         recv_interval=rec.scheduler_recv_interval or None,
+        batch_wait_iters=rec.batch_wait_iters or None,
+        batch_wait_ratio=rec.batch_wait_ratio or None,
     )
 
 
@@ -137,6 +141,8 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         bench.gpu_memory_utilization,
         overlap_scheduler=bench.overlap_scheduler,
         recv_interval=bench.recv_interval,
+        batch_wait_iters=bench.batch_wait_iters,
+        batch_wait_ratio=bench.batch_wait_ratio,
     )
     config = SimulationConfig(dep, bench.workload(seed), engine, profile=with_front_end(profile, dep, None))
     res = run(config)

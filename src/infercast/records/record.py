@@ -184,6 +184,10 @@ class Record:
     prompt chunks beside the decodes, e.g. SGLang ``--enable-mixed-chunk``; ``prefill-first``; ``inflight``;
     empty: the preset's)."""
     scheduler_recv_interval: int = 0
+    batch_wait_iters: int = 0
+    """Serving kinds: TensorRT-LLM ``batch_wait_timeout_iters`` of the run (0 / empty: the preset's)."""
+    batch_wait_ratio: float = 0.0
+    """Serving kinds: TensorRT-LLM ``batch_wait_max_tokens_ratio`` of the run (0 / empty: the preset's)."""
     """Serving kinds: decode steps between the engine's polls for new requests in the run (SGLang
     ``--scheduler-recv-interval``; 0 / empty: the preset's)."""
     op: str = ""
@@ -301,6 +305,8 @@ def check_record(rec: Record) -> None:
             f"must be between 0 and 1 (0: the engine preset's), got {rec.gpu_memory_utilization}",
             field="gpu_memory_utilization",
         )
+    if not 0 <= rec.batch_wait_ratio <= 1:
+        raise InfercastError(f"must be between 0 and 1, got {rec.batch_wait_ratio}", field="batch_wait_ratio")
     if rec.scheduler and rec.scheduler not in RUN_SCHEDULERS:
         raise unknown_choice("scheduler", rec.scheduler, list(RUN_SCHEDULERS))
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):

@@ -151,6 +151,8 @@ ENGINE_KEYWORDS = (
     "speculative",
     "overlap_scheduler",
     "recv_interval",
+    "batch_wait_iters",
+    "batch_wait_ratio",
 )
 """Keywords of :class:`EngineConfig` (besides ``scheduler``) that :func:`config_from_keywords` takes."""
 OBSERVE_KEYWORDS = ("goodput", "trace_steps", "sample_interval")

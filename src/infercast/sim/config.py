@@ -68,6 +68,11 @@ class EngineConfig:
     recv_interval: int | None = None
     """Decode steps between the scheduler's polls for new requests (SGLang ``--scheduler-recv-interval``); None:
     the preset's ``recv_interval``."""
+    batch_wait_iters: int | None = None
+    """Steps a prompt may wait for more prompts while decodes run (TensorRT-LLM ``batch_wait_timeout_iters``); None:
+    the preset's ``batch_wait_iters``."""
+    batch_wait_ratio: float | None = None
+    """Share of the step budget that ends that wait (``batch_wait_max_tokens_ratio``); None: the preset's."""
     kv_pool_scale: float = 1.0
     """Multiplies each replica's KV blocks (sensitivity checks: TTFT at a pool 10 % smaller or larger)."""
     step_time_scale: float = 1.0
@@ -86,6 +91,16 @@ class EngineConfig:
         if self.recv_interval is not None:
             value = require_at_most("recv_interval", require_positive_int("recv_interval", self.recv_interval), 10_000)
             object.__setattr__(self, "recv_interval", value)
+        if self.batch_wait_iters is not None:
+            value = require_at_most(
+                "batch_wait_iters", require_positive_int("batch_wait_iters", self.batch_wait_iters, minimum=0), 10_000
+            )
+            object.__setattr__(self, "batch_wait_iters", value)
+        if self.batch_wait_ratio is not None:
+            ratio = require_positive_number("batch_wait_ratio", self.batch_wait_ratio, allow_zero=True)
+            if ratio > 1:
+                raise InfercastError(f"must be in [0, 1], got {ratio:g}", field="batch_wait_ratio")
+            object.__setattr__(self, "batch_wait_ratio", ratio)
         if self.gpu_memory_utilization is not None:
             value = require_fraction("gpu_memory_utilization", self.gpu_memory_utilization)
             object.__setattr__(self, "gpu_memory_utilization", value)

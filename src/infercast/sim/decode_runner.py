@@ -61,7 +61,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     waiting, swapped, swaps = rep.waiting, rep.table.swapped, rep.config.preemption == "swap"
     window, skip, limited, overlap = rep.window, rep.skip, t_limit < math.inf, rep.overlap
     one_line = rep.one_line
-    simple_lines = one_line is not None and not window
+    simple_lines, waits = one_line is not None and not window, rep.wait_iters
     if one_line is not None:
         const_f, c0_f, m0_f, cs_f, ms_f = one_line
     while True:
@@ -80,6 +80,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
                 k = 1  # the replica's loop brings the head of the queue back before the second step
             if k > 1 and rep.inbox and _joins_from_inbox_next_step(rep):
                 k = 1  # blocks a preemption freed just now let the inbox's head join before the second step
+        k = _waiting_cut(rep, k) if waits and k > 1 and waiting else k
         line = None
         if simple_lines:
             # step j costs K + max(ca + j·dca, ma + j·dma); when one line stays on top over the k steps, the span
@@ -113,8 +114,8 @@ def decode_span(rep: Replica, t_limit: float) -> None:
         else:
             grown, total = now, first
         blocks.reserved = 0
-        if rep.recv_interval > 1:
-            rep.recv_count = counted(rep.recv_count + k, rep.recv_interval)
+        if rep.holding or rep.recv_interval > 1:
+            _count_steps(rep, k)
         start = rep.t
         if swap:
             first += swap
@@ -126,6 +127,20 @@ def decode_span(rep: Replica, t_limit: float) -> None:
             rep.last_step_start = end - (span.step(k - 1) if span is not None else base + slope * (k - 1))
         if not _book_span(rep, ramps, n, k, grown, start, end, first, total, swap, const, line, span, t_limit):
             return
+
+
+def _waiting_cut(rep: Replica, k: int) -> int:
+    """Steps of a span while prompts queue under batch waiting, which decides at every step: the held prompts go
+    when the wait times out; otherwise one step at a time."""
+    return min(k, rep.wait_iters - rep.wait_count) if rep.holding else 1
+
+
+def _count_steps(rep: Replica, k: int) -> None:
+    """Count a span's ``k`` decode steps towards the batch wait's timeout and the next poll for requests."""
+    if rep.holding:
+        rep.wait_count += k
+    if rep.recv_interval > 1:
+        rep.recv_count = counted(rep.recv_count + k, rep.recv_interval)
 
 
 def polled_at(rep: Replica, reach: int, cap: int) -> int:

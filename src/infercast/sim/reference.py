@@ -44,7 +44,7 @@ from infercast.sim.cluster import Router
 from infercast.sim.config import SimulationConfig
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder
-from infercast.sim.scheduler import engine_scheduler, make_scheduler
+from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
 from infercast.sim.state import RequestTable, intake_draws
 from infercast.specs.deployment import Deployment
 
@@ -133,6 +133,11 @@ class ReferenceReplica:
         self.overlap = dep.engine.overlap_scheduler if engine.overlap_scheduler is None else engine.overlap_scheduler
         self.recv_interval = dep.engine.recv_interval if engine.recv_interval is None else engine.recv_interval
         self.recv_count = self.recv_interval  # decode steps since the engine last polled for new requests
+        waits = dep.engine.batch_wait_iters if engine.batch_wait_iters is None else engine.batch_wait_iters
+        ratio = dep.engine.batch_wait_ratio if engine.batch_wait_ratio is None else engine.batch_wait_ratio
+        self.wait_iters = waits if ratio > 0 and dep.attention_dp == 1 else 0
+        self.wait_ratio = ratio
+        self.wait_count = 0
         self.last_start = -math.inf
         self.window = dep.model.attention_window
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
@@ -284,7 +289,7 @@ class ReferenceReplica:
         self._reserve_next_tokens()
         if self.waiting and reqs[self.waiting[0]].swapped and self._swap_in():
             self._reserve_next_tokens()
-        plan = self.scheduler.plan(self)
+        plan = Plan(decode=True) if self._holds_prompts() else self.scheduler.plan(self)
         if plan is None:
             if self.waiting and not self.running and not self.prefilling:
                 raise DoesNotFitError(f"request {self.waiting[0]} cannot be admitted", field="workload")
@@ -330,6 +335,29 @@ class ReferenceReplica:
             r.computed += c
             if r.computed == r.target:
                 self._prefill_done(r, end)
+
+    def _holds_prompts(self) -> bool:
+        """TensorRT-LLM batch waiting, step by step: hold the queued prompts while decodes run, until the prompts
+        that fit this step plus its decode tokens reach the ratio of the budget or the wait timed out."""
+        if not (self.wait_iters and self.waiting and self.running) or self.prefilling:
+            return False
+        if self.requests[self.waiting[0]].swapped:
+            return False
+        budget, room = self.max_batched_tokens - len(self.running), self.max_seqs - self.num_seqs
+        tokens = 0
+        for i in self.waiting:
+            left = self.requests[i].target - self.requests[i].computed
+            if room <= 0 or tokens + left > budget:
+                break
+            tokens, room = tokens + left, room - 1
+        if not tokens:
+            return False
+        enough = tokens + len(self.running) >= self.wait_ratio * self.max_batched_tokens
+        if self.wait_count >= self.wait_iters or enough:
+            self.wait_count = 0
+            return False
+        self.wait_count += 1
+        return True
 
     def _prefill_done(self, r: Request, t: float) -> None:
         if r.hashes is not None:

@@ -28,6 +28,7 @@ from infercast.sim.decode_set import DecodeSet, WindowDecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
 from infercast.sim.scheduler import Plan, engine_scheduler, make_scheduler
+from infercast.sim.scheduler.base import DECODE_ONLY
 from infercast.sim.speculative import SpeculativeConfig, Speculator
 from infercast.sim.state import RequestTable, enter_in_visible_order
 from infercast.sim.watchdog import STALL_LIMIT, SimulationStalled
@@ -140,6 +141,13 @@ class Replica:
         # new requests are polled every recv_interval decode steps and after any step with prompt tokens
         self.recv_interval = eng.recv_interval if config.recv_interval is None else config.recv_interval
         self.recv_count = self.recv_interval  # decode steps since the last poll (a poll is due at the start)
+        # TensorRT-LLM batch waiting: prompts held while decodes run (never with attention DP, as in the engine)
+        waits = eng.batch_wait_iters if config.batch_wait_iters is None else config.batch_wait_iters
+        ratio = eng.batch_wait_ratio if config.batch_wait_ratio is None else config.batch_wait_ratio
+        self.wait_iters = waits if ratio > 0 and dep.attention_dp == 1 else 0
+        self.wait_tokens = ratio * self.max_batched_tokens  # step tokens that end the wait
+        self.wait_count = 0  # steps the queued prompts were held so far
+        self.holding = False  # this step's prompts are held back
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
         limit, scale = min(self.max_seqs, max(self.table.n, 1)), config.step_time_scale
@@ -298,7 +306,7 @@ class Replica:
                 self.ensure_decode_blocks()
             if waiting and swapped[waiting[0]] and self._swap_in():
                 self.ensure_decode_blocks()
-            plan = self.scheduler.plan(self)
+            plan = DECODE_ONLY if self.wait_iters and self._holds_prompts() else self.scheduler.plan(self)
             if plan is None:
                 if waiting and not batch.n and not prefilling:
                     self._cannot_admit(waiting[0])
@@ -327,6 +335,7 @@ class Replica:
                     decode_span(self, t_limit)
             elif self.spec is not None:
                 speculative_step(self)
+                self.wait_count += self.holding
             else:
                 decode_span(self, t_limit)
             if self._event and self.yield_on_event:
@@ -341,6 +350,23 @@ class Replica:
             self.recv_count = 0
             return True
         return False
+
+    def _holds_prompts(self) -> bool:
+        """Whether this step holds the queued prompts back (TensorRT-LLM ``PyExecutor._waiting_requests``): with
+        decodes running, until the prompts that fit the step plus one token per decode reach ``wait_tokens`` or
+        ``wait_iters`` steps held them; the wait ends (its count reset) when the step takes them."""
+        self.holding = False
+        n = self.decoding.n
+        if not (self.waiting and n) or self.prefilling or self.table.swapped[self.waiting[0]]:
+            return False  # (a swapped-out sequence comes back through swap-in, not as a prompt)
+        tokens = prompt_tokens(self.table, self.waiting, self.max_batched_tokens - n, self.max_seqs - self.num_seqs)
+        if not tokens:
+            return False
+        if self.wait_count >= self.wait_iters or tokens + n >= self.wait_tokens:
+            self.wait_count = 0
+            return False
+        self.holding = True
+        return True
 
     def _cannot_admit(self, i: int) -> None:
         tb = self.table
@@ -567,6 +593,19 @@ class Replica:
         self.swap_cost += (need + self.blocks.state_blocks) * self.block_bytes / self.host_bw
         self.decoding.join(i, ctx, tb.output[i] - tb.generated[i], tb.last_token[i])
         return True
+
+
+def prompt_tokens(table: RequestTable, waiting: deque[int], budget: int, room: int) -> int:
+    """Prompt tokens of the queued requests a step would take whole, in order, within ``budget`` tokens and
+    ``room`` sequence slots (what TensorRT-LLM's micro-batch scheduler hands its batch-waiting check)."""
+    total = 0
+    for i in waiting:
+        left = int(table.target[i] - table.computed[i])
+        if room <= 0 or total + left > budget:
+            break
+        total += left
+        room -= 1
+    return total
 
 
 def _window_pairs(c: int, c0: int, w: int) -> float:

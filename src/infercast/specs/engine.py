@@ -87,6 +87,20 @@ class EngineSpec(BaseModel):
         "1: every step). A request that reaches the engine during a run of decode steps waits for the next poll; "
         "a step with prompt tokens is followed by a poll.",
     )
+    batch_wait_iters: int = Field(
+        default=0,
+        ge=0,
+        description="Steps a prompt may be held back while decodes run, waiting for more prompts to batch "
+        "(TensorRT-LLM batch_wait_timeout_iters; 0: none). Held until the step's prompt and decode tokens reach "
+        "batch_wait_ratio x the step budget or this many steps passed; not with attention data parallelism.",
+    )
+    batch_wait_ratio: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of the step budget a step's tokens must reach to stop the wait (TensorRT-LLM "
+        "batch_wait_max_tokens_ratio; with either setting 0 no prompt waits).",
+    )
     gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 

@@ -80,6 +80,12 @@ class EngineLaunch:
             ),
             "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
             "recv_interval": Setting(eng.recv_interval, cite("recv_interval", "1: new requests are polled every step")),
+            "batch_wait": Setting(
+                f"{eng.batch_wait_iters} steps / {eng.batch_wait_ratio:g} of the budget"
+                if eng.batch_wait_iters and eng.batch_wait_ratio
+                else "off",
+                cite("batch_wait_iters", "no batch waiting"),
+            ),
             "prefix_caching": Setting(
                 prefix_caching,
                 cite(
@@ -337,10 +343,32 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
     return UserLaunch(engine, found, kv, tp, model, tuple(notes))
 
 
+def _count(flag: str, text: Any) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise InfercastError(f"{flag} must be an integer >= 0, got {text!r}", field="launch") from None
+    if value < 0:
+        raise InfercastError(f"{flag} must be >= 0, got {value}", field="launch")
+    return value
+
+
+def _share(flag: str, text: Any) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise InfercastError(f"{flag} must be a number in [0, 1], got {text!r}", field="launch") from None
+    if not 0 <= value <= 1:
+        raise InfercastError(f"{flag} must be in [0, 1], got {text!r}", field="launch")
+    return value
+
+
 _YAML_KEYS = {
     "max_batch_size": ("max_num_seqs", _int),
     "max_num_tokens": ("max_num_batched_tokens", _int),
     "tensor_parallel_size": ("tp", _int),
+    "batch_wait_timeout_iters": ("batch_wait_iters", _count),
+    "batch_wait_max_tokens_ratio": ("batch_wait_ratio", _share),
 }
 
 
