@@ -175,3 +175,30 @@ def test_a_bad_source_or_a_bad_file_is_refused_on_one_line(tmp_path: Path) -> No
     bad.write_text(yaml.safe_dump({"sglang": {"DeepSeek-R1 fp8": []}}))
     with pytest.raises(InfercastError, match="must read '<model> <precision> <gpu>'"):
         parse_launches(load_yaml(bad, "sweep_launches"))
+
+
+def test_a_tensorrt_llm_llama_row_at_1k_1k_below_tp_8_holds_prompts_in_batch_waits() -> None:
+    """70b_fp8_h200_trt_slurm.sh (2025-10-29) adds batch_wait_timeout_iters 20 and batch_wait_max_tokens_ratio 0.9
+    at 1k/1k below TP 8 only: the TP 4 row waits, the TP 8 and the 1k/8k rows do not."""
+
+    def row(tp: str, osl: str) -> dict[str, str]:
+        return _wheel(
+            "2025-10-29T00:00:00.000Z",
+            id=f"2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x{osl}_c4_tp{tp}_ep1_1",
+            silicon_data_source="source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=4; "
+            "measured=2025-10-29T00:00:00.000Z; wip=False",
+            backend="trtllm",
+            backend_version="",
+            model_path="meta-llama/Llama-3.1-70B-Instruct",
+            system="h200_sxm",
+            osl=osl,
+            batch_size="4",
+            tp_size=tp,
+            clients="4",
+        )
+
+    waits = _records(row("4", "1024"))[0]
+    assert (waits.batch_wait_iters, waits.batch_wait_ratio) == (20, 0.9)
+    for tp, osl in (("8", "1024"), ("4", "8192")):
+        rec = _records(row(tp, osl))[0]
+        assert (rec.batch_wait_iters, rec.batch_wait_ratio) == (0, 0.0)

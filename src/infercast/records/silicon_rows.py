@@ -52,7 +52,8 @@ every row's notes:
 - Dated sweep rows with a launch script: the settings of the SemiAnalysis InferenceMAX script version in effect on
   the row's measured date (:mod:`infercast.records.sweep_launches`, ``records/data/sweep_launches.yaml``: path @
   commit per version, rules on clients, lengths and TP): step budget (SGLang: its prefill batch cap), sequence
-  limit, memory fraction, SGLang's scheduler-recv-interval, an 8-bit KV cache where the script sets one, and the
+  limit, memory fraction, SGLang's scheduler-recv-interval, TensorRT-LLM's batch waiting
+  (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``), an 8-bit KV cache where the script sets one, and the
   ``vllm-0.14`` preset where its config turns async scheduling on. A setting the script leaves out is the engine
   preset's. They replace the engine bullets below; the notes say "launch: <source>". Rows of families or dates
   without a script version (GB200, B300 before April 2026, the undated gap-analysis tables) and the points only
@@ -335,7 +336,9 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     return records
 
 
-LAUNCH_APPLIED = frozenset({"budget", "max_seqs", "memory_fraction", "recv_interval", "kv_cache", "async_scheduling"})
+LAUNCH_APPLIED = frozenset(
+    {"budget", "max_seqs", "memory_fraction", "recv_interval", "batch_wait", "kv_cache", "async_scheduling"}
+)
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
 ``kv_auto`` (off): a script that leaves the KV cache dtype at 'auto' read as the checkpoint's (16-bit for FP8
 checkpoints) rather than the dated sweeps' 8-bit reading above."""
@@ -374,6 +377,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
         "max_num_seqs": c - held if held else 0,
         "gpu_memory_utilization": KV_FRACTION.get(engine, 0.0),
         "scheduler_recv_interval": 0,
+        "batch_wait_iters": 0,
+        "batch_wait_ratio": 0.0,
     }
     if launch is None:
         return out
@@ -386,6 +391,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
     for name, (field, value) in applied.items():
         if name in LAUNCH_APPLIED:
             out[field] = value
+    if "batch_wait" in LAUNCH_APPLIED:
+        out["batch_wait_iters"], out["batch_wait_ratio"] = launch.batch_wait_iters, launch.batch_wait_ratio
     return out
 
 
@@ -410,6 +417,8 @@ def _notes(
                 ("max sequences", "max_num_seqs"),
                 ("memory fraction", "gpu_memory_utilization"),
                 ("recv interval", "scheduler_recv_interval"),
+                ("batch wait steps", "batch_wait_iters"),
+                ("batch wait ratio", "batch_wait_ratio"),
             )
             if settings[field]
         )

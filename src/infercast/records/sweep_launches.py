@@ -36,7 +36,7 @@ CONFIG_MODELS = {
 }
 """The sweeps' config-name prefixes (the ids of the wheel's database-dump rows: ``dsr1_b200_sglang_...``), as the
 dated tables name those models (``model=DeepSeek-R1``)."""
-NUMERIC = ("budget", "max_seqs", "memory_fraction", "recv_interval")
+NUMERIC = ("budget", "max_seqs", "memory_fraction", "recv_interval", "batch_wait_iters", "batch_wait_ratio")
 """Settings that are numbers or expressions of the row (see the data file's header)."""
 TEXT = {"kv_cache": ("fp8", "auto"), "speculative": ("mtp-config-exists", "mtp-image-match")}
 """Settings that name one of a few values."""
@@ -92,6 +92,8 @@ class Launch:
     max_seqs: int = 0
     memory_fraction: float = 0.0
     recv_interval: int = 0
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
     kv_cache: str = ""
     async_scheduling: bool = False
     speculative: str = ""
@@ -241,6 +243,8 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         max_seqs=int(values.get("max_seqs", 0)),
         memory_fraction=float(values.get("memory_fraction", 0.0)),
         recv_interval=int(values.get("recv_interval", 0)),
+        batch_wait_iters=int(values.get("batch_wait_iters", 0)),
+        batch_wait_ratio=float(values.get("batch_wait_ratio", 0.0)),
         kv_cache=values.get("kv_cache", ""),
         async_scheduling=bool(values.get("async_scheduling", False)),
         speculative=values.get("speculative", ""),
