@@ -418,3 +418,31 @@ def test_fast_simulator_equals_the_reference_with_batch_waiting():
         later += fast.summary.to_dict()["ttft_s"]["mean"] > fast_base.summary.to_dict()["ttft_s"]["mean"] * 1.001
     assert not failures, failures[:3]
     assert compared >= 30 and later >= 10, (compared, later)
+
+
+NUM_BALANCE_CASES = 40
+
+
+def test_fast_simulator_equals_the_reference_with_attention_dp_balancing():
+    """TensorRT-LLM attention-DP balancing (prompts held until every rank has one, or a count that runs every step
+    reaches its timeout) holds prompts alike in both simulators: generated MoE cases over 2-4 attention ranks."""
+    rng = random.Random(20261131)
+    compared, later, failures = 0, 0, []
+    for n in range(NUM_BALANCE_CASES):
+        ranks = rng.choice([2, 4])
+        lengths = dict(
+            input_len=f"uniform:{rng.randint(100, 600)},{rng.randint(700, 1500)}", output_len="uniform:20,150"
+        )
+        load = rng.choice([{"concurrency": rng.randint(2, 24)}, {"rate": rng.choice([5.0, 40.0])}])
+        kw = dict(engine="trtllm", tp=1, attention_dp=ranks, ep=ranks, num_requests=rng.randint(20, 60), **lengths)
+        base = config_from_keywords("gpt-oss-20b", "h100-sxm", seed=n, **kw, **load)
+        fast_base = run(base)
+        config = replace(base, engine=replace(base.engine, adp_balance_iters=rng.randint(2, 60)))
+        fast = run(config)
+        diff = _differences(fast, reference_simulate(config))
+        if diff:
+            failures.append((n, ranks, config.engine.adp_balance_iters, load, diff[:4]))
+        compared += 1
+        later += fast.summary.to_dict()["ttft_s"]["mean"] > fast_base.summary.to_dict()["ttft_s"]["mean"] * 1.001
+    assert not failures, failures[:3]
+    assert later >= compared // 2, (compared, later)

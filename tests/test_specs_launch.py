@@ -213,3 +213,22 @@ def test_trtllm_batch_waiting_reaches_the_engine_and_holds_prompts(tmp_path):
     with pytest.raises(InfercastError, match="batch_wait_max_tokens_ratio"):
         options.write_text("batch_wait_max_tokens_ratio: 1.5\n")
         parse_launch(str(options))
+
+
+def test_trtllm_attention_dp_balancing_is_read_from_the_yaml(tmp_path):
+    """``attention_dp_config`` with ``enable_balance`` (the public DeepSeek-R1 sweeps' TensorRT-LLM options with
+    attention DP) sets the balancer's timeout; its default is 50 steps and a batching wait is named unmodelled."""
+    options = tmp_path / "dsr1-fp8.yml"
+    options.write_text(
+        "enable_attention_dp: true\nattention_dp_config:\n  batching_wait_iters: 0\n  enable_balance: true\n"
+        "  timeout_iters: 60\n"
+    )
+    launch = parse_launch(str(options))
+    assert launch.overrides["adp_balance_iters"][0] == 60
+    options.write_text("attention_dp_config:\n  enable_balance: true\n  batching_wait_iters: 10\n")
+    launch = parse_launch(str(options))
+    assert launch.overrides["adp_balance_iters"][0] == 50
+    assert any("attention_dp_config.batching_wait_iters" in w for w in launch.warnings)
+    eng = launch.apply(get_engine("trtllm"))
+    dep = Deployment.resolve("gpt-oss-20b", "h100-sxm", engine=eng, tp=1, attention_dp=2, ep=2)
+    assert EngineLaunch.of(dep, get_engine("trtllm")).settings["adp_balance"].value == "50 steps"

@@ -54,6 +54,7 @@ class ServingBench:
     recv_interval: int | None = None
     batch_wait_iters: int | None = None
     batch_wait_ratio: float | None = None
+    adp_balance_iters: int | None = None
 
     @property
     def measured(self) -> int:
@@ -121,6 +122,7 @@ def serving_bench(rec: Record) -> ServingBench:
         recv_interval=rec.scheduler_recv_interval or None,
         batch_wait_iters=rec.batch_wait_iters or None,
         batch_wait_ratio=rec.batch_wait_ratio or None,
+        adp_balance_iters=rec.adp_balance_iters or None,
     )
 
 
@@ -143,6 +145,7 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         recv_interval=bench.recv_interval,
         batch_wait_iters=bench.batch_wait_iters,
         batch_wait_ratio=bench.batch_wait_ratio,
+        adp_balance_iters=bench.adp_balance_iters,
     )
     config = SimulationConfig(dep, bench.workload(seed), engine, profile=with_front_end(profile, dep, None))
     res = run(config)

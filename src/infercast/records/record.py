@@ -184,12 +184,14 @@ class Record:
     prompt chunks beside the decodes, e.g. SGLang ``--enable-mixed-chunk``; ``prefill-first``; ``inflight``;
     empty: the preset's)."""
     scheduler_recv_interval: int = 0
+    """Serving kinds: decode steps between the engine's polls for new requests in the run (SGLang
+    ``--scheduler-recv-interval``; 0 / empty: the preset's)."""
     batch_wait_iters: int = 0
     """Serving kinds: TensorRT-LLM ``batch_wait_timeout_iters`` of the run (0 / empty: the preset's)."""
     batch_wait_ratio: float = 0.0
     """Serving kinds: TensorRT-LLM ``batch_wait_max_tokens_ratio`` of the run (0 / empty: the preset's)."""
-    """Serving kinds: decode steps between the engine's polls for new requests in the run (SGLang
-    ``--scheduler-recv-interval``; 0 / empty: the preset's)."""
+    adp_balance_iters: int = 0
+    """Serving kinds: TensorRT-LLM ``attention_dp_config.timeout_iters`` with ``enable_balance`` (0: the preset's)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"

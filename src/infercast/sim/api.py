@@ -153,6 +153,7 @@ ENGINE_KEYWORDS = (
     "recv_interval",
     "batch_wait_iters",
     "batch_wait_ratio",
+    "adp_balance_iters",
 )
 """Keywords of :class:`EngineConfig` (besides ``scheduler``) that :func:`config_from_keywords` takes."""
 OBSERVE_KEYWORDS = ("goodput", "trace_steps", "sample_interval")

@@ -73,6 +73,9 @@ class EngineConfig:
     the preset's ``batch_wait_iters``."""
     batch_wait_ratio: float | None = None
     """Share of the step budget that ends that wait (``batch_wait_max_tokens_ratio``); None: the preset's."""
+    adp_balance_iters: int | None = None
+    """Attention-DP prompt balancing timeout (TensorRT-LLM ``attention_dp_config.timeout_iters`` with
+    ``enable_balance``); None: the preset's ``adp_balance_iters``."""
     kv_pool_scale: float = 1.0
     """Multiplies each replica's KV blocks (sensitivity checks: TTFT at a pool 10 % smaller or larger)."""
     step_time_scale: float = 1.0
@@ -96,6 +99,9 @@ class EngineConfig:
                 "batch_wait_iters", require_positive_int("batch_wait_iters", self.batch_wait_iters, minimum=0), 10_000
             )
             object.__setattr__(self, "batch_wait_iters", value)
+        if self.adp_balance_iters is not None:
+            value = require_positive_int("adp_balance_iters", self.adp_balance_iters, minimum=0)
+            object.__setattr__(self, "adp_balance_iters", require_at_most("adp_balance_iters", value, 10_000))
         if self.batch_wait_ratio is not None:
             ratio = require_positive_number("batch_wait_ratio", self.batch_wait_ratio, allow_zero=True)
             if ratio > 1:

@@ -61,7 +61,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     waiting, swapped, swaps = rep.waiting, rep.table.swapped, rep.config.preemption == "swap"
     window, skip, limited, overlap = rep.window, rep.skip, t_limit < math.inf, rep.overlap
     one_line = rep.one_line
-    simple_lines, waits = one_line is not None and not window, rep.wait_iters
+    simple_lines, waits = one_line is not None and not window, rep.wait_iters or rep.adp_iters
     if one_line is not None:
         const_f, c0_f, m0_f, cs_f, ms_f = one_line
     while True:
@@ -114,7 +114,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
         else:
             grown, total = now, first
         blocks.reserved = 0
-        if rep.holding or rep.recv_interval > 1:
+        if rep.holding or rep.adp_iters or rep.recv_interval > 1:
             _count_steps(rep, k)
         start = rep.t
         if swap:
@@ -130,15 +130,25 @@ def decode_span(rep: Replica, t_limit: float) -> None:
 
 
 def _waiting_cut(rep: Replica, k: int) -> int:
-    """Steps of a span while prompts queue under batch waiting, which decides at every step: the held prompts go
-    when the wait times out; otherwise one step at a time."""
+    """Steps of a span while prompts queue under batch waiting (which decides at every step: one at a time) or
+    attention-DP balancing: held prompts go when the wait times out."""
+    if rep.adp_iters:
+        return min(k, rep.adp_iters - 1 - rep.adp_count) if rep.holding else k
     return min(k, rep.wait_iters - rep.wait_count) if rep.holding else 1
 
 
-def _count_steps(rep: Replica, k: int) -> None:
-    """Count a span's ``k`` decode steps towards the batch wait's timeout and the next poll for requests."""
-    if rep.holding:
+def count_waits(rep: Replica, k: int) -> None:
+    """Count ``k`` decode steps towards the prompt-holding timeouts: attention-DP balancing counts every step
+    (restarting at its timeout), batch waiting the steps it held prompts."""
+    if rep.adp_iters:
+        rep.adp_count = (rep.adp_count + k) % rep.adp_iters
+    elif rep.holding:
         rep.wait_count += k
+
+
+def _count_steps(rep: Replica, k: int) -> None:
+    """Count a span's ``k`` decode steps towards the prompt-holding timeouts and the next poll for requests."""
+    count_waits(rep, k)
     if rep.recv_interval > 1:
         rep.recv_count = counted(rep.recv_count + k, rep.recv_interval)
 

@@ -138,6 +138,11 @@ class ReferenceReplica:
         self.wait_iters = waits if ratio > 0 and dep.attention_dp == 1 else 0
         self.wait_ratio = ratio
         self.wait_count = 0
+        adp = dep.engine.adp_balance_iters if engine.adp_balance_iters is None else engine.adp_balance_iters
+        self.adp_iters = adp if dep.attention_dp > 1 else 0
+        self.adp_ranks = dep.attention_dp
+        self.adp_count = 0
+        self.decided = False  # this step's prompts were held or released by a waiting rule
         self.last_start = -math.inf
         self.window = dep.model.attention_window
         self.host_bw = dep.hardware.host_link.bandwidth_bytes_s
@@ -312,6 +317,8 @@ class ReferenceReplica:
         self.decode_seqs += len(decodes)
         self.prefill_only_steps += not decodes
         self.recv_count = self.recv_interval if plan.prefill else self.recv_count + 1
+        if self.adp_iters and not self.decided and not plan.prefill:
+            self.adp_count = (self.adp_count + 1) % self.adp_iters  # the balancer counts every step
         if self.front_end is not None:
             self.stream_delay = self.front_end.emit(start, end, len(decodes) + sampled)
         seen = end + self.stream_delay
@@ -337,27 +344,35 @@ class ReferenceReplica:
                 self._prefill_done(r, end)
 
     def _holds_prompts(self) -> bool:
-        """TensorRT-LLM batch waiting, step by step: hold the queued prompts while decodes run, until the prompts
-        that fit this step plus its decode tokens reach the ratio of the budget or the wait timed out."""
-        if not (self.wait_iters and self.waiting and self.running) or self.prefilling:
+        """TensorRT-LLM batch waiting and attention-DP balancing, step by step (see the fast replica's
+        ``_holds_prompts``): the prompts that fit this step, counted against the rules' thresholds."""
+        self.decided = False
+        if not (self.wait_iters or self.adp_iters) or not self.waiting or self.prefilling:
             return False
         if self.requests[self.waiting[0]].swapped:
             return False
-        budget, room = self.max_batched_tokens - len(self.running), self.max_seqs - self.num_seqs
-        tokens = 0
+        n = len(self.running)
+        budget, room = self.max_batched_tokens - n, self.max_seqs - self.num_seqs
+        count = tokens = 0
         for i in self.waiting:
             left = self.requests[i].target - self.requests[i].computed
-            if room <= 0 or tokens + left > budget:
+            if count >= room or tokens + left > budget:
                 break
-            tokens, room = tokens + left, room - 1
-        if not tokens:
+            tokens, count = tokens + left, count + 1
+        if not count:
             return False
-        enough = tokens + len(self.running) >= self.wait_ratio * self.max_batched_tokens
-        if self.wait_count >= self.wait_iters or enough:
+        self.decided = True
+        if self.adp_iters:
+            ranks = self.adp_ranks
+            hold = n >= ranks and count < ranks and self.adp_count + 1 < self.adp_iters
+            self.adp_count = self.adp_count + 1 if hold else 0
+            return hold
+        hold = n > 0 and self.wait_count < self.wait_iters and tokens + n < self.wait_ratio * self.max_batched_tokens
+        if hold:
+            self.wait_count += 1
+        elif n:
             self.wait_count = 0
-            return False
-        self.wait_count += 1
-        return True
+        return hold
 
     def _prefill_done(self, r: Request, t: float) -> None:
         if r.hashes is not None:

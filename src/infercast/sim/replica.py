@@ -23,7 +23,7 @@ from infercast.memory import memory_budget
 from infercast.sim.blocks import BlockLedger, BlockRule, replica_pool
 from infercast.sim.config import EngineConfig
 from infercast.sim.decode_cost import compiled_costs
-from infercast.sim.decode_runner import decode_gaps, decode_span, single_line, speculative_step
+from infercast.sim.decode_runner import count_waits, decode_gaps, decode_span, single_line, speculative_step
 from infercast.sim.decode_set import DecodeSet, WindowDecodeSet
 from infercast.sim.kv_cache import KVCache
 from infercast.sim.recorder import Recorder, StepRecord
@@ -148,6 +148,12 @@ class Replica:
         self.wait_tokens = ratio * self.max_batched_tokens  # step tokens that end the wait
         self.wait_count = 0  # steps the queued prompts were held so far
         self.holding = False  # this step's prompts are held back
+        # TensorRT-LLM attention-DP balancing: prompts held until every rank has one (the ranks pooled here)
+        adp = eng.adp_balance_iters if config.adp_balance_iters is None else config.adp_balance_iters
+        self.adp_iters = adp if dep.attention_dp > 1 else 0
+        self.adp_ranks = dep.attention_dp
+        self.adp_count = 0  # steps since the balancer last released prompts (it counts every step)
+        self.holds = bool(self.wait_iters or self.adp_iters)  # a rule may hold prompts back
         # no batch holds more sequences than there are requests: size the decode table by that, not by a huge
         # --max-num-seqs (whose table alone would take seconds and gigabytes)
         limit, scale = min(self.max_seqs, max(self.table.n, 1)), config.step_time_scale
@@ -306,7 +312,7 @@ class Replica:
                 self.ensure_decode_blocks()
             if waiting and swapped[waiting[0]] and self._swap_in():
                 self.ensure_decode_blocks()
-            plan = DECODE_ONLY if self.wait_iters and self._holds_prompts() else self.scheduler.plan(self)
+            plan = DECODE_ONLY if self.holds and self._holds_prompts() else self.scheduler.plan(self)
             if plan is None:
                 if waiting and not batch.n and not prefilling:
                     self._cannot_admit(waiting[0])
@@ -335,7 +341,7 @@ class Replica:
                     decode_span(self, t_limit)
             elif self.spec is not None:
                 speculative_step(self)
-                self.wait_count += self.holding
+                count_waits(self, 1)
             else:
                 decode_span(self, t_limit)
             if self._event and self.yield_on_event:
@@ -352,21 +358,30 @@ class Replica:
         return False
 
     def _holds_prompts(self) -> bool:
-        """Whether this step holds the queued prompts back (TensorRT-LLM ``PyExecutor._waiting_requests``): with
-        decodes running, until the prompts that fit the step plus one token per decode reach ``wait_tokens`` or
-        ``wait_iters`` steps held them; the wait ends (its count reset) when the step takes them."""
+        """Whether this step holds the queued prompts back. TensorRT-LLM batch waiting
+        (``PyExecutor._waiting_requests``): with decodes running, until the prompts that fit the step plus one token
+        per decode reach ``wait_tokens`` or ``wait_iters`` steps held them. Attention-DP balancing
+        (``_balance_adp_requests``): until as many prompts fit as there are ranks, or its count, which runs every
+        step, reaches ``adp_iters``; a rank without decodes (fewer decodes than ranks here) releases them. A release
+        restarts the count."""
         self.holding = False
-        n = self.decoding.n
-        if not (self.waiting and n) or self.prefilling or self.table.swapped[self.waiting[0]]:
+        if not self.waiting or self.prefilling or self.table.swapped[self.waiting[0]]:
             return False  # (a swapped-out sequence comes back through swap-in, not as a prompt)
-        tokens = prompt_tokens(self.table, self.waiting, self.max_batched_tokens - n, self.max_seqs - self.num_seqs)
-        if not tokens:
+        n = self.decoding.n
+        room = self.max_seqs - self.num_seqs
+        count, tokens = queued_prompts(self.table, self.waiting, self.max_batched_tokens - n, room)
+        if not count:
             return False
-        if self.wait_count >= self.wait_iters or tokens + n >= self.wait_tokens:
-            self.wait_count = 0
-            return False
-        self.holding = True
-        return True
+        if self.adp_iters:
+            hold = n >= self.adp_ranks and count < self.adp_ranks and self.adp_count + 1 < self.adp_iters
+            if not hold:
+                self.adp_count = 0
+        else:
+            hold = n > 0 and self.wait_count < self.wait_iters and tokens + n < self.wait_tokens
+            if n and not hold:
+                self.wait_count = 0
+        self.holding = hold
+        return hold
 
     def _cannot_admit(self, i: int) -> None:
         tb = self.table
@@ -595,17 +610,17 @@ class Replica:
         return True
 
 
-def prompt_tokens(table: RequestTable, waiting: deque[int], budget: int, room: int) -> int:
-    """Prompt tokens of the queued requests a step would take whole, in order, within ``budget`` tokens and
-    ``room`` sequence slots (what TensorRT-LLM's micro-batch scheduler hands its batch-waiting check)."""
-    total = 0
+def queued_prompts(table: RequestTable, waiting: deque[int], budget: int, room: int) -> tuple[int, int]:
+    """How many queued requests a step would take whole, in order, within ``budget`` tokens and ``room`` sequence
+    slots, and their prompt tokens (what TensorRT-LLM's micro-batch scheduler hands its waiting checks)."""
+    count = total = 0
     for i in waiting:
         left = int(table.target[i] - table.computed[i])
-        if room <= 0 or total + left > budget:
+        if count >= room or total + left > budget:
             break
         total += left
-        room -= 1
-    return total
+        count += 1
+    return count, total
 
 
 def _window_pairs(c: int, c0: int, w: int) -> float:

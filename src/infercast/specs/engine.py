@@ -101,6 +101,13 @@ class EngineSpec(BaseModel):
         description="Share of the step budget a step's tokens must reach to stop the wait (TensorRT-LLM "
         "batch_wait_max_tokens_ratio; with either setting 0 no prompt waits).",
     )
+    adp_balance_iters: int = Field(
+        default=0,
+        ge=0,
+        description="With attention data parallelism, steps a prompt may be held until every rank has one "
+        "(TensorRT-LLM attention_dp_config enable_balance with timeout_iters; 0: off). The count runs every step "
+        "and restarts at each release; ranks without decodes release at once.",
+    )
     gpu_tiers: tuple[GpuTier, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
 

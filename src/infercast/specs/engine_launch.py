@@ -80,6 +80,10 @@ class EngineLaunch:
             ),
             "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
             "recv_interval": Setting(eng.recv_interval, cite("recv_interval", "1: new requests are polled every step")),
+            "adp_balance": Setting(
+                f"{eng.adp_balance_iters} steps" if eng.adp_balance_iters else "off",
+                cite("adp_balance_iters", "off"),
+            ),
             "batch_wait": Setting(
                 f"{eng.batch_wait_iters} steps / {eng.batch_wait_ratio:g} of the budget"
                 if eng.batch_wait_iters and eng.batch_wait_ratio
@@ -388,6 +392,8 @@ def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
             found["overlap_scheduler"] = (not _bool(key, value), f"{key}: {value}")
         elif key == "kv_cache_config" and isinstance(value, dict):
             _kv_cache_config(value, found, unknown)
+        elif key == "attention_dp_config" and isinstance(value, dict):
+            _attention_dp_config(value, found, unknown)
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
@@ -413,6 +419,22 @@ def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], u
             found["prefix_off"] = (True, f"kv_cache_config.{key}: {item}")
         elif key != "enable_block_reuse":
             unknown.append(f"kv_cache_config.{key}")
+
+
+def _attention_dp_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """``enable_balance`` with ``timeout_iters`` (LLM API default 50) holds prompts until every attention-DP rank
+    has one; ``batching_wait_iters`` beyond 0 is named as not modelled."""
+    if _bool("attention_dp_config.enable_balance", value.get("enable_balance", False)):
+        iters = value.get("timeout_iters", 50)
+        found["adp_balance_iters"] = (
+            _count("attention_dp_config.timeout_iters", iters),
+            f"attention_dp_config: {value}",
+        )
+    for key, item in value.items():
+        if key == "batching_wait_iters" and _count(f"attention_dp_config.{key}", item) == 0:
+            continue
+        if key not in ("enable_balance", "timeout_iters"):
+            unknown.append(f"attention_dp_config.{key}")
 
 
 def _bool(key: str, value: Any) -> bool:
