@@ -202,3 +202,12 @@ def test_a_tensorrt_llm_llama_row_at_1k_1k_below_tp_8_holds_prompts_in_batch_wai
     for tp, osl in (("8", "1024"), ("4", "8192")):
         rec = _records(row(tp, osl))[0]
         assert (rec.batch_wait_iters, rec.batch_wait_ratio) == (0, 0.0)
+
+
+def test_tensorrt_llm_deepseek_rows_with_attention_dp_balance_their_prompts() -> None:
+    """dsr1_fp8_h200_trt.sh adds attention_dp_config (enable_balance, timeout_iters 60) with attention DP: a
+    TP 1 x DP 8 row holds prompts up to 60 steps, a TP 8 row of the same script does not."""
+    dp = launch_for(SweepRow("trtllm", "DeepSeek-R1", "fp8", "h200", "2026-02-10", 256, 1024, 1024, 1, 8, 8))
+    tp = launch_for(SweepRow("trtllm", "DeepSeek-R1", "fp8", "h200", "2026-02-10", 32, 1024, 1024, 8, 8, 1))
+    assert dp is not None and tp is not None
+    assert (dp.adp_balance_iters, tp.adp_balance_iters) == (60, 0)

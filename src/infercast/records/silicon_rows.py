@@ -53,7 +53,8 @@ every row's notes:
   the row's measured date (:mod:`infercast.records.sweep_launches`, ``records/data/sweep_launches.yaml``: path @
   commit per version, rules on clients, lengths and TP): step budget (SGLang: its prefill batch cap), sequence
   limit, memory fraction, SGLang's scheduler-recv-interval, TensorRT-LLM's batch waiting
-  (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``), an 8-bit KV cache where the script sets one, and the
+  (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``) and attention-DP balancing
+  (``attention_dp_config``), an 8-bit KV cache where the script sets one, and the
   ``vllm-0.14`` preset where its config turns async scheduling on. A setting the script leaves out is the engine
   preset's. They replace the engine bullets below; the notes say "launch: <source>". Rows of families or dates
   without a script version (GB200, B300 before April 2026, the undated gap-analysis tables) and the points only
@@ -337,7 +338,16 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
 
 
 LAUNCH_APPLIED = frozenset(
-    {"budget", "max_seqs", "memory_fraction", "recv_interval", "batch_wait", "kv_cache", "async_scheduling"}
+    {
+        "budget",
+        "max_seqs",
+        "memory_fraction",
+        "recv_interval",
+        "batch_wait",
+        "adp_balance",
+        "kv_cache",
+        "async_scheduling",
+    }
 )
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
 ``kv_auto`` (off): a script that leaves the KV cache dtype at 'auto' read as the checkpoint's (16-bit for FP8
@@ -379,6 +389,7 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
         "scheduler_recv_interval": 0,
         "batch_wait_iters": 0,
         "batch_wait_ratio": 0.0,
+        "adp_balance_iters": 0,
     }
     if launch is None:
         return out
@@ -393,6 +404,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
             out[field] = value
     if "batch_wait" in LAUNCH_APPLIED:
         out["batch_wait_iters"], out["batch_wait_ratio"] = launch.batch_wait_iters, launch.batch_wait_ratio
+    if "adp_balance" in LAUNCH_APPLIED:
+        out["adp_balance_iters"] = launch.adp_balance_iters
     return out
 
 
@@ -419,6 +432,7 @@ def _notes(
                 ("recv interval", "scheduler_recv_interval"),
                 ("batch wait steps", "batch_wait_iters"),
                 ("batch wait ratio", "batch_wait_ratio"),
+                ("attention-DP balance steps", "adp_balance_iters"),
             )
             if settings[field]
         )

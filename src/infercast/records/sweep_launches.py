@@ -36,7 +36,15 @@ CONFIG_MODELS = {
 }
 """The sweeps' config-name prefixes (the ids of the wheel's database-dump rows: ``dsr1_b200_sglang_...``), as the
 dated tables name those models (``model=DeepSeek-R1``)."""
-NUMERIC = ("budget", "max_seqs", "memory_fraction", "recv_interval", "batch_wait_iters", "batch_wait_ratio")
+NUMERIC = (
+    "budget",
+    "max_seqs",
+    "memory_fraction",
+    "recv_interval",
+    "batch_wait_iters",
+    "batch_wait_ratio",
+    "adp_balance_iters",
+)
 """Settings that are numbers or expressions of the row (see the data file's header)."""
 TEXT = {"kv_cache": ("fp8", "auto"), "speculative": ("mtp-config-exists", "mtp-image-match")}
 """Settings that name one of a few values."""
@@ -94,6 +102,7 @@ class Launch:
     recv_interval: int = 0
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
+    adp_balance_iters: int = 0
     kv_cache: str = ""
     async_scheduling: bool = False
     speculative: str = ""
@@ -245,6 +254,7 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         recv_interval=int(values.get("recv_interval", 0)),
         batch_wait_iters=int(values.get("batch_wait_iters", 0)),
         batch_wait_ratio=float(values.get("batch_wait_ratio", 0.0)),
+        adp_balance_iters=int(values.get("adp_balance_iters", 0)),
         kv_cache=values.get("kv_cache", ""),
         async_scheduling=bool(values.get("async_scheduling", False)),
         speculative=values.get("speculative", ""),
