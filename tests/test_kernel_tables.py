@@ -330,8 +330,8 @@ def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
 
 def test_fits_name_parameters_left_on_a_bound():
     """A parameter the data push past its bound is reported (provenance and the profile's fit record), not
-    passed off as measured: L40S's committed profile names its three (GEMM latency at the floor, fused-MoE and
-    decode-attention efficiency at 1.0, where the tables' small cases likely sit in its 96 MB L2)."""
+    passed off as measured: L40S's committed profile names its three (GEMM latency at the floor, the fused MoE's HBM
+    and decode attention's efficiency at 1.0, where the tables' small cases likely sit in its 96 MB L2)."""
     import numpy as np
     import yaml
 
@@ -350,7 +350,7 @@ def test_fits_name_parameters_left_on_a_bound():
     assert edge == ["slope"] and params[0] == pytest.approx(2.0)
     fit = yaml.safe_load((PROFILE_DIR / "kernels" / "l40s.yaml").read_text())["fit"]
     assert fit["gemm.bf16"]["at_bound"] == ["gemm_latency_s"]
-    assert fit["moe.bf16"]["at_bound"] == ["moe_eff_max"]
+    assert fit["moe.bf16"]["at_bound"] == ["moe_hbm_efficiency"]
     assert fit["attention.decode"]["at_bound"] == ["attn_decode_efficiency"]
 
 

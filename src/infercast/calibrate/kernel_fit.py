@@ -212,8 +212,12 @@ measured kernel (vLLM's default unquantized fused MoE: Triton on Hopper/Ampere/A
 Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoints), vLLM's Triton fused MoE
 where measured (its default on Hopper/Ada; the FlashInfer CUTLASS rows are opt-in backends), else the most
 measured kernel (FlashInfer TRT-LLM on Blackwell). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
-MOE_DISTRIBUTION = "balanced"
-"""Rows fitted: tokens spread evenly over the experts (the step model does not model load imbalance)."""
+MOE_DISTRIBUTION = "power_law_1.01"
+"""Rows fitted: tokens routed to the experts by a power law of exponent 1.01, aiconfigurator's own default for MoE
+estimates (aiconfigurator-core 0.12.0 sdk/config.py ``workload_distribution = "power_law"``, sdk/models/deepseek.py
+``_power_law_alpha = 1.01``): served prompts do not route evenly. The step model keeps its balanced token count,
+so the fitted efficiencies carry the imbalance (the balanced rows under-predicted MoE prefill:
+docs/accuracy-notes.md)."""
 MOE_AUX_KERNELS = 3
 """Routing kernels per MoE layer the step model charges on the router row (topk_softmax, moe_align_block_size,
 moe_sum; cost/operators.py), each at the dense fixed GEMM time: inside the measured fused-MoE time too."""
@@ -293,8 +297,9 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
 
 
 def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...]) -> tuple[str, str, Any] | None:
-    """(table, kernel, rows): the balanced rows of ``dtype`` in the newest fused-MoE table of the first engine
-    (vLLM, SGLang, TensorRT-LLM) that has them, of the preferred kernel, else the most measured one."""
+    """(table, kernel, rows): the rows of ``dtype`` in the newest fused-MoE table of the first engine (vLLM, SGLang,
+    TensorRT-LLM) that has them, routed as :data:`MOE_DISTRIBUTION` (else balanced, where a table has only those),
+    of the preferred kernel, else the most measured one."""
     for engine in ENGINES:
         folder = source.gpu(gpu_id) / "moe" / engine
         if not folder.is_dir():
@@ -307,8 +312,9 @@ def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...])
         for version in versions:
             path = version / "moe_perf.parquet"
             frame = read_table(path)
-            rows = frame[(frame["moe_dtype"] == dtype) & (frame["distribution"] == MOE_DISTRIBUTION)]
-            rows = rows[rows["latency"] > 0]
+            rows = frame[(frame["moe_dtype"] == dtype) & (frame["latency"] > 0)]
+            spread = MOE_DISTRIBUTION if (rows["distribution"] == MOE_DISTRIBUTION).any() else "balanced"
+            rows = rows[rows["distribution"] == spread]
             if rows.empty:
                 continue
             preferred = rows[rows["kernel_source"].str.startswith(prefixes)] if prefixes else rows.iloc[:0]
@@ -522,7 +528,7 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
         shapes = moe_shapes(rows, 1.0 if key == "fp8" else 2.0, vector_peak, bandwidth, hbm, t_gemm)
         r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
         note = (
-            f"{table} {dtype} ({kernel}, {MOE_DISTRIBUTION}), {r['points']} points, "
+            f"{table} {dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} points, "
             f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
         )
         for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
@@ -532,7 +538,7 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
             "table": table,
             "dtype": dtype,
             "kernel": kernel,
-            "distribution": MOE_DISTRIBUTION,
+            "distribution": str(rows["distribution"].iloc[0]),
             "points": r["points"],
             "rms_log_residual": round(r["rms_log_residual"], 4),
             "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
