@@ -232,3 +232,23 @@ def test_trtllm_attention_dp_balancing_is_read_from_the_yaml(tmp_path):
     eng = launch.apply(get_engine("trtllm"))
     dep = Deployment.resolve("gpt-oss-20b", "h100-sxm", engine=eng, tp=1, attention_dp=2, ep=2)
     assert EngineLaunch.of(dep, get_engine("trtllm")).settings["adp_balance"].value == "50 steps"
+
+
+@pytest.mark.parametrize(
+    ("flags", "budget"),
+    [
+        ("--chunked-prefill-size 32768 --max-prefill-tokens 32768", 32768),  # the public B200 sweeps' DeepSeek-R1
+        ("--chunked-prefill-size 32768", 16384),  # --max-prefill-tokens defaults to 16384
+        ("--chunked-prefill-size 8192 --max-prefill-tokens 16384", 8192),
+    ],
+)
+def test_sglang_prefill_batches_take_the_smaller_of_chunk_and_max_prefill_tokens(flags, budget):
+    launch = parse_launch(f"python3 -m sglang.launch_server --model-path m {flags}")
+    assert launch.overrides["max_num_batched_tokens"][0] == budget
+    assert not launch.warnings
+
+
+def test_sglang_max_prefill_tokens_alone_is_named_not_dropped():
+    launch = parse_launch("python3 -m sglang.launch_server --model-path m --max-prefill-tokens 8192")
+    assert "max_num_batched_tokens" not in launch.overrides
+    assert any("--max-prefill-tokens 8192" in w for w in launch.warnings)

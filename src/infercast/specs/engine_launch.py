@@ -213,6 +213,7 @@ _VLLM: dict[str, Any] = {
 _SGLANG: dict[str, Any] = {
     "--max-running-requests": ("max_num_seqs", _int),
     "--chunked-prefill-size": ("max_num_batched_tokens", _int),
+    "--max-prefill-tokens": ("prefill_cap", _int),
     "--mem-fraction-static": ("kv_fraction", _fraction),
     "--page-size": ("block_size", _int),
     "--kv-cache-dtype": ("kv", _kv),
@@ -329,6 +330,27 @@ def _flags(engine: str, table: dict[str, Any], words: list[str]) -> UserLaunch:
     return _launch(engine, found, unknown)
 
 
+SGLANG_MAX_PREFILL_TOKENS = 16384
+"""SGLang ``--max-prefill-tokens`` default (python/sglang/srt/server_args.py, 0.5): tokens of one prefill batch."""
+
+
+def _prefill_cap(engine: str, found: dict[str, tuple[Any, str]]) -> list[str]:
+    """SGLang's prefill batch is capped by both ``--chunked-prefill-size`` and ``--max-prefill-tokens`` (default
+    16384): the sglang preset's step budget is the smaller. Returns the notes to print."""
+    cap = found.pop("prefill_cap", None)
+    chunk = found.get("max_num_batched_tokens")
+    if engine != "sglang" or (cap is None and chunk is None):
+        return []
+    if chunk is None:
+        assert cap is not None
+        return [f"launch: '{cap[1]}' caps prefill batches only below the GPU's chunk size: give --chunked-prefill-size"]
+    limit = cap[0] if cap is not None else SGLANG_MAX_PREFILL_TOKENS
+    if limit < chunk[0]:
+        flag = cap[1] if cap is not None else f"max_prefill_tokens default {SGLANG_MAX_PREFILL_TOKENS}"
+        found["max_num_batched_tokens"] = (limit, f"{chunk[1]}, {flag}")
+    return []
+
+
 def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) -> UserLaunch:
     if "yaml" in found:
         path = found.pop("yaml")[0]
@@ -336,10 +358,11 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         from_yaml = {**inner.overrides, "kv": (inner.kv_precision, ""), "tp": (inner.tp, "")}
         found = {**{k: v for k, v in from_yaml.items() if v[0] is not None}, **found}
         unknown += [w.split("'")[1] for w in inner.warnings if "'" in w]
+    notes = _prefill_cap(engine, found)
     kv = found.pop("kv", (None, ""))[0]
     tp = found.pop("tp", (None, ""))[0]
     model = found.pop("model", (None, ""))[0]
-    notes = [f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown]
+    notes += [f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown]
     if "quantization" in found:
         notes.append(f"launch: '{found.pop('quantization')[1]}' sets the weight format: give it as --precision")
     if "prefix_off" in found:
