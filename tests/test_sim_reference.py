@@ -17,7 +17,7 @@ from infercast import memory_budget
 from infercast.cost.profile import load_profile
 from infercast.errors import InfercastError
 from infercast.sim.api import config_from_keywords, run
-from infercast.sim.config import DisaggConfig, KVLink
+from infercast.sim.config import DisaggConfig, KVLink, SimulationConfig
 from infercast.sim.reference import reference_simulate
 from infercast.specs.catalog import get_hardware
 
@@ -323,6 +323,20 @@ def test_a_prefilled_request_joins_after_a_preemption_frees_blocks():
     assert not _differences(fast, reference_simulate(config))
 
 
+def _generated_base(rng: random.Random) -> tuple[SimulationConfig, object] | None:
+    """A generated case as a config (its front-end in the profile) and its fast run; None when it is refused."""
+    kw = _case(rng)
+    model = kw.pop("model")
+    stream = kw.pop("stream_token_s", 0.0)
+    if stream:
+        kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
+    try:
+        base = config_from_keywords(model, "h100-sxm", **kw)
+        return base, run(base)
+    except InfercastError:
+        return None
+
+
 NUM_SCALED_CASES = 30
 
 
@@ -332,16 +346,10 @@ def test_fast_simulator_equals_the_reference_with_scaled_step_time_and_pool():
     rng = random.Random(20261128)
     compared, changed, failures = 0, 0, []
     for n in range(NUM_SCALED_CASES):
-        kw = _case(rng)
-        model = kw.pop("model")
-        stream = kw.pop("stream_token_s", 0.0)
-        if stream:
-            kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
-        try:
-            base = config_from_keywords(model, "h100-sxm", **kw)
-            fast_base = run(base)
-        except InfercastError:
+        generated = _generated_base(rng)
+        if generated is None:
             continue
+        base, fast_base = generated
         engine = replace(base.engine, step_time_scale=1.1, kv_pool_scale=(0.9, 1.0)[n % 2])
         config = replace(base, engine=engine)
         try:
@@ -350,7 +358,7 @@ def test_fast_simulator_equals_the_reference_with_scaled_step_time_and_pool():
             continue
         diff = _differences(fast, reference_simulate(config))
         if diff:
-            failures.append((n, model, kw, diff[:4]))
+            failures.append((n, base.deployment.label, diff[:4]))
         compared += 1
         changed += fast.summary.to_dict()["e2e_s"]["mean"] > fast_base.summary.to_dict()["e2e_s"]["mean"]
     assert not failures, failures[:3]
@@ -367,21 +375,15 @@ def test_fast_simulator_equals_the_reference_with_a_recv_interval():
     rng = random.Random(20261129)
     compared, later, failures = 0, 0, []
     for n in range(NUM_POLL_CASES):
-        kw = _case(rng)
-        model = kw.pop("model")
-        stream = kw.pop("stream_token_s", 0.0)
-        if stream:
-            kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
-        try:
-            base = config_from_keywords(model, "h100-sxm", **kw)
-            fast_base = run(base)
-        except InfercastError:
+        generated = _generated_base(rng)
+        if generated is None:
             continue
+        base, fast_base = generated
         config = replace(base, engine=replace(base.engine, recv_interval=rng.randint(2, 12)))
         fast = run(config)
         diff = _differences(fast, reference_simulate(config))
         if diff:
-            failures.append((n, model, config.engine.recv_interval, kw, diff[:4]))
+            failures.append((n, base.deployment.label, config.engine.recv_interval, diff[:4]))
         compared += 1
         later += fast.summary.to_dict()["ttft_s"]["mean"] > fast_base.summary.to_dict()["ttft_s"]["mean"] * 1.001
     assert not failures, failures[:3]

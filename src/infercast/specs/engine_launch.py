@@ -160,23 +160,26 @@ def _text(flag: str, text: Any) -> str:
     return str(text)
 
 
-def _int(flag: str, text: Any) -> int:
+def _int(flag: str, text: Any, minimum: int = 1) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
-        raise InfercastError(f"{flag} must be an integer, got {text!r}", field="launch") from None
-    if value < 1:
-        raise InfercastError(f"{flag} must be >= 1, got {value}", field="launch")
+        wanted = "an integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise InfercastError(f"{flag} must be {wanted}, got {text!r}", field="launch") from None
+    if value < minimum:
+        raise InfercastError(f"{flag} must be >= {minimum}, got {value}", field="launch")
     return value
 
 
-def _fraction(flag: str, text: Any) -> float:
+def _fraction(flag: str, text: Any, zero: bool = False) -> float:
+    span = "[0, 1]" if zero else "(0, 1]"
     try:
         value = float(str(text).strip())
     except ValueError:
-        raise InfercastError(f"{flag} must be a number in (0, 1], got {text!r}", field="launch") from None
-    if not 0 < value <= 1:
-        raise InfercastError(f"{flag} must be in (0, 1], got {text!r}", field="launch")
+        raise InfercastError(f"{flag} must be a number in {span}, got {text!r}", field="launch") from None
+    low = value >= 0 if zero else value > 0
+    if not low or value > 1:
+        raise InfercastError(f"{flag} must be in {span}, got {text!r}", field="launch")
     return value
 
 
@@ -371,23 +374,11 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
 
 
 def _count(flag: str, text: Any) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise InfercastError(f"{flag} must be an integer >= 0, got {text!r}", field="launch") from None
-    if value < 0:
-        raise InfercastError(f"{flag} must be >= 0, got {value}", field="launch")
-    return value
+    return _int(flag, text, minimum=0)
 
 
 def _share(flag: str, text: Any) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise InfercastError(f"{flag} must be a number in [0, 1], got {text!r}", field="launch") from None
-    if not 0 <= value <= 1:
-        raise InfercastError(f"{flag} must be in [0, 1], got {text!r}", field="launch")
-    return value
+    return _fraction(flag, text, zero=True)
 
 
 _YAML_KEYS = {
