@@ -153,13 +153,19 @@ def _differences(fast, ref) -> list:
     return out
 
 
-def _compare(kw: dict) -> tuple[object, list] | None:
-    """Run case ``kw`` on both simulators: (fast result, differences), or None when both refuse it."""
+def _keywords(kw: dict) -> tuple[str, dict]:
+    """A case's model and its other keywords, the API front-end's streaming cost put into the profile."""
     kw = dict(kw)
     model = kw.pop("model")
     stream = kw.pop("stream_token_s", 0.0)
     if stream:
         kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
+    return model, kw
+
+
+def _compare(kw: dict) -> tuple[object, list] | None:
+    """Run case ``kw`` on both simulators: (fast result, differences), or None when both refuse it."""
+    model, kw = _keywords(kw)
     try:
         config = config_from_keywords(model, "h100-sxm", **kw)
         fast = run(config)
@@ -325,11 +331,7 @@ def test_a_prefilled_request_joins_after_a_preemption_frees_blocks():
 
 def _generated_base(rng: random.Random) -> tuple[SimulationConfig, object] | None:
     """A generated case as a config (its front-end in the profile) and its fast run; None when it is refused."""
-    kw = _case(rng)
-    model = kw.pop("model")
-    stream = kw.pop("stream_token_s", 0.0)
-    if stream:
-        kw["profile"] = replace(load_profile("h100-sxm", "hopper", "vllm"), stream_token_s=stream)
+    model, kw = _keywords(_case(rng))
     try:
         base = config_from_keywords(model, "h100-sxm", **kw)
         return base, run(base)
