@@ -79,17 +79,6 @@ class EngineLaunch:
                 "GUARANTEED_NO_EVICT" if eng.scheduler == "inflight" else "preempt (recompute)", cite("scheduler")
             ),
             "async_scheduling": Setting(eng.overlap_scheduler, cite("overlap_scheduler", src.get("description", ""))),
-            "recv_interval": Setting(eng.recv_interval, cite("recv_interval", "1: new requests are polled every step")),
-            "adp_balance": Setting(
-                f"{eng.adp_balance_iters} steps" if eng.adp_balance_iters else "off",
-                cite("adp_balance_iters", "off"),
-            ),
-            "batch_wait": Setting(
-                f"{eng.batch_wait_iters} steps / {eng.batch_wait_ratio:g} of the budget"
-                if eng.batch_wait_iters and eng.batch_wait_ratio
-                else "off",
-                cite("batch_wait_iters", "no batch waiting"),
-            ),
             "prefix_caching": Setting(
                 prefix_caching,
                 cite(
@@ -101,6 +90,7 @@ class EngineLaunch:
                 else "given (--no-prefix-caching)",
             ),
         }
+        s.update(_family_settings(eng, cite))
         return cls(eng.id, eng.release, s)
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,6 +107,25 @@ class EngineLaunch:
             source = source if len(source) <= 72 else source[:69] + "..."
             out.append(f"  {k:<22} {v.value!s:<19} {source}")
         return out
+
+
+def _family_settings(eng: EngineSpec, cite: Any) -> dict[str, Setting]:
+    """Settings of one engine family (SGLang's request polling; TensorRT-LLM's prompt holding), shown for that
+    family's presets or wherever a launch set them."""
+    out: dict[str, Setting] = {}
+    if eng.id.startswith("sglang") or eng.recv_interval != 1:
+        polls = cite("recv_interval", "1: new requests are polled every step")
+        out["recv_interval"] = Setting(eng.recv_interval, polls)
+    if eng.id.startswith("trtllm") or eng.adp_balance_iters or eng.batch_wait_iters:
+        out["adp_balance"] = Setting(
+            f"{eng.adp_balance_iters} steps" if eng.adp_balance_iters else "off", cite("adp_balance_iters", "off")
+        )
+        waits = eng.batch_wait_iters and eng.batch_wait_ratio
+        out["batch_wait"] = Setting(
+            f"{eng.batch_wait_iters} steps / {eng.batch_wait_ratio:g} of the budget" if waits else "off",
+            cite("batch_wait_iters", "no batch waiting"),
+        )
+    return out
 
 
 def _kv_source(dep: Deployment) -> str:
