@@ -122,6 +122,21 @@ def test_closed_loop_records_are_validated():
         check_record(_closed(min_len_ratio=1.5))
     with pytest.raises(InfercastError, match="gpu_memory_utilization"):
         check_record(_closed(gpu_memory_utilization=1.2))
+    check_record(_closed(spec_tokens=3, spec_acceptance=0.7))
+    with pytest.raises(InfercastError, match="spec_acceptance"):
+        check_record(_closed(spec_tokens=3, spec_acceptance=1.5))
+    with pytest.raises(InfercastError, match=r"spec_acceptance.*spec_tokens"):
+        check_record(_closed(spec_acceptance=0.7))
+
+
+def test_a_record_that_drafted_with_mtp_is_simulated_with_it():
+    """An MTP run's record (3 drafts per step, acceptance 0.75) predicts a shorter TPOT than the same run without
+    drafts: each step emits ~2.7 tokens for one verify pass of 4 per sequence."""
+    from infercast.calibrate.predict import predict_record
+
+    plain = _closed("serving_tpot", model="deepseek-r1", gpu="h200", engine="trtllm-1.1", precision="fp8", tp=8)
+    drafted = replace(plain, spec_tokens=3, spec_acceptance=0.75)
+    assert predict_record(drafted, None) < 0.75 * predict_record(plain, None)
 
 
 def test_fixed_lengths_keep_closed_loop_clients_in_waves():

@@ -211,3 +211,25 @@ def test_tensorrt_llm_deepseek_rows_with_attention_dp_balance_their_prompts() ->
     tp = launch_for(SweepRow("trtllm", "DeepSeek-R1", "fp8", "h200", "2026-02-10", 32, 1024, 1024, 8, 8, 1))
     assert dp is not None and tp is not None
     assert (dp.adp_balance_iters, tp.adp_balance_iters) == (60, 0)
+
+
+def test_rows_measured_at_an_mtp_configs_merge_draft_with_mtp() -> None:
+    """bf3456727 (2026-01-14) added the DeepSeek-R1 TensorRT-LLM -mtp configs and started their sweeps: those
+    rows draft 3 tokens per step (1 with attention DP, whose per-rank batch is C / 8); the plain script's rows of
+    2026-01-29 draft none."""
+    mtp = launch_for(SweepRow("trtllm", "DeepSeek-R1", "fp8", "b200", "2026-01-14", 16, 1024, 1024, 8, 8, 1))
+    dp = launch_for(SweepRow("trtllm", "DeepSeek-R1", "fp8", "h200", "2026-01-14", 256, 1024, 1024, 1, 8, 8))
+    plain = launch_for(SweepRow("trtllm", "DeepSeek-R1", "fp8", "b200", "2026-01-29", 16, 1024, 1024, 8, 1, 1))
+    assert mtp is not None and dp is not None and plain is not None
+    assert (mtp.spec_tokens, mtp.max_seqs, mtp.budget) == (3, 16, 1152)  # roundup(4 x 16 + 1024 + 64, 64)
+    assert (dp.spec_tokens, dp.max_seqs, dp.memory_fraction) == (1, 32, 0.75)
+    assert plain.spec_tokens == 0
+
+
+def test_an_mtp_row_carries_its_draft_length_and_the_fitted_acceptance() -> None:
+    over = {"backend": "trtllm", "backend_version": "1.1.0rc2.post2", "clients": "16", "moe_ep_size": "8"}
+    rec = _records(_wheel("2026-01-14T22:26:21Z", **over))[0]
+    assert rec.spec_tokens == 3 and 0.4 <= rec.spec_acceptance <= 0.95
+    assert "MTP draft tokens 3" in rec.notes
+    plain = _records(_wheel("2026-01-29T15:27:29Z", **over))[0]
+    assert (plain.spec_tokens, plain.spec_acceptance) == (0, 0.0)

@@ -19,6 +19,7 @@ from infercast.cost.profile import CostProfile
 from infercast.records.record import Record
 from infercast.sim.api import run
 from infercast.sim.config import EngineConfig, SimulationConfig
+from infercast.sim.speculative import SpeculativeConfig
 from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.sim.workload.spec import PROMPTS_PER_CLIENT
 from infercast.specs.deployment import Deployment
@@ -55,6 +56,8 @@ class ServingBench:
     batch_wait_iters: int | None = None
     batch_wait_ratio: float | None = None
     adp_balance_iters: int | None = None
+    spec_tokens: int = 0
+    spec_acceptance: float = 0.0
 
     @property
     def measured(self) -> int:
@@ -123,6 +126,8 @@ def serving_bench(rec: Record) -> ServingBench:
         batch_wait_iters=rec.batch_wait_iters or None,
         batch_wait_ratio=rec.batch_wait_ratio or None,
         adp_balance_iters=rec.adp_balance_iters or None,
+        spec_tokens=rec.spec_tokens,
+        spec_acceptance=rec.spec_acceptance,
     )
 
 
@@ -146,6 +151,7 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         batch_wait_iters=bench.batch_wait_iters,
         batch_wait_ratio=bench.batch_wait_ratio,
         adp_balance_iters=bench.adp_balance_iters,
+        speculative=_mtp(bench, dep),
     )
     config = SimulationConfig(dep, bench.workload(seed), engine, profile=with_front_end(profile, dep, None))
     res = run(config)
@@ -161,6 +167,15 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         *ttft, *tpot, res["output_throughput_tok_s"], bool(queued), res.cliff["cause"] if res.cliff else None
     )
     return out
+
+
+def _mtp(bench: ServingBench, dep: Deployment) -> SpeculativeConfig | None:
+    """The run's multi-token-prediction drafting, if it had any: each draft token runs the model's one MTP module,
+    a transformer block beside the main stack's (DeepSeek-V3 technical report, section 2.2), so it costs about
+    1 / num_layers of a decode step."""
+    if not bench.spec_tokens:
+        return None
+    return SpeculativeConfig(bench.spec_tokens, bench.spec_acceptance, draft_cost=1.0 / dep.model.num_layers)
 
 
 def closed_loop_rates(clients: float, ttft_s: float, tpot_s: float, output_len: int) -> tuple[float, float, float]:

@@ -192,6 +192,11 @@ class Record:
     """Serving kinds: TensorRT-LLM ``batch_wait_max_tokens_ratio`` of the run (0 / empty: the preset's)."""
     adp_balance_iters: int = 0
     """Serving kinds: TensorRT-LLM ``attention_dp_config.timeout_iters`` with ``enable_balance`` (0: the preset's)."""
+    spec_tokens: int = 0
+    """Serving kinds: draft tokens per step of the run's speculative decoding (TensorRT-LLM MTP
+    ``num_nextn_predict_layers``; 0 / empty: none)."""
+    spec_acceptance: float = 0.0
+    """Serving kinds with ``spec_tokens``: the chance each draft token is accepted (given the ones before it)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -309,6 +314,10 @@ def check_record(rec: Record) -> None:
         )
     if not 0 <= rec.batch_wait_ratio <= 1:
         raise InfercastError(f"must be between 0 and 1, got {rec.batch_wait_ratio}", field="batch_wait_ratio")
+    if not 0 <= rec.spec_acceptance <= 1:
+        raise InfercastError(f"must be between 0 and 1, got {rec.spec_acceptance}", field="spec_acceptance")
+    if rec.spec_acceptance and not rec.spec_tokens:
+        raise InfercastError("needs spec_tokens (the draft tokens per step) > 0", field="spec_acceptance")
     if rec.scheduler and rec.scheduler not in RUN_SCHEDULERS:
         raise unknown_choice("scheduler", rec.scheduler, list(RUN_SCHEDULERS))
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):

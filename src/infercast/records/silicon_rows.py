@@ -139,7 +139,7 @@ from packaging.version import InvalidVersion, Version
 
 from infercast.errors import InfercastError, require_positive_int, unknown_choice
 from infercast.records.record import CLOSED_LOOP_PROMPTS_PER_CLIENT, Record, check_record
-from infercast.records.sweep_launches import CONFIG_MODELS, Launch, SweepRow, launch_for
+from infercast.records.sweep_launches import CONFIG_MODELS, Launch, SweepRow, launch_for, mtp_acceptance
 from infercast.specs.catalog import (
     aliases,
     get_hardware,
@@ -347,6 +347,7 @@ LAUNCH_APPLIED = frozenset(
         "adp_balance",
         "kv_cache",
         "async_scheduling",
+        "spec_tokens",
     }
 )
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
@@ -390,6 +391,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
         "batch_wait_iters": 0,
         "batch_wait_ratio": 0.0,
         "adp_balance_iters": 0,
+        "spec_tokens": 0,
+        "spec_acceptance": 0.0,
     }
     if launch is None:
         return out
@@ -406,6 +409,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
         out["batch_wait_iters"], out["batch_wait_ratio"] = launch.batch_wait_iters, launch.batch_wait_ratio
     if "adp_balance" in LAUNCH_APPLIED:
         out["adp_balance_iters"] = launch.adp_balance_iters
+    if "spec_tokens" in LAUNCH_APPLIED and launch.spec_tokens:
+        out["spec_tokens"], out["spec_acceptance"] = launch.spec_tokens, mtp_acceptance()
     return out
 
 
@@ -433,6 +438,8 @@ def _notes(
                 ("batch wait steps", "batch_wait_iters"),
                 ("batch wait ratio", "batch_wait_ratio"),
                 ("attention-DP balance steps", "adp_balance_iters"),
+                ("MTP draft tokens", "spec_tokens"),
+                ("MTP acceptance", "spec_acceptance"),
             )
             if settings[field]
         )

@@ -23,6 +23,8 @@ from infercast.files import load_yaml
 
 DATA = Path(__file__).resolve().parent / "data" / "sweep_launches.yaml"
 FIELD = "sweep_launches"
+ACCEPTANCE = DATA.with_name("mtp_acceptance.yaml")
+"""The per-token acceptance the MTP rows are read with (fitted by benchmarks/mtp_acceptance.py)."""
 ENGINES = ("sglang", "trtllm", "vllm")
 """Engine families the file may name (the wheel's ``backend``)."""
 CONFIG_MODELS = {
@@ -44,6 +46,7 @@ NUMERIC = (
     "batch_wait_iters",
     "batch_wait_ratio",
     "adp_balance_iters",
+    "spec_tokens",
 )
 """Settings that are numbers or expressions of the row (see the data file's header)."""
 TEXT = {"kv_cache": ("fp8", "auto"), "speculative": ("mtp-config-exists", "mtp-image-match")}
@@ -103,6 +106,7 @@ class Launch:
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
     adp_balance_iters: int = 0
+    spec_tokens: int = 0
     kv_cache: str = ""
     async_scheduling: bool = False
     speculative: str = ""
@@ -255,8 +259,20 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         batch_wait_iters=int(values.get("batch_wait_iters", 0)),
         batch_wait_ratio=float(values.get("batch_wait_ratio", 0.0)),
         adp_balance_iters=int(values.get("adp_balance_iters", 0)),
+        spec_tokens=int(values.get("spec_tokens", 0)),
         kv_cache=values.get("kv_cache", ""),
         async_scheduling=bool(values.get("async_scheduling", False)),
         speculative=values.get("speculative", ""),
         note=values.get("note", ""),
     )
+
+
+@cache
+def mtp_acceptance() -> float:
+    """The chance each MTP draft token of the sweeps' runs is accepted (``data/mtp_acceptance.yaml``): fitted, not
+    read from the runs, which do not report it."""
+    raw = load_yaml(ACCEPTANCE, "mtp_acceptance")
+    value = raw.get("acceptance") if isinstance(raw, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise InfercastError(f"{ACCEPTANCE.name}: acceptance must be a number in (0, 1), got {value!r}", field=FIELD)
+    return float(value)
