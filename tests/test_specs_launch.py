@@ -252,3 +252,47 @@ def test_sglang_max_prefill_tokens_alone_is_named_not_dropped():
     launch = parse_launch("python3 -m sglang.launch_server --model-path m --max-prefill-tokens 8192")
     assert "max_num_batched_tokens" not in launch.overrides
     assert any("--max-prefill-tokens 8192" in w for w in launch.warnings)
+
+
+@pytest.mark.parametrize(
+    ("launch", "drafts"),
+    [
+        # the public DeepSeek-R1 sweeps' TensorRT-LLM MTP options (dsr1_fp8_b200_trt_mtp.sh)
+        ("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 3\n", 3),
+        ("speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 4\n", 4),
+        ("""vllm serve m --speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'""", 2),
+        (
+            "python3 -m sglang.launch_server --model-path m --speculative-algorithm EAGLE --speculative-num-steps 3 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+            3,
+        ),
+    ],
+)
+def test_speculative_decoding_is_read_from_each_engines_launch(tmp_path, launch, drafts):
+    if launch.startswith("speculative_config"):
+        path = tmp_path / "spec.yml"
+        path.write_text(launch)
+        launch = str(path)
+    parsed = parse_launch(launch)
+    assert parsed.spec_tokens == drafts and not parsed.warnings
+
+
+def test_a_launch_that_drafts_shortens_the_simulated_tpot(tmp_path):
+    """``simulate --launch`` runs the launch's MTP drafts (acceptance at the CLI default) and says so; a bad
+    draft length is an error naming the option (the CLI's entry point prints it in one line, exit 2)."""
+    from typer.testing import CliRunner
+
+    from infercast.cli import app
+
+    options = tmp_path / "mtp.yml"
+    options.write_text("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 3\n")
+    base = ["simulate", "--model", "llama-3.1-8b", "--concurrency", "4", "--num-requests", "16", "--json"]
+    base += ["--input-len", "512", "--output-len", "128"]
+    plain = CliRunner().invoke(app, base)
+    drafted = CliRunner().invoke(app, [*base, "--launch", str(options)])
+    assert drafted.exit_code == 0 and "speculative decoding with 3 draft tokens" in drafted.stderr
+    tpot = [json.loads(r.stdout)["tpot_s"]["mean"] for r in (plain, drafted)]
+    assert tpot[1] < 0.8 * tpot[0]
+    options.write_text("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 0\n")
+    bad = CliRunner().invoke(app, [*base, "--launch", str(options)])
+    assert isinstance(bad.exception, InfercastError) and "num_nextn_predict_layers" in str(bad.exception)

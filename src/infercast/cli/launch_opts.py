@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 LAUNCH_HELP = (
     "Your engine launch: a 'vllm serve MODEL --max-num-seqs 256 ...' or 'python -m sglang.launch_server ...' or "
     "'trtllm-serve ...' line (quoted), or a TensorRT-LLM extra_llm_api_options YAML path. Its batch limit, token "
-    "budget, memory fraction, block size, KV dtype and TP replace the engine's release defaults; flags infercast "
-    "does not model are named in a warning."
+    "budget, memory fraction, block size, KV dtype and TP replace the engine's release defaults (simulate also runs "
+    "its speculative drafts); flags infercast does not model are named in a warning."
 )
 LaunchOption = Annotated[str | None, typer.Option("--launch", help=LAUNCH_HELP)]
 
@@ -47,6 +47,11 @@ def apply_launch(
     if tp == 1 and parsed.tp:
         tp = parsed.tp
     return spec, tp, kv_precision or parsed.kv_precision
+
+
+def launch_spec_tokens(launch: str | None) -> int | None:
+    """Draft tokens per step of the launch's speculative decoding (None: no launch, or none in it)."""
+    return None if launch is None else parse_launch(launch).spec_tokens
 
 
 def engine_settings(dep: Deployment, prefix_caching: bool = True) -> EngineLaunch:

@@ -20,9 +20,16 @@ from infercast.cli.common import (
     StreamTokenOption,
     console,
     emit_json,
+    err_console,
     stream_token_seconds,
 )
-from infercast.cli.launch_opts import LaunchOption, apply_launch, engine_settings, print_settings
+from infercast.cli.launch_opts import (
+    LaunchOption,
+    apply_launch,
+    engine_settings,
+    launch_spec_tokens,
+    print_settings,
+)
 
 PRECISION_HELP = (
     "Weight/compute scheme: bf16, fp16, fp8, int8, w8a16, int4, nvfp4, mxfp4, mxfp4-moe, int4-moe "
@@ -82,6 +89,8 @@ def predict(
 ) -> None:
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
     engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision)
+    if launch_spec_tokens(launch):
+        err_console.print("warning: launch: predict runs without its speculative decoding; simulate applies it")
     replica = ReplicaFlags(
         model,
         gpu,

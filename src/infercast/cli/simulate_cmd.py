@@ -20,7 +20,13 @@ from infercast.cli.common import (
     wrote,
 )
 from infercast.cli.flags import with_flags
-from infercast.cli.launch_opts import LaunchOption, apply_launch, engine_settings, print_settings
+from infercast.cli.launch_opts import (
+    LaunchOption,
+    apply_launch,
+    engine_settings,
+    launch_spec_tokens,
+    print_settings,
+)
 from infercast.display import fmt_time
 from infercast.errors import InfercastError, require_positive_int, require_positive_number, unknown_choice
 from infercast.files import check_output_dir, check_output_file, make_dir
@@ -359,6 +365,14 @@ def _disagg(scheduler: str | None, given: dict) -> DisaggConfig | None:
 
 
 def _speculative(given: dict) -> SpeculativeConfig | None:
+    launched = launch_spec_tokens(given["launch"]) if given["spec_tokens"] is None else None
+    if launched is not None:
+        acceptance = opt.DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
+        err_console.print(
+            f"note: launch: speculative decoding with {launched} draft tokens per step, acceptance {acceptance:g}"
+            + (" (default; --spec-acceptance sets it)" if given["spec_acceptance"] is None else "")
+        )
+        given = {**given, "spec_tokens": launched}
     if given["spec_tokens"] is None:
         _refuse(given, ("spec_acceptance", "draft_model", "draft_cost"), "needs --spec-tokens K (speculative decoding)")
         return None

@@ -9,6 +9,7 @@ whose values :meth:`UserLaunch.apply` writes onto the preset (so there is one en
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,8 @@ class UserLaunch:
     tp: int | None = None
     model: str | None = None
     warnings: tuple[str, ...] = ()
+    spec_tokens: int | None = None
+    """Draft tokens per step of the launch's speculative decoding (None: none)."""
 
     def apply(self, eng: EngineSpec) -> EngineSpec:
         """``eng`` with the launch's values (GPU tiers no longer override them), sources naming the flag."""
@@ -205,6 +208,22 @@ def _kv(flag: str, text: Any) -> str | None:
     )
 
 
+def _vllm_spec(flag: str, text: Any) -> int:
+    """vLLM ``--speculative-config`` (JSON): its ``num_speculative_tokens``, the draft tokens per step."""
+    try:
+        config = json.loads(str(text))
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict) or "num_speculative_tokens" not in config:
+        raise InfercastError(f"{flag} must be JSON with num_speculative_tokens, got {text!r}", field="launch")
+    return _int(f"{flag} num_speculative_tokens", config["num_speculative_tokens"])
+
+
+def _sglang_drafts(flag: str, text: Any) -> int:
+    """SGLang ``--speculative-num-draft-tokens`` counts the step's last verified token too: drafts are one fewer."""
+    return _int(flag, text, minimum=2) - 1
+
+
 # flag -> (engine field or special key, converter); None: a flag with no bearing on speed, read and dropped
 _VLLM: dict[str, Any] = {
     "--max-num-seqs": ("max_num_seqs", _int),
@@ -221,6 +240,7 @@ _VLLM: dict[str, Any] = {
     "--no-enable-prefix-caching": ("prefix_off", True),
     "--model": ("model", _text),
     "--quantization": ("quantization", _text),
+    "--speculative-config": ("spec_tokens", _vllm_spec),
 }
 _SGLANG: dict[str, Any] = {
     "--max-running-requests": ("max_num_seqs", _int),
@@ -237,6 +257,10 @@ _SGLANG: dict[str, Any] = {
     "--model": ("model", _text),
     "--disable-radix-cache": ("prefix_off", True),
     "--quantization": ("quantization", _text),
+    "--speculative-num-draft-tokens": ("spec_tokens", _sglang_drafts),
+    "--speculative-num-steps": ("spec_steps", _int),
+    "--speculative-algorithm": ("spec_method", _text),
+    "--speculative-eagle-topk": ("spec_topk", _int),
 }
 _TRTLLM_SERVE: dict[str, Any] = {
     "--max_batch_size": ("max_num_seqs", _int),
@@ -368,18 +392,28 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         path = found.pop("yaml")[0]
         inner = _trtllm_yaml(load_yaml(path, "launch"), path)
         from_yaml = {**inner.overrides, "kv": (inner.kv_precision, ""), "tp": (inner.tp, "")}
+        if inner.spec_tokens is not None:
+            from_yaml["spec_tokens"] = (inner.spec_tokens, "")
         found = {**{k: v for k, v in from_yaml.items() if v[0] is not None}, **found}
         unknown += [w.split("'")[1] for w in inner.warnings if "'" in w]
     notes = _prefill_cap(engine, found)
     kv = found.pop("kv", (None, ""))[0]
     tp = found.pop("tp", (None, ""))[0]
     model = found.pop("model", (None, ""))[0]
+    steps = found.pop("spec_steps", (None, ""))[0]
+    spec_tokens = found.pop("spec_tokens", (steps, ""))[0]
+    topk = found.pop("spec_topk", None)
+    if topk is not None and topk[0] > 1:
+        notes.append(f"launch: '{topk[1]}' drafts a tree; infercast simulates one chain of drafts")
+    method = found.pop("spec_method", None)
+    if method is not None and spec_tokens is None:
+        notes.append(f"launch: '{method[1]}' drafts as many tokens as the engine picks: give --spec-tokens")
     notes += [f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown]
     if "quantization" in found:
         notes.append(f"launch: '{found.pop('quantization')[1]}' sets the weight format: give it as --precision")
     if "prefix_off" in found:
         notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
-    return UserLaunch(engine, found, kv, tp, model, tuple(notes))
+    return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens)
 
 
 def _count(flag: str, text: Any) -> int:
@@ -417,6 +451,8 @@ def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
             _kv_cache_config(value, found, unknown)
         elif key == "attention_dp_config" and isinstance(value, dict):
             _attention_dp_config(value, found, unknown)
+        elif key == "speculative_config" and isinstance(value, dict):
+            found["spec_tokens"] = (_trtllm_drafts(value), f"speculative_config: {value}")
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
@@ -442,6 +478,16 @@ def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], u
             found["prefix_off"] = (True, f"kv_cache_config.{key}: {item}")
         elif key != "enable_block_reuse":
             unknown.append(f"kv_cache_config.{key}")
+
+
+def _trtllm_drafts(value: dict[str, Any]) -> int:
+    """Draft tokens per step of a ``speculative_config``: MTP's ``num_nextn_predict_layers`` (LLM API default 1),
+    else ``max_draft_len`` (Eagle, NGram, draft-target)."""
+    if str(value.get("decoding_type", "")).upper() == "MTP":
+        return _int("speculative_config.num_nextn_predict_layers", value.get("num_nextn_predict_layers", 1))
+    if "max_draft_len" not in value:
+        raise InfercastError("speculative_config needs max_draft_len (or decoding_type: MTP)", field="launch")
+    return _int("speculative_config.max_draft_len", value["max_draft_len"])
 
 
 def _attention_dp_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
