@@ -95,6 +95,19 @@ def test_an_overlap_scheduler_makes_a_request_arriving_mid_step_wait_one_more_st
     assert idle_on["ttft_s"]["mean"] == pytest.approx(idle_off["ttft_s"]["mean"], rel=1e-12)
 
 
+def test_vllm_from_0_14_takes_a_request_arriving_mid_step_into_the_step_after_next():
+    """vLLM's async scheduling (default since 0.14) launches step k + 1 before step k's output is read, so the
+    vllm-0.14 preset lags admission by a step; --no-async-scheduling (overlap_scheduler=False) removes the lag."""
+    from infercast.specs.engine import get_engine
+
+    assert get_engine("vllm-0.14").overlap_scheduler and not get_engine("vllm").overlap_scheduler
+    kw = dict(input_len=512, output_len=200, num_requests=60, rate=4.0, seed=3, engine="vllm-0.14")
+    lagged, plain = simulate(MODEL, GPU, **kw), simulate(MODEL, GPU, overlap_scheduler=False, **kw)
+    extra = lagged["ttft_s"]["mean"] - plain["ttft_s"]["mean"]
+    assert 0.3 * plain["tpot_s"]["mean"] < extra < 1.5 * plain["tpot_s"]["mean"]  # about one step more
+    assert lagged["tpot_s"]["mean"] == pytest.approx(plain["tpot_s"]["mean"], rel=0.05)
+
+
 def test_offline_throughput_approaches_step_capacity():
     res = simulate(MODEL, GPU, input_len=512, output_len=256, num_requests=512, offline=True, max_num_seqs=256)
     static = predict(MODEL, GPU, input_len=512, output_len=256, batch=256)
