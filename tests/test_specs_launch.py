@@ -255,26 +255,27 @@ def test_sglang_max_prefill_tokens_alone_is_named_not_dropped():
 
 
 @pytest.mark.parametrize(
-    ("launch", "drafts"),
+    ("launch", "drafts", "mtp"),
     [
         # the public DeepSeek-R1 sweeps' TensorRT-LLM MTP options (dsr1_fp8_b200_trt_mtp.sh)
-        ("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 3\n", 3),
-        ("speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 4\n", 4),
-        ("""vllm serve m --speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'""", 2),
+        ("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 3\n", 3, True),
+        ("speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 4\n", 4, False),
+        ("""vllm serve m --speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'""", 2, True),
         (
             "python3 -m sglang.launch_server --model-path m --speculative-algorithm EAGLE --speculative-num-steps 3 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
             3,
+            False,
         ),
     ],
 )
-def test_speculative_decoding_is_read_from_each_engines_launch(tmp_path, launch, drafts):
+def test_speculative_decoding_is_read_from_each_engines_launch(tmp_path, launch, drafts, mtp):
     if launch.startswith("speculative_config"):
         path = tmp_path / "spec.yml"
         path.write_text(launch)
         launch = str(path)
     parsed = parse_launch(launch)
-    assert parsed.spec_tokens == drafts and not parsed.warnings
+    assert parsed.spec_tokens == drafts and parsed.drafts_with_mtp == mtp and not parsed.warnings
 
 
 def test_a_launch_that_drafts_shortens_the_simulated_tpot(tmp_path):
@@ -290,7 +291,9 @@ def test_a_launch_that_drafts_shortens_the_simulated_tpot(tmp_path):
     base += ["--input-len", "512", "--output-len", "128"]
     plain = CliRunner().invoke(app, base)
     drafted = CliRunner().invoke(app, [*base, "--launch", str(options)])
-    assert drafted.exit_code == 0 and "speculative decoding with 3 draft tokens" in drafted.stderr
+    note = " ".join(drafted.stderr.split())  # as printed, wrapped to the terminal
+    assert drafted.exit_code == 0 and "speculative decoding with 3 draft tokens" in note
+    assert "each draft one MTP layer (1/32 of a decode step)" in note  # Llama-3.1-8B: 32 layers
     tpot = [json.loads(r.stdout)["tpot_s"]["mean"] for r in (plain, drafted)]
     assert tpot[1] < 0.8 * tpot[0]
     options.write_text("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 0\n")

@@ -19,7 +19,7 @@ from infercast.cost.profile import CostProfile
 from infercast.records.record import Record
 from infercast.sim.api import run
 from infercast.sim.config import EngineConfig, SimulationConfig
-from infercast.sim.speculative import SpeculativeConfig
+from infercast.sim.speculative import SpeculativeConfig, mtp_draft_cost
 from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.sim.workload.spec import PROMPTS_PER_CLIENT
 from infercast.specs.deployment import Deployment
@@ -170,12 +170,10 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
 
 
 def _mtp(bench: ServingBench, dep: Deployment) -> SpeculativeConfig | None:
-    """The run's multi-token-prediction drafting, if it had any: each draft token runs the model's one MTP module,
-    a transformer block beside the main stack's (DeepSeek-V3 technical report, section 2.2), so it costs about
-    1 / num_layers of a decode step."""
+    """The run's multi-token-prediction drafting, if it had any (each draft runs the model's one MTP module)."""
     if not bench.spec_tokens:
         return None
-    return SpeculativeConfig(bench.spec_tokens, bench.spec_acceptance, draft_cost=1.0 / dep.model.num_layers)
+    return SpeculativeConfig(bench.spec_tokens, bench.spec_acceptance, draft_cost=mtp_draft_cost(dep.model.num_layers))
 
 
 def closed_loop_rates(clients: float, ttft_s: float, tpot_s: float, output_len: int) -> tuple[float, float, float]:

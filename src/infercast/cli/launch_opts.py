@@ -49,9 +49,13 @@ def apply_launch(
     return spec, tp, kv_precision or parsed.kv_precision
 
 
-def launch_spec_tokens(launch: str | None) -> int | None:
-    """Draft tokens per step of the launch's speculative decoding (None: no launch, or none in it)."""
-    return None if launch is None else parse_launch(launch).spec_tokens
+def launch_drafts(launch: str | None) -> tuple[int, bool] | None:
+    """The launch's speculative decoding: draft tokens per step and whether they come from the model's MTP layers
+    (None: no launch, or no drafting in it)."""
+    parsed = None if launch is None else parse_launch(launch)
+    if parsed is None or parsed.spec_tokens is None:
+        return None
+    return parsed.spec_tokens, parsed.drafts_with_mtp
 
 
 def engine_settings(dep: Deployment, prefix_caching: bool = True) -> EngineLaunch:

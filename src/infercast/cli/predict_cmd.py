@@ -27,7 +27,7 @@ from infercast.cli.launch_opts import (
     LaunchOption,
     apply_launch,
     engine_settings,
-    launch_spec_tokens,
+    launch_drafts,
     print_settings,
 )
 
@@ -89,7 +89,7 @@ def predict(
 ) -> None:
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
     engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision)
-    if launch_spec_tokens(launch):
+    if launch_drafts(launch):
         err_console.print("warning: launch: predict runs without its speculative decoding; simulate applies it")
     replica = ReplicaFlags(
         model,

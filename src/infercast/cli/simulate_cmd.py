@@ -24,7 +24,7 @@ from infercast.cli.launch_opts import (
     LaunchOption,
     apply_launch,
     engine_settings,
-    launch_spec_tokens,
+    launch_drafts,
     print_settings,
 )
 from infercast.display import fmt_time
@@ -32,7 +32,7 @@ from infercast.errors import InfercastError, require_positive_int, require_posit
 from infercast.files import check_output_dir, check_output_file, make_dir
 from infercast.sim.export import CSV_SUFFIXES, PARQUET_SUFFIXES
 from infercast.sim.kv_link import KVLink
-from infercast.sim.speculative import SpeculativeConfig
+from infercast.sim.speculative import SpeculativeConfig, mtp_draft_cost
 
 if TYPE_CHECKING:
     from infercast.sim.api import SimulationResult
@@ -156,7 +156,6 @@ def _config(given: dict[str, Any]) -> SimulationConfig:
         given["launch"], given["engine"], given["tp"], given["kv_precision"], _engine_flags(given)
     )
     disagg = _disagg(given["scheduler"], given)
-    speculative = _speculative(given)
     prefix = _prefix(given["prefix_len"], given["num_prefixes"])
     _check_mode(given)
     stream_token_s = stream_token_seconds(given["stream_token_us"])
@@ -164,6 +163,7 @@ def _config(given: dict[str, Any]) -> SimulationConfig:
     sched, disagg = split_scheduler(given["scheduler"], disagg)
     layout = {k: given[k] for k in ("ep", "precision", "pp", "attention_dp")}
     dep = Deployment.resolve(given["model"], given["gpu"], tp=tp, kv_precision=kv_precision, engine=engine, **layout)
+    speculative = _speculative(_with_launch_drafts(given, dep.model.num_layers))
     knobs = EngineConfig(
         sched,
         **{k: given[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization")},
@@ -364,15 +364,28 @@ def _disagg(scheduler: str | None, given: dict) -> DisaggConfig | None:
     return DisaggConfig(**sizes, prefill_tp=given["prefill_tp"], decode_tp=given["decode_tp"], link=link)
 
 
+def _with_launch_drafts(given: dict, num_layers: int) -> dict:
+    """The options with the launch's speculative decoding where --spec-tokens is not given; an MTP launch's drafts
+    each cost one of the model's layers unless --draft-cost / --draft-model say otherwise."""
+    drafts = launch_drafts(given["launch"]) if given["spec_tokens"] is None else None
+    if drafts is None:
+        return given
+    tokens, mtp = drafts
+    out = {**given, "spec_tokens": tokens}
+    cost = ""
+    if mtp and given["draft_cost"] is None and given["draft_model"] is None:
+        out["draft_cost"] = mtp_draft_cost(num_layers)
+        cost = f", each draft one MTP layer (1/{num_layers} of a decode step)"
+    acceptance = opt.DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
+    default = " (default; --spec-acceptance sets it)" if given["spec_acceptance"] is None else ""
+    err_console.print(
+        f"note: launch: speculative decoding with {tokens} draft tokens per step{cost}, acceptance {acceptance:g}"
+        f"{default}"
+    )
+    return out
+
+
 def _speculative(given: dict) -> SpeculativeConfig | None:
-    launched = launch_spec_tokens(given["launch"]) if given["spec_tokens"] is None else None
-    if launched is not None:
-        acceptance = opt.DEFAULT_SPEC_ACCEPTANCE if given["spec_acceptance"] is None else given["spec_acceptance"]
-        err_console.print(
-            f"note: launch: speculative decoding with {launched} draft tokens per step, acceptance {acceptance:g}"
-            + (" (default; --spec-acceptance sets it)" if given["spec_acceptance"] is None else "")
-        )
-        given = {**given, "spec_tokens": launched}
     if given["spec_tokens"] is None:
         _refuse(given, ("spec_acceptance", "draft_model", "draft_cost"), "needs --spec-tokens K (speculative decoding)")
         return None

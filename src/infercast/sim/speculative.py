@@ -22,6 +22,13 @@ TPOT rises again, since every step verifies k + 1 tokens per sequence while the 
 1 / (1 - acceptance): beyond 32 the verification pass is a prefill and the model is outside its range."""
 
 
+def mtp_draft_cost(num_layers: int) -> float:
+    """Draft step / target decode step when the drafts come from the model's own MTP module: one transformer block
+    beside the main stack's ``num_layers`` (DeepSeek-V3 technical report, section 2.2), sharing its embedding and
+    output head."""
+    return 1.0 / require_positive_int("num_layers", num_layers)
+
+
 @dataclass(frozen=True)
 class SpeculativeConfig:
     """Draft length, per-token acceptance, and what a draft token costs."""

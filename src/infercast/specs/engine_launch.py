@@ -153,6 +153,14 @@ class UserLaunch:
     warnings: tuple[str, ...] = ()
     spec_tokens: int | None = None
     """Draft tokens per step of the launch's speculative decoding (None: none)."""
+    spec_method: str | None = None
+    """How it drafts, as the launch names it (TensorRT-LLM decoding_type, vLLM method, SGLang algorithm)."""
+
+    @property
+    def drafts_with_mtp(self) -> bool:
+        """Whether the drafts come from the model's own multi-token-prediction layers (MTP; SGLang calls it NEXTN)."""
+        method = (self.spec_method or "").lower()
+        return "mtp" in method or method == "nextn"
 
     def apply(self, eng: EngineSpec) -> EngineSpec:
         """``eng`` with the launch's values (GPU tiers no longer override them), sources naming the flag."""
@@ -208,15 +216,17 @@ def _kv(flag: str, text: Any) -> str | None:
     )
 
 
-def _vllm_spec(flag: str, text: Any) -> int:
-    """vLLM ``--speculative-config`` (JSON): its ``num_speculative_tokens``, the draft tokens per step."""
+def _vllm_spec(flag: str, text: Any) -> tuple[int, str | None]:
+    """vLLM ``--speculative-config`` (JSON): its ``num_speculative_tokens`` (the draft tokens per step) and
+    ``method``."""
     try:
         config = json.loads(str(text))
     except json.JSONDecodeError:
         config = None
     if not isinstance(config, dict) or "num_speculative_tokens" not in config:
         raise InfercastError(f"{flag} must be JSON with num_speculative_tokens, got {text!r}", field="launch")
-    return _int(f"{flag} num_speculative_tokens", config["num_speculative_tokens"])
+    method = config.get("method")
+    return _int(f"{flag} num_speculative_tokens", config["num_speculative_tokens"]), method and str(method)
 
 
 def _sglang_drafts(flag: str, text: Any) -> int:
@@ -240,7 +250,7 @@ _VLLM: dict[str, Any] = {
     "--no-enable-prefix-caching": ("prefix_off", True),
     "--model": ("model", _text),
     "--quantization": ("quantization", _text),
-    "--speculative-config": ("spec_tokens", _vllm_spec),
+    "--speculative-config": ("spec_config", _vllm_spec),
 }
 _SGLANG: dict[str, Any] = {
     "--max-running-requests": ("max_num_seqs", _int),
@@ -393,7 +403,7 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         inner = _trtllm_yaml(load_yaml(path, "launch"), path)
         from_yaml = {**inner.overrides, "kv": (inner.kv_precision, ""), "tp": (inner.tp, "")}
         if inner.spec_tokens is not None:
-            from_yaml["spec_tokens"] = (inner.spec_tokens, "")
+            from_yaml["spec_config"] = ((inner.spec_tokens, inner.spec_method), "")
         found = {**{k: v for k, v in from_yaml.items() if v[0] is not None}, **found}
         unknown += [w.split("'")[1] for w in inner.warnings if "'" in w]
     notes = _prefill_cap(engine, found)
@@ -402,10 +412,13 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
     model = found.pop("model", (None, ""))[0]
     steps = found.pop("spec_steps", (None, ""))[0]
     spec_tokens = found.pop("spec_tokens", (steps, ""))[0]
+    method = found.pop("spec_method", None)
+    if "spec_config" in found:
+        (spec_tokens, named), text = found.pop("spec_config")
+        method = (named, text) if named else None
     topk = found.pop("spec_topk", None)
     if topk is not None and topk[0] > 1:
         notes.append(f"launch: '{topk[1]}' drafts a tree; infercast simulates one chain of drafts")
-    method = found.pop("spec_method", None)
     if method is not None and spec_tokens is None:
         notes.append(f"launch: '{method[1]}' drafts as many tokens as the engine picks: give --spec-tokens")
     notes += [f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown]
@@ -413,7 +426,8 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         notes.append(f"launch: '{found.pop('quantization')[1]}' sets the weight format: give it as --precision")
     if "prefix_off" in found:
         notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
-    return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens)
+    spec_method = None if method is None else str(method[0])
+    return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens, spec_method)
 
 
 def _count(flag: str, text: Any) -> int:
@@ -452,7 +466,8 @@ def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
         elif key == "attention_dp_config" and isinstance(value, dict):
             _attention_dp_config(value, found, unknown)
         elif key == "speculative_config" and isinstance(value, dict):
-            found["spec_tokens"] = (_trtllm_drafts(value), f"speculative_config: {value}")
+            drafts = (_trtllm_drafts(value), str(value.get("decoding_type", "")) or None)
+            found["spec_config"] = (drafts, f"speculative_config: {value}")
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
