@@ -16,8 +16,9 @@ its band from ``infercast/data/heldout_bands.yaml`` instead, which ``benchmarks/
 derives from published serving sweeps of other GPUs and models that nothing is fitted to: the same median and
 p90 of |error|, by engine and load. The cross-validated bands measured how well infercast does inside its
 calibration; outside it they were 2-4x too narrow (31-41 % of those points inside their p90 band), so those
-predictions get the error measured out there. Nothing is fitted to those points: they set how sure a prediction
-says it is, not what it says. A simulated run on a cliff (TTFT mostly queueing for KV blocks or batch slots,
+predictions get the error measured out there. No cost-model parameter is fitted to those points (only the MTP
+acceptance of the runs that drafted, a reading of those runs): they set how sure a prediction says it is, not what
+it says. A simulated run on a cliff (TTFT mostly queueing for KV blocks or batch slots,
 ``sim/cliff.py``) takes its TTFT band from that file's ``cliff`` section instead (:func:`cliff_band`): the error
 on those points whose own simulation was on a cliff of the same cause.
 
