@@ -234,7 +234,7 @@ def test_the_wheels_own_silicon_sample_layout_is_read_too(tmp_path: Path, capsys
                 "1",
                 "",
                 "",
-                "60.0",
+                "61.0",
                 "7.0",
             ],
         ],

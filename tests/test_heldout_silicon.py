@@ -34,12 +34,14 @@ def test_only_aggregated_rows_with_a_concurrency_outside_the_calibration_are_hel
                 "c,db; config_id=3,sglang,0.5.9,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,agg,1024,128,8,8,,8,100,10",
                 "d,db; silicon_concurrency=16,sglang,0.5.9,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,disagg,1024,128,8,8,,8,1,1",  # noqa: E501
                 "e,db; silicon_concurrency=32,sglang,0.5.9,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,agg,2048,256,32,1,8,8,90,9",  # noqa: E501
+                "f,dump; silicon_concurrency=64; x=2,vllm,0.19.0,openai/gpt-oss-120b,h200_sxm,fp4,agg,1024,128,64,2,,,300,12",  # noqa: E501
             ]
         )
         + "\n"
     )
     rows = _script().held_out_rows(raw, calibration_ids={"b"})
-    assert [r["id"] for r in rows] == ["a", "e"]  # b calibrates, c has no concurrency, d is disaggregated
+    # b calibrates, c has no concurrency, d is disaggregated, f repeats a's measurement from another source file
+    assert [r["id"] for r in rows] == ["a", "e"]
     oss, wide = rows
     assert (oss["concurrency"], oss["tp"], oss["ep"], oss["attention_dp"]) == ("64", "2", "1", "1")
     assert (wide["tp"], wide["ep"], wide["attention_dp"]) == ("1", "8", "8")

@@ -502,6 +502,22 @@ def wheel_concurrency(source: str) -> str | None:
     return None
 
 
+def repeats(rows: Iterable[dict[str, str]]) -> list[bool]:
+    """For each of the wheel's rows, whether an earlier row holds the same measurement: the same GPU, model,
+    precision and lengths with the same mean TTFT and TPOT to every digit. The wheel publishes some runs in two or
+    three source files (a dated table, the gap analysis, the database dump); each is one point, counted once."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for row in rows:
+        key = tuple(
+            (row.get(c) or "").strip()
+            for c in ("system", "model_path", "precision", "isl", "osl", WHEEL_TTFT, "silicon_tpot_ms")
+        )
+        out.append(key in seen)
+        seen.add(key)
+    return out
+
+
 def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
     """A row of the wheel's ``silicon_sample.csv`` (``backend, system, model_path, isl, osl, tp_size, moe_ep_size,
     attention_dp_size, silicon_ttft_ms, ...``) in this module's format; None for a disaggregated row (the
@@ -681,11 +697,22 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
     reader = csv.DictReader(line for _, line in numbered)
     rows = [(f"{path}:{numbered[reader.line_num - 1][0]}", row) for row in reader]
     wheel_skipped = 0
+    repeated = 0
     if WHEEL_TTFT in (reader.fieldnames or []):
-        kept = [(origin, _wheel_row(origin, row)) for origin, row in rows]
+        again = repeats(row for _, row in rows)
+        repeated = sum(again)
+        kept = [
+            (origin, _wheel_row(origin, row)) for (origin, row), twice in zip(rows, again, strict=True) if not twice
+        ]
         wheel_skipped = sum(row is None for _, row in kept)
         rows = [(origin, row) for origin, row in kept if row is not None]
     records, skipped, unplaced = convert_rows(rows)
+    if repeated:
+        warnings.warn(
+            f"{path}: left out {repeated} rows that repeat an earlier row's measurement (one run in several source "
+            "files, counted once)",
+            stacklevel=2,
+        )
     if wheel_skipped:
         warnings.warn(
             f"{path}: left out {wheel_skipped} disaggregated rows or rows without a recorded concurrency", stacklevel=2
