@@ -233,3 +233,72 @@ def test_an_mtp_row_carries_its_draft_length_and_the_fitted_acceptance() -> None
     assert "MTP draft tokens 3" in rec.notes
     plain = _records(_wheel("2026-01-29T15:27:29Z", **over))[0]
     assert (plain.spec_tokens, plain.spec_acceptance) == (0, 0.0)
+
+
+def _kimi(**over: str) -> dict[str, str]:
+    """A Kimi-K2.5 NVFP4 vLLM row of the 2026-04-06 table: config TP 4 x EP 4 that the wheel writes as attention DP 4
+    with 16-way experts."""
+    row = _wheel(
+        "2026-03-27T00:00:00.000Z",
+        clients="4",
+        id="2026_04_06_kimi_k2_5_b200_sxm_vllm_fp4_agg_1024x1024_c4_tp4_ep4_1294",
+        silicon_data_source="source_file=2026-04-06.csv; model=Kimi-K2.5; silicon_concurrency=4; "
+        "measured=2026-03-27T00:00:00.000Z; wip=False",
+        backend="vllm",
+        backend_version="0.17.0",
+        model_path="moonshotai/Kimi-K2.5",
+        precision="fp4",
+        batch_size="1",
+        tp_size="4",
+        attention_dp_size="4",
+        moe_tp_size="1",
+        moe_ep_size="16",
+    )
+    return {**row, **over}
+
+
+def test_a_vllm_script_without_expert_parallel_runs_tp_over_the_configs_gpus() -> None:
+    """kimik2.5_fp4_b200.sh passes only --tensor-parallel-size: TP 4 on 4 GPUs, experts split tensor-parallel, all
+    clients on one server (not attention DP 4, nor 16 GPUs as the database dump's columns read)."""
+    for row in (_kimi(), _kimi(id="kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg635")):
+        rec = _records(row)[0]
+        assert (rec.tp, rec.ep, rec.attention_dp, rec.concurrency) == (4, 1, 1, 4)
+        assert "TP 4, experts split tensor-parallel" in rec.notes
+
+
+def test_a_vllm_script_with_expert_parallel_and_dp_attention_lays_out_as_launched() -> None:
+    """minimaxm2.5_fp8_b200.sh @ 626932a11 passes --enable-expert-parallel on every run (EP_SIZE >= 1); the fp4
+    script runs the master config's dp-attn points (TP 2 x EP 2, 1k/1k, >= 512 clients) as TP 1 x DP 2."""
+    fp8 = _wheel(
+        "2026-03-28T00:00:00.000Z",
+        id="2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c64_tp2_ep1_7",
+        silicon_data_source="source_file=2026-04-06.csv; model=MiniMax-M2.5; silicon_concurrency=64; "
+        "measured=2026-03-28T00:00:00.000Z; wip=False",
+        backend="vllm",
+        backend_version="0.18.0",
+        model_path="MiniMaxAI/MiniMax-M2.5",
+        tp_size="2",
+        moe_tp_size="2",
+    )
+    rec = _records(fp8)[0]
+    assert (rec.tp, rec.ep, rec.attention_dp) == (2, 2, 1)
+    dp = {
+        **fp8,
+        "id": "minimaxm2_5_b200_vllm_fp4_agg_1024x1024_c512_cfg707",
+        "silicon_data_source": "db-dump/2026-04-27; config_id=707; silicon_concurrency=512; "
+        "measured=2026-04-10T00:00:00.000Z; workflow_run_id=1; vllm/vllm-openai:v0.19.0",
+        "precision": "fp4",
+        "attention_dp_size": "2",
+        "moe_tp_size": "1",
+        "moe_ep_size": "4",
+        "batch_size": "256",
+    }
+    rec = _records(dp)[0]
+    assert (rec.tp, rec.ep, rec.attention_dp, rec.concurrency) == (1, 2, 2, 512)
+    plain = {
+        **dp,
+        "silicon_data_source": dp["silicon_data_source"].replace("=512", "=256"),
+        "id": "minimaxm2_5_b200_vllm_fp4_agg_1024x1024_c256_cfg706",
+    }
+    rec = _records(plain)[0]
+    assert (rec.tp, rec.ep, rec.attention_dp) == (2, 2, 1)

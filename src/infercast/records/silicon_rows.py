@@ -299,6 +299,10 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     c = int(row["concurrency"])
     tp, ep, attention_dp = layout_of(row)
     launch = sweep_launch(row, (tp, ep, attention_dp)) if sweep else None
+    if launch is not None and launch.expert_parallel and "parallel" in LAUNCH_APPLIED and row.get("sweep_tp"):
+        row, (tp, ep, attention_dp) = _as_launched_layout(row, launch.expert_parallel, launch.dp_attention)
+        c = int(row["concurrency"])
+        launch = sweep_launch(row, (tp, ep, attention_dp))
     settings = _engine_settings(row, held, launch)
     if launch is not None and "kv_cache" in LAUNCH_APPLIED and launch.kv_cache == "fp8":
         fp8_kv = True
@@ -348,11 +352,27 @@ LAUNCH_APPLIED = frozenset(
         "kv_cache",
         "async_scheduling",
         "spec_tokens",
+        "parallel",
     }
 )
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
 ``kv_auto`` (off): a script that leaves the KV cache dtype at 'auto' read as the checkpoint's (16-bit for FP8
 checkpoints) rather than the dated sweeps' 8-bit reading above."""
+
+
+def _as_launched_layout(
+    row: dict[str, str], expert_parallel: str, dp_attention: bool
+) -> tuple[dict[str, str], tuple[int, int, int]]:
+    """The row (all its clients on one server) and its (tp, ep, attention_dp) as a vLLM script that decides the
+    layout lays it out (``expert_parallel``, :data:`~infercast.records.sweep_launches.EXPERT_PARALLEL`): TP over the
+    config's GPUs, experts over all of them where the script passes ``--enable-expert-parallel``; with
+    ``dp_attention``, TP 1 x data-parallel over those GPUs with expert parallelism."""
+    gpus = int(row["sweep_tp"])
+    whole = {**row, "concurrency": row["sweep_clients"]}
+    if dp_attention:
+        return whole, (1, gpus, gpus)
+    flagged = expert_parallel == "always" or (expert_parallel == "if-ep" and int(row["sweep_ep"]) > 1)
+    return whole, (gpus, gpus if flagged else 1, 1)
 
 
 def sweep_launch(row: dict[str, str], layout: tuple[int, int, int]) -> Launch | None:
@@ -443,6 +463,14 @@ def _notes(
             )
             if settings[field]
         )
+        layout = {"none": "experts split tensor-parallel", "always": "expert parallel", "if-ep": "expert parallel"}
+        if launch.expert_parallel and row.get("sweep_tp"):
+            flagged = launch.expert_parallel != "if-ep" or int(row["sweep_ep"]) > 1
+            applied += f"{', ' if applied else ''}" + (
+                f"TP 1 x attention DP {row['sweep_tp']}, expert parallel"
+                if launch.dp_attention
+                else f"TP {row['sweep_tp']}, {layout[launch.expert_parallel] if flagged else layout['none']}"
+            )
         extra = "".join(f"; {text}" for text in (launch.speculative, launch.note) if text)
         tail = f"; launch: {launch.source} ({applied or 'engine defaults'}{extra})"
     else:
@@ -546,7 +574,25 @@ def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
         "ttft_ms_mean": row[WHEEL_TTFT],
         "tpot_ms_mean": row["silicon_tpot_ms"],
         **({"min_len_ratio": str(SWEEP_LENGTH_RATIO), SWEEP_MARK: "1", **_sweep_run(source, row)} if sweep else {}),
+        **(_sweep_config(row, recorded) if sweep else {}),
     }
+
+
+def _sweep_config(row: dict[str, str], clients: str) -> dict[str, str]:
+    """A dated sweep row's config as the sweeps launched it: its TP (the GPU count of one node's server), EP and
+    clients, for a launch script that decides the layout itself (``expert_parallel``). The TP and EP are the id's
+    (``_tp4_ep4_``), else a folded layout's, else the columns': ``tp_size``, and ``moe_ep_size`` over
+    ``attention_dp_size`` (the wheel writes an EP-4 config as attention DP 4 with 16-way experts)."""
+    found = re.search(r"_tp(\d+)(?:_\d+)?_ep(\d+)", row.get("id") or "")
+    if found:
+        tp, ep = int(found.group(1)), int(found.group(2))
+    else:
+        folded = _folded_layout(row)
+        tp = folded[0] if folded else int(float(row["tp_size"]))
+        moe_ep = max(1, int(float(row.get("moe_ep_size") or 1)))
+        dp = max(1, int(float(row.get("attention_dp_size") or 1)))
+        ep = moe_ep // dp if folded is None and dp > 1 and moe_ep % dp == 0 else moe_ep
+    return {"sweep_tp": str(max(1, tp)), "sweep_ep": str(max(1, ep)), "sweep_clients": clients}
 
 
 def _sweep_run(source: str, row: dict[str, str]) -> dict[str, str]:

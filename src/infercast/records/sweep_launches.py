@@ -38,6 +38,10 @@ CONFIG_MODELS = {
 }
 """The sweeps' config-name prefixes (the ids of the wheel's database-dump rows: ``dsr1_b200_sglang_...``), as the
 dated tables name those models (``model=DeepSeek-R1``)."""
+EXPERT_PARALLEL = ("none", "always", "if-ep")
+"""How a vLLM script lays out an MoE model on its TP GPUs: ``none`` (no ``--enable-expert-parallel``: experts split
+tensor-parallel), ``always`` (the flag on every run: experts over all the GPUs), ``if-ep`` (the flag where the config
+names EP > 1). None of these scripts passes ``--data-parallel-size``, so none runs attention DP."""
 NUMERIC = (
     "budget",
     "max_seqs",
@@ -47,9 +51,14 @@ NUMERIC = (
     "batch_wait_ratio",
     "adp_balance_iters",
     "spec_tokens",
+    "dp_attention",
 )
 """Settings that are numbers or expressions of the row (see the data file's header)."""
-TEXT = {"kv_cache": ("fp8", "auto"), "speculative": ("mtp-config-exists", "mtp-image-match")}
+TEXT = {
+    "kv_cache": ("fp8", "auto"),
+    "speculative": ("mtp-config-exists", "mtp-image-match"),
+    "expert_parallel": EXPERT_PARALLEL,
+}
 """Settings that name one of a few values."""
 OTHER = ("async_scheduling", "note")
 NAMES = ("C", "ISL", "OSL", "TP", "EP", "DP")
@@ -110,6 +119,8 @@ class Launch:
     kv_cache: str = ""
     async_scheduling: bool = False
     speculative: str = ""
+    expert_parallel: str = ""
+    dp_attention: bool = False
     note: str = ""
 
 
@@ -263,6 +274,8 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         kv_cache=values.get("kv_cache", ""),
         async_scheduling=bool(values.get("async_scheduling", False)),
         speculative=values.get("speculative", ""),
+        expert_parallel=values.get("expert_parallel", ""),
+        dp_attention=bool(values.get("dp_attention", False)),
         note=values.get("note", ""),
     )
 
