@@ -46,8 +46,17 @@ if TYPE_CHECKING:
 ENGINES = ("vllm", "sglang", "trtllm")
 """Engine folders searched for kernel tables, in order of preference."""
 
-GEMM_SOURCES = {"bf16": ("bfloat16", ("torch.nn.functional.linear", "torch")), "fp8": ("fp8", ("Cutlass",))}
-"""infercast compute key -> (gemm_dtype in the table, kernel_source prefixes accepted)."""
+GEMM_SOURCES = {
+    "bf16": ("bfloat16", ("torch.nn.functional.linear", "torch")),
+    "fp8": ("fp8", ("Cutlass",)),
+    "fp4": ("nvfp4", ()),
+}
+"""infercast compute key -> (gemm_dtype in the table, kernel_source prefixes accepted; none: the table's most
+measured kernel). fp4: NVFP4 W4A4 GEMMs (vLLM's FlashInfer CuTe-DSL kernel, SGLang's, TensorRT-LLM's), on the GPUs
+whose tables have them (Blackwell)."""
+GEMM_WIDTH = {"fp8": 1.0, "fp4": 0.5 + 1 / 16}
+"""Bytes per weight/activation element of a compute key's GEMM inputs (16-bit otherwise): NVFP4 adds one 8-bit
+scale per 16 elements (the format's block size, NVIDIA's NVFP4 description)."""
 
 MIN_DIM = 1024
 """GEMMs fitted: N and K at least this (every linear layer of the catalog's LLMs at TP <= 8)."""
@@ -360,7 +369,7 @@ def _fit_gemm_table(
     for key, (dtype, prefixes) in GEMM_SOURCES.items():
         if key not in hw.peak_flops:
             continue
-        width = 1.0 if key == "fp8" else 2.0
+        width = GEMM_WIDTH.get(key, 2.0)
         r = fit_gemm(frame, hw.peak(key), bandwidth, dtype, prefixes, width)
         if not r:
             continue
