@@ -215,7 +215,7 @@ def fit_prefill_attention(frame: Any, peak: float) -> dict:
     }
 
 
-MOE_SOURCES = {"bf16": ("bfloat16", ()), "fp8": ("fp8_block", ("vllm_fp8moe_triton",))}
+MOE_SOURCES = {"bf16": ("bfloat16", ()), "fp8": ("fp8_block", ("vllm_fp8moe_triton",)), "fp4": ("nvfp4", ())}
 """infercast compute key -> (moe_dtype in the table, kernel_source prefixes preferred). bf16: the table's most
 measured kernel (vLLM's default unquantized fused MoE: Triton on Hopper/Ampere/Ada, FlashInfer TRT-LLM on
 Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoints), vLLM's Triton fused MoE
@@ -534,7 +534,7 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
             prov[f"moe.{key}"] = f"no balanced {dtype} fused-MoE table: routed experts use the dense GEMM parameters"
             continue
         table, kernel, rows = found
-        shapes = moe_shapes(rows, 1.0 if key == "fp8" else 2.0, vector_peak, bandwidth, hbm, t_gemm)
+        shapes = moe_shapes(rows, GEMM_WIDTH.get(key, 2.0), vector_peak, bandwidth, hbm, t_gemm)
         r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
         note = (
             f"{table} {dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} points, "

@@ -408,9 +408,10 @@ def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) ->
 
 def _moe_key(dep: Deployment) -> str | None:
     """Compute key of the fused-MoE kernels the routed experts run, when a fitted MoE kernel covers the expert
-    format: 16-bit experts at a 16-bit rate, or fp8 experts at the fp8 rate (others run as dense GEMMs)."""
+    format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate, NVFP4 experts at the fp4 rate (others
+    run as dense GEMMs)."""
     key, fmt = dep.compute_key, dep.scheme.expert_weight_format.name
-    if (key in ("bf16", "fp16") and fmt in ("bf16", "fp16")) or (key == "fp8" and fmt == "fp8"):
+    if (key in ("bf16", "fp16") and fmt in ("bf16", "fp16")) or (key, fmt) in (("fp8", "fp8"), ("fp4", "nvfp4")):
         return key
     return None
 
