@@ -321,6 +321,19 @@ def test_without_moe_tables_the_experts_are_dense_gemms_and_dense_models_are_unc
     assert kimi.per_token == []
 
 
+def test_nvfp4_experts_take_the_fitted_fp4_fused_moe_kernels_where_measured():
+    """On a B200 the wheel times NVFP4 GEMMs and NVFP4 fused-MoE kernels: an NVFP4 MoE model's dense GEMMs and
+    routed experts cite those tables, not an architecture prior."""
+    from infercast.cost.profile import has_measured_kernels
+
+    if not has_measured_kernels("b200"):
+        pytest.skip("no measured b200 kernel profile installed")
+    model = StepCostModel(Deployment.resolve("deepseek-r1", "b200", tp=8, ep=8, precision="nvfp4"))
+    assert model.profile.moe_params("fp4") is not None
+    assert "nvfp4" in model.sources[model.names.index("experts_gate_up")]
+    assert "nvfp4" in model.sources[model.names.index("o_proj")]
+
+
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
     from infercast.records.kernel_tables import version_key
 
