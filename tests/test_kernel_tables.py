@@ -316,9 +316,12 @@ def test_without_moe_tables_the_experts_are_dense_gemms_and_dense_models_are_unc
     i = dense.names.index("experts_gate_up")
     assert dense.per_token == [] and "gemm/vllm" in dense.sources[i]
     assert dense.m_half[i, 0] == profile.gemm_m_half["bf16"]
-    # int4 experts (no fitted fused-MoE kernel for them): dense behaviour with the measured profile too
-    kimi = StepCostModel(Deployment.resolve("qwen3-30b-a3b", "h100-sxm", precision="int4"), profile)
-    assert kimi.per_token == []
+    # MXFP4 experts (no fitted fused-MoE kernel for them): dense behaviour with the measured profile too
+    mx = StepCostModel(Deployment.resolve("qwen3-30b-a3b", "h100-sxm", precision="mxfp4-moe"), profile)
+    assert mx.per_token == []
+    # int4 (W4A16) experts take the fit of the tables' Marlin int4 kernels
+    w4 = StepCostModel(Deployment.resolve("qwen3-30b-a3b", "h100-sxm", precision="int4"), profile)
+    assert w4.per_token and "int4_wo" in w4.sources[w4.names.index("experts_gate_up")]
 
 
 def test_nvfp4_experts_take_the_fitted_fp4_fused_moe_kernels_where_measured():

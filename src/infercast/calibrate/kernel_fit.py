@@ -215,12 +215,23 @@ def fit_prefill_attention(frame: Any, peak: float) -> dict:
     }
 
 
-MOE_SOURCES = {"bf16": ("bfloat16", ()), "fp8": ("fp8_block", ("vllm_fp8moe_triton",)), "fp4": ("nvfp4", ())}
+MOE_SOURCES = {
+    "bf16": ("bfloat16", ()),
+    "fp8": ("fp8_block", ("vllm_fp8moe_triton",)),
+    "fp4": ("nvfp4", ()),
+    "int4": ("int4_wo", ()),
+}
 """infercast compute key -> (moe_dtype in the table, kernel_source prefixes preferred). bf16: the table's most
 measured kernel (vLLM's default unquantized fused MoE: Triton on Hopper/Ampere/Ada, FlashInfer TRT-LLM on
 Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoints), vLLM's Triton fused MoE
 where measured (its default on Hopper/Ada; the FlashInfer CUTLASS rows are opt-in backends), else the most
-measured kernel (FlashInfer TRT-LLM on Blackwell). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
+measured kernel (FlashInfer TRT-LLM on Blackwell). fp4: NVFP4 experts (Blackwell). int4: weight-only int4 experts
+(:data:`MOE_WEIGHT_ONLY`). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
+MOE_WEIGHT_ONLY = {"int4": (0.5 + 2 / 32, "bf16")}
+"""Weight-only expert formats (16-bit activations): bytes per expert weight (int4 with a 16-bit scale per group of
+32) and the compute key whose peak they run at: Marlin W4A16 experts (Kimi-K2.5's int4 checkpoint). gpt-oss's
+MXFP4 experts are not fitted so: on vLLM's MXFP4 tables its TPOT worsens on every GPU and engine but TensorRT-LLM
+on Hopper (docs/accuracy-notes.md)."""
 MOE_DISTRIBUTION = "power_law_1.01"
 """Rows fitted: tokens routed to the experts by a power law of exponent 1.01, aiconfigurator's own default for MoE
 estimates (aiconfigurator-core 0.12.0 sdk/config.py ``workload_distribution = "power_law"``, sdk/models/deepseek.py
@@ -527,15 +538,16 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
     t_gemm = kernels.get("gemm_latency_s", prior.gemm_latency_s)
     vector_peak = hw.peak_flops.get("fp32", hw.peak_flops.get("bf16", 1e15) / 16.0)
     for key, (dtype, prefixes) in MOE_SOURCES.items():
-        if key not in hw.peak_flops:
+        width, peak_key = MOE_WEIGHT_ONLY.get(key, (GEMM_WIDTH.get(key, 2.0), key))
+        if peak_key not in hw.peak_flops:
             continue
         found = moe_rows(source, gpu_id, dtype, prefixes)
         if found is None:
             prov[f"moe.{key}"] = f"no balanced {dtype} fused-MoE table: routed experts use the dense GEMM parameters"
             continue
         table, kernel, rows = found
-        shapes = moe_shapes(rows, GEMM_WIDTH.get(key, 2.0), vector_peak, bandwidth, hbm, t_gemm)
-        r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(key), bandwidth)
+        shapes = moe_shapes(rows, width, vector_peak, bandwidth, hbm, t_gemm)
+        r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(peak_key), bandwidth)
         note = (
             f"{table} {dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} points, "
             f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"

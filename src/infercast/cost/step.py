@@ -132,7 +132,8 @@ class StepCostModel:
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
         (``gemm_act_quant_bytes``), on its row."""
-        self.sources = [_op_source(r, p, moe is not None) for r in rows]
+        moe_key = _moe_key(dep) if moe is not None else None
+        self.sources = [_op_source(r, p, moe_key) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
         self.active = np.array([r.active for r in rows])
@@ -408,11 +409,13 @@ def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) ->
 
 def _moe_key(dep: Deployment) -> str | None:
     """Compute key of the fused-MoE kernels the routed experts run, when a fitted MoE kernel covers the expert
-    format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate, NVFP4 experts at the fp4 rate (others
-    run as dense GEMMs)."""
+    format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate, NVFP4 experts at the fp4 rate, int4
+    (W4A16) experts on their own fit (others run as dense GEMMs)."""
     key, fmt = dep.compute_key, dep.scheme.expert_weight_format.name
     if (key in ("bf16", "fp16") and fmt in ("bf16", "fp16")) or (key, fmt) in (("fp8", "fp8"), ("fp4", "nvfp4")):
         return key
+    if key in ("bf16", "fp16") and fmt.startswith("int4"):
+        return "int4"  # weight-only (W4A16) experts at the 16-bit rate
     return None
 
 
@@ -422,10 +425,11 @@ def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, f
     return p.moe_params(key) if key else None
 
 
-def _op_source(row: OpRow, p: CostProfile, moe: bool = False) -> str:
-    """Where the efficiency that sets an operator's time comes from (the profile's provenance)."""
-    if moe and row.name in MOE_GEMMS:
-        found = list(dict.fromkeys(p.provenance.get(f"{n}.{row.compute_key}", "") for n in MOE_PARAMS))
+def _op_source(row: OpRow, p: CostProfile, moe_key: str | None = None) -> str:
+    """Where the efficiency that sets an operator's time comes from (the profile's provenance; ``moe_key``: the
+    fused-MoE fit the routed experts take, if any)."""
+    if moe_key and row.name in MOE_GEMMS:
+        found = list(dict.fromkeys(p.provenance.get(f"{n}.{moe_key}", "") for n in MOE_PARAMS))
         return "; ".join(f for f in found if f)
     keys = {
         "gemm": [f"gemm_eff_max.{row.compute_key}", f"gemm_m_half.{row.compute_key}", "gemm_latency_s"],
