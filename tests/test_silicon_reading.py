@@ -157,3 +157,22 @@ def test_a_sweep_row_folding_tp_x_ep_past_one_node_reads_as_one_nodes_layout() -
     assert row is not None and (row["tp"], row["ep"], row["attention_dp"]) == ("8", "8", "1")
     own = from_wheel_row(_row(**{**over, "silicon_data_source": "source_file=/d/m.csv; silicon_concurrency=4"}))
     assert own is not None and own["tp"] == "64"  # aiconfigurator's own rows keep their columns
+
+
+def test_a_run_published_twice_counts_once_as_its_dated_copy() -> None:
+    """The gap analysis rounds a dated table's run to 0.01 ms; the copy kept names its measured date (so its launch
+    script is known). Another run of the same shape stays."""
+    from infercast.records.silicon_rows import repeats
+
+    base = {"system": "b200_sxm", "model_path": "m", "precision": "fp8", "isl": "1024", "osl": "1024"}
+    rows = [
+        {**base, "silicon_data_source": "source_file=gap.csv", "silicon_ttft_ms": "600.76", "silicon_tpot_ms": "10.02"},
+        {
+            **base,
+            "silicon_data_source": "source_file=2026-03-25.csv; measured=2026-03-20T22:08:23Z",
+            "silicon_ttft_ms": "600.7576397375033",
+            "silicon_tpot_ms": "10.023455404528836",
+        },
+        {**base, "silicon_data_source": "source_file=gap.csv", "silicon_ttft_ms": "612.0", "silicon_tpot_ms": "10.02"},
+    ]
+    assert repeats(rows) == [True, False, False]

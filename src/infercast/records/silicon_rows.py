@@ -531,19 +531,35 @@ def wheel_concurrency(source: str) -> str | None:
 
 
 def repeats(rows: Iterable[dict[str, str]]) -> list[bool]:
-    """For each of the wheel's rows, whether an earlier row holds the same measurement: the same GPU, model,
-    precision and lengths with the same mean TTFT and TPOT to every digit. The wheel publishes some runs in two or
-    three source files (a dated table, the gap analysis, the database dump); each is one point, counted once."""
-    seen: set[tuple[str, ...]] = set()
-    out = []
-    for row in rows:
-        key = tuple(
-            (row.get(c) or "").strip()
-            for c in ("system", "model_path", "precision", "isl", "osl", WHEEL_TTFT, "silicon_tpot_ms")
+    """For each of the wheel's rows, whether another row holds the same measurement and is kept instead: the same
+    GPU, model, precision and lengths with the same mean TTFT and TPOT to 0.01 ms. The wheel publishes some runs in
+    two or three source files (a dated table, the gap analysis rounded to 0.01 ms, the database dump); each is one
+    point, counted once. The copy kept is the first that names its measured date (its launch script is then known),
+    else the first."""
+    rows = list(rows)
+    kept: dict[tuple[object, ...], int] = {}
+    for i, row in enumerate(rows):
+        key = (
+            *((row.get(c) or "").strip() for c in ("system", "model_path", "precision", "isl", "osl")),
+            *(_centi(row.get(c)) for c in (WHEEL_TTFT, "silicon_tpot_ms")),
         )
-        out.append(key in seen)
-        seen.add(key)
-    return out
+        if key not in kept or (not _dated(rows[kept[key]]) and _dated(row)):
+            kept[key] = i
+    chosen = set(kept.values())
+    return [i not in chosen for i in range(len(rows))]
+
+
+def _dated(row: dict[str, str]) -> bool:
+    """Whether a wheel row's source names when it was measured (``measured=...``)."""
+    return "measured=" in (row.get("silicon_data_source") or "")
+
+
+def _centi(text: str | None) -> object:
+    """A measured time in ms rounded to 0.01 ms (its text where it is not a number: compared as written)."""
+    try:
+        return round(float(text or ""), 2)
+    except ValueError:
+        return (text or "").strip()
 
 
 def from_wheel_row(row: dict[str, str]) -> dict[str, str] | None:
