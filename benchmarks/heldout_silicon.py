@@ -9,9 +9,9 @@ holds; every other aggregated row (one engine serving prefill and decode) with a
 out, and this script predicts each of them as ``infercast validate`` does (read as
 ``records/silicon_rows.py`` reads the calibration rows: fixed lengths, 10 x C requests, the same engine
 settings) and reports median and p90 |error| of mean TTFT and TPOT by GPU, engine and model. Nothing here is
-fitted but one reading, the MTP acceptance of the TensorRT-LLM DeepSeek-R1 runs that drafted
-(``benchmarks/mtp_acceptance.py``, with its own left-out figures): the numbers say how far the tool carries beyond
-its calibration. Disaggregated rows are left out (the
+fitted but one reading, the MTP acceptance of each model whose runs drafted with MTP (TensorRT-LLM
+DeepSeek-R1, SGLang Qwen3.5; ``benchmarks/mtp_acceptance.py``, with its own left-out figures): the numbers say
+how far the tool carries beyond its calibration. Disaggregated rows are left out (the
 simulator's disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
 
 The same errors, by engine and load, are the error bands that ``predict``, ``simulate`` and ``sweep`` print for a

@@ -47,7 +47,7 @@ def headline() -> str:
         f"Cross-validated (leave one engine, TP or model out) on {_row(acc, 'closed-loop tpot')[1]} closed-loop "
         f"runs of vLLM, SGLang and TensorRT-LLM on H100, mean TPOT is off by {tpot_in.split(' / ')[0]} and mean "
         f"TTFT by {ttft_in.split(' / ')[0]} at the median. On {ttft[2]} points of the public silicon set (other "
-        "GPUs, models and engine releases; fitted there only: one MTP acceptance) the median / mean errors are "
+        "GPUs, models and engine releases; fitted there only: two MTP acceptances) the median / mean errors are "
         f"{tpot[3]} / {tpot[4]} (TPOT) and {ttft[3]} / {ttft[4]} (TTFT), and {thr[3]} / {thr[4]} for throughput at "
         f"each sweep's highest load; {ttft[7]} TTFT points are over-predicted more than 3x. Predictions there print "
         "that wider band; `benchmarks/accuracy.md` has the tables by GPU, model, engine "

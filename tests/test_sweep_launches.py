@@ -235,6 +235,27 @@ def test_an_mtp_row_carries_its_draft_length_and_the_fitted_acceptance() -> None
     assert (plain.spec_tokens, plain.spec_acceptance) == (0, 0.0)
 
 
+def test_the_sglang_qwen35_mtp_merge_rows_draft_with_their_models_acceptance() -> None:
+    """qwen3.5_fp8_b200_mtp.sh @ 35d4bb367 (merged 2026-03-20T22:08Z): EAGLE on the MTP head, 3 steps; the rows
+    take Qwen3.5's own fitted acceptance, not DeepSeek-R1's."""
+    from infercast.records.sweep_launches import mtp_acceptances
+
+    rec = _records(
+        _wheel(
+            "2026-03-20T22:08:23Z",
+            clients="16",
+            id="2026_03_25_qwen3_5_397b_b200_sxm_sglang_fp8_agg_1024x1024_c16_tp4_0_ep1_0_473",
+            silicon_data_source="source_file=2026-03-25.csv; model=Qwen3.5-397B; silicon_concurrency=16; "
+            "measured=2026-03-20T22:08:23Z; wip=False",
+            model_path="Qwen/Qwen3.5-397B-A17B",
+            tp_size="4",
+        )
+    )[0]
+    assert "qwen3.5_fp8_b200_mtp.sh @ 35d4bb367" in rec.notes
+    assert rec.spec_tokens == 3 and rec.spec_acceptance == mtp_acceptances()["qwen3.5-397b-a17b"]
+    assert (rec.scheduler_recv_interval, rec.max_num_seqs) == (30, 16)
+
+
 def _kimi(**over: str) -> dict[str, str]:
     """A Kimi-K2.5 NVFP4 vLLM row of the 2026-04-06 table: config TP 4 x EP 4 that the wheel writes as attention DP 4
     with 16-way experts."""

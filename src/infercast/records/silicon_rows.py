@@ -303,7 +303,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
         row, (tp, ep, attention_dp) = _as_launched_layout(row, launch.expert_parallel, launch.dp_attention)
         c = int(row["concurrency"])
         launch = sweep_launch(row, (tp, ep, attention_dp))
-    settings = _engine_settings(row, held, launch)
+    settings = _engine_settings(row, held, launch, model)
     if launch is not None and "kv_cache" in LAUNCH_APPLIED and launch.kv_cache == "fp8":
         fp8_kv = True
     elif launch is not None and "kv_auto" in LAUNCH_APPLIED and launch.kv_cache == "auto":
@@ -399,9 +399,10 @@ def sweep_launch(row: dict[str, str], layout: tuple[int, int, int]) -> Launch | 
     )
 
 
-def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> dict[str, Any]:
+def _engine_settings(row: dict[str, str], held: int, launch: Launch | None, model: str) -> dict[str, Any]:
     """The record's engine limits: the reader's own (module docstring), each replaced by the launch script's where
-    a dated sweep row has one (a setting the script leaves at the engine's default reads 0: the preset's)."""
+    a dated sweep row has one (a setting the script leaves at the engine's default reads 0: the preset's); MTP drafts
+    with ``model``'s fitted acceptance."""
     engine, c = row["engine"], int(row["concurrency"])
     out: dict[str, Any] = {
         "max_num_batched_tokens": step_budget(row),
@@ -430,7 +431,7 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None) -> d
     if "adp_balance" in LAUNCH_APPLIED:
         out["adp_balance_iters"] = launch.adp_balance_iters
     if "spec_tokens" in LAUNCH_APPLIED and launch.spec_tokens:
-        out["spec_tokens"], out["spec_acceptance"] = launch.spec_tokens, mtp_acceptance()
+        out["spec_tokens"], out["spec_acceptance"] = launch.spec_tokens, mtp_acceptance(model)
     return out
 
 

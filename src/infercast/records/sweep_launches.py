@@ -281,11 +281,22 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
 
 
 @cache
-def mtp_acceptance() -> float:
-    """The chance each MTP draft token of the sweeps' runs is accepted (``data/mtp_acceptance.yaml``): fitted, not
-    read from the runs, which do not report it."""
+def mtp_acceptances() -> dict[str, float]:
+    """The chance each MTP draft token of the sweeps' runs is accepted, per model (``data/mtp_acceptance.yaml``):
+    fitted, not read from the runs, which do not report it."""
     raw = load_yaml(ACCEPTANCE, "mtp_acceptance")
-    value = raw.get("acceptance") if isinstance(raw, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise InfercastError(f"{ACCEPTANCE.name}: acceptance must be a number in (0, 1), got {value!r}", field=FIELD)
-    return float(value)
+    table = raw.get("acceptance") if isinstance(raw, dict) else None
+    if not isinstance(table, dict) or not table:
+        raise InfercastError(f"{ACCEPTANCE.name}: acceptance must map model ids to numbers in (0, 1)", field=FIELD)
+    for model, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise InfercastError(
+                f"{ACCEPTANCE.name}: acceptance.{model} must be a number in (0, 1), got {value!r}", field=FIELD
+            )
+    return {str(m): float(v) for m, v in table.items()}
+
+
+def mtp_acceptance(model: str) -> float:
+    """The model's fitted MTP acceptance; a model without one takes the median of the fitted models'."""
+    table = mtp_acceptances()
+    return table.get(model, float(sorted(table.values())[len(table) // 2]))
