@@ -772,7 +772,7 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
     records, skipped, unplaced = convert_rows(rows)
     if repeated:
         warnings.warn(
-            f"{path}: left out {repeated} rows that repeat an earlier row's measurement (one run in several source "
+            f"{path}: left out {repeated} rows that repeat another row's measurement (one run in several source "
             "files, counted once)",
             stacklevel=2,
         )

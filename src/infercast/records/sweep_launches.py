@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -41,7 +42,7 @@ dated tables name those models (``model=DeepSeek-R1``)."""
 EXPERT_PARALLEL = ("none", "always", "if-ep")
 """How a vLLM script lays out an MoE model on its TP GPUs: ``none`` (no ``--enable-expert-parallel``: experts split
 tensor-parallel), ``always`` (the flag on every run: experts over all the GPUs), ``if-ep`` (the flag where the config
-names EP > 1). None of these scripts passes ``--data-parallel-size``, so none runs attention DP."""
+names EP > 1). Attention DP (``--data-parallel-size``) only on the rows ``dp_attention`` names."""
 NUMERIC = (
     "budget",
     "max_seqs",
@@ -299,4 +300,4 @@ def mtp_acceptances() -> dict[str, float]:
 def mtp_acceptance(model: str) -> float:
     """The model's fitted MTP acceptance; a model without one takes the median of the fitted models'."""
     table = mtp_acceptances()
-    return table.get(model, float(sorted(table.values())[len(table) // 2]))
+    return table.get(model, float(statistics.median(table.values())))
