@@ -47,7 +47,8 @@ def test_trtllm_yaml():
     assert (launch.engine, launch.kv_precision) == ("trtllm", "fp8")
     values = {k: v for k, (v, _) in launch.overrides.items()}
     assert values == {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "kv_fraction": 0.85, "scheduler": "chunked"}
-    assert any("enable_attention_dp" in w for w in launch.warnings)
+    assert any("cuda_graph_config" in w for w in launch.warnings)
+    assert launch.attention_dp is None and not any("enable_attention_dp" in w for w in launch.warnings)
 
 
 def test_trtllm_serve_line_reads_its_yaml():
@@ -119,7 +120,7 @@ def test_simulate_launch_reaches_the_simulator(capsys):
     )
     assert out["engine_settings"]["kv_dtype"]["value"] == "fp8"
     code, _, err = run(capsys, *args)
-    assert code == 0 and "enable_attention_dp" in err
+    assert code == 0 and "cuda_graph_config" in err
     code, _, err = run(capsys, "simulate", "--launch", "vllm serve m --max-num-seqs zero")
     assert code == 2 and "--max-num-seqs" in err
 
@@ -299,3 +300,50 @@ def test_a_launch_that_drafts_shortens_the_simulated_tpot(tmp_path):
     options.write_text("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 0\n")
     bad = CliRunner().invoke(app, [*base, "--launch", str(options)])
     assert isinstance(bad.exception, InfercastError) and "num_nextn_predict_layers" in str(bad.exception)
+
+
+@pytest.mark.parametrize(
+    ("line", "layout"),
+    [
+        # vLLM: TP 8 with expert parallelism over those 8 GPUs (vLLM's DeepSeek recipe); DP attention 8 x TP 1
+        ("vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --enable-expert-parallel", (8, 8, None)),
+        ("vllm serve deepseek-ai/DeepSeek-R1 --data-parallel-size 8 --enable-expert-parallel", (None, 8, 8)),
+        ("vllm serve m --tensor-parallel-size 2 --data-parallel-size 4", (2, None, 4)),
+        # SGLang counts every GPU in --tp: --dp 8 --enable-dp-attention makes 8 ranks of TP 1
+        ("python -m sglang.launch_server --model-path m --tp 8 --ep-size 8", (8, 8, None)),
+        ("python -m sglang.launch_server --model-path m --tp 8 --dp 8 --enable-dp-attention --ep 8", (1, 8, 8)),
+        ("trtllm-serve m --tp_size 8 --ep_size 4", (8, 4, None)),
+    ],
+)
+def test_expert_and_attention_data_parallelism_are_read_from_each_engines_launch(line, layout):
+    launch = parse_launch(line)
+    assert (launch.tp, launch.ep, launch.attention_dp) == layout
+    assert not launch.warnings
+
+
+def test_a_trtllm_yaml_with_attention_dp_splits_its_tp_into_ranks(tmp_path):
+    """``enable_attention_dp`` makes every TP GPU an attention rank (TP 1 each); alone, without a TP, it asks for
+    --attention-dp; SGLang's --enable-dp-attention without --dp, and a --dp of replicas, are named."""
+    options = tmp_path / "adp.yml"
+    options.write_text("enable_attention_dp: true\nmoe_expert_parallel_size: 8\n")
+    launch = parse_launch(f"trtllm-serve m --tp_size 8 --extra_llm_api_options {options}")
+    assert (launch.tp, launch.ep, launch.attention_dp) == (1, 8, 8)
+    alone = parse_launch(str(options))
+    assert alone.attention_dp is None and any("--attention-dp" in w for w in alone.warnings)
+    replicas = parse_launch("python -m sglang.launch_server --model-path m --tp 4 --dp 2")
+    assert replicas.attention_dp is None and any("--replicas" in w for w in replicas.warnings)
+    with pytest.raises(InfercastError, match="--dp"):
+        parse_launch("python -m sglang.launch_server --model-path m --tp 8 --enable-dp-attention")
+
+
+def test_predict_and_simulate_run_the_launchs_expert_and_attention_layout(capsys):
+    from tests.cli_helpers import run_json
+
+    line = "vllm serve m --data-parallel-size 2 --enable-expert-parallel --max-num-seqs 64"
+    out = run_json(capsys, "predict", "--model", "gpt-oss-20b", "--gpu", "h100-sxm", "--launch", line)
+    assert (out["tp"], out["ep"], out["attention_dp"]) == (1, 2, 2)
+    given = run_json(capsys, "predict", "--model", "gpt-oss-20b", "--gpu", "h100-sxm", "--ep", "1", "--launch", line)
+    assert given["ep"] == 2  # --ep 1 is the option's default: the launch's layout stands
+    args = ["simulate", "--model", "gpt-oss-20b", "--gpu", "h100-sxm", "--concurrency", "4"]
+    sim = run_json(capsys, *args, "--input-len", "128", "--output-len", "8", "--launch", line)
+    assert (sim["config"]["ep"], sim["config"]["attention_dp"]) == (2, 2)

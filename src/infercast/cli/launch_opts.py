@@ -21,20 +21,26 @@ if TYPE_CHECKING:
 LAUNCH_HELP = (
     "Your engine launch: a 'vllm serve MODEL --max-num-seqs 256 ...' or 'python -m sglang.launch_server ...' or "
     "'trtllm-serve ...' line (quoted), or a TensorRT-LLM extra_llm_api_options YAML path. Its batch limit, token "
-    "budget, memory fraction, block size, KV dtype and TP replace the engine's release defaults (simulate also runs "
-    "its speculative drafts); flags infercast does not model are named in a warning."
+    "budget, memory fraction, block size, KV dtype, TP, EP and attention DP replace the engine's release defaults "
+    "(simulate also runs its speculative drafts); flags infercast does not model are named in a warning."
 )
 LaunchOption = Annotated[str | None, typer.Option("--launch", help=LAUNCH_HELP)]
 
 
 def apply_launch(
-    launch: str | None, engine: str, tp: int, kv_precision: str | None, flags: dict[str, tuple[Any, str]] | None = None
-) -> tuple[str | EngineSpec, int, str | None]:
-    """(engine, tp, kv_precision) for a command given ``--launch`` and ``flags`` (engine fields the command's own
-    options set: field -> (value, flag text)). ``--engine`` of the launch's family (vllm-0.14 for a vllm line)
-    is kept, else the launch's engine; an explicit --tp / --kv-precision wins over the launch's."""
+    launch: str | None,
+    engine: str,
+    tp: int,
+    kv_precision: str | None,
+    flags: dict[str, tuple[Any, str]] | None = None,
+    layout: tuple[int, int] = (1, 1),
+) -> tuple[str | EngineSpec, int, str | None, tuple[int, int]]:
+    """(engine, tp, kv_precision, (ep, attention_dp)) for a command given ``--launch``, ``flags`` (engine fields
+    the command's own options set: field -> (value, flag text)) and its --ep / --attention-dp ``layout``.
+    ``--engine`` of the launch's family (vllm-0.14 for a vllm line) is kept, else the launch's engine; an explicit
+    --tp / --ep / --attention-dp / --kv-precision wins over the launch's."""
     if launch is None and not flags:
-        return engine, tp, kv_precision
+        return engine, tp, kv_precision, layout
     parsed = parse_launch(launch) if launch is not None else UserLaunch(engine=engine)
     for warning in parsed.warnings:
         err_console.print(f"warning: {escape(warning)}")
@@ -46,7 +52,10 @@ def apply_launch(
     spec = user.apply(get_engine(name))
     if tp == 1 and parsed.tp:
         tp = parsed.tp
-    return spec, tp, kv_precision or parsed.kv_precision
+    ep, attention_dp = layout
+    ep = parsed.ep if ep == 1 and parsed.ep else ep
+    attention_dp = parsed.attention_dp if attention_dp == 1 and parsed.attention_dp else attention_dp
+    return spec, tp, kv_precision or parsed.kv_precision, (ep, attention_dp)
 
 
 def launch_drafts(launch: str | None) -> tuple[int, bool] | None:

@@ -88,7 +88,9 @@ def predict(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Predict TTFT, TPOT, ITL, end-to-end latency, throughput and memory, and explain each phase."""
-    engine_used, tp, kv_precision = apply_launch(launch, engine, tp, kv_precision)
+    engine_used, tp, kv_precision, (ep, attention_dp) = apply_launch(
+        launch, engine, tp, kv_precision, layout=(ep, attention_dp)
+    )
     if launch_drafts(launch):
         err_console.print("warning: launch: predict runs without its speculative decoding; simulate applies it")
     replica = ReplicaFlags(

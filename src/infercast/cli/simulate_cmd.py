@@ -152,8 +152,13 @@ def _config(given: dict[str, Any]) -> SimulationConfig:
     from infercast.sim.config import ClusterConfig, EngineConfig, ObserveConfig, split_scheduler
     from infercast.specs.deployment import Deployment
 
-    engine, tp, kv_precision = apply_launch(
-        given["launch"], given["engine"], given["tp"], given["kv_precision"], _engine_flags(given)
+    engine, tp, kv_precision, (ep, attention_dp) = apply_launch(
+        given["launch"],
+        given["engine"],
+        given["tp"],
+        given["kv_precision"],
+        _engine_flags(given),
+        layout=(given["ep"], given["attention_dp"]),
     )
     disagg = _disagg(given["scheduler"], given)
     prefix = _prefix(given["prefix_len"], given["num_prefixes"])
@@ -161,7 +166,7 @@ def _config(given: dict[str, Any]) -> SimulationConfig:
     stream_token_s = stream_token_seconds(given["stream_token_us"])
     workload = _workload(given, prefix)
     sched, disagg = split_scheduler(given["scheduler"], disagg)
-    layout = {k: given[k] for k in ("ep", "precision", "pp", "attention_dp")}
+    layout = {"ep": ep, "attention_dp": attention_dp, "precision": given["precision"], "pp": given["pp"]}
     dep = Deployment.resolve(given["model"], given["gpu"], tp=tp, kv_precision=kv_precision, engine=engine, **layout)
     speculative = _speculative(_with_launch_drafts(given, dep.model.num_layers))
     knobs = EngineConfig(

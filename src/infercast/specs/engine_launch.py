@@ -155,6 +155,10 @@ class UserLaunch:
     """Draft tokens per step of the launch's speculative decoding (None: none)."""
     spec_method: str | None = None
     """How it drafts, as the launch names it (TensorRT-LLM decoding_type, vLLM method, SGLang algorithm)."""
+    ep: int | None = None
+    """Expert-parallel ways the launch runs an MoE model's experts over (None: the launch does not say)."""
+    attention_dp: int | None = None
+    """Attention data-parallel ranks of the launch (None: the launch does not say; ``tp`` is then per rank)."""
 
     @property
     def drafts_with_mtp(self) -> bool:
@@ -251,6 +255,10 @@ _VLLM: dict[str, Any] = {
     "--model": ("model", _text),
     "--quantization": ("quantization", _text),
     "--speculative-config": ("spec_config", _vllm_spec),
+    "--enable-expert-parallel": ("ep_all", True),
+    "-ep": ("ep_all", True),
+    "--data-parallel-size": ("dp", _int),
+    "-dp": ("dp", _int),
 }
 _SGLANG: dict[str, Any] = {
     "--max-running-requests": ("max_num_seqs", _int),
@@ -271,12 +279,20 @@ _SGLANG: dict[str, Any] = {
     "--speculative-num-steps": ("spec_steps", _int),
     "--speculative-algorithm": ("spec_method", _text),
     "--speculative-eagle-topk": ("spec_topk", _int),
+    "--ep-size": ("ep", _int),
+    "--ep": ("ep", _int),
+    "--expert-parallel-size": ("ep", _int),
+    "--dp-size": ("dp_of_tp", _int),
+    "--dp": ("dp_of_tp", _int),
+    "--data-parallel-size": ("dp_of_tp", _int),
+    "--enable-dp-attention": ("dp_attention", True),
 }
 _TRTLLM_SERVE: dict[str, Any] = {
     "--max_batch_size": ("max_num_seqs", _int),
     "--max_num_tokens": ("max_num_batched_tokens", _int),
     "--kv_cache_free_gpu_memory_fraction": ("kv_fraction", _fraction),
     "--tp_size": ("tp", _int),
+    "--ep_size": ("ep", _int),
     "--extra_llm_api_options": ("yaml", _text),
 }
 _NO_SPEED = {
@@ -309,6 +325,9 @@ _SWITCHES = {
     "--trust-remote-code",
     "--disable-log-requests",
     "--enable-log-requests",
+    "--enable-expert-parallel",
+    "-ep",
+    "--enable-dp-attention",
 }
 
 
@@ -400,15 +419,12 @@ def _prefill_cap(engine: str, found: dict[str, tuple[Any, str]]) -> list[str]:
 def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) -> UserLaunch:
     if "yaml" in found:
         path = found.pop("yaml")[0]
-        inner = _trtllm_yaml(load_yaml(path, "launch"), path)
-        from_yaml = {**inner.overrides, "kv": (inner.kv_precision, ""), "tp": (inner.tp, "")}
-        if inner.spec_tokens is not None:
-            from_yaml["spec_config"] = ((inner.spec_tokens, inner.spec_method), "")
-        found = {**{k: v for k, v in from_yaml.items() if v[0] is not None}, **found}
-        unknown += [w.split("'")[1] for w in inner.warnings if "'" in w]
+        inner, inner_unknown = _trtllm_yaml_found(load_yaml(path, "launch"), path)
+        found = {**inner, **found}
+        unknown += inner_unknown
     notes = _prefill_cap(engine, found)
     kv = found.pop("kv", (None, ""))[0]
-    tp = found.pop("tp", (None, ""))[0]
+    tp, ep, attention_dp = _layout(engine, found, notes)
     model = found.pop("model", (None, ""))[0]
     steps = found.pop("spec_steps", (None, ""))[0]
     spec_tokens = found.pop("spec_tokens", (steps, ""))[0]
@@ -427,7 +443,42 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
     if "prefix_off" in found:
         notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
     spec_method = None if method is None else str(method[0])
-    return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens, spec_method)
+    return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens, spec_method, ep, attention_dp)
+
+
+def _layout(
+    engine: str, found: dict[str, tuple[Any, str]], notes: list[str]
+) -> tuple[int | None, int | None, int | None]:
+    """(tp per attention rank, expert-parallel ways, attention-DP ranks) of a launch, in infercast's terms (None: not
+    set). vLLM: ``--data-parallel-size`` N adds N attention ranks of ``--tensor-parallel-size`` GPUs each, and
+    ``--enable-expert-parallel`` spreads the experts over all N x TP GPUs (vLLM FusedMoEParallelConfig). SGLang and
+    TensorRT-LLM count every GPU in their TP size: attention DP (``--enable-dp-attention --dp N``,
+    ``enable_attention_dp``) splits it into N ranks of TP / N (TensorRT-LLM: TP ranks of 1); ``--ep-size`` /
+    ``--ep_size`` is the expert-parallel ways."""
+    tp = found.pop("tp", (None, ""))[0]
+    ep = found.pop("ep", (None, ""))[0]
+    every = found.pop("ep_all", None)
+    dp = found.pop("dp", (None, ""))[0]
+    dp_of_tp = found.pop("dp_of_tp", None)
+    dp_attention = found.pop("dp_attention", None)
+    if engine == "vllm":
+        ranks = dp if dp and dp > 1 else None
+        return tp, ((tp or 1) * (ranks or 1) if every else None), ranks
+    ranks = None
+    if dp_attention and engine == "trtllm" and tp is None:
+        notes.append(f"launch: '{dp_attention[1]}' runs every TP GPU as an attention rank: give --attention-dp")
+    elif dp_attention:
+        ranks = dp_of_tp[0] if dp_of_tp else (tp if engine == "trtllm" else None)
+        if ranks is None:
+            raise InfercastError("--enable-dp-attention needs --dp (the attention-DP ranks)", field="launch")
+        if tp is None or tp % ranks:
+            raise InfercastError(
+                f"attention DP of {ranks} ranks needs a TP size that {ranks} divides, got {tp}", field="launch"
+            )
+        tp = tp // ranks
+    elif dp_of_tp and dp_of_tp[0] > 1:
+        notes.append(f"launch: '{dp_of_tp[1]}' serves {dp_of_tp[0]} data-parallel replicas: give --replicas")
+    return tp, ep, ranks
 
 
 def _count(flag: str, text: Any) -> int:
@@ -449,6 +500,12 @@ _YAML_KEYS = {
 
 def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
     """A TensorRT-LLM ``extra_llm_api_options`` mapping (llmapi LlmArgs keys) as a launch."""
+    return _launch("trtllm", *_trtllm_yaml_found(data, where))
+
+
+def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]], list[str]]:
+    """The values an ``extra_llm_api_options`` mapping sets (field -> (value, key text)) and the keys it cannot
+    read."""
     if not isinstance(data, dict):
         raise InfercastError(f"{where} must be a YAML mapping of LLM API options", field="launch")
     found: dict[str, tuple[Any, str]] = {}
@@ -468,6 +525,11 @@ def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
         elif key == "speculative_config" and isinstance(value, dict):
             drafts = (_trtllm_drafts(value), str(value.get("decoding_type", "")) or None)
             found["spec_config"] = (drafts, f"speculative_config: {value}")
+        elif key == "enable_attention_dp":
+            if _bool(key, value):
+                found["dp_attention"] = (True, f"{key}: {value}")
+        elif key == "moe_expert_parallel_size":
+            found["ep"] = (_int(key, value), f"{key}: {value}")
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
@@ -478,7 +540,7 @@ def _trtllm_yaml(data: Any, where: str) -> UserLaunch:
             continue  # no bearing on the modelled step
         else:
             unknown.append(str(key))
-    return _launch("trtllm", found, unknown)
+    return found, unknown
 
 
 def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
