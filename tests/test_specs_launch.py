@@ -347,3 +347,14 @@ def test_predict_and_simulate_run_the_launchs_expert_and_attention_layout(capsys
     args = ["simulate", "--model", "gpt-oss-20b", "--gpu", "h100-sxm", "--concurrency", "4"]
     sim = run_json(capsys, *args, "--input-len", "128", "--output-len", "8", "--launch", line)
     assert (sim["config"]["ep"], sim["config"]["attention_dp"]) == (2, 2)
+
+
+def test_a_capacity_policy_other_than_no_evict_is_named_once_on_both_ways_in(tmp_path):
+    options = tmp_path / "mu.yml"
+    options.write_text("scheduler_config:\n  capacity_scheduler_policy: MAX_UTILIZATION\n")
+    for line in (str(options), f"trtllm-serve m --tp_size 2 --extra_llm_api_options {options}"):
+        (note,) = parse_launch(line).warnings
+        assert note == (
+            "launch: 'scheduler_config.capacity_scheduler_policy: MAX_UTILIZATION' is simulated as "
+            "GUARANTEED_NO_EVICT (requests admitted only with room to end)"
+        )

@@ -440,6 +440,9 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
     notes += [f"launch: '{name}' is not modelled by infercast (the prediction runs without it)" for name in unknown]
     if "quantization" in found:
         notes.append(f"launch: '{found.pop('quantization')[1]}' sets the weight format: give it as --precision")
+    if "capacity_policy" in found:
+        text = found.pop("capacity_policy")[1]
+        notes.append(f"launch: '{text}' is simulated as GUARANTEED_NO_EVICT (requests admitted only with room to end)")
     if "prefix_off" in found:
         notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
     spec_method = None if method is None else str(method[0])
@@ -533,9 +536,7 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
-                unknown.append(
-                    f"scheduler_config.capacity_scheduler_policy' {policy} (simulated as GUARANTEED_NO_EVICT"
-                )
+                found["capacity_policy"] = (policy, f"scheduler_config.capacity_scheduler_policy: {policy}")
         elif key in ("print_iter_log", "backend"):
             continue  # no bearing on the modelled step
         else:
