@@ -47,6 +47,14 @@ def decode_gaps(rep: Replica, end: float) -> None:
         push((end - batch.last_decode, others))
 
 
+def _stops_at_arrivals(rep: Replica) -> bool:
+    """Whether a span ends where a request joins the queue: a continuous batch takes it at the next step; with
+    polls its first poll counts (even for a static batch); under an overlap scheduler a static batch's queue
+    decides the admission cut-off of the step after the batch (a queued request makes the engine busy), so the
+    request must join the queue at the step the reference simulator moves it."""
+    return rep.scheduler.continuous or rep.recv_interval > 1 or rep.overlap
+
+
 def decode_span(rep: Replica, t_limit: float) -> None:
     """Decode steps until the next event, in O(1) each (one step at a time when ``rep.skip`` is off).
 
@@ -57,7 +65,7 @@ def decode_span(rep: Replica, t_limit: float) -> None:
     batch, blocks, table = rep.decoding, rep.blocks, rep.decode_table
     kv, ramps = blocks.kv, rep.rec.gaps.ramp_buffer(table.num_varying)
     # spans end where a request joins the queue: an arrival, or with polls its first poll (even for a static batch)
-    arrivals, visible, pending = rep.scheduler.continuous or rep.recv_interval > 1, rep.table.visible, rep.pending
+    arrivals, visible, pending = _stops_at_arrivals(rep), rep.table.visible, rep.pending
     waiting, swapped, swaps = rep.waiting, rep.table.swapped, rep.config.preemption == "swap"
     window, skip, limited, overlap = rep.window, rep.skip, t_limit < math.inf, rep.overlap
     one_line = rep.one_line
@@ -185,7 +193,7 @@ def _general_span(
     if k > 1:
         if window:
             k = min(k, batch.steps_to_window())
-        if (rep.scheduler.continuous or rep.recv_interval > 1) and rep.pending:
+        if _stops_at_arrivals(rep) and rep.pending:
             k = polled_at(rep, span.steps_until(rep.table.visible[rep.pending[0]] - origin, k, first), k)
         if t_limit < math.inf:
             k = span.steps_until(t_limit - origin, k, first)
