@@ -176,3 +176,22 @@ def test_a_run_published_twice_counts_once_as_its_dated_copy() -> None:
         {**base, "silicon_data_source": "source_file=gap.csv", "silicon_ttft_ms": "612.0", "silicon_tpot_ms": "10.02"},
     ]
     assert repeats(rows) == [True, False, False]
+
+
+def test_a_run_named_by_another_model_of_the_same_architecture_counts_once() -> None:
+    """The database dump names DeepSeek-R1's runs DeepSeek-V3 (the same architecture): one point, not two. A
+    different architecture with the same times stays."""
+    from infercast.records.silicon_rows import repeats
+
+    base = {"system": "b200_sxm", "precision": "fp8", "isl": "1024", "osl": "1024", "silicon_tpot_ms": "10.02"}
+    rows = [
+        {**base, "model_path": "deepseek-ai/DeepSeek-V3", "silicon_data_source": "db-dump", "silicon_ttft_ms": "600.1"},
+        {
+            **base,
+            "model_path": "deepseek-ai/DeepSeek-R1",
+            "silicon_data_source": "source_file=2026-03-25.csv; measured=2026-02-05T06:42:10Z",
+            "silicon_ttft_ms": "600.1",
+        },
+        {**base, "model_path": "Qwen/Qwen3-32B", "silicon_data_source": "db-dump", "silicon_ttft_ms": "600.1"},
+    ]
+    assert repeats(rows) == [True, False, False]

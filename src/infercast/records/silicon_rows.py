@@ -132,6 +132,7 @@ import csv
 import re
 import warnings
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -533,21 +534,38 @@ def wheel_concurrency(source: str) -> str | None:
 
 def repeats(rows: Iterable[dict[str, str]]) -> list[bool]:
     """For each of the wheel's rows, whether another row holds the same measurement and is kept instead: the same
-    GPU, model, precision and lengths with the same mean TTFT and TPOT to 0.01 ms. The wheel publishes some runs in
-    two or three source files (a dated table, the gap analysis rounded to 0.01 ms, the database dump); each is one
-    point, counted once. The copy kept is the first that names its measured date (its launch script is then known),
-    else the first."""
+    GPU, model architecture, precision and lengths with the same mean TTFT and TPOT to 0.01 ms. The wheel publishes
+    some runs in two or three source files (a dated table, the gap analysis rounded to 0.01 ms, the database dump,
+    which names DeepSeek-R1's runs DeepSeek-V3: the same architecture); each is one point, counted once. The copy
+    kept is the first that names its measured date (its launch script is then known), else the first."""
     rows = list(rows)
     kept: dict[tuple[object, ...], int] = {}
     for i, row in enumerate(rows):
         key = (
-            *((row.get(c) or "").strip() for c in ("system", "model_path", "precision", "isl", "osl")),
+            *((row.get(c) or "").strip() for c in ("system", "precision", "isl", "osl")),
+            _architecture(row.get("model_path") or ""),
             *(_centi(row.get(c)) for c in (WHEEL_TTFT, "silicon_tpot_ms")),
         )
         if key not in kept or (not _dated(rows[kept[key]]) and _dated(row)):
             kept[key] = i
     chosen = set(kept.values())
     return [i not in chosen for i in range(len(rows))]
+
+
+def _architecture(model_path: str) -> str:
+    """What a row's model is as far as time goes: the catalog entry's shape without its names and sources (so a
+    fine-tune of the same architecture is the same model), else the path as written."""
+    model = model_id_for_repo(model_path) if model_path.strip() else None
+    if model is None:
+        return model_path.strip()
+    return _shape_of(model)
+
+
+@cache
+def _shape_of(model: str) -> str:
+    """A catalog model's shape fields, written out, without its id, name and sources."""
+    shape = get_model(model).model_dump(exclude={"id", "name", "source", "published_source"})
+    return repr(sorted(shape.items()))
 
 
 def _dated(row: dict[str, str]) -> bool:
