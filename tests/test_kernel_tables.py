@@ -337,6 +337,33 @@ def test_nvfp4_experts_take_the_fitted_fp4_fused_moe_kernels_where_measured():
     assert "nvfp4" in model.sources[model.names.index("o_proj")]
 
 
+def test_mxfp4_experts_without_fp4_tensor_cores_take_the_dequantising_kernels_ceiling():
+    """gpt-oss on Hopper runs its MXFP4 experts weight-only: many rows per expert (prefill) cost more than the
+    dense 16-bit GEMM's curve prices, a few (decode) the same; Blackwell (FP4 tensor cores) keeps the dense curve."""
+    from dataclasses import replace
+
+    from infercast.cost.batch import StepBatch
+    from infercast.cost.profile import has_measured_kernels
+
+    if not has_measured_kernels("h100-sxm"):
+        pytest.skip("no measured h100-sxm kernel profile installed")
+    dep = Deployment.resolve("gpt-oss-120b", "h100-sxm")
+    profile = load_profile("h100-sxm", "hopper", "vllm")
+    w4, dense = (
+        StepCostModel(dep, profile),
+        StepCostModel(
+            dep, replace(profile, gemm_eff_max={k: v for k, v in profile.gemm_eff_max.items() if k != "w4a16"})
+        ),
+    )
+    assert "w4a16_mxfp4" in w4.sources[w4.names.index("experts_gate_up")]
+    prompt = StepBatch.uniform(prefill_seqs=np.array([1]), chunk=8192, decode_seqs=np.array([0]), context=0)
+    decode = StepBatch.uniform(prefill_seqs=np.array([0]), chunk=0, decode_seqs=np.array([64]), context=2048)
+    assert w4.step_time(prompt)[0] > 1.2 * dense.step_time(prompt)[0]
+    assert w4.step_time(decode)[0] == pytest.approx(dense.step_time(decode)[0], rel=0.05)
+    if has_measured_kernels("b200"):
+        assert "w4a16" not in load_profile("b200", "blackwell", "vllm").gemm_eff_max
+
+
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
     from infercast.records.kernel_tables import version_key
 

@@ -470,6 +470,7 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
         partner = _partner_table(source, gpu_id, "gemm", "gemm_perf.parquet", gemm[0].split("/")[1])
         _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits, partner=partner)
     _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
+    _fit_w4a16_experts(source, gpu_id, kernels, prov, fits)
     attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
     if attn is not None:
         table, frame = attn
@@ -566,6 +567,81 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
             "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
             **_bound_entry(r),
         }
+
+
+W4A16_EXPERTS = ("w4a16_mxfp4", ())
+"""The fused-MoE rows of MXFP4 experts with 16-bit activations (gpt-oss's checkpoint), the table's most measured
+kernel (vLLM's OpenAI Triton kernel on Hopper). Fitted only on GPUs without FP4 tensor cores, where every engine
+runs such experts weight-only (dequantising to 16-bit in the kernel); Blackwell's engines run them as MXFP4 x
+MXFP8 (TensorRT-LLM, FlashInfer), not this table's kernel."""
+W4A16_MIN_COLUMNS = 256
+"""Expert columns per rank of the rows fitted (gpt-oss's 2,880 at TP <= 8; the tables go to TP 32)."""
+W4A16_SLOWDOWN_BOUNDS = (1.0, 8.0)
+"""A dequantising kernel is no faster than the dense 16-bit GEMM it feeds, nor eight times slower."""
+
+
+def w4a16_slowdown(
+    shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: float, dense: tuple
+) -> tuple[float, float]:
+    """(s, RMS log residual): the factor by which weight-only experts' compute ceiling falls below the dense
+    16-bit GEMM's, as eff_max / s and m_half / s (``dense``: eff_max, m_half, hbm_efficiency, t_gemm): a few rows
+    per expert (decode) cost what dense GEMMs do, many rows s times more. Least squares on log time."""
+    eff, half, hbm, t0 = dense
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        s = float(np.exp(x[0]))
+        return np.log(moe_layer_time(shapes, peak, bandwidth, (eff / s, half / s, hbm, t0, 0.0)) / latency_s)
+
+    lo, hi = (np.log(b) for b in W4A16_SLOWDOWN_BOUNDS)
+    found = least_squares(residual, [np.log(1.5)], bounds=([lo], [hi]))
+    return float(np.exp(found.x[0])), float(np.sqrt(np.mean(found.fun**2)))
+
+
+def _fit_w4a16_experts(source: Source, gpu_id: str, kernels: dict, prov: dict, fits: dict) -> None:
+    """``gemm_eff_max.w4a16`` / ``gemm_m_half.w4a16``: the dense 16-bit GEMM curve with its ceiling lowered by
+    :func:`w4a16_slowdown`, fitted on the MXFP4 fused-MoE rows whose dense pricing is compute-bound (the rows where
+    dequantising costs: at a few rows per expert the kernels stream weights as the dense path prices)."""
+    hw = get_hardware(gpu_id)
+    if "fp4" in hw.peak_flops or "bf16" not in kernels.get("gemm_eff_max", {}):
+        return
+    found = moe_rows(source, gpu_id, *W4A16_EXPERTS)
+    if found is None:
+        return
+    table, kernel, rows = found
+    # experts replicated (EP 1) and at most TP 8 (>= 256 columns per rank): with EP the power-law routing loads one
+    # rank's experts unevenly, which is not the kernel's dequantising cost
+    rows = rows[(rows["moe_ep_size"] == 1) & (rows["inter_size"] / rows["moe_tp_size"] >= W4A16_MIN_COLUMNS)]
+    bandwidth, peak = hw.memory.bandwidth_bytes_s, hw.peak("bf16")
+    eff, half = kernels["gemm_eff_max"]["bf16"], kernels["gemm_m_half"]["bf16"]
+    dense = (eff, half, kernels["hbm_efficiency"], kernels["gemm_latency_s"])
+    vector_peak = hw.peak_flops.get("fp32", peak / 16.0)
+    width = 0.5 + 1 / 32  # MXFP4: 4-bit elements, one 8-bit scale per 32
+    shapes = moe_shapes(rows, width, vector_peak, bandwidth, dense[2], dense[3])
+    compute = (shapes.rows + half) / (shapes.rows * peak * eff)
+    bound = np.asarray(shapes.gate_up[0] * compute > shapes.gate_up[1] / (bandwidth * dense[2]))
+    if bound.sum() < 8:
+        return
+    chosen = rows[bound]
+    latency = chosen["latency"].to_numpy(float) * 1e-3
+    picked = moe_shapes(chosen, width, vector_peak, bandwidth, dense[2], dense[3])
+    s, rms = w4a16_slowdown(picked, latency, peak, bandwidth, dense)
+    edge = [] if s > W4A16_SLOWDOWN_BOUNDS[0] * (1 + BOUND_TOLERANCE) else ["w4a16 slowdown"]
+    kernels["gemm_eff_max"]["w4a16"] = _g(eff / s)
+    kernels["gemm_m_half"]["w4a16"] = _g(half / s)
+    note = (
+        f"{table} {W4A16_EXPERTS[0]} ({kernel}, {chosen['distribution'].iloc[0]}), {len(chosen)} compute-bound "
+        f"EP 1 points, RMS log residual {rms:.3f}: the bf16 GEMM curve's ceiling / {s:.2f} (weight-only MXFP4 "
+        f"experts){_at_bound({'at_bound': edge})}"
+    )
+    prov["gemm_eff_max.w4a16"] = prov["gemm_m_half.w4a16"] = note
+    fits["gemm.w4a16"] = {
+        "table": table,
+        "kernel": kernel,
+        "points": len(chosen),
+        "rms_log_residual": round(rms, 4),
+        "slowdown": round(s, 4),
+        **_bound_entry({"at_bound": edge}),
+    }
 
 
 def build_kernel_profile(source: Source, gpu_id: str) -> dict[str, Any]:

@@ -132,7 +132,7 @@ class StepCostModel:
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
         (``gemm_act_quant_bytes``), on its row."""
-        moe_key = _moe_key(dep) if moe is not None else None
+        moe_key = _moe_key(dep) if moe is not None else _weight_only_experts(dep, p)
         self.sources = [_op_source(r, p, moe_key) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
@@ -312,10 +312,15 @@ def _compute_ceilings(
     hw, n = dep.hardware, len(rows)
     vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / TENSOR_TO_VECTOR_RATIO)
     inv_peak, eff_max, m_half = (np.zeros(n) for _ in range(3))
+    weight_only = _weight_only_experts(dep, p) if not moe else None
     for i, r in enumerate(rows):
         if r.kind == "gemm":
             inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
-            eff_max[i], m_half[i] = moe[:2] if moe and r.name in MOE_GEMMS else p.gemm_params(_compute_key(r))
+            if moe and r.name in MOE_GEMMS:
+                eff_max[i], m_half[i] = moe[:2]
+            else:
+                key = weight_only if weight_only and r.name in MOE_GEMMS else _compute_key(r)
+                eff_max[i], m_half[i] = p.gemm_params(key)
         elif r.kind == "attention":
             inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
             eff_max[i] = p.attn_prefill_efficiency
@@ -419,6 +424,16 @@ def _moe_key(dep: Deployment) -> str | None:
     return None
 
 
+def _weight_only_experts(dep: Deployment, p: CostProfile) -> str | None:
+    """``w4a16`` where the routed experts are MXFP4 weights computed at a 16-bit rate and the profile has that
+    kernel's fitted curve (:func:`infercast.calibrate.kernel_fit.w4a16_slowdown`: GPUs without FP4 tensor cores),
+    else None (dense 16-bit GEMM parameters)."""
+    if not dep.model.moe or dep.compute_key not in ("bf16", "fp16"):
+        return None
+    fmt = dep.scheme.expert_weight_format.name
+    return "w4a16" if fmt == "mxfp4" and "w4a16" in p.gemm_eff_max else None
+
+
 def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, float, float] | None:
     """The profile's fused-MoE parameters for this deployment's routed experts, or None (dense GEMMs)."""
     key = _moe_key(dep) if dep.model.moe else None
@@ -429,7 +444,8 @@ def _op_source(row: OpRow, p: CostProfile, moe_key: str | None = None) -> str:
     """Where the efficiency that sets an operator's time comes from (the profile's provenance; ``moe_key``: the
     fused-MoE fit the routed experts take, if any)."""
     if moe_key and row.name in MOE_GEMMS:
-        found = list(dict.fromkeys(p.provenance.get(f"{n}.{moe_key}", "") for n in MOE_PARAMS))
+        names = ("gemm_eff_max", "gemm_m_half") if moe_key == "w4a16" else MOE_PARAMS
+        found = list(dict.fromkeys(p.provenance.get(f"{n}.{moe_key}", "") for n in names))
         return "; ".join(f for f in found if f)
     keys = {
         "gemm": [f"gemm_eff_max.{row.compute_key}", f"gemm_m_half.{row.compute_key}", "gemm_latency_s"],
