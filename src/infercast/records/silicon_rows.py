@@ -537,7 +537,8 @@ def repeats(rows: Iterable[dict[str, str]]) -> list[bool]:
     GPU, model architecture, precision and lengths with the same mean TTFT and TPOT to 0.01 ms. The wheel publishes
     some runs in two or three source files (a dated table, the gap analysis rounded to 0.01 ms, the database dump,
     which names DeepSeek-R1's runs DeepSeek-V3: the same architecture); each is one point, counted once. The copy
-    kept is the first that names its measured date (its launch script is then known), else the first."""
+    kept is the first that names its measured date (its launch script is then known), a dated table's before the
+    database dump's (the tables name the model the sweep ran), else the first."""
     rows = list(rows)
     kept: dict[tuple[object, ...], int] = {}
     for i, row in enumerate(rows):
@@ -546,7 +547,7 @@ def repeats(rows: Iterable[dict[str, str]]) -> list[bool]:
             _architecture(row.get("model_path") or ""),
             *(_centi(row.get(c)) for c in (WHEEL_TTFT, "silicon_tpot_ms")),
         )
-        if key not in kept or (not _dated(rows[kept[key]]) and _dated(row)):
+        if key not in kept or _rank(row) > _rank(rows[kept[key]]):
             kept[key] = i
     chosen = set(kept.values())
     return [i not in chosen for i in range(len(rows))]
@@ -566,6 +567,14 @@ def _shape_of(model: str) -> str:
     """A catalog model's shape fields, written out, without its id, name and sources."""
     shape = get_model(model).model_dump(exclude={"id", "name", "source", "published_source"})
     return repr(sorted(shape.items()))
+
+
+def _rank(row: dict[str, str]) -> int:
+    """Which copy of a repeated run to keep: 2 a dated table's, 1 the database dump's (dated, but it names some
+    DeepSeek-R1 runs DeepSeek-V3), 0 an undated one."""
+    if not _dated(row):
+        return 0
+    return 1 if (row.get("silicon_data_source") or "").strip().startswith(DB_DUMP) else 2
 
 
 def _dated(row: dict[str, str]) -> bool:
