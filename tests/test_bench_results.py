@@ -266,3 +266,17 @@ def test_validate_launch_carries_the_step_policy_into_the_records(capsys):
         capsys, "validate", "--bench", str(VLLM), "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--launch", line
     )
     assert out["engine_settings"][0]["scheduler"]["value"] == "chunked"  # SGLang's own default is prefill-first
+
+
+def test_validate_launch_fills_expert_and_attention_data_parallelism():
+    """A launch's EP and attention DP fill a record that states neither (1); a record's own layout wins."""
+    from infercast.cli.launch_opts import launched_records
+    from infercast.records.record import Record
+    from infercast.specs.engine_launch import parse_launch
+
+    base = dict(model="deepseek-r1", gpu="h200", engine="vllm", value=1.0, unit="s", concurrency=8)
+    bare, stated = Record(kind="serving_ttft", **base), Record(kind="serving_tpot", ep=2, attention_dp=2, **base)
+    line = "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel"
+    filled, kept = launched_records([bare, stated], parse_launch(line))
+    assert (filled.tp, filled.ep, filled.attention_dp) == (1, 8, 8)
+    assert (kept.ep, kept.attention_dp) == (2, 2)

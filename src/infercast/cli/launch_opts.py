@@ -131,9 +131,9 @@ def read_validate_launch(launch: str, facts: RunFacts) -> tuple[UserLaunch, RunF
 
 
 def launched_records(records: list[Record], parsed: UserLaunch) -> list[Record]:
-    """The serving records read as runs of a launch: its engine family, TP, KV format, batch limit, token budget
-    and memory fraction fill what each record leaves at the preset's default (0 / empty); what a record states
-    itself wins. Other kinds are kept as they are."""
+    """The serving records read as runs of a launch: its engine family, TP, expert and attention data
+    parallelism, KV format, batch limit, token budget and memory fraction fill what each record leaves at the
+    preset's default (1, 0 or empty); what a record states itself wins. Other kinds are kept as they are."""
     from dataclasses import replace
 
     out = []
@@ -150,6 +150,8 @@ def launched_records(records: list[Record], parsed: UserLaunch) -> list[Record]:
                 rec,
                 engine=rec.engine if same_family else parsed.engine,
                 tp=parsed.tp if parsed.tp and rec.tp == 1 else rec.tp,
+                ep=parsed.ep if parsed.ep and rec.ep == 1 else rec.ep,
+                attention_dp=parsed.attention_dp if parsed.attention_dp and rec.attention_dp == 1 else rec.attention_dp,
                 kv_precision=rec.kv_precision or parsed.kv_precision or "",
                 **knobs,
             )
