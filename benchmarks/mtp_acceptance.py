@@ -3,10 +3,11 @@
 Usage:  python benchmarks/mtp_acceptance.py [--workers 2] [--write]
 
 The dated silicon rows whose launch script drafted with MTP (``spec_tokens`` in
-``records/data/sweep_launches.yaml``: TensorRT-LLM DeepSeek-R1, SGLang Qwen3.5) do not report how many drafts were
-accepted. For each model this scans one acceptance (chance per draft token, given the ones before it) over a grid
-and keeps the one with the smallest median |log(predicted / measured)| of mean TPOT; it also fits each GPU's rows
-from the others' (with one GPU, each prompt/output shape's rows from the others') and reports the left-out errors.
+``records/data/sweep_launches.yaml``: TensorRT-LLM and SGLang DeepSeek-R1, SGLang Qwen3.5) do not report how many
+drafts were accepted. For each model this scans one acceptance (chance per draft token, given the ones before it)
+over a grid and keeps the one with the smallest median |log(predicted / measured)| of mean TPOT; it also fits each
+GPU's rows from the others' (with one GPU, each prompt/output shape's rows from the others') and reports the
+left-out errors.
 ``--write`` saves the values to ``src/infercast/records/data/mtp_acceptance.yaml``. About two minutes on two cores.
 """
 

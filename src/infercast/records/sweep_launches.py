@@ -244,13 +244,13 @@ def launches() -> dict[tuple[str, ...], tuple[_Version, ...]]:
 
 
 def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]] | None = None) -> Launch | None:
-    """The settings of the script version in effect on the row's measured date, for its load and layout; None
-    where the file has no version of its family dated on or before then, or the row is not among its points."""
+    """The settings of the script version in effect on the row's measured date, for its load and layout (of
+    several versions of that date, the first whose points hold the row); None where the file has no version of
+    its family dated on or before then, or the row is among none of that date's points."""
     versions = (launches() if table is None else table).get((row.engine, row.model, row.precision, row.gpu), ())
     dated = [v for v in versions if v.date <= row.measured[:10]]
     if not dated:
         return None
-    version = dated[-1]
     env = {
         "C": row.clients,
         "ISL": row.input_len,
@@ -259,7 +259,11 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         "EP": row.ep,
         "DP": row.attention_dp,
     }
-    if version.points is not None and not _evaluate(version.points, env):
+    # versions of one date are the configs that ran then (a plain and an MTP script): the first listed whose
+    # points hold the row ran it
+    same_day = [v for v in dated if v.date == dated[-1].date]
+    version = next((v for v in same_day if v.points is None or _evaluate(v.points, env)), None)
+    if version is None:
         return None
     values = {k: _evaluate(v, env) if isinstance(v, ast.AST) else v for k, v in version.settings.items()}
     return Launch(
