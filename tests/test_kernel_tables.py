@@ -360,6 +360,8 @@ def test_mxfp4_experts_without_fp4_tensor_cores_take_the_dequantising_kernels_ce
     decode = StepBatch.uniform(prefill_seqs=np.array([0]), chunk=0, decode_seqs=np.array([64]), context=2048)
     assert w4.step_time(prompt)[0] > 1.2 * dense.step_time(prompt)[0]
     assert w4.step_time(decode)[0] == pytest.approx(dense.step_time(decode)[0], rel=0.05)
+    # an engine with its own MXFP4 MoE table runs its own kernel (TensorRT-LLM's, beside its own GEMM curve)
+    assert "moe/trtllm" in load_profile("h100-sxm", "hopper", "trtllm").provenance["gemm_eff_max.w4a16"]
     if has_measured_kernels("b200"):
         assert "w4a16" not in load_profile("b200", "blackwell", "vllm").gemm_eff_max
 

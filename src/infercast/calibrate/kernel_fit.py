@@ -316,11 +316,13 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
     }
 
 
-def moe_rows(source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...]) -> tuple[str, str, Any] | None:
-    """(table, kernel, rows): the rows of ``dtype`` in the newest fused-MoE table of the first engine (vLLM, SGLang,
-    TensorRT-LLM) that has them, routed as :data:`MOE_DISTRIBUTION` (else balanced, where a table has only those),
-    of the preferred kernel, else the most measured one."""
-    for engine in ENGINES:
+def moe_rows(
+    source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...], engines: tuple[str, ...] = ENGINES
+) -> tuple[str, str, Any] | None:
+    """(table, kernel, rows): the rows of ``dtype`` in the newest fused-MoE table of the first of ``engines`` (vLLM,
+    SGLang, TensorRT-LLM) that has them, routed as :data:`MOE_DISTRIBUTION` (else balanced, where a table has only
+    those), of the preferred kernel, else the most measured one."""
+    for engine in engines:
         folder = source.gpu(gpu_id) / "moe" / engine
         if not folder.is_dir():
             continue
@@ -437,7 +439,9 @@ def _partner_table(
     return (other, relative(source, path), read_table(path)) if path is not None else None
 
 
-def fit_engine_gemms(source: Source, gpu_id: str, base_table: str, fits: dict) -> tuple[dict, dict]:
+def fit_engine_gemms(
+    source: Source, gpu_id: str, base_table: str, fits: dict, base: dict | None = None
+) -> tuple[dict, dict]:
     """Per engine whose own GEMM table is not the base one: its GEMM curves (``gemm_eff_max``, ``gemm_m_half``),
     and their provenance. Each engine runs its own GEMM kernels (TensorRT-LLM's FP8 path is not vLLM's CUTLASS
     one); streaming efficiency and fixed GEMM time stay the base table's, shared by every engine on the GPU."""
@@ -453,6 +457,7 @@ def fit_engine_gemms(source: Source, gpu_id: str, base_table: str, fits: dict) -
         partner = _partner_table(source, gpu_id, "gemm", "gemm_perf.parquet", engine)
         table, frame = relative(source, path), read_table(path)
         _fit_gemm_table(hw, table, frame, kernels, prov, fits, f".{engine}", True, partner)
+        _fit_w4a16_experts(source, gpu_id, kernels, prov, fits, (engine,), base)
         if kernels:
             curves[engine], provenance[engine] = kernels, prov
     return curves, provenance
@@ -597,14 +602,24 @@ def w4a16_slowdown(
     return float(np.exp(found.x[0])), float(np.sqrt(np.mean(found.fun**2)))
 
 
-def _fit_w4a16_experts(source: Source, gpu_id: str, kernels: dict, prov: dict, fits: dict) -> None:
+def _fit_w4a16_experts(
+    source: Source,
+    gpu_id: str,
+    kernels: dict,
+    prov: dict,
+    fits: dict,
+    engines: tuple[str, ...] = ENGINES,
+    base: dict | None = None,
+) -> None:
     """``gemm_eff_max.w4a16`` / ``gemm_m_half.w4a16``: the dense 16-bit GEMM curve with its ceiling lowered by
     :func:`w4a16_slowdown`, fitted on the MXFP4 fused-MoE rows whose dense pricing is compute-bound (the rows where
-    dequantising costs: at a few rows per expert the kernels stream weights as the dense path prices)."""
+    dequantising costs: at a few rows per expert the kernels stream weights as the dense path prices). ``engines``:
+    whose tables to read (an engine's own, beside its own GEMM curve); ``base``: the fixed terms (HBM efficiency,
+    fixed GEMM time) where ``kernels`` holds only curves."""
     hw = get_hardware(gpu_id)
     if "fp4" in hw.peak_flops or "bf16" not in kernels.get("gemm_eff_max", {}):
         return
-    found = moe_rows(source, gpu_id, *W4A16_EXPERTS)
+    found = moe_rows(source, gpu_id, *W4A16_EXPERTS, engines=engines)
     if found is None:
         return
     table, kernel, rows = found
@@ -613,7 +628,10 @@ def _fit_w4a16_experts(source: Source, gpu_id: str, kernels: dict, prov: dict, f
     rows = rows[(rows["moe_ep_size"] == 1) & (rows["inter_size"] / rows["moe_tp_size"] >= W4A16_MIN_COLUMNS)]
     bandwidth, peak = hw.memory.bandwidth_bytes_s, hw.peak("bf16")
     eff, half = kernels["gemm_eff_max"]["bf16"], kernels["gemm_m_half"]["bf16"]
-    dense = (eff, half, kernels["hbm_efficiency"], kernels["gemm_latency_s"])
+    fixed = base or kernels
+    if "hbm_efficiency" not in fixed or "gemm_latency_s" not in fixed:
+        return
+    dense = (eff, half, fixed["hbm_efficiency"], fixed["gemm_latency_s"])
     vector_peak = hw.peak_flops.get("fp32", peak / 16.0)
     width = 0.5 + 1 / 32  # MXFP4: 4-bit elements, one 8-bit scale per 32
     shapes = moe_shapes(rows, width, vector_peak, bandwidth, dense[2], dense[3])
@@ -634,7 +652,7 @@ def _fit_w4a16_experts(source: Source, gpu_id: str, kernels: dict, prov: dict, f
         f"experts){_at_bound({'at_bound': edge})}"
     )
     prov["gemm_eff_max.w4a16"] = prov["gemm_m_half.w4a16"] = note
-    fits["gemm.w4a16"] = {
+    fits["gemm.w4a16" if engines == ENGINES else f"gemm.w4a16.{engines[0]}"] = {
         "table": table,
         "kernel": kernel,
         "points": len(chosen),
@@ -650,7 +668,7 @@ def build_kernel_profile(source: Source, gpu_id: str) -> dict[str, Any]:
         raise InfercastError(f"{source.gpu(gpu_id)} is missing from the aiconfigurator tables", field="from")
     kernels, provenance, fits = fit_kernels(source, gpu_id)
     base = str(fits.get("gemm.bf16", {}).get("table", ""))
-    engine_kernels, engine_provenance = fit_engine_gemms(source, gpu_id, base, fits) if base else ({}, {})
+    engine_kernels, engine_provenance = fit_engine_gemms(source, gpu_id, base, fits, kernels) if base else ({}, {})
     return {
         "hardware": gpu_id,
         "source": f"aiconfigurator-core {source.version} systems/data/{GPU_DIRS[gpu_id]}",
