@@ -159,39 +159,34 @@ def test_a_sweep_row_folding_tp_x_ep_past_one_node_reads_as_one_nodes_layout() -
     assert own is not None and own["tp"] == "64"  # aiconfigurator's own rows keep their columns
 
 
+def _run(model: str, source: str, ttft: str, tpot: str = "10.02") -> dict[str, str]:
+    """A wheel row of one B200 fp8 1k/1k run, as ``repeats`` reads it."""
+    shape = {"system": "b200_sxm", "precision": "fp8", "isl": "1024", "osl": "1024", "model_path": model}
+    return {**shape, "silicon_data_source": source, "silicon_ttft_ms": ttft, "silicon_tpot_ms": tpot}
+
+
 def test_a_run_published_twice_counts_once_as_its_dated_copy() -> None:
     """The gap analysis rounds a dated table's run to 0.01 ms; the copy kept names its measured date (so its launch
     script is known). Another run of the same shape stays."""
     from infercast.records.silicon_rows import repeats
 
-    base = {"system": "b200_sxm", "model_path": "m", "precision": "fp8", "isl": "1024", "osl": "1024"}
+    dated = "source_file=2026-03-25.csv; measured=2026-03-20T22:08:23Z"
     rows = [
-        {**base, "silicon_data_source": "source_file=gap.csv", "silicon_ttft_ms": "600.76", "silicon_tpot_ms": "10.02"},
-        {
-            **base,
-            "silicon_data_source": "source_file=2026-03-25.csv; measured=2026-03-20T22:08:23Z",
-            "silicon_ttft_ms": "600.7576397375033",
-            "silicon_tpot_ms": "10.023455404528836",
-        },
-        {**base, "silicon_data_source": "source_file=gap.csv", "silicon_ttft_ms": "612.0", "silicon_tpot_ms": "10.02"},
+        _run("m", "source_file=gap.csv", "600.76"),
+        _run("m", dated, "600.7576397375033", "10.023455404528836"),
+        _run("m", "source_file=gap.csv", "612.0"),
     ]
     assert repeats(rows) == [True, False, False]
 
 
 def test_a_run_named_by_another_model_of_the_same_architecture_counts_once() -> None:
-    """The database dump names DeepSeek-R1's runs DeepSeek-V3 (the same architecture): one point, not two. A
-    different architecture with the same times stays."""
+    """The database dump names DeepSeek-R1's runs DeepSeek-V3 (the same architecture): one point, not two, kept as
+    the dated table's copy (it names the model the sweep ran). A different architecture with the same times stays."""
     from infercast.records.silicon_rows import repeats
 
-    base = {"system": "b200_sxm", "precision": "fp8", "isl": "1024", "osl": "1024", "silicon_tpot_ms": "10.02"}
     rows = [
-        {**base, "model_path": "deepseek-ai/DeepSeek-V3", "silicon_data_source": "db-dump", "silicon_ttft_ms": "600.1"},
-        {
-            **base,
-            "model_path": "deepseek-ai/DeepSeek-R1",
-            "silicon_data_source": "source_file=2026-03-25.csv; measured=2026-02-05T06:42:10Z",
-            "silicon_ttft_ms": "600.1",
-        },
-        {**base, "model_path": "Qwen/Qwen3-32B", "silicon_data_source": "db-dump", "silicon_ttft_ms": "600.1"},
+        _run("deepseek-ai/DeepSeek-V3", "db-dump/2026-04-27; measured=2026-02-05T00:00:00.000Z", "600.1"),
+        _run("deepseek-ai/DeepSeek-R1", "source_file=2026-03-25.csv; measured=2026-02-05T06:42:10Z", "600.1"),
+        _run("Qwen/Qwen3-32B", "db-dump/2026-04-27; measured=2026-02-05T00:00:00.000Z", "600.1"),
     ]
     assert repeats(rows) == [True, False, False]
