@@ -19,7 +19,8 @@ from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import get_engine
 
-# dense GQA, MoE with TP/EP, MLA + MoE at fp8, sliding-window + MoE at mxfp4, alternating sliding window
+# dense GQA, MoE with TP/EP, MLA + MoE at fp8, sliding-window + MoE at mxfp4, alternating sliding window,
+# gated-DeltaNet linear attention + MoE (its chunks in series)
 DEPLOYMENTS = {
     "llama-8b": dict(model="llama-3.1-8b", gpu="h100-sxm"),
     "llama-70b-fp8-tp4": dict(model="llama-3.1-70b", gpu="h100-sxm", tp=4, precision="fp8"),
@@ -27,6 +28,7 @@ DEPLOYMENTS = {
     "deepseek-v3-tp8": dict(model="deepseek-v3", gpu="h200", tp=8, precision="fp8"),
     "gpt-oss-20b": dict(model="gpt-oss-20b", gpu="h100-sxm", precision="mxfp4-moe"),
     "gemma-2-9b-a100": dict(model="gemma-2-9b", gpu="a100-80gb"),
+    "qwen3.5-tp4-b200": dict(model="qwen3.5-397b-a17b", gpu="b200", tp=4, precision="fp8"),
 }
 
 
@@ -508,3 +510,18 @@ def test_a_gpu_named_like_a_profile_file_gets_priors():
         profile = load_profile(name, "hopper", "vllm-0.6")
         assert profile.hbm_efficiency == load_profile(name, "hopper", "vllm-0.6", fitted=False).hbm_efficiency
         assert not any(v.startswith("fitted: ") for v in profile.provenance.values())
+
+
+def test_gated_deltanet_prefill_runs_a_sequences_chunks_in_series():
+    """A lone 8k prompt's gated-DeltaNet layers take at least 128 chunks x the measured time per chunk, whatever
+    their FLOPs; two 4k prompts side by side take half the chunks in series, not the sum."""
+    model = _model("qwen3.5-tp4-b200", engine="sglang")
+    per_chunk = model.profile.gdn_chunk_s
+    if not per_chunk:
+        pytest.skip("no measured gated-DeltaNet kernel in the installed b200 profile")
+    i = model.names.index("linear_attention_prefill")
+    layers = model.dep.model.num_linear_layers
+    lone, pair = StepBatch.from_items([(8192, 0)], []), StepBatch.from_items([(4096, 0), (4096, 0)], [])
+    lone_s = model.breakdown(lone).memory_s[i, 0]
+    assert lone_s == pytest.approx(layers * 128 * per_chunk, rel=1e-9)
+    assert model.breakdown(pair).memory_s[i, 0] == pytest.approx(lone_s / 2, rel=1e-9)

@@ -115,6 +115,8 @@ def _efficiencies(gpu: str, engine: str) -> dict[str, float]:
     out.update(
         {f.name: getattr(p, f.name) for f in fields(p) if f.name.endswith("efficiency") and f.name not in MOE_PARAMS}
     )
+    if not p.gdn_prefill_efficiency:  # no gated-DeltaNet table imported: the attention efficiency applies
+        out.pop("gdn_prefill_efficiency")
     return out
 
 

@@ -458,6 +458,7 @@ def fit_engine_gemms(
         table, frame = relative(source, path), read_table(path)
         _fit_gemm_table(hw, table, frame, kernels, prov, fits, f".{engine}", True, partner)
         _fit_w4a16_experts(source, gpu_id, kernels, prov, fits, (engine,), base)
+        _fit_gdn_table(source, gpu_id, kernels, prov, fits, (engine,))
         if kernels:
             curves[engine], provenance[engine] = kernels, prov
     return curves, provenance
@@ -476,6 +477,7 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
         _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits, partner=partner)
     _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
     _fit_w4a16_experts(source, gpu_id, kernels, prov, fits)
+    _fit_gdn_table(source, gpu_id, kernels, prov, fits)
     attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
     if attn is not None:
         table, frame = attn
@@ -660,6 +662,77 @@ def _fit_w4a16_experts(
         "slowdown": round(s, 4),
         **_bound_entry({"at_bound": edge}),
     }
+
+
+GDN_START = (2e-6, 0.2, 1e-5)
+GDN_LOWER, GDN_UPPER = (1e-8, 1e-3, 1e-7), (1e-4, 1.0, 1e-3)
+"""Bounds of (seconds per chunk, efficiency, fixed seconds): physical ranges, far wider than the fits land."""
+
+
+def fit_gdn(frame: Any, peak: float) -> dict | None:
+    """(chunk seconds, efficiency, fixed seconds) of the gated-DeltaNet chunked prefill kernel, by least squares on
+    log time over the table's context rows: ``max(ceil(S / 64) · t_chunk, FLOPs / (peak · eff)) + t0`` for B
+    sequences of S tokens (FLOPs as the op table counts them: 4·dk·dv + 2·64·(2·dk + 2·dv) per token and value
+    head). None without such rows."""
+    from infercast.cost.attention_variants import GDN_CHUNK
+
+    rows = frame[
+        (frame["phase"] == "context") & frame["kernel_source"].str.startswith("chunk") & (frame["latency"] > 0)
+    ]
+    if rows.empty:
+        return None
+    b, n, heads, dk, dv = (
+        rows[c].to_numpy(float) for c in ("batch_size", "seq_len", "num_v_heads", "head_k_dim", "head_v_dim")
+    )
+    flops = b * n * heads * (4 * dk * dv + 2 * GDN_CHUNK * (2 * dk + 2 * dv))
+    chunks = np.ceil(n / GDN_CHUNK)
+    latency = rows["latency"].to_numpy(float) * 1e-3
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        t_chunk, eff, t0 = np.exp(x)
+        return np.log((np.maximum(chunks * t_chunk, flops / (peak * eff)) + t0) / latency)
+
+    names = ("gdn_chunk_s", "gdn_prefill_efficiency", "gdn_latency_s")
+    params, rms, edge = _fit(residual, list(GDN_START), list(GDN_LOWER), list(GDN_UPPER), names)
+    kernel = str(rows["kernel_source"].value_counts().index[0])
+    return {
+        "t_chunk": params[0],
+        "eff": params[1],
+        "points": len(rows),
+        "rms_log_residual": rms,
+        "at_bound": edge,
+        "kernel": kernel,
+    }
+
+
+def _fit_gdn_table(
+    source: Source, gpu_id: str, kernels: dict, prov: dict, fits: dict, engines: tuple[str, ...] = ENGINES
+) -> None:
+    """``gdn_chunk_s`` / ``gdn_prefill_efficiency`` from the newest ``linear_attention`` gated-DeltaNet table of the
+    first of ``engines`` that has one (an engine's own beside its own GEMM curves)."""
+    for engine in engines:
+        path = latest(source.gpu(gpu_id) / "linear_attention" / engine, "gdn_perf.parquet")
+        if path is None:
+            continue
+        r = fit_gdn(read_table(path), get_hardware(gpu_id).peak("bf16"))
+        if r is None:
+            continue
+        table = relative(source, path)
+        note = (
+            f"{table} ({r['kernel']}, context), {r['points']} points, RMS log residual {r['rms_log_residual']:.3f}"
+            f"{_at_bound(r)}"
+        )
+        kernels["gdn_chunk_s"], kernels["gdn_prefill_efficiency"] = _g(r["t_chunk"]), _g(r["eff"])
+        prov["gdn_chunk_s"] = prov["gdn_prefill_efficiency"] = note
+        key = "gdn" if engines == ENGINES else f"gdn.{engines[0]}"
+        fits[key] = {
+            "table": table,
+            "kernel": r["kernel"],
+            "points": r["points"],
+            "rms_log_residual": round(r["rms_log_residual"], 4),
+            **_bound_entry(r),
+        }
+        return
 
 
 def build_kernel_profile(source: Source, gpu_id: str) -> dict[str, Any]:

@@ -129,6 +129,7 @@ def _roofline_lines(
 
     Where one side is zero or both are one multiple of the same feature (element-wise ops), the larger
     coefficient binds for every step: it goes into ``scaled`` (seconds per unit of that feature), no line.
+    Decode attention without split-KV and gated DeltaNet's chunks in series add a floor to the memory side.
     ``rows`` holds the GEMM row count already in ``r`` in this group, reused when the next GEMM has the same.
     """
     n, coef = model.n_ops, model.coef
@@ -136,7 +137,8 @@ def _roofline_lines(
     ibw = float(model.inv_bw[i, 0])
     compute, memory = linear(coef[i], ipe), linear(coef[n + i], ibw)
     blocks_bound = [per_block for j, per_block in model.cta_bound if j == i]
-    if i not in curves and not mh and not blocks_bound:
+    serial = [per_token for j, per_token in model.chunk_serial if j == i]
+    if i not in curves and not mh and not blocks_bound and not serial:
         c_terms, m_terms = np.flatnonzero(coef[i]), np.flatnonzero(coef[n + i])
         terms = {int(j) for j in (*c_terms, *m_terms)}
         if len(terms) == 1 and c_terms.size <= 1 and m_terms.size <= 1:
@@ -170,6 +172,9 @@ def _roofline_lines(
     for per_block in blocks_bound:  # decode attention without split-KV: the blocks may bind
         bound = linear(coef[n + i], per_block)
         out.append(f"        b = ({bound}) / (decode_tokens if decode_tokens > 1.0 else 1.0)")
+        out.append("        m = m if m > b else b")
+    for per_token in serial:  # chunks of one sequence in series: its mean chunk may bind
+        out.append(f"        b = {float(per_token)!r} * prefill_tokens / (prefill_seqs if prefill_seqs > 1.0 else 1.0)")
         out.append("        m = m if m > b else b")
     out.append("        total += c if c > m else m")
     return out

@@ -43,6 +43,8 @@ KERNEL_PARAMS = (
     "allreduce_latency_s",
 )
 KERNEL_LATENCY_PARAMS = ("gemm_latency_s", "attn_prefill_latency_s", "attn_decode_latency_s", "attn_decode_seq_s")
+GDN_PARAMS = ("gdn_chunk_s", "gdn_prefill_efficiency")
+"""Gated-DeltaNet chunked prefill, measured from the kernel tables' ``linear_attention`` timings where imported."""
 """Fixed time of one kernel of a kind beyond its roofline time (ramp-up, tail wave, split-KV combine),
 measured from kernel tables (``profiles/kernels/<gpu>.yaml``); 0 where no table was imported. Not part of the
 end-to-end fit (``KERNEL_PARAMS``), which runs on top of them."""
@@ -127,6 +129,13 @@ class CostProfile:
     """Serial front-end time per streamed output token (the API server's process detokenises and sends each one):
     one first-in-first-out queue per server that new requests also pass through, so past its rate requests wait
     before they reach the engine and every token reaches its client late (0: the front-end never binds)."""
+    gdn_chunk_s: float = 0.0
+    """Serial time per 64-token chunk of one sequence in a gated-DeltaNet layer's chunked prefill kernel: the
+    chunks of a sequence run one after another (each carries the recurrent state to the next), so a lone long
+    prompt takes chunks x this whatever its FLOPs; measured from the kernel tables (0: its roofline only)."""
+    gdn_prefill_efficiency: float = 0.0
+    """Fraction of the 16-bit peak that kernel reaches on its FLOPs when enough sequences run side by side (0: the
+    attention prefill efficiency)."""
     gemm_latency_s: float = 0.0
     """Fixed time per GEMM kernel beyond max(compute, memory) (see KERNEL_LATENCY_PARAMS)."""
     attn_prefill_latency_s: float = 0.0
@@ -220,7 +229,7 @@ class CostProfile:
                 for alias in SAME_RATE.get(fmt, (fmt,)):
                     target[alias] = float(value)
                     prov[f"{group}.{alias}"] = provenance
-            elif key in KERNEL_PARAMS or key in ENGINE_PARAMS or key in KERNEL_LATENCY_PARAMS:
+            elif key in KERNEL_PARAMS or key in ENGINE_PARAMS or key in KERNEL_LATENCY_PARAMS or key in GDN_PARAMS:
                 flat[key] = float(value)
             else:
                 raise InfercastError(f"unknown cost parameter {key!r}", field="profile")

@@ -31,6 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
+from infercast.cost.attention_variants import GDN_CHUNK
 from infercast.cost.batch import F, StepBatch
 from infercast.cost.cache import SpecCache, spec_key
 from infercast.cost.collectives import collective_curve
@@ -128,6 +129,9 @@ class StepCostModel:
         """Decode attention without split-KV (``decode_attn_cta_bytes_s``): (op index, seconds per byte and
         decode token). One thread block per sequence and KV head streams at most that rate, so a step with few
         blocks takes bytes / (decode tokens x KV heads x rate) where that exceeds its bandwidth time."""
+        self.chunk_serial: list[tuple[int, float]] = _chunk_serial(dep, rows, p)
+        """Prefill kernels whose chunks run in series within a sequence (gated DeltaNet): (op index, seconds per
+        prompt token of one sequence). Such a step takes at least that x its mean chunk per sequence."""
         self.per_token: list[tuple[int, float]] = _per_token(dep, rows, p, moe)
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
@@ -182,6 +186,9 @@ class StepCostModel:
             memory[i] = on[i] * calls * curve(message @ cols)
         for i, per_block in self.cta_bound:
             memory[i] = np.maximum(memory[i], on[i] * nbytes[i] * per_block / np.maximum(cols[F["decode_tokens"]], 1.0))
+        for i, per_token in self.chunk_serial:
+            chunk = cols[F["prefill_tokens"]] / np.maximum(cols[F["prefill_seqs"]], 1.0)
+            memory[i] = np.maximum(memory[i], on[i] * per_token * chunk)
         tokens = cols[F["tokens"]]
         graphed = tokens <= self.profile.graph_max_tokens
         if self.graphs_decode_only:  # graphs captured for generation batches alone: a prompt chunk runs eagerly
@@ -323,7 +330,8 @@ def _compute_ceilings(
                 eff_max[i], m_half[i] = p.gemm_params(key)
         elif r.kind == "attention":
             inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
-            eff_max[i] = p.attn_prefill_efficiency
+            gdn = r.name == GDN_PREFILL and p.gdn_prefill_efficiency > 0
+            eff_max[i] = p.gdn_prefill_efficiency if gdn else p.attn_prefill_efficiency
             coef[2 * n + i, F["one"]] = 1.0  # efficiency independent of rows
         elif r.kind == "elementwise":
             # Norms, RoPE, activations, sampler: bandwidth-bound kernels whose fitted efficiency is on the
@@ -385,6 +393,20 @@ def _cta_bound(dep: Deployment, rows: list[OpRow], p: CostProfile) -> list[tuple
         return []
     per_block = 1.0 / (dep.model.kv_heads_per_rank(dep.tp) * p.decode_attn_cta_bytes_s)
     return [(i, per_block) for i, r in enumerate(rows) if r.bandwidth == "attn_decode"]
+
+
+GDN_PREFILL = "linear_attention_prefill"
+"""The gated-DeltaNet prefill row (cost/attention_variants.py), whose kernel runs a sequence's chunks in series."""
+
+
+def _chunk_serial(dep: Deployment, rows: list[OpRow], p: CostProfile) -> list[tuple[int, float]]:
+    """(op index, seconds per prompt token of one sequence) of the gated-DeltaNet prefill: ``gdn_chunk_s`` per
+    chunk of :data:`~infercast.cost.attention_variants.GDN_CHUNK` tokens in every linear-attention layer; empty
+    without a measured value."""
+    if not p.gdn_chunk_s:
+        return []
+    layers = dep.model.num_linear_layers
+    return [(i, layers * p.gdn_chunk_s / GDN_CHUNK) for i, r in enumerate(rows) if r.name == GDN_PREFILL]
 
 
 def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) -> list[tuple[int, float]]:
