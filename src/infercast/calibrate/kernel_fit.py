@@ -13,6 +13,10 @@ The functional forms are the step model's (:mod:`infercast.cost.step`), with a m
   elements at the MoE streaming rate (gather, intermediate buffers, activation and weighted sum run over all
   pairs the rank's kernels see, local or not), plus what the step model charges the same layer elsewhere
   (the activation kernel, the three routing kernels), fixed from the dense fits
+* weight-only MXFP4 experts on GPUs without FP4 tensor cores: the dense 16-bit GEMM curve with ``eff_max`` and
+  ``m_half`` divided by one factor (:func:`w4a16_slowdown`), so only many rows per expert pay the dequantising
+* gated-DeltaNet prefill (:func:`fit_gdn`): ``max(chunks · t_chunk, FLOPs / (peak · eff)) + t0``, a sequence's
+  64-token chunks in series
 
 Each is fitted by least squares on log time over every row of the newest table of one engine (vLLM's where
 present: its GEMMs are cuBLAS through torch, as SGLang's), and reports points and RMS log residual.
