@@ -15,8 +15,10 @@ What is exact and what is approximated:
   once per prefill chunk. Decode is the recurrent update (about 6 d_k d_v FLOPs per head per token: decay,
   S k, rank-1 update, S^T q) on CUDA cores; prefill is the chunked algorithm (chunk 64 as in
   flash-linear-attention's ``chunk_gated_delta_rule``): 4 d_k d_v for the inter-chunk state terms plus
-  2 C (2 d_k + 2 d_v) for the intra-chunk products per head per token, on tensor cores. Kernel counts (4 per
-  layer: conv, gating, the delta-rule kernel, gated norm) are priors, not measured.
+  2 C (2 d_k + 2 d_v) for the intra-chunk products per head per token, on tensor cores. The kernel runs a
+  sequence's chunks in series: where the kernel tables were imported, the step model (cost/step.py) floors the
+  prefill row at the measured time per chunk and prices its FLOPs at the kernel's own efficiency. Kernel counts
+  (4 per layer: conv, gating, the delta-rule kernel, gated norm) are priors, not measured.
 - **Compressed attention (DeepSeek-V4).** Every query of every layer reads the window's raw entries, priced as a
   full ``window`` entries (an upper bound while the context is shorter), plus compressed entries: on CSA layers
   min(ceil(ctx / r), top-k), priced with the window features at W = r x top-k divided by r (ceil dropped; the
