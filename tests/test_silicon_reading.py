@@ -190,3 +190,23 @@ def test_a_run_named_by_another_model_of_the_same_architecture_counts_once() -> 
         _run("Qwen/Qwen3-32B", "db-dump/2026-04-27; measured=2026-02-05T00:00:00.000Z", "600.1"),
     ]
     assert repeats(rows) == [True, False, False]
+
+
+def test_a_sweep_that_writes_gpu_totals_as_tp_is_left_out_whole() -> None:
+    """GB200 DeepSeek-R1's 2025-11 table names 12-72 "TP" for 128-head models: GPU totals of multi-worker
+    deployments. Its rows whose number divides the heads (32) are such deployments too; another day's sweep, or
+    an id's TP that the tp x ep column hides (tp8_ep8 written 64), stays."""
+    from infercast.records.silicon_rows import gpu_total_sweeps
+
+    def row(tp: str, day: str, ident: str) -> dict[str, str]:
+        source = f"source_file=2026-04-06.csv; model=DeepSeek-R1; measured={day}T00:00:00.000Z"
+        shape = {"system": "gb200", "model_path": "deepseek-ai/DeepSeek-R1", "precision": "fp4", "tp_size": tp}
+        return {**shape, "id": ident, "silicon_data_source": source}
+
+    rows = [
+        row("28", "2025-11-17", "x_c2150_tp28_ep1_1"),
+        row("32", "2025-11-17", "x_c2150_tp32_ep1_2"),
+        row("8", "2026-01-10", "x_c64_tp8_ep1_3"),
+        row("64", "2026-01-11", "x_c64_tp8_ep8_4"),
+    ]
+    assert gpu_total_sweeps(rows) == [True, True, False, False]

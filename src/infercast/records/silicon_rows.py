@@ -569,6 +569,39 @@ def _shape_of(model: str) -> str:
     return repr(sorted(shape.items()))
 
 
+def gpu_total_sweeps(rows: Iterable[dict[str, str]]) -> list[bool]:
+    """For each of the wheel's rows, whether its sweep writes GPU totals in ``tp_size``: some row of the same
+    source file, GPU, model, precision and measured day names a TP that does not divide the model's attention
+    heads (GB200 DeepSeek-R1 of 2025-11: 12, 20, 28, 36, 52 GPUs, at 538-4,300 clients), which no aggregated
+    layout of the model can be. Such a sweep's deployments span several workers (disaggregated); its rows whose
+    number happens to divide the heads (32, 64) are those deployments too, so all are left out."""
+    rows = list(rows)
+    keys = [_sweep_family(row) for row in rows]
+    totals = {key for key, row in zip(keys, rows, strict=True) if key and not _divides_heads(row)}
+    return [key in totals for key in keys]
+
+
+def _sweep_family(row: dict[str, str]) -> tuple[str, ...] | None:
+    """(source file, GPU, model, precision, measured day) of a dated table's row; None for other rows."""
+    source = row.get("silicon_data_source") or ""
+    found = re.search(r"source_file=([^;]+);.*measured=(\d{4}-\d{2}-\d{2})", source)
+    if not found:
+        return None
+    return (found[1].strip(), *((row.get(c) or "").strip() for c in ("system", "model_path", "precision")), found[2])
+
+
+def _divides_heads(row: dict[str, str]) -> bool:
+    """Whether the row's TP (its id's ``_tpN``, which wins over a ``tp_size`` holding tp x ep, else ``tp_size``)
+    divides its catalog model's attention heads (True where either is unknown)."""
+    model = model_id_for_repo(row.get("model_path") or "")
+    named = re.search(r"_tp(\d+)", row.get("id") or "")
+    try:
+        tp = int(named[1]) if named else int(float(row.get("tp_size") or 1))
+    except ValueError:
+        return True
+    return model is None or tp < 1 or get_model(model).num_attention_heads % tp == 0
+
+
 def _rank(row: dict[str, str]) -> int:
     """Which copy of a repeated run to keep: 2 a dated table's, 1 the database dump's (dated, but it names some
     DeepSeek-R1 runs DeepSeek-V3), 0 an undated one."""
@@ -790,9 +823,12 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
     repeated = 0
     if WHEEL_TTFT in (reader.fieldnames or []):
         again = repeats(row for _, row in rows)
+        totals = gpu_total_sweeps(row for _, row in rows)
         repeated = sum(again)
         kept = [
-            (origin, _wheel_row(origin, row)) for (origin, row), twice in zip(rows, again, strict=True) if not twice
+            (origin, None if total else _wheel_row(origin, row))
+            for (origin, row), twice, total in zip(rows, again, totals, strict=True)
+            if not twice
         ]
         wheel_skipped = sum(row is None for _, row in kept)
         rows = [(origin, row) for origin, row in kept if row is not None]
@@ -805,7 +841,9 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
         )
     if wheel_skipped:
         warnings.warn(
-            f"{path}: left out {wheel_skipped} disaggregated rows or rows without a recorded concurrency", stacklevel=2
+            f"{path}: left out {wheel_skipped} disaggregated rows (or sweeps that name GPU totals as TP) or rows "
+            "without a recorded concurrency",
+            stacklevel=2,
         )
     if skipped:
         warnings.warn(
