@@ -252,7 +252,8 @@ def main() -> None:
         "",
         f"Source: aiconfigurator-core {source.version} `systems/silicon_sample.csv`, aggregated rows with a "
         f"recorded concurrency, less the {len(calibration_ids)} calibration rows, each measurement once (a run the "
-        f"file repeats from another source file counts once): {len(rows)} rows; {len(unplaced)} "
+        f"file repeats from another source file counts once), without sweeps that write GPU totals as TP: "
+        f"{len(rows)} rows; {len(unplaced)} "
         f"left out when read (a model, GPU or format the catalogs lack), {len(refused)} of the {len(records)} records "
         f"refused (reasons below), {len(compared)} predicted in {seconds:.0f} s.",
         "",
