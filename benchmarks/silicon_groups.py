@@ -184,8 +184,8 @@ def main() -> None:
         "reading of the rows (clients per engine, the sweeps' length range) and the TensorRT-LLM 1.1+ front-end were "
         "chosen on them (`records/silicon_rows.py`, `cost/profiles/defaults.yaml`); the sweeps' engine settings are "
         "their launch scripts' (`records/data/sweep_launches.yaml`); fitted on them: the MTP acceptance of each model"
-        " whose runs drafted with MTP, TensorRT-LLM DeepSeek-R1 and SGLang Qwen3.5 (`benchmarks/mtp_acceptance.py`, "
-        "which reports each left out by GPU or shape). Signed: + over-predicted.",
+        " whose runs drafted with MTP, DeepSeek-R1 (TensorRT-LLM, SGLang) and Qwen3.5 (SGLang) "
+        "(`benchmarks/mtp_acceptance.py`, which reports each left out by GPU or shape). Signed: + over-predicted.",
         "",
         *tables(compared),
         "",
