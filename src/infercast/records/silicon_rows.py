@@ -113,6 +113,9 @@ every row's notes:
   not grow with the output length). Chosen on the data (fitted
   TTFT median 36 % -> 16 % on these rows; the Qwen3-32B rows, sharing the refitted per-request overhead, 16 % ->
   22 %), so an interpretation, stated in every row.
+- Left out: every row of a dated sweep that writes GPU totals as TP (:func:`gpu_total_sweeps`: the GB200
+  DeepSeek-R1 table of 2025-11 names TP 12-72 for a 128-head model; its TP 32 and 64 rows are multi-worker
+  deployments too), and each measurement's repeats (:func:`repeats`).
 - Left out: the seven rows whose benchmark concurrency was not recorded (their source id reads ``_c_`` with no
   number, and the wheel's source column has no ``silicon_concurrency``, unlike every other H100 row: Dynamo
   0.8 runs of TensorRT-LLM 1.2 and vLLM 0.12, 4000/1000 tokens). The file's concurrency for them is the
