@@ -43,6 +43,7 @@ from infercast.records.kernel_tables import (
     version_key,
 )
 from infercast.specs.catalog import get_hardware
+from infercast.specs.precision import FORMATS
 
 if TYPE_CHECKING:
     from infercast.specs.hardware import HardwareSpec
@@ -58,9 +59,9 @@ GEMM_SOURCES = {
 """infercast compute key -> (gemm_dtype in the table, kernel_source prefixes accepted; none: the table's most
 measured kernel). fp4: NVFP4 W4A4 GEMMs (vLLM's FlashInfer CuTe-DSL kernel, SGLang's, TensorRT-LLM's), on the GPUs
 whose tables have them (Blackwell)."""
-GEMM_WIDTH = {"fp8": 1.0, "fp4": 0.5 + 1 / 16}
+GEMM_WIDTH = {"fp8": 1.0, "fp4": FORMATS["nvfp4"].bytes_per_element}
 """Bytes per weight/activation element of a compute key's GEMM inputs (16-bit otherwise): NVFP4 adds one 8-bit
-scale per 16 elements (the format's block size, NVIDIA's NVFP4 description)."""
+scale per 16 elements (the format catalog's, specs/precision.py)."""
 
 MIN_DIM = 1024
 """GEMMs fitted: N and K at least this (every linear layer of the catalog's LLMs at TP <= 8)."""
@@ -231,11 +232,12 @@ Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoi
 where measured (its default on Hopper/Ada; the FlashInfer CUTLASS rows are opt-in backends), else the most
 measured kernel (FlashInfer TRT-LLM on Blackwell). fp4: NVFP4 experts (Blackwell). int4: weight-only int4 experts
 (:data:`MOE_WEIGHT_ONLY`). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
-MOE_WEIGHT_ONLY = {"int4": (0.5 + 2 / 32, "bf16")}
+MOE_WEIGHT_ONLY = {"int4": (FORMATS["int4-g32"].bytes_per_element, "bf16")}
 """Weight-only expert formats (16-bit activations): bytes per expert weight (int4 with a 16-bit scale per group of
-32) and the compute key whose peak they run at: Marlin W4A16 experts (Kimi-K2.5's int4 checkpoint). gpt-oss's
-MXFP4 experts are not fitted so: on vLLM's MXFP4 tables its TPOT worsens on every GPU and engine but TensorRT-LLM
-on Hopper (docs/accuracy-notes.md)."""
+32, the format catalog's) and the compute key whose peak they run at: Marlin W4A16 experts (Kimi-K2.5's int4
+checkpoint). gpt-oss's MXFP4 experts are not fitted so (their TPOT worsened on every GPU and engine but
+TensorRT-LLM on Hopper: docs/accuracy-notes.md); they take the dense curve's ceiling lowered by
+:func:`w4a16_slowdown` instead (:data:`W4A16_EXPERTS`)."""
 MOE_DISTRIBUTION = "power_law_1.01"
 """Rows fitted: tokens routed to the experts by a power law of exponent 1.01, aiconfigurator's own default for MoE
 estimates (aiconfigurator-core 0.12.0 sdk/config.py ``workload_distribution = "power_law"``, sdk/models/deepseek.py
@@ -639,7 +641,7 @@ def _fit_w4a16_experts(
         return
     dense = (eff, half, fixed["hbm_efficiency"], fixed["gemm_latency_s"])
     vector_peak = hw.peak_flops.get("fp32", peak / 16.0)
-    width = 0.5 + 1 / 32  # MXFP4: 4-bit elements, one 8-bit scale per 32
+    width = FORMATS["mxfp4"].bytes_per_element
     shapes = moe_shapes(rows, width, vector_peak, bandwidth, dense[2], dense[3])
     compute = (shapes.rows + half) / (shapes.rows * peak * eff)
     bound = np.asarray(shapes.gate_up[0] * compute > shapes.gate_up[1] / (bandwidth * dense[2]))
@@ -678,7 +680,7 @@ def fit_gdn(frame: Any, peak: float) -> dict | None:
     log time over the table's context rows: ``max(ceil(S / 64) · t_chunk, FLOPs / (peak · eff)) + t0`` for B
     sequences of S tokens (FLOPs as the op table counts them: 4·dk·dv + 2·64·(2·dk + 2·dv) per token and value
     head). None without such rows."""
-    from infercast.cost.attention_variants import GDN_CHUNK
+    from infercast.cost.attention_variants import GDN_CHUNK, gdn_prefill_flops
 
     rows = frame[
         (frame["phase"] == "context") & frame["kernel_source"].str.startswith("chunk") & (frame["latency"] > 0)
@@ -688,7 +690,7 @@ def fit_gdn(frame: Any, peak: float) -> dict | None:
     b, n, heads, dk, dv = (
         rows[c].to_numpy(float) for c in ("batch_size", "seq_len", "num_v_heads", "head_k_dim", "head_v_dim")
     )
-    flops = b * n * heads * (4 * dk * dv + 2 * GDN_CHUNK * (2 * dk + 2 * dv))
+    flops = b * n * heads * gdn_prefill_flops(dk, dv)
     chunks = np.ceil(n / GDN_CHUNK)
     latency = rows["latency"].to_numpy(float) * 1e-3
 

@@ -34,6 +34,8 @@ What is exact and what is approximated:
 
 from __future__ import annotations
 
+from typing import Any
+
 from infercast.cost.batch import F
 from infercast.cost.op_row import OpRow
 from infercast.specs.deployment import Deployment
@@ -124,6 +126,13 @@ def indexer_rows(
     return rows
 
 
+def gdn_prefill_flops(dk: Any, dv: Any) -> Any:
+    """FLOPs of the chunked gated-delta-rule prefill per token and value head: 4·dk·dv for the inter-chunk state
+    terms plus 2·C·(2·dk + 2·dv) for the intra-chunk products (C = :data:`GDN_CHUNK`); also what the kernel fit
+    (calibrate/kernel_fit.py) divides the measured times by."""
+    return 4 * dk * dv + 2 * GDN_CHUNK * (2 * dk + 2 * dv)
+
+
 def _linear_attention_rows(dep: Deployment) -> list[OpRow]:
     m, tp = dep.model, dep.tp
     la = m.linear_attention
@@ -145,7 +154,7 @@ def _linear_attention_rows(dep: Deployment) -> list[OpRow]:
         kernels=GDN_KERNELS_PER_LAYER * Ll,
         active=F["prefill_tokens"],
     )
-    pre.flops[F["prefill_tokens"]] = Ll * heads * (4 * dk * dv + 2 * GDN_CHUNK * (2 * dk + 2 * dv))
+    pre.flops[F["prefill_tokens"]] = Ll * heads * gdn_prefill_flops(dk, dv)
     pre.bytes[F["prefill_tokens"]] = Ll * io_bytes
     pre.bytes[F["prefill_seqs"]] = Ll * 2 * state_bytes  # the state read at the chunk start, written at its end
 
