@@ -457,3 +457,13 @@ def test_installed_profiles_give_each_current_engine_its_own_gemm_curves():
         assert load_profile("b200", "blackwell", older).gemm_eff_max == base.gemm_eff_max
     h100 = [load_profile("h100-sxm", "hopper", e).gemm_eff_max for e in ("vllm", "trtllm", "sglang")]
     assert h100[0] != h100[1] != h100[2]  # the end-to-end fit leaves measured GEMM curves alone (H100 too)
+
+
+def test_a_gated_deltanet_table_of_another_layout_is_skipped_not_a_traceback() -> None:
+    """A ``gdn_perf`` table without the columns the fit reads (another release's layout) leaves the roofline
+    pricing in place."""
+    import pandas as pd
+
+    from infercast.calibrate.kernel_fit import fit_gdn
+
+    assert fit_gdn(pd.DataFrame({"phase": ["context"], "latency": [0.1]}), 2.25e15) is None

@@ -675,13 +675,20 @@ GDN_LOWER, GDN_UPPER = (1e-8, 1e-3, 1e-7), (1e-4, 1.0, 1e-3)
 """Bounds of (seconds per chunk, efficiency, fixed seconds): physical ranges, far wider than the fits land."""
 
 
+GDN_COLUMNS = ("phase", "kernel_source", "latency", "batch_size", "seq_len", "num_v_heads", "head_k_dim", "head_v_dim")
+"""Columns of aiconfigurator's ``gdn_perf`` tables the fit reads."""
+
+
 def fit_gdn(frame: Any, peak: float) -> dict | None:
     """(chunk seconds, efficiency, fixed seconds) of the gated-DeltaNet chunked prefill kernel, by least squares on
     log time over the table's context rows: ``max(ceil(S / 64) · t_chunk, FLOPs / (peak · eff)) + t0`` for B
-    sequences of S tokens (FLOPs as the op table counts them: 4·dk·dv + 2·64·(2·dk + 2·dv) per token and value
-    head). None without such rows."""
+    sequences of S tokens (FLOPs per token and value head as the op table counts them:
+    :func:`~infercast.cost.attention_variants.gdn_prefill_flops`). None without such rows, or in a table without
+    these columns (another release's layout: the roofline pricing stays)."""
     from infercast.cost.attention_variants import GDN_CHUNK, gdn_prefill_flops
 
+    if not set(GDN_COLUMNS) <= set(frame.columns):
+        return None
     rows = frame[
         (frame["phase"] == "context") & frame["kernel_source"].str.startswith("chunk") & (frame["latency"] > 0)
     ]
