@@ -110,7 +110,8 @@ FromOpt = Annotated[
         "--from",
         help="Import measured kernel tables instead of fitting measurements: 'aiconfigurator' (the installed "
         "aiconfigurator-core, extra \\[aiconfigurator]) or 'aiconfigurator:PATH' (an unpacked wheel). Writes "
-        "kernels/<gpu>.yaml profiles (GEMM/attention fits, collective latency curves) for --gpu or every GPU.",
+        "kernels/<gpu>.yaml profiles (GEMM, attention, fused-MoE and gated-DeltaNet fits, collective latency curves) "
+        "for --gpu or every GPU.",
     ),
 ]
 GpusOpt = Annotated[
