@@ -51,7 +51,13 @@ from infercast.analysis.error_bands import HELDOUT_DIMENSIONS, HELDOUT_FILE, fin
 from infercast.calibrate.validation import BAND_METRICS, Comparison, compare_each, summarize_by  # noqa: E402
 from infercast.files import atomic_write  # noqa: E402
 from infercast.records.kernel_tables import locate  # noqa: E402
-from infercast.records.silicon_rows import convert_rows, from_wheel_row, gpu_total_sweeps, repeats  # noqa: E402
+from infercast.records.silicon_rows import (  # noqa: E402
+    client_capped_sweeps,
+    convert_rows,
+    from_wheel_row,
+    gpu_total_sweeps,
+    repeats,
+)
 
 CALIBRATION = ROOT.parent / "shared" / "reference" / "closed_loop_h100.csv"
 OUT_MD = ROOT / "benchmarks" / "heldout_silicon.md"
@@ -65,11 +71,13 @@ MIN_CLIFF_POINTS = 20
 def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
     """The wheel's aggregated rows with a recorded concurrency that the calibration file does not hold, each
     measurement once (``silicon_rows.repeats``), without sweeps that write GPU totals as TP
-    (``silicon_rows.gpu_total_sweeps``), in the closed-loop row format, as ``validate --data`` reads the
+    (``silicon_rows.gpu_total_sweeps``) or whose clients were capped outside the engine
+    (``silicon_rows.client_capped_sweeps``), in the closed-loop row format, as ``validate --data`` reads the
     wheel's file (``silicon_rows.from_wheel_row``)."""
     with sample.open(newline="") as f:
         every = list(csv.DictReader(f))
-    drop = [twice or total for twice, total in zip(repeats(every), gpu_total_sweeps(every), strict=True)]
+    checks = zip(repeats(every), gpu_total_sweeps(every), client_capped_sweeps(every), strict=True)
+    drop = [any(dropped) for dropped in checks]
     once = [row for row, dropped in zip(every, drop, strict=True) if not dropped]
     rows = (from_wheel_row(row) for row in once if row["id"] not in calibration_ids)
     return [row for row in rows if row is not None]

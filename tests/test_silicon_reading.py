@@ -210,3 +210,29 @@ def test_a_sweep_that_writes_gpu_totals_as_tp_is_left_out_whole() -> None:
         row("64", "2026-01-11", "x_c64_tp8_ep8_4"),
     ]
     assert gpu_total_sweeps(rows) == [True, True, False, False]
+
+
+def test_a_sweep_whose_clients_were_capped_outside_the_engine_is_left_out_at_that_client_count() -> None:
+    """vLLM gpt-oss-120b on H100 at 512 clients held ~100 in flight at every TP and length although all 512 fit
+    beside the weights: its means measure a cap outside the engine. That client count of that sweep goes (a TP 2
+    row too, whose own KV would not have fitted); its 64-client runs, and a run that filled its KV pool, stay."""
+    from infercast.records.silicon_rows import client_capped_sweeps
+
+    def row(tp: str, clients: str, isl: str, ttft: str, tpot: str, model: str = "openai/gpt-oss-120b") -> dict:
+        source = f"source_file=2026-04-06.csv; silicon_concurrency={clients}; measured=2025-12-08T00:00:00.000Z"
+        precision = "fp4" if "gpt-oss" in model else ""  # a blank precision: the 16-bit checkpoint
+        shape = {"system": "h100_sxm", "model_path": model, "precision": precision, "tp_size": tp, "osl": "1024"}
+        ident = f"x_c{clients}_tp{tp}_ep1_{tp}{isl}"
+        return {**shape, "isl": isl, "id": ident, "silicon_data_source": source, **_times(ttft, tpot)}
+
+    rows = [
+        row("8", "512", "1024", "22294.9", "5.33"),  # ~100 of 512 in flight, all fit: capped
+        row("2", "512", "8192", "113500.1", "26.9"),  # same sweep and clients: left out with it
+        row("8", "64", "1024", "150.0", "4.0"),  # the 64-client runs of the day stay
+        row("1", "16", "2048", "88769.7", "26.3", "Qwen/Qwen3-32B"),  # 2 of 16 in flight: 64 GB of weights
+    ]
+    assert client_capped_sweeps(rows) == [True, True, False, False]
+
+
+def _times(ttft: str, tpot: str) -> dict[str, str]:
+    return {"silicon_ttft_ms": ttft, "silicon_tpot_ms": tpot}

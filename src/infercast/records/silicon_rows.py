@@ -115,7 +115,9 @@ every row's notes:
   22 %), so an interpretation, stated in every row.
 - Left out: every row of a dated sweep that writes GPU totals as TP (:func:`gpu_total_sweeps`: the GB200
   DeepSeek-R1 table of 2025-11 names TP 12-72 for a 128-head model; its TP 32 and 64 rows are multi-worker
-  deployments too), and each measurement's repeats (:func:`repeats`).
+  deployments too), every row of a dated sweep's client count at which a run held fewer than a quarter of its
+  clients in flight with room for all (:func:`client_capped_sweeps`: vLLM gpt-oss-120b on H100 at 512 clients,
+  ~100 in flight at every TP and length), and each measurement's repeats (:func:`repeats`).
 - Left out: the seven rows whose benchmark concurrency was not recorded (their source id reads ``_c_`` with no
   number, and the wheel's source column has no ``silicon_concurrency``, unlike every other H100 row: Dynamo
   0.8 runs of TensorRT-LLM 1.2 and vLLM 0.12, 4000/1000 tokens). The file's concurrency for them is the
@@ -584,6 +586,57 @@ def gpu_total_sweeps(rows: Iterable[dict[str, str]]) -> list[bool]:
     return [key in totals for key in keys]
 
 
+CAPPED_SHARE = 0.25
+"""A run whose own means put fewer than this share of its clients in flight (Little's law) was capped outside the
+engine where the engine had room for them all (:func:`client_capped_sweeps`)."""
+ROOM_SHARE = 0.5
+"""Room for all clients: their whole KV cache (prompt + output, 16-bit) and the weights fill under this share of
+the server's GPU memory, so neither the KV pool nor any engine's memory fraction can hold clients back."""
+
+
+def client_capped_sweeps(rows: Iterable[dict[str, str]]) -> list[bool]:
+    """For each of the wheel's rows, whether its dated sweep ran at some client count with fewer requests in flight
+    than the engine had room for: a row of the same sweep (:func:`_sweep_family`) and clients measured under
+    :data:`CAPPED_SHARE` of them in flight (clients x decode time / (TTFT + decode time), from its mean TTFT and
+    TPOT) where all of them fit (:data:`ROOM_SHARE`). Such a run measured the cap of its client or front end, not
+    the engine: vLLM gpt-oss-120b on H100 at 512 clients (2025-12-05/08) held ~100 in flight at every TP and
+    length, with ``--max-num-seqs 512``. All rows of that sweep and client count are left out."""
+    rows = list(rows)
+    keys = [_capped_key(row) for row in rows]
+    capped = {key for key, row in zip(keys, rows, strict=True) if key and _capped(row)}
+    return [key in capped for key in keys]
+
+
+def _capped_key(row: dict[str, str]) -> tuple[str, ...] | None:
+    family = _sweep_family(row)
+    return None if family is None else (*family, wheel_concurrency(row.get("silicon_data_source") or "") or "")
+
+
+def _capped(row: dict[str, str]) -> bool:
+    """Whether one wheel row measured under :data:`CAPPED_SHARE` of its clients in flight with room for all."""
+    clients = wheel_concurrency(row.get("silicon_data_source") or "")
+    model = model_id_for_repo(row.get("model_path") or "")
+    if clients is None or model is None:
+        return False
+    try:
+        ttft, tpot = float(row[WHEEL_TTFT]), float(row["silicon_tpot_ms"])
+        isl, osl = int(float(row["isl"])), int(float(row["osl"]))
+        gpus = _named_tp(row)
+        hw = get_hardware(catalog_gpu_id(row.get("system") or ""))
+        scheme = get_scheme(row_precision((row.get("precision") or "").strip() or "bf16", model))
+    except (KeyError, ValueError, InfercastError):
+        return False
+    decode = (osl - 1) * tpot
+    if gpus < 1 or decode >= CAPPED_SHARE * (ttft + decode):
+        return False
+    spec = get_model(model)
+    routed = spec.routed_expert_params
+    weights = routed * scheme.expert_weight_format.bytes_per_element
+    weights += (spec.total_params - routed) * scheme.weight_format.bytes_per_element
+    kv = int(clients) * spec.kv_bytes_for_context(isl + osl, 2.0, gpus)
+    return weights / gpus + kv < ROOM_SHARE * hw.memory.usable
+
+
 def _sweep_family(row: dict[str, str]) -> tuple[str, ...] | None:
     """(source file, GPU, model, precision, measured day) of a dated table's row; None for other rows."""
     source = row.get("silicon_data_source") or ""
@@ -597,12 +650,17 @@ def _divides_heads(row: dict[str, str]) -> bool:
     """Whether the row's TP (its id's ``_tpN``, which wins over a ``tp_size`` holding tp x ep, else ``tp_size``)
     divides its catalog model's attention heads (True where either is unknown)."""
     model = model_id_for_repo(row.get("model_path") or "")
-    named = re.search(r"_tp(\d+)", row.get("id") or "")
     try:
-        tp = int(named[1]) if named else int(float(row.get("tp_size") or 1))
+        tp = _named_tp(row)
     except ValueError:
         return True
     return model is None or tp < 1 or get_model(model).num_attention_heads % tp == 0
+
+
+def _named_tp(row: dict[str, str]) -> int:
+    """A wheel row's TP: its id's ``_tpN`` (which wins over a ``tp_size`` holding tp x ep), else ``tp_size``."""
+    named = re.search(r"_tp(\d+)", row.get("id") or "")
+    return int(named[1]) if named else int(float(row.get("tp_size") or 1))
 
 
 def _rank(row: dict[str, str]) -> int:
@@ -826,7 +884,12 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
     repeated = 0
     if WHEEL_TTFT in (reader.fieldnames or []):
         again = repeats(row for _, row in rows)
-        totals = gpu_total_sweeps(row for _, row in rows)
+        totals = [
+            total or capped
+            for total, capped in zip(
+                gpu_total_sweeps(row for _, row in rows), client_capped_sweeps(row for _, row in rows), strict=True
+            )
+        ]
         repeated = sum(again)
         kept = [
             (origin, None if total else _wheel_row(origin, row))
@@ -844,8 +907,8 @@ def read_closed_loop_rows(path: str | Path, numbered: list[tuple[int, str]]) -> 
         )
     if wheel_skipped:
         warnings.warn(
-            f"{path}: left out {wheel_skipped} disaggregated rows (or sweeps that name GPU totals as TP) or rows "
-            "without a recorded concurrency",
+            f"{path}: left out {wheel_skipped} disaggregated rows (or sweeps that name GPU totals as TP, or whose "
+            "clients were capped outside the engine) or rows without a recorded concurrency",
             stacklevel=2,
         )
     if skipped:
