@@ -236,3 +236,21 @@ def test_a_sweep_whose_clients_were_capped_outside_the_engine_is_left_out_at_tha
 
 def _times(ttft: str, tpot: str) -> dict[str, str]:
     return {"silicon_ttft_ms": ttft, "silicon_tpot_ms": tpot}
+
+
+def test_a_vllm_launch_script_without_a_kv_dtype_runs_the_checkpoints() -> None:
+    """vLLM's 'auto' KV dtype is the checkpoint's: MiniMax-M2.5's FP8 release names no KV scheme, so its H100
+    script of 2026-03-27, which sets none, runs a 16-bit cache; the B200 script of 2026-04-03 sets fp8."""
+
+    def row(gpu: str, day: str) -> dict[str, str]:
+        source = f"source_file=2026-04-06.csv; model=MiniMax-M2.5; silicon_concurrency=64; measured={day}T00:00:00Z"
+        shape = dict(backend="vllm", backend_version="0.18.0", model_path="MiniMaxAI/MiniMax-M2.5", system=gpu)
+        ident = f"2026_04_06_minimax_{gpu}_vllm_fp8_agg_8192x1024_c64_tp4_ep1_7"
+        wheel = _row(**shape, id=ident, isl="8192", osl="1024", tp_size="4", silicon_data_source=source)
+        converted = from_wheel_row(wheel)
+        assert converted is not None
+        return converted
+
+    h100 = convert(row("h100_sxm", "2026-03-27"))
+    assert {r.kv_precision for r in h100} == {"bf16"} and "the launch script sets none" in h100[0].notes
+    assert {r.kv_precision for r in convert(row("b200_sxm", "2026-04-05"))} == {"fp8"}

@@ -21,7 +21,12 @@ every row's notes:
 - The dated sweeps' fp8 rows run an 8-bit KV cache on every engine: a 16-bit one cannot hold what they
   measured (Llama-3.1-70B fp8 on one B200, vLLM, 64 clients at 1k/8k: 0.38 s mean TTFT, where a 16-bit pool
   holds 36 of the 64 and the rest would queue for minutes; MiniMax-M2.5 fp8 on vLLM 0.19, 512 clients at 8k/1k:
-  3.3 s where a 16-bit pool holds 339 of 512). Read so, their TTFT MAPE falls from 56.5 to 51.3 %.
+  3.3 s where a 16-bit pool holds 339 of 512). Read so, their TTFT MAPE falls from 56.5 to 51.3 %. Both scripts
+  set ``--kv-cache-dtype fp8``; a vLLM script that sets none runs the checkpoint's ('auto', vLLM's CacheConfig
+  default: the model's dtype unless its quantisation config names a KV scheme), 16-bit for the FP8 releases
+  here (MiniMax-M2.5 fp8 on H100, TP 4, 8k/1k: ~32 of 64 clients in flight by the rows' own means, which a
+  16-bit pool of 15 GB holds and an 8-bit one doubles). SGLang's scripts that set none keep the 8-bit reading
+  (the checkpoint's would put SGLang DeepSeek-R1 H200 TPOT further over; docs/accuracy-notes.md).
 - aiconfigurator's fp8 rows (Qwen3-32B FP8 checkpoints) keep a 16-bit KV cache on vLLM and SGLang (kv-cache dtype
   'auto' follows the checkpoint, which quantises weights and activations only) and an 8-bit one on TensorRT-LLM. The
   TensorRT-LLM rows cannot have run with a 16-bit cache: at TP 1, 64 clients, 4k prompts, the running requests
@@ -312,7 +317,7 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     settings = _engine_settings(row, held, launch, model)
     if launch is not None and "kv_cache" in LAUNCH_APPLIED and launch.kv_cache == "fp8":
         fp8_kv = True
-    elif launch is not None and "kv_auto" in LAUNCH_APPLIED and launch.kv_cache == "auto":
+    elif launch is not None and launch.kv_cache in ("", "auto") and (engine == "vllm" or "kv_auto" in LAUNCH_APPLIED):
         fp8_kv = precision in FP8_KV_SCHEMES  # the checkpoint's: 8-bit for ModelOpt NVFP4 only
     if launch is not None and "async_scheduling" in LAUNCH_APPLIED and launch.async_scheduling and engine == "vllm":
         preset = RELEASE_PRESETS["vllm"][-1][2]
@@ -362,8 +367,8 @@ LAUNCH_APPLIED = frozenset(
     }
 )
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
-``kv_auto`` (off): a script that leaves the KV cache dtype at 'auto' read as the checkpoint's (16-bit for FP8
-checkpoints) rather than the dated sweeps' 8-bit reading above."""
+``kv_auto`` (off): a script of another engine than vLLM that leaves the KV cache dtype at 'auto' read as the
+checkpoint's (16-bit for FP8 checkpoints) rather than the dated sweeps' 8-bit reading above; vLLM's are always."""
 
 
 def _as_launched_layout(
@@ -494,7 +499,9 @@ def _notes(
         c=c,
         preset=f" (engine preset {preset})" if preset != engine else "",
         kv=(
-            "16-bit"
+            "16-bit (the checkpoint's: the launch script sets none)"
+            if kv != "fp8" and launch is not None
+            else "16-bit"
             if kv != "fp8"
             else "8-bit (TensorRT Model Optimizer's checkpoint default)"
             if precision in FP8_KV_SCHEMES
