@@ -66,6 +66,10 @@ CLIFF_CAUSES = ("kv", "slots")
 """The causes of a cliff (:func:`infercast.sim.cliff.find_cliff`): queueing for KV blocks, for batch slots."""
 MIN_CLIFF_POINTS = 20
 """A cliff cause needs this many points for a band of its own (else the pooled cliff points give it)."""
+LEFT_OUT_MIN_POINTS = 10
+"""The fewest cliff points a band built without one model or GPU may rest on (:func:`cliff_coverage`): the check
+asks whether the other models' cliff errors cover a model's, and one model can hold over half of all cliff points
+(MiniMax-M2.5's vLLM runs: 23 of 42), which would leave the others no band at :data:`MIN_CLIFF_POINTS`."""
 
 
 def held_out_rows(sample: Path, calibration_ids: set[str]) -> list[dict[str, str]]:
@@ -145,17 +149,17 @@ def coverage(compared: Sequence[Comparison]) -> dict[str, dict[str, float]]:
     return out
 
 
-def cliff_bands(compared: Sequence[Comparison]) -> dict[str, dict[str, Any]]:
+def cliff_bands(compared: Sequence[Comparison], minimum: int = MIN_CLIFF_POINTS) -> dict[str, dict[str, Any]]:
     """Per cliff cause (:data:`CLIFF_CAUSES`), median (typical) and p90 |error| of mean TTFT over the points whose
-    simulation is on that cliff (``Comparison.cliff``); a cause with fewer than :data:`MIN_CLIFF_POINTS` takes the
+    simulation is on that cliff (``Comparison.cliff``); a cause with fewer than ``minimum`` points takes the
     band of all cliff points pooled, and says so. A cause is left out when even the pool is too small."""
     points = [c for c in compared if BAND_METRICS.get(c.record.kind) == "ttft" and c.cliff]
     pooled = [abs(c.error) for c in points]
     out: dict[str, dict[str, Any]] = {}
     for cause in CLIFF_CAUSES:
         own = [abs(c.error) for c in points if c.cliff == cause]
-        errors = own if len(own) >= MIN_CLIFF_POINTS else pooled
-        if len(errors) < MIN_CLIFF_POINTS:
+        errors = own if len(own) >= minimum else pooled
+        if len(errors) < minimum:
             continue
         a = np.asarray(errors)
         out[cause] = {
@@ -165,7 +169,7 @@ def cliff_bands(compared: Sequence[Comparison]) -> dict[str, dict[str, Any]]:
         }
         if errors is not own:
             out[cause]["pooled"] = (
-                f"only {len(own)} {cause} cliff points (fewer than {MIN_CLIFF_POINTS}): the band of all "
+                f"only {len(own)} {cause} cliff points (fewer than {minimum}): the band of all "
                 f"{len(pooled)} cliff points"
             )
     return out
@@ -190,7 +194,10 @@ def _inside_left_out(points: Sequence[Comparison], left_out: str | None) -> list
     """Per cliff point, whether it is inside the p90 of its cause's cliff band built from the points that do not
     share its ``left_out`` field (model, gpu; None: from all points)."""
     key = (lambda c: getattr(c.record, left_out)) if left_out else (lambda c: "")
-    tables = {v: cliff_bands([c for c in points if key(c) != v or not left_out]) for v in {key(c) for c in points}}
+    least = LEFT_OUT_MIN_POINTS if left_out else MIN_CLIFF_POINTS
+    tables = {
+        v: cliff_bands([c for c in points if key(c) != v or not left_out], least) for v in {key(c) for c in points}
+    }
     return [_inside_cliff_band(c, tables[key(c)]) for c in points]
 
 
