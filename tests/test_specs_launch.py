@@ -193,6 +193,17 @@ def test_sglang_recv_interval_reaches_the_engine_and_the_simulator():
     assert polled.summary.to_dict()["ttft_s"]["mean"] > 1.3 * every.summary.to_dict()["ttft_s"]["mean"]
 
 
+def test_sglang_runs_its_overlap_scheduler_unless_the_launch_turns_it_off():
+    """SGLang's overlap scheduler is on by default (``disable_overlap_schedule`` False); ``--disable-overlap-schedule``
+    turns the preset's off and names its source."""
+    assert get_engine("sglang").overlap_scheduler
+    launch = parse_launch("python3 -m sglang.launch_server --model-path m --disable-overlap-schedule")
+    eng = launch.apply(get_engine("sglang"))
+    dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine=eng)
+    setting = EngineLaunch.of(dep, get_engine("sglang")).settings["async_scheduling"]
+    assert (setting.value, setting.source) == (False, "user launch: --disable-overlap-schedule")
+
+
 def test_trtllm_batch_waiting_reaches_the_engine_and_holds_prompts(tmp_path):
     """``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio`` (the public Llama-3.1-70B sweeps' TensorRT-LLM
     options at 1k/1k below TP 8) set the engine's batch waiting, name their source and delay first tokens."""
