@@ -252,5 +252,5 @@ def test_a_vllm_launch_script_without_a_kv_dtype_runs_the_checkpoints() -> None:
         return converted
 
     h100 = convert(row("h100_sxm", "2026-03-27"))
-    assert {r.kv_precision for r in h100} == {"bf16"} and "the launch script sets none" in h100[0].notes
+    assert {r.kv_precision for r in h100} == {"bf16"} and "the launch script sets no 8-bit cache" in h100[0].notes
     assert {r.kv_precision for r in convert(row("b200_sxm", "2026-04-05"))} == {"fp8"}

@@ -499,7 +499,7 @@ def _notes(
         c=c,
         preset=f" (engine preset {preset})" if preset != engine else "",
         kv=(
-            "16-bit (the checkpoint's: the launch script sets none)"
+            "16-bit (the checkpoint's: the launch script sets no 8-bit cache)"
             if kv != "fp8" and launch is not None
             else "16-bit"
             if kv != "fp8"
