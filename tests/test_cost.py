@@ -63,6 +63,21 @@ def test_compiled_scalar_matches_step_time(name, engine):
         assert fn(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_launched_capture_size_bounds_the_graphed_steps_in_both_paths():
+    """A launch's largest CUDA-graph step (EngineSpec.graph_max_tokens) replaces the profile's: decodes of 16
+    sequences replay, 64 launch eagerly, and the compiled step function agrees with step_time on both."""
+    dep = _dep("llama-8b")
+    small = Deployment.resolve(dep.model, dep.hardware, engine=dep.engine.model_copy(update={"graph_max_tokens": 16}))
+    model, default = StepCostModel(small), StepCostModel(dep)
+    fn = compile_scalar(model)
+    for seqs, graphed in ((16, True), (64, False)):
+        batch = StepBatch.from_items((), [1000] * seqs)
+        assert bool(model.step_time(batch)[0] == default.step_time(batch)[0]) is graphed
+        assert fn(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(
+            float(model.step_time(batch)[0]), rel=1e-12
+        )
+
+
 def test_decode_only_graphs_launch_a_small_prompt_step_eagerly():
     """An engine whose CUDA graphs cover generation batches alone (TensorRT-LLM, SGLang) launches a step with a
     prompt chunk eagerly, however few its tokens; one with piecewise graphs for mixed batches (vLLM V1) replays

@@ -30,6 +30,7 @@ def test_vllm_serve_line():
         "kv_fraction": 0.85,
         "block_size": 32,
         "overlap_scheduler": False,
+        "graph_max_tokens": 256,  # vLLM's capture default for 128 sequences: min(2 x 128, 512)
     }
     assert launch.warnings == ()
 
@@ -46,8 +47,14 @@ def test_trtllm_yaml():
     launch = parse_launch(str(FIXTURES / "trtllm_extra_llm_api_options.yaml"))
     assert (launch.engine, launch.kv_precision) == ("trtllm", "fp8")
     values = {k: v for k, (v, _) in launch.overrides.items()}
-    assert values == {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "kv_fraction": 0.85, "scheduler": "chunked"}
-    assert any("cuda_graph_config" in w for w in launch.warnings)
+    assert values == {
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 4096,
+        "kv_fraction": 0.85,
+        "scheduler": "chunked",
+        "graph_max_tokens": 128,  # cuda_graph_config.max_batch_size: generation batches replayed as graphs
+    }
+    assert any("cuda_graph_config.enable_padding" in w for w in launch.warnings)
     assert launch.attention_dp is None and not any("enable_attention_dp" in w for w in launch.warnings)
 
 
@@ -168,9 +175,10 @@ def test_launch_flags_that_change_speed_are_never_dropped_silently(tmp_path):
     sglang = parse_launch("python -m sglang.launch_server --model-path m --disable-radix-cache")
     assert any("--disable-radix-cache" in w for w in sglang.warnings)
     options = tmp_path / "extra.yaml"
-    options.write_text("stream_interval: 10\ncuda_graph_config:\n  max_batch_size: 64\n", encoding="utf-8")
+    text = "stream_interval: 10\ncuda_graph_config:\n  max_batch_size: 64\n  enable_padding: true\n"
+    options.write_text(text, encoding="utf-8")
     named = " ".join(parse_launch(str(options)).warnings)
-    assert "'stream_interval'" in named and "'cuda_graph_config'" in named
+    assert "'stream_interval'" in named and "'cuda_graph_config.enable_padding'" in named
 
 
 def test_sglang_recv_interval_reaches_the_engine_and_the_simulator():
@@ -202,6 +210,38 @@ def test_sglang_runs_its_overlap_scheduler_unless_the_launch_turns_it_off():
     dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine=eng)
     setting = EngineLaunch.of(dep, get_engine("sglang")).settings["async_scheduling"]
     assert (setting.value, setting.source) == (False, "user launch: --disable-overlap-schedule")
+
+
+def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
+    """The largest step replayed as a CUDA graph is the launch's: vLLM ``--enforce-eager`` (none: every kernel
+    launched eagerly, no graph memory), ``--max-cudagraph-capture-size``, or vLLM's default for ``--max-num-seqs``
+    (min(2 x seqs, 512)); SGLang ``--cuda-graph-max-bs`` / ``--disable-cuda-graph``; TensorRT-LLM
+    ``cuda_graph_config`` (``null``: none). Without one the cost profile's release default holds."""
+    from infercast.cost.batch import StepBatch
+    from infercast.cost.step import cost_model
+
+    def resolved(line: str, engine: str) -> tuple[Deployment, EngineLaunch]:
+        eng = parse_launch(line).apply(get_engine(engine))
+        dep = Deployment.resolve("llama-3.1-8b", "h100-sxm", engine=eng)
+        return dep, EngineLaunch.of(dep, get_engine(engine))
+
+    decode = StepBatch.uniform(decode_seqs=64, context=1000)
+    plain, plain_launch = resolved("vllm serve m", "vllm-0.14")
+    eager, eager_launch = resolved("vllm serve m --enforce-eager", "vllm-0.14")
+    assert plain_launch.settings["cuda_graph_tokens"].value == "profile"
+    assert eager_launch.settings["cuda_graphs"].value == "off" and eager.engine.cuda_graph_bytes == 0
+    assert cost_model(eager).step_time(decode)[0] > cost_model(plain).step_time(decode)[0]
+    few, few_launch = resolved("vllm serve m --max-num-seqs 16", "vllm-0.14")
+    assert few.engine.graph_max_tokens == 32 and "capture default" in few_launch.settings["cuda_graph_tokens"].source
+    given = resolved("vllm serve m --max-num-seqs 16 --max-cudagraph-capture-size 2048", "vllm-0.14")[0]
+    assert given.engine.graph_max_tokens == 2048
+    assert resolved("python -m sglang.launch_server --cuda-graph-max-bs 48", "sglang")[0].engine.graph_max_tokens == 48
+    assert resolved("python -m sglang.launch_server --disable-cuda-graph", "sglang")[0].engine.graph_max_tokens == 0
+    options = tmp_path / "extra.yaml"
+    options.write_text("cuda_graph_config:\n  batch_sizes: [1, 2, 4, 96]\n", encoding="utf-8")
+    assert parse_launch(str(options)).overrides["graph_max_tokens"][0] == 96
+    options.write_text("cuda_graph_config: null\n", encoding="utf-8")
+    assert parse_launch(str(options)).overrides["graph_max_tokens"][0] == 0
 
 
 def test_trtllm_batch_waiting_reaches_the_engine_and_holds_prompts(tmp_path):

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 LAUNCH_HELP = (
     "Your engine launch: a 'vllm serve MODEL --max-num-seqs 256 ...' or 'python -m sglang.launch_server ...' or "
     "'trtllm-serve ...' line (quoted), or a TensorRT-LLM extra_llm_api_options YAML path. Its batch limit, token "
-    "budget, memory fraction, block size, KV dtype, TP, EP and attention DP replace the engine's release defaults "
-    "(simulate also runs its speculative drafts); flags infercast does not model are named in a warning."
+    "budget, memory fraction, block size, KV dtype, CUDA-graph sizes, TP, EP and attention DP replace the engine's "
+    "release defaults (simulate also runs its speculative drafts); flags infercast does not model are named in a "
+    "warning."
 )
 LaunchOption = Annotated[str | None, typer.Option("--launch", help=LAUNCH_HELP)]
 

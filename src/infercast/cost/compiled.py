@@ -62,7 +62,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
     if model.table.moe_k_over_e:
         lines.append(f"    frac = -_expm1(tokens * {float(model.log1m_k_over_e)!r}) if tokens > 0 else 0.0")
     decode_only = " and prefill_tokens <= 0.0" if model.graphs_decode_only else ""
-    lines.append(f"    graphed = tokens <= {float(p.graph_max_tokens)!r}{decode_only}")
+    lines.append(f"    graphed = tokens <= {model.graph_max_tokens!r}{decode_only}")
     lines.append(f"    pk = {float(p.kernel_overhead_graph_s)!r} if graphed else {float(p.kernel_overhead_eager_s)!r}")
     lines.append("    total = 0.0")
     namespace: dict[str, object] = {"_expm1": math.expm1, "inf": math.inf, "_bisect": bisect_right}

@@ -60,7 +60,8 @@ class EngineSpec(BaseModel):
     cuda_graph_bytes: float = Field(
         ge=0,
         description="Memory the captured CUDA graphs hold (0: no graphs). Which step sizes replay as graphs, and "
-        "so the launch cost, is the cost profile's graph_max_tokens (cost/profiles/defaults.yaml) with cuda_graphs.",
+        "so the launch cost, is graph_max_tokens (else the cost profile's, cost/profiles/defaults.yaml) with "
+        "cuda_graphs.",
     )
     cuda_graphs: Literal["tokens", "decode"] = Field(
         default="tokens",
@@ -68,6 +69,13 @@ class EngineSpec(BaseModel):
         "piecewise graphs cover mixed prefill-decode batches), 'decode' only steps without prompt tokens (graphs "
         "captured for generation batches alone: TensorRT-LLM's PyTorch backend, SGLang, vLLM V0, infercast's "
         "harness); the other steps launch their kernels eagerly.",
+    )
+    graph_max_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Largest step (tokens) the launch replays as a CUDA graph (vLLM --max-cudagraph-capture-size, "
+        "0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with --disable-cuda-graph; TensorRT-LLM "
+        "cuda_graph_config.max_batch_size); None: the cost profile's graph_max_tokens, the release default.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
     fp8_kv_schemes: tuple[str, ...] = Field(

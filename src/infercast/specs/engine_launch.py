@@ -75,7 +75,13 @@ class EngineLaunch:
             "kv_dtype": Setting(dep.kv_format.name, _kv_source(dep)),
             "block_size": Setting(eng.block_size, cite("block_size")),
             "memory_fraction": Setting(f"{eng.kv_fraction:g} of {eng.kv_fraction_of}", cite("kv_fraction")),
-            "cuda_graphs": Setting(eng.cuda_graphs if eng.cuda_graph_bytes > 0 else "off", cite("cuda_graphs")),
+            "cuda_graphs": Setting(
+                eng.cuda_graphs if eng.cuda_graph_bytes > 0 and eng.graph_max_tokens != 0 else "off",
+                cite("cuda_graphs"),
+            ),
+            "cuda_graph_tokens": Setting(eng.graph_max_tokens, cite("graph_max_tokens"))
+            if eng.graph_max_tokens is not None
+            else Setting("profile", f"{rel}: the cost profile's graph_max_tokens (cost/profiles/defaults.yaml)"),
             "capacity_policy": Setting(
                 "GUARANTEED_NO_EVICT" if eng.scheduler == "inflight" else "preempt (recompute)", cite("scheduler")
             ),
@@ -175,6 +181,9 @@ class UserLaunch:
             t.model_copy(update={k: None for k in fields if k in type(t).model_fields}) for t in eng.gpu_tiers
         )
         sources = {**eng.sources, **{k: f"{USER}: {flag}" for k, (_, flag) in self.overrides.items()}}
+        if fields.get("graph_max_tokens") == 0:  # no graphs captured: none of their memory either
+            fields["cuda_graph_bytes"] = 0.0
+            sources["cuda_graphs"] = sources["graph_max_tokens"]
         if self.kv_precision:
             sources["kv_dtype"] = f"{USER}: kv-cache dtype {self.kv_precision}"
         return eng.model_copy(update={**fields, "gpu_tiers": tiers, "sources": sources, "id": eng.id})
@@ -193,6 +202,15 @@ def _int(flag: str, text: Any, minimum: int = 1) -> int:
     if value < minimum:
         raise InfercastError(f"{flag} must be >= {minimum}, got {value}", field="launch")
     return value
+
+
+def _count(flag: str, text: Any) -> int:
+    return _int(flag, text, minimum=0)
+
+
+def _largest(flag: str, text: Any) -> int:
+    """The largest of a comma-separated list of sizes (vLLM ``--cuda-graph-sizes 1,2,4,...,512``)."""
+    return max(_int(flag, part) for part in str(text).replace(" ", "").split(",") if part)
 
 
 def _fraction(flag: str, text: Any, zero: bool = False) -> float:
@@ -255,6 +273,9 @@ _VLLM: dict[str, Any] = {
     "--model": ("model", _text),
     "--quantization": ("quantization", _text),
     "--speculative-config": ("spec_config", _vllm_spec),
+    "--max-cudagraph-capture-size": ("graph_max_tokens", _count),
+    "--cuda-graph-sizes": ("graph_max_tokens", _largest),
+    "--enforce-eager": ("graph_max_tokens", 0),
     "--enable-expert-parallel": ("ep_all", True),
     "-ep": ("ep_all", True),
     "--data-parallel-size": ("dp", _int),
@@ -275,6 +296,8 @@ _SGLANG: dict[str, Any] = {
     "--model": ("model", _text),
     "--disable-radix-cache": ("prefix_off", True),
     "--disable-overlap-schedule": ("overlap_scheduler", False),
+    "--cuda-graph-max-bs": ("graph_max_tokens", _count),
+    "--disable-cuda-graph": ("graph_max_tokens", 0),
     "--quantization": ("quantization", _text),
     "--speculative-num-draft-tokens": ("spec_tokens", _sglang_drafts),
     "--speculative-num-steps": ("spec_steps", _int),
@@ -323,6 +346,8 @@ _SWITCHES = {
     "--no-enable-prefix-caching",
     "--disable-radix-cache",
     "--disable-overlap-schedule",
+    "--enforce-eager",
+    "--disable-cuda-graph",
     "--enable-mixed-chunk",
     "--trust-remote-code",
     "--disable-log-requests",
@@ -425,6 +450,7 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         found = {**inner, **found}
         unknown += inner_unknown
     notes = _prefill_cap(engine, found)
+    _vllm_capture_default(engine, found)
     kv = found.pop("kv", (None, ""))[0]
     tp, ep, attention_dp = _layout(engine, found, notes)
     model = found.pop("model", (None, ""))[0]
@@ -449,6 +475,23 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
     spec_method = None if method is None else str(method[0])
     return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens, spec_method, ep, attention_dp)
+
+
+VLLM_CAPTURE_CAP = 512
+"""vLLM's largest default CUDA-graph capture size: min(2 x max_num_seqs x (1 + draft tokens), 512), and at most
+max_num_batched_tokens (VllmConfig._set_cudagraph_sizes, vllm/config/vllm.py, 0.11 and later)."""
+
+
+def _vllm_capture_default(engine: str, found: dict[str, tuple[Any, str]]) -> None:
+    """A vLLM launch that sets ``--max-num-seqs`` but no capture size captures up to vLLM's default for it."""
+    if engine != "vllm" or "graph_max_tokens" in found or "max_num_seqs" not in found:
+        return
+    seqs, flag = found["max_num_seqs"]
+    drafts = found["spec_config"][0][0] if "spec_config" in found else 0
+    size = min(2 * seqs * (1 + drafts), VLLM_CAPTURE_CAP)
+    if "max_num_batched_tokens" in found:
+        size = min(size, found["max_num_batched_tokens"][0])
+    found["graph_max_tokens"] = (size, f"{flag} (vLLM's capture default min(2 x max_num_seqs, 512))")
 
 
 def _layout(
@@ -484,10 +527,6 @@ def _layout(
     elif dp_of_tp and dp_of_tp[0] > 1:
         notes.append(f"launch: '{dp_of_tp[1]}' serves {dp_of_tp[0]} data-parallel replicas: give --replicas")
     return tp, ep, ranks
-
-
-def _count(flag: str, text: Any) -> int:
-    return _int(flag, text, minimum=0)
 
 
 def _share(flag: str, text: Any) -> float:
@@ -535,6 +574,8 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
                 found["dp_attention"] = (True, f"{key}: {value}")
         elif key == "moe_expert_parallel_size":
             found["ep"] = (_int(key, value), f"{key}: {value}")
+        elif key == "cuda_graph_config":
+            _cuda_graph_config(value, found, unknown)
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
@@ -544,6 +585,24 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
         else:
             unknown.append(str(key))
     return found, unknown
+
+
+def _cuda_graph_config(value: Any, found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """TensorRT-LLM ``cuda_graph_config``: generation batches of up to ``max_batch_size`` (or the largest of
+    ``batch_sizes``) replay as graphs; ``null`` turns graphs off."""
+    if value is None:
+        found["graph_max_tokens"] = (0, "cuda_graph_config: null")
+        return
+    if not isinstance(value, dict):
+        raise InfercastError(f"cuda_graph_config must be a mapping or null, got {value!r}", field="launch")
+    for key, item in value.items():
+        if key == "max_batch_size":
+            found["graph_max_tokens"] = (_int(f"cuda_graph_config.{key}", item), f"cuda_graph_config.{key}: {item}")
+        elif key == "batch_sizes" and isinstance(item, list) and item:
+            largest = max(_int(f"cuda_graph_config.{key}", size) for size in item)
+            found["graph_max_tokens"] = (largest, f"cuda_graph_config.{key}: {item}")
+        else:
+            unknown.append(f"cuda_graph_config.{key}")
 
 
 def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
