@@ -235,6 +235,9 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
     assert few.engine.graph_max_tokens == 32 and "capture default" in few_launch.settings["cuda_graph_tokens"].source
     given = resolved("vllm serve m --max-num-seqs 16 --max-cudagraph-capture-size 2048", "vllm-0.14")[0]
     assert given.engine.graph_max_tokens == 2048
+    for sizes in ("1 2 4 384", "1,2,4,384"):
+        listed = parse_launch(f"vllm serve m --cuda-graph-sizes {sizes} --max-num-seqs 4")
+        assert listed.overrides["graph_max_tokens"][0] == 384 and listed.model == "m" and not listed.warnings
     assert resolved("python -m sglang.launch_server --cuda-graph-max-bs 48", "sglang")[0].engine.graph_max_tokens == 48
     assert resolved("python -m sglang.launch_server --disable-cuda-graph", "sglang")[0].engine.graph_max_tokens == 0
     options = tmp_path / "extra.yaml"

@@ -358,6 +358,10 @@ _SWITCHES = {
 }
 
 
+_LIST_FLAGS = {"--cuda-graph-sizes"}
+"""Flags that take several values (space- or comma-separated)."""
+
+
 def parse_launch(text: str) -> UserLaunch:
     """Read a launch: a ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server`` command line, a
     ``python -m sglang.launch_server`` one, a ``trtllm-serve`` one, or the path of a TensorRT-LLM
@@ -408,6 +412,8 @@ def _flags(engine: str, table: dict[str, Any], words: list[str]) -> UserLaunch:
             continue
         value = inline if eq else (words[i + 1] if i + 1 < len(words) else None)
         i += 1 if eq else 2
+        while name in _LIST_FLAGS and not eq and value and i < len(words) and words[i].isdigit():
+            value, i = f"{value},{words[i]}", i + 1  # a space-separated list (vLLM --cuda-graph-sizes 1 2 4)
         if name in _NO_SPEED:
             continue
         if name not in table:
