@@ -238,6 +238,8 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
     for sizes in ("1 2 4 384", "1,2,4,384"):
         listed = parse_launch(f"vllm serve m --cuda-graph-sizes {sizes} --max-num-seqs 4")
         assert listed.overrides["graph_max_tokens"][0] == 384 and listed.model == "m" and not listed.warnings
+    with pytest.raises(InfercastError, match="--cuda-graph-sizes must list positive integers"):
+        parse_launch("vllm serve m --cuda-graph-sizes ,")
     assert resolved("python -m sglang.launch_server --cuda-graph-max-bs 48", "sglang")[0].engine.graph_max_tokens == 48
     assert resolved("python -m sglang.launch_server --disable-cuda-graph", "sglang")[0].engine.graph_max_tokens == 0
     options = tmp_path / "extra.yaml"

@@ -210,7 +210,10 @@ def _count(flag: str, text: Any) -> int:
 
 def _largest(flag: str, text: Any) -> int:
     """The largest of a comma-separated list of sizes (vLLM ``--cuda-graph-sizes 1,2,4,...,512``)."""
-    return max(_int(flag, part) for part in str(text).replace(" ", "").split(",") if part)
+    sizes = [_int(flag, part) for part in str(text).replace(" ", "").split(",") if part]
+    if not sizes:
+        raise InfercastError(f"{flag} must list positive integers, got {text!r}", field="launch")
+    return max(sizes)
 
 
 def _fraction(flag: str, text: Any, zero: bool = False) -> float:
