@@ -228,11 +228,12 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
     decode = StepBatch.uniform(decode_seqs=64, context=1000)
     plain, plain_launch = resolved("vllm serve m", "vllm-0.14")
     eager, eager_launch = resolved("vllm serve m --enforce-eager", "vllm-0.14")
-    assert plain_launch.settings["cuda_graph_tokens"].value == "profile"
+    assert plain_launch.settings["cuda_graphs"].value == "tokens"  # up to the cost profile's size
     assert eager_launch.settings["cuda_graphs"].value == "off" and eager.engine.cuda_graph_bytes == 0
     assert cost_model(eager).step_time(decode)[0] > cost_model(plain).step_time(decode)[0]
     few, few_launch = resolved("vllm serve m --max-num-seqs 16", "vllm-0.14")
-    assert few.engine.graph_max_tokens == 32 and "capture default" in few_launch.settings["cuda_graph_tokens"].source
+    graphs = few_launch.settings["cuda_graphs"]
+    assert few.engine.graph_max_tokens == 32 and graphs.value == "tokens <= 32" and "capture default" in graphs.source
     given = resolved("vllm serve m --max-num-seqs 16 --max-cudagraph-capture-size 2048", "vllm-0.14")[0]
     assert given.engine.graph_max_tokens == 2048
     for sizes in ("1 2 4 384", "1,2,4,384"):

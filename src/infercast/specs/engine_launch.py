@@ -75,13 +75,7 @@ class EngineLaunch:
             "kv_dtype": Setting(dep.kv_format.name, _kv_source(dep)),
             "block_size": Setting(eng.block_size, cite("block_size")),
             "memory_fraction": Setting(f"{eng.kv_fraction:g} of {eng.kv_fraction_of}", cite("kv_fraction")),
-            "cuda_graphs": Setting(
-                eng.cuda_graphs if eng.cuda_graph_bytes > 0 and eng.graph_max_tokens != 0 else "off",
-                cite("cuda_graphs"),
-            ),
-            "cuda_graph_tokens": Setting(eng.graph_max_tokens, cite("graph_max_tokens"))
-            if eng.graph_max_tokens is not None
-            else Setting("profile", f"{rel}: the cost profile's graph_max_tokens (cost/profiles/defaults.yaml)"),
+            "cuda_graphs": _graphs(eng, cite),
             "capacity_policy": Setting(
                 "GUARANTEED_NO_EVICT" if eng.scheduler == "inflight" else "preempt (recompute)", cite("scheduler")
             ),
@@ -114,6 +108,15 @@ class EngineLaunch:
             source = source if len(source) <= 72 else source[:69] + "..."
             out.append(f"  {k:<22} {v.value!s:<19} {source}")
         return out
+
+
+def _graphs(eng: EngineSpec, cite: Any) -> Setting:
+    """Which steps replay as CUDA graphs: 'off', the scope ('tokens', 'decode') up to the launch's largest size, or
+    the scope alone (up to the cost profile's ``graph_max_tokens``, the release default)."""
+    if eng.graph_max_tokens is not None:
+        value = "off" if eng.graph_max_tokens == 0 else f"{eng.cuda_graphs} <= {eng.graph_max_tokens}"
+        return Setting(value, cite("graph_max_tokens"))
+    return Setting(eng.cuda_graphs if eng.cuda_graph_bytes > 0 else "off", cite("cuda_graphs"))
 
 
 def _family_settings(eng: EngineSpec, cite: Any) -> dict[str, Setting]:
