@@ -82,7 +82,7 @@ OverlapScheduler = Annotated[
     typer.Option(
         "--overlap-scheduler/--no-overlap-scheduler",
         help="The engine plans step k + 1 while step k runs: a request arriving mid-step joins the step "
-        "after next (default: the engine preset's; on for vllm-0.14, vLLM's async scheduling).",
+        "after next (default: the engine preset's; on for vllm-0.14, sglang and trtllm-1.1).",
     ),
 ]
 

@@ -53,8 +53,8 @@ class EngineSpec(BaseModel):
     overlap_scheduler: bool = Field(
         default=False,
         description="The engine schedules step k + 1 while step k runs on the GPU (TensorRT-LLM's PyTorch backend, "
-        "SGLang, vLLM's async scheduling; on in the vllm-0.14 preset only, see docs/accuracy-notes.md): a request that "
-        "arrives during a step joins the step after next.",
+        "SGLang, vLLM's async scheduling; on in the vllm-0.14, sglang and trtllm-1.1 presets, see "
+        "docs/accuracy-notes.md): a request that arrives during a step joins the step after next.",
     )
     cuda_context_bytes: float = Field(ge=0)
     cuda_graph_bytes: float = Field(
