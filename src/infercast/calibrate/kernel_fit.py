@@ -14,7 +14,8 @@ The functional forms are the step model's (:mod:`infercast.cost.step`), with a m
   pairs the rank's kernels see, local or not), plus what the step model charges the same layer elsewhere
   (the activation kernel, the three routing kernels), fixed from the dense fits
 * weight-only MXFP4 experts on GPUs without FP4 tensor cores: the dense 16-bit GEMM curve with ``eff_max`` and
-  ``m_half`` divided by one factor (:func:`w4a16_slowdown`), so only many rows per expert pay the dequantising
+  ``m_half`` divided by one factor (:func:`w4a16_slowdown`), so only many rows per expert pay the dequantising;
+  one factor for the tables' MXFP4 kernel, one for vLLM's Marlin kernel (:data:`MARLIN_EXPERTS`)
 * gated-DeltaNet prefill (:func:`fit_gdn`): ``max(chunks · t_chunk, FLOPs / (peak · eff)) + t0``, a sequence's
   64-token chunks in series
 
@@ -483,6 +484,7 @@ def fit_kernels(source: Source, gpu_id: str) -> tuple[dict[str, Any], dict[str, 
         _fit_gemm_table(hw, gemm[0], gemm[1], kernels, prov, fits, partner=partner)
     _fit_moe_kernels(source, gpu_id, kernels, prov, fits)
     _fit_w4a16_experts(source, gpu_id, kernels, prov, fits)
+    _fit_w4a16_experts(source, gpu_id, kernels, prov, fits, experts=MARLIN_EXPERTS)
     _fit_gdn_table(source, gpu_id, kernels, prov, fits)
     attn = _newest(source, gpu_id, "attention", "generation_attention_perf.parquet")
     if attn is not None:
@@ -582,11 +584,35 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
         }
 
 
-W4A16_EXPERTS = ("w4a16_mxfp4", ())
+@dataclass(frozen=True)
+class WeightOnlyExperts:
+    """One weight-only fused-MoE kernel fitted as a lowered dense 16-bit curve: the compute key its curve is stored
+    under, the table rows it is fitted on (``moe_dtype``, kernel-source prefixes preferred), and the format whose
+    bytes per weight those rows hold."""
+
+    key: str
+    dtype: str
+    prefixes: tuple[str, ...]
+    width: str
+    what: str
+
+
+W4A16_EXPERTS = WeightOnlyExperts("w4a16", "w4a16_mxfp4", (), "mxfp4", "weight-only MXFP4 experts")
 """The fused-MoE rows of MXFP4 experts with 16-bit activations (gpt-oss's checkpoint), the table's most measured
 kernel (vLLM's OpenAI Triton kernel on Hopper). Fitted only on GPUs without FP4 tensor cores, where every engine
 runs such experts weight-only (dequantising to 16-bit in the kernel); Blackwell's engines run them as MXFP4 x
 MXFP8 (TensorRT-LLM, FlashInfer), not this table's kernel."""
+MARLIN_EXPERTS = WeightOnlyExperts(
+    "w4a16_marlin",
+    "int4_wo",
+    ("vllm_compressedtensorswna16marlinmoe_marlin",),
+    "int4-g32",
+    "MXFP4 experts through vLLM's Marlin W4A16 kernel",
+)
+"""vLLM's Marlin fused-MoE kernel (4-bit weights dequantised to 16-bit inside Ampere-style MMA tiles), which runs
+MXFP4 experts where a launch asks for it (``VLLM_MXFP4_USE_MARLIN=1``, ``get_mxfp4_backend``, vllm/model_executor/
+layers/quantization/mxfp4.py, 0.11+). The wheel times the same kernel on int4 experts (Kimi-K2.5's checkpoint):
+its compute-bound rows give the slowdown, as :data:`W4A16_EXPERTS`' rows give the Triton kernel's."""
 W4A16_MIN_COLUMNS = 256
 """Expert columns per rank of the rows fitted (gpt-oss's 2,880 at TP <= 8; the tables go to TP 32)."""
 W4A16_SLOWDOWN_BOUNDS = (1.0, 8.0)
@@ -618,16 +644,18 @@ def _fit_w4a16_experts(
     fits: dict,
     engines: tuple[str, ...] = ENGINES,
     base: dict | None = None,
+    experts: WeightOnlyExperts = W4A16_EXPERTS,
 ) -> None:
-    """``gemm_eff_max.w4a16`` / ``gemm_m_half.w4a16``: the dense 16-bit GEMM curve with its ceiling lowered by
-    :func:`w4a16_slowdown`, fitted on the MXFP4 fused-MoE rows whose dense pricing is compute-bound (the rows where
+    """``gemm_eff_max.<key>`` / ``gemm_m_half.<key>`` of ``experts`` (``w4a16``: the tables' MXFP4 kernel;
+    ``w4a16_marlin``: vLLM's Marlin kernel): the dense 16-bit GEMM curve with its ceiling lowered by
+    :func:`w4a16_slowdown`, fitted on the kernel's fused-MoE rows whose dense pricing is compute-bound (the rows where
     dequantising costs: at a few rows per expert the kernels stream weights as the dense path prices). ``engines``:
     whose tables to read (an engine's own, beside its own GEMM curve); ``base``: the fixed terms (HBM efficiency,
     fixed GEMM time) where ``kernels`` holds only curves."""
     hw = get_hardware(gpu_id)
     if "fp4" in hw.peak_flops or "bf16" not in kernels.get("gemm_eff_max", {}):
         return
-    found = moe_rows(source, gpu_id, *W4A16_EXPERTS, engines=engines)
+    found = moe_rows(source, gpu_id, experts.dtype, experts.prefixes, engines=engines)
     if found is None:
         return
     table, kernel, rows = found
@@ -641,7 +669,7 @@ def _fit_w4a16_experts(
         return
     dense = (eff, half, fixed["hbm_efficiency"], fixed["gemm_latency_s"])
     vector_peak = hw.peak_flops.get("fp32", peak / 16.0)
-    width = FORMATS["mxfp4"].bytes_per_element
+    width = FORMATS[experts.width].bytes_per_element
     shapes = moe_shapes(rows, width, vector_peak, bandwidth, dense[2], dense[3])
     compute = (shapes.rows + half) / (shapes.rows * peak * eff)
     bound = np.asarray(shapes.gate_up[0] * compute > shapes.gate_up[1] / (bandwidth * dense[2]))
@@ -651,16 +679,16 @@ def _fit_w4a16_experts(
     latency = chosen["latency"].to_numpy(float) * 1e-3
     picked = moe_shapes(chosen, width, vector_peak, bandwidth, dense[2], dense[3])
     s, rms = w4a16_slowdown(picked, latency, peak, bandwidth, dense)
-    edge = [] if s > W4A16_SLOWDOWN_BOUNDS[0] * (1 + BOUND_TOLERANCE) else ["w4a16 slowdown"]
-    kernels["gemm_eff_max"]["w4a16"] = _g(eff / s)
-    kernels["gemm_m_half"]["w4a16"] = _g(half / s)
+    edge = [] if s > W4A16_SLOWDOWN_BOUNDS[0] * (1 + BOUND_TOLERANCE) else [f"{experts.key} slowdown"]
+    kernels["gemm_eff_max"][experts.key] = _g(eff / s)
+    kernels["gemm_m_half"][experts.key] = _g(half / s)
     note = (
-        f"{table} {W4A16_EXPERTS[0]} ({kernel}, {chosen['distribution'].iloc[0]}), {len(chosen)} compute-bound "
-        f"EP 1 points, RMS log residual {rms:.3f}: the bf16 GEMM curve's ceiling / {s:.2f} (weight-only MXFP4 "
-        f"experts){_at_bound({'at_bound': edge})}"
+        f"{table} {experts.dtype} ({kernel}, {chosen['distribution'].iloc[0]}), {len(chosen)} compute-bound "
+        f"EP 1 points, RMS log residual {rms:.3f}: the bf16 GEMM curve's ceiling / {s:.2f} ({experts.what})"
+        f"{_at_bound({'at_bound': edge})}"
     )
-    prov["gemm_eff_max.w4a16"] = prov["gemm_m_half.w4a16"] = note
-    fits["gemm.w4a16" if engines == ENGINES else f"gemm.w4a16.{engines[0]}"] = {
+    prov[f"gemm_eff_max.{experts.key}"] = prov[f"gemm_m_half.{experts.key}"] = note
+    fits[f"gemm.{experts.key}" if engines == ENGINES else f"gemm.{experts.key}.{engines[0]}"] = {
         "table": table,
         "kernel": kernel,
         "points": len(chosen),
