@@ -18,6 +18,7 @@ from infercast.cost.step import StepCostModel
 from infercast.errors import InfercastError
 from infercast.records.kernel_tables import locate
 from infercast.specs.deployment import Deployment
+from infercast.specs.engine import get_engine
 
 needs_pyarrow = pytest.mark.skipif(
     importlib.util.find_spec("pyarrow") is None, reason="the fixture tables are parquet: pip install -e '.[parquet]'"
@@ -364,6 +365,35 @@ def test_mxfp4_experts_without_fp4_tensor_cores_take_the_dequantising_kernels_ce
     assert "moe/trtllm" in load_profile("h100-sxm", "hopper", "trtllm").provenance["gemm_eff_max.w4a16"]
     if has_measured_kernels("b200"):
         assert "w4a16" not in load_profile("b200", "blackwell", "vllm").gemm_eff_max
+
+
+def test_a_launch_that_runs_mxfp4_experts_through_marlin_prefills_slower_and_decodes_the_same():
+    """vLLM's Marlin kernel (VLLM_MXFP4_USE_MARLIN=1) dequantises inside Ampere-style MMA tiles: its slowdown, fitted
+    on the wheel's Marlin fused-MoE rows, exceeds the Triton kernel's, so a long prompt costs more; a decode step
+    streams the same weights. A launch without it keeps the tables' own kernel."""
+    from infercast.cost.batch import StepBatch
+    from infercast.cost.profile import has_measured_kernels
+
+    if not has_measured_kernels("h200"):
+        pytest.skip("no measured h200 kernel profile installed")
+    profile = load_profile("h200", "hopper", "vllm")
+    assert profile.gemm_eff_max["w4a16_marlin"] < profile.gemm_eff_max["w4a16"]
+    assert "marlin" in profile.provenance["gemm_eff_max.w4a16_marlin"]
+    engine = get_engine("vllm-0.14")
+    triton = StepCostModel(Deployment.resolve("gpt-oss-120b", "h200", tp=4, engine=engine), profile)
+    marlin_engine = engine.model_copy(update={"moe_backend": "marlin"})
+    marlin = StepCostModel(Deployment.resolve("gpt-oss-120b", "h200", tp=4, engine=marlin_engine), profile)
+    assert "marlin" in marlin.sources[marlin.names.index("experts_gate_up")]
+    assert "marlin" not in triton.sources[triton.names.index("experts_gate_up")]
+    prompt = StepBatch.uniform(prefill_seqs=1, chunk=8192, cached=0)
+    decode = StepBatch.uniform(decode_seqs=16, context=2048)
+    assert marlin.step_time(prompt)[0] > 1.2 * triton.step_time(prompt)[0]
+    assert marlin.step_time(decode)[0] == pytest.approx(triton.step_time(decode)[0], rel=0.02)
+    # a dense model ignores the setting
+    dense = Deployment.resolve("llama-3.1-8b", "h200", engine=marlin_engine)
+    assert StepCostModel(dense, profile).step_time(prompt)[0] == pytest.approx(
+        StepCostModel(Deployment.resolve("llama-3.1-8b", "h200", engine=engine), profile).step_time(prompt)[0]
+    )
 
 
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():

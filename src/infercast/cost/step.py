@@ -451,12 +451,15 @@ def _moe_key(dep: Deployment) -> str | None:
 
 def _weight_only_experts(dep: Deployment, p: CostProfile) -> str | None:
     """``w4a16`` where the routed experts are MXFP4 weights computed at a 16-bit rate and the profile has that
-    kernel's fitted curve (:func:`infercast.calibrate.kernel_fit.w4a16_slowdown`: GPUs without FP4 tensor cores),
+    kernel's fitted curve (:func:`infercast.calibrate.kernel_fit.w4a16_slowdown`: GPUs without FP4 tensor cores);
+    ``w4a16_marlin`` where the launch runs them through vLLM's Marlin kernel instead (``EngineSpec.moe_backend``);
     else None (dense 16-bit GEMM parameters)."""
     if not dep.model.moe or dep.compute_key not in ("bf16", "fp16"):
         return None
-    fmt = dep.scheme.expert_weight_format.name
-    return "w4a16" if fmt == "mxfp4" and "w4a16" in p.gemm_eff_max else None
+    if dep.scheme.expert_weight_format.name != "mxfp4":
+        return None
+    keys = ("w4a16_marlin", "w4a16") if dep.engine.moe_backend == "marlin" else ("w4a16",)
+    return next((k for k in keys if k in p.gemm_eff_max), None)
 
 
 def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, float, float] | None:
@@ -469,7 +472,7 @@ def _op_source(row: OpRow, p: CostProfile, moe_key: str | None = None) -> str:
     """Where the efficiency that sets an operator's time comes from (the profile's provenance; ``moe_key``: the
     fused-MoE fit the routed experts take, if any)."""
     if moe_key and row.name in MOE_GEMMS:
-        names = ("gemm_eff_max", "gemm_m_half") if moe_key == "w4a16" else MOE_PARAMS
+        names = ("gemm_eff_max", "gemm_m_half") if moe_key.startswith("w4a16") else MOE_PARAMS
         found = list(dict.fromkeys(p.provenance.get(f"{n}.{moe_key}", "") for n in names))
         return "; ".join(f for f in found if f)
     keys = {
