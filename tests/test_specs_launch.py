@@ -10,7 +10,7 @@ import pytest
 from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import get_engine
-from infercast.specs.engine_launch import EngineLaunch, parse_launch
+from infercast.specs.engine_launch import EngineLaunch, Setting, parse_launch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "launch"
 
@@ -248,6 +248,27 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
     assert parse_launch(str(options)).overrides["graph_max_tokens"][0] == 96
     options.write_text("cuda_graph_config: null\n", encoding="utf-8")
     assert parse_launch(str(options)).overrides["graph_max_tokens"][0] == 0
+
+
+def test_a_vllm_line_with_marlin_in_its_environment_runs_mxfp4_experts_through_marlin():
+    """``VLLM_MXFP4_USE_MARLIN=1 vllm serve ...`` (vllm/envs.py reads it as an integer): the engine's MoE kernel is
+    Marlin, named in the settings with the variable as its source; 0 keeps the default; other variables are named
+    in a warning; a value vLLM would refuse is refused naming the variable."""
+    for line in ("VLLM_MXFP4_USE_MARLIN=1 vllm serve m --max-num-seqs 8", "env VLLM_MXFP4_USE_MARLIN=1 vllm serve m"):
+        parsed = parse_launch(line)
+        assert parsed.overrides["moe_backend"] == ("marlin", "VLLM_MXFP4_USE_MARLIN=1") and parsed.model == "m"
+        eng = parsed.apply(get_engine("vllm-0.14"))
+        settings = EngineLaunch.of(Deployment.resolve("gpt-oss-120b", "h200", engine=eng)).settings
+        assert settings["moe_backend"] == Setting("marlin", "user launch: VLLM_MXFP4_USE_MARLIN=1")
+    off = parse_launch("VLLM_MXFP4_USE_MARLIN=0 CUDA_VISIBLE_DEVICES=0,1 vllm serve m")
+    assert "moe_backend" not in off.overrides
+    assert off.warnings == (
+        "launch: 'CUDA_VISIBLE_DEVICES=0,1' is not modelled by infercast (the prediction runs without it)",
+    )
+    assert "moe_backend" not in EngineLaunch.of(Deployment.resolve("gpt-oss-120b", "h200", engine="vllm-0.14")).settings
+    with pytest.raises(InfercastError, match="VLLM_MXFP4_USE_MARLIN must be 0 or 1") as caught:
+        parse_launch("VLLM_MXFP4_USE_MARLIN=yes vllm serve m")
+    assert caught.value.field == "launch"
 
 
 def test_trtllm_batch_waiting_reaches_the_engine_and_holds_prompts(tmp_path):

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 LAUNCH_HELP = (
     "Your engine launch: a 'vllm serve MODEL --max-num-seqs 256 ...' or 'python -m sglang.launch_server ...' or "
     "'trtllm-serve ...' line (quoted), or a TensorRT-LLM extra_llm_api_options YAML path. Its batch limit, token "
-    "budget, memory fraction, block size, KV dtype, CUDA-graph sizes, TP, EP and attention DP replace the engine's "
-    "release defaults (simulate also runs its speculative drafts); flags infercast does not model are named in a "
-    "warning."
+    "budget, memory fraction, block size, KV dtype, CUDA-graph sizes, MoE kernel (VLLM_MXFP4_USE_MARLIN=1 before "
+    "the command), TP, EP and attention DP replace the engine's release defaults (simulate also runs its "
+    "speculative drafts); flags and variables infercast does not model are named in a warning."
 )
 LaunchOption = Annotated[str | None, typer.Option("--launch", help=LAUNCH_HELP)]
 
@@ -108,6 +108,7 @@ SERVING_KNOBS = {
     "max_num_batched_tokens": "max_num_batched_tokens",
     "gpu_memory_utilization": "kv_fraction",
     "scheduler": "scheduler",
+    "moe_backend": "moe_backend",
 }
 """Launch settings a serving record carries: record field -> engine field (the rest of a launch sets the record's
 engine, TP and KV format)."""

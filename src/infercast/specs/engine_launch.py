@@ -9,7 +9,9 @@ whose values :meth:`UserLaunch.apply` writes onto the preset (so there is one en
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -120,9 +122,11 @@ def _graphs(eng: EngineSpec, cite: Any) -> Setting:
 
 
 def _family_settings(eng: EngineSpec, cite: Any) -> dict[str, Setting]:
-    """Settings of one engine family (SGLang's request polling; TensorRT-LLM's prompt holding), shown for that
-    family's presets or wherever a launch set them."""
+    """Settings of one engine family (vLLM's MXFP4 MoE kernel; SGLang's request polling; TensorRT-LLM's prompt
+    holding), shown for that family's presets or wherever a launch set them."""
     out: dict[str, Setting] = {}
+    if eng.moe_backend:
+        out["moe_backend"] = Setting(eng.moe_backend, cite("moe_backend"))
     if eng.id.startswith("sglang") or eng.recv_interval != 1:
         polls = cite("recv_interval", "1: new requests are polled every step")
         out["recv_interval"] = Setting(eng.recv_interval, polls)
@@ -368,10 +372,23 @@ _LIST_FLAGS = {"--cuda-graph-sizes"}
 """Flags that take several values (space- or comma-separated)."""
 
 
+def _marlin(name: str, text: Any) -> str | None:
+    """vLLM's ``VLLM_MXFP4_USE_MARLIN`` (read as an integer, vllm/envs.py): 1 runs MXFP4 experts through Marlin."""
+    if str(text) not in ("0", "1"):
+        raise InfercastError(f"{name} must be 0 or 1, got {text!r}", field="launch")
+    return "marlin" if str(text) == "1" else None
+
+
+_ENVIRONMENT: dict[str, dict[str, Any]] = {"vllm": {"VLLM_MXFP4_USE_MARLIN": ("moe_backend", _marlin)}}
+"""Environment variables of a launch line (``NAME=value vllm serve ...``) that set an engine field, per engine."""
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
 def parse_launch(text: str) -> UserLaunch:
     """Read a launch: a ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server`` command line, a
-    ``python -m sglang.launch_server`` one, a ``trtllm-serve`` one, or the path of a TensorRT-LLM
-    ``extra_llm_api_options`` YAML file. Unknown flags become warnings; bad values a ``launch`` error."""
+    ``python -m sglang.launch_server`` one, a ``trtllm-serve`` one (each optionally after ``NAME=value``
+    environment words), or the path of a TensorRT-LLM ``extra_llm_api_options`` YAML file. Unknown flags and
+    variables become warnings; bad values a ``launch`` error."""
     text = str(text).strip()
     if not text:
         raise InfercastError("give a launch command line or an extra_llm_api_options YAML path", field="launch")
@@ -381,6 +398,9 @@ def parse_launch(text: str) -> UserLaunch:
         words = shlex.split(text.replace("\\\n", " "))
     except ValueError as exc:
         raise InfercastError(f"cannot split the command line: {exc}", field="launch") from None
+    words = words[1:] if words[:1] == ["env"] else words
+    env = list(itertools.takewhile(lambda w: _ENV_WORD.match(w) is not None, words))
+    words = words[len(env) :]
     joined = " ".join(words[:4])
     if "sglang" in joined:
         engine, table, rest = "sglang", _SGLANG, words[words.index(next(w for w in words if "sglang" in w)) + 1 :]
@@ -395,12 +415,19 @@ def parse_launch(text: str) -> UserLaunch:
             "not a vllm serve, python -m sglang.launch_server or trtllm-serve command line, nor a YAML file path",
             field="launch",
         )
-    return _flags(engine, table, rest)
+    return _flags(engine, table, rest, env)
 
 
-def _flags(engine: str, table: dict[str, Any], words: list[str]) -> UserLaunch:
+def _flags(engine: str, table: dict[str, Any], words: list[str], env: list[str] | None = None) -> UserLaunch:
     found: dict[str, tuple[Any, str]] = {}
     unknown: list[str] = []
+    for assignment in env or []:
+        variable, _, setting = assignment.partition("=")
+        entry = _ENVIRONMENT.get(engine, {}).get(variable)
+        if entry is None:
+            unknown.append(assignment)
+        elif (converted := entry[1](variable, setting)) is not None:
+            found[entry[0]] = (converted, assignment)
     i = 0
     while i < len(words):
         word = words[i]
