@@ -127,6 +127,10 @@ def test_closed_loop_records_are_validated():
         check_record(_closed(spec_tokens=3, spec_acceptance=1.5))
     with pytest.raises(InfercastError, match=r"spec_acceptance.*spec_tokens"):
         check_record(_closed(spec_acceptance=0.7))
+    check_record(_closed(moe_backend="marlin"))
+    with pytest.raises(InfercastError, match="moe_backend") as caught:
+        check_record(_closed(moe_backend="triton"))
+    assert caught.value.field == "moe_backend"
 
 
 def test_a_record_that_drafted_with_mtp_is_simulated_with_it():

@@ -107,6 +107,33 @@ def test_a_vllm_script_with_async_scheduling_reads_as_the_async_preset() -> None
     assert (rec.max_num_batched_tokens, rec.max_num_seqs, rec.gpu_memory_utilization) == (8192, 8, 0.9)
 
 
+def test_a_vllm_gpt_oss_hopper_script_that_exports_marlin_runs_its_experts_through_marlin() -> None:
+    """gptoss_fp4_h200.sh @ cec542a9a (2026-03-27) exports VLLM_MXFP4_USE_MARLIN=1: its rows carry the Marlin
+    kernel, their deployment prices the experts with it and the notes say so; the 2025 script set nothing."""
+    from infercast.calibrate.predict import deployment_of
+
+    def row(measured: str) -> dict[str, str]:
+        return _wheel(
+            measured,
+            backend="vllm",
+            backend_version="0.18.0",
+            model_path="openai/gpt-oss-120b",
+            system="h200_sxm",
+            precision="fp4",
+            silicon_data_source="source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=8; "
+            f"measured={measured}",
+            clients="8",
+            id="x_c8_tp4_ep1_1",
+            tp_size="4",
+        )
+
+    rec = _records(row("2026-03-28T00:00:00.000Z"))[0]
+    assert rec.moe_backend == "marlin" and "MXFP4 experts through Marlin (VLLM_MXFP4_USE_MARLIN=1)" in rec.notes
+    dep = deployment_of(rec)
+    assert dep.engine.moe_backend == "marlin" and dep.engine.sources["moe_backend"].startswith("user launch")
+    assert _records(row("2025-11-01T00:00:00.000Z"))[0].moe_backend == ""
+
+
 def test_a_database_dump_row_names_its_model_by_its_config_prefix() -> None:
     """db-dump rows carry no model=: their id's config prefix (dsr1_) names the family; 2026-04-17 on B300 is the
     first version of dsr1_fp4_b300.sh (SGLang: 256 running requests, --mem-fraction-static 0.85)."""

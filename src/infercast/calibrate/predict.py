@@ -23,6 +23,8 @@ from infercast.errors import InfercastError
 from infercast.records.record import SERVING_KINDS, Record
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
+from infercast.specs.engine import EngineSpec, get_engine
+from infercast.specs.engine_launch import USER
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.truncate import truncated
 
@@ -79,9 +81,16 @@ def record_deployment(
     engine: str,
     layers: int,
     attention_dp: int = 1,
+    moe_backend: str = "",
 ) -> Deployment:
-    """The deployment a record describes (cached: records share a few)."""
+    """The deployment a record describes (cached: records share a few); ``moe_backend``: the run's fused-MoE
+    kernel where its launch picked one (EngineSpec.moe_backend)."""
     spec = truncated(get_model(model), layers)
+    launched: str | EngineSpec = engine
+    if moe_backend:
+        preset = get_engine(engine)
+        sources = {**preset.sources, "moe_backend": f"{USER}: the run's moe_backend {moe_backend}"}
+        launched = preset.model_copy(update={"moe_backend": moe_backend, "sources": sources})
     return Deployment.resolve(
         spec,
         gpu,
@@ -89,7 +98,7 @@ def record_deployment(
         ep=ep,
         precision=precision or None,
         kv_precision=kv_precision or None,
-        engine=engine,
+        engine=launched,
         attention_dp=attention_dp,
     )
 
@@ -105,6 +114,7 @@ def deployment_of(rec: Record, engine: str | None = None, layers: int | None = N
         engine or rec.engine,
         rec.layers if layers is None else layers,
         rec.attention_dp,
+        rec.moe_backend,
     )
 
 

@@ -197,6 +197,9 @@ class Record:
     ``num_nextn_predict_layers``; 0 / empty: none)."""
     spec_acceptance: float = 0.0
     """Serving kinds with ``spec_tokens``: the chance each draft token is accepted (given the ones before it)."""
+    moe_backend: str = ""
+    """Serving kinds: the fused-MoE kernel the run's launch picked where the engine offers several (``marlin``:
+    vLLM ``VLLM_MXFP4_USE_MARLIN=1``, MXFP4 experts through Marlin; empty: the release default)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -253,6 +256,8 @@ class Record:
 
 RUN_SCHEDULERS = ("chunked", "prefill-first", "inflight")
 """Step policies a serving record may name (the simulator's schedulers that engines run)."""
+MOE_BACKENDS = ("marlin",)
+"""Fused-MoE kernels a serving record may name (``EngineSpec.moe_backend``)."""
 FIELDS = [f.name for f in fields(Record) if f.metadata.get("csv", True)]
 _CSV = frozenset(FIELDS)
 _INT_FIELDS = {f.name for f in fields(Record) if f.type == "int"}
@@ -320,6 +325,8 @@ def check_record(rec: Record) -> None:
         raise InfercastError("needs spec_tokens (the draft tokens per step) > 0", field="spec_acceptance")
     if rec.scheduler and rec.scheduler not in RUN_SCHEDULERS:
         raise unknown_choice("scheduler", rec.scheduler, list(RUN_SCHEDULERS))
+    if rec.moe_backend and rec.moe_backend not in MOE_BACKENDS:
+        raise unknown_choice("moe_backend", rec.moe_backend, list(MOE_BACKENDS))
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
     if rec.kind in SERVING_KINDS:

@@ -364,6 +364,7 @@ LAUNCH_APPLIED = frozenset(
         "async_scheduling",
         "spec_tokens",
         "parallel",
+        "moe_backend",
     }
 )
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
@@ -425,6 +426,7 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None, mode
         "adp_balance_iters": 0,
         "spec_tokens": 0,
         "spec_acceptance": 0.0,
+        "moe_backend": "",
     }
     if launch is None:
         return out
@@ -443,6 +445,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None, mode
         out["adp_balance_iters"] = launch.adp_balance_iters
     if "spec_tokens" in LAUNCH_APPLIED and launch.spec_tokens:
         out["spec_tokens"], out["spec_acceptance"] = launch.spec_tokens, mtp_acceptance(model)
+    if "moe_backend" in LAUNCH_APPLIED:
+        out["moe_backend"] = launch.moe_backend
     return out
 
 
@@ -483,6 +487,8 @@ def _notes(
                 if launch.dp_attention
                 else f"TP {row['sweep_tp']}, {layout[launch.expert_parallel] if flagged else layout['none']}"
             )
+        if settings["moe_backend"] == "marlin":
+            applied += f"{', ' if applied else ''}MXFP4 experts through Marlin (VLLM_MXFP4_USE_MARLIN=1)"
         extra = "".join(f"; {text}" for text in (launch.speculative, launch.note) if text)
         tail = f"; launch: {launch.source} ({applied or 'engine defaults'}{extra})"
     else:

@@ -59,6 +59,7 @@ TEXT = {
     "kv_cache": ("fp8", "auto"),
     "speculative": ("mtp-config-exists", "mtp-image-match"),
     "expert_parallel": EXPERT_PARALLEL,
+    "moe_backend": ("marlin",),
 }
 """Settings that name one of a few values."""
 OTHER = ("async_scheduling", "note")
@@ -122,6 +123,7 @@ class Launch:
     speculative: str = ""
     expert_parallel: str = ""
     dp_attention: bool = False
+    moe_backend: str = ""
     note: str = ""
 
 
@@ -281,6 +283,7 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         speculative=values.get("speculative", ""),
         expert_parallel=values.get("expert_parallel", ""),
         dp_attention=bool(values.get("dp_attention", False)),
+        moe_backend=values.get("moe_backend", ""),
         note=values.get("note", ""),
     )
 
