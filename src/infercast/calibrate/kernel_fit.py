@@ -233,6 +233,12 @@ Blackwell). fp8: 128x128 block-scaled FP8 (DeepSeek-V3/R1 and Qwen3 FP8 checkpoi
 where measured (its default on Hopper/Ada; the FlashInfer CUTLASS rows are opt-in backends), else the most
 measured kernel (FlashInfer TRT-LLM on Blackwell). fp4: NVFP4 experts (Blackwell). int4: weight-only int4 experts
 (:data:`MOE_WEIGHT_ONLY`). Per-tensor ModelOpt FP8 ("fp8" rows) is not imported."""
+TRITON_FP8_EXPERTS = ("fp8_triton", "fp8_block", ("vllm_fp8moe_triton", "vllm_fused_moe"))
+"""(key, moe_dtype, kernel sources) of vLLM's Triton fused-MoE kernel on block-scaled FP8 experts, fitted where the
+base fp8 fit is another kernel (Blackwell, whose vLLM default is FlashInfer's TRT-LLM kernel). vLLM falls back to it
+when a launch turns FlashInfer and DeepGEMM off (``VLLM_USE_FLASHINFER_MOE_FP8=0``, ``VLLM_MOE_USE_DEEP_GEMM=0``:
+``select_fp8_moe_backend``, vllm/model_executor/layers/fused_moe/oracle/fp8.py); the wheel times it in an older
+release's table (``vllm_fused_moe``, vLLM 0.19)."""
 MOE_WEIGHT_ONLY = {"int4": (FORMATS["int4-g32"].bytes_per_element, "bf16")}
 """Weight-only expert formats (16-bit activations): bytes per expert weight (int4 with a 16-bit scale per group of
 32, the format catalog's) and the compute key whose peak they run at: Marlin W4A16 experts (Kimi-K2.5's int4
@@ -324,11 +330,17 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
 
 
 def moe_rows(
-    source: Source, gpu_id: str, dtype: str, prefixes: tuple[str, ...], engines: tuple[str, ...] = ENGINES
+    source: Source,
+    gpu_id: str,
+    dtype: str,
+    prefixes: tuple[str, ...],
+    engines: tuple[str, ...] = ENGINES,
+    require: bool = False,
 ) -> tuple[str, str, Any] | None:
     """(table, kernel, rows): the rows of ``dtype`` in the newest fused-MoE table of the first of ``engines`` (vLLM,
     SGLang, TensorRT-LLM) that has them, routed as :data:`MOE_DISTRIBUTION` (else balanced, where a table has only
-    those), of the preferred kernel, else the most measured one."""
+    those), of the preferred kernel, else the most measured one (``require``: only a table with the preferred
+    kernel, of any release)."""
     for engine in engines:
         folder = source.gpu(gpu_id) / "moe" / engine
         if not folder.is_dir():
@@ -347,6 +359,8 @@ def moe_rows(
             if rows.empty:
                 continue
             preferred = rows[rows["kernel_source"].str.startswith(prefixes)] if prefixes else rows.iloc[:0]
+            if require and preferred.empty:
+                continue
             kernel = (preferred if not preferred.empty else rows)["kernel_source"].value_counts().index[0]
             return relative(source, path), str(kernel), rows[rows["kernel_source"] == kernel]
     return None
@@ -553,13 +567,18 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
     hbm = kernels.get("hbm_efficiency", prior.hbm_efficiency)
     t_gemm = kernels.get("gemm_latency_s", prior.gemm_latency_s)
     vector_peak = hw.peak_flops.get("fp32", hw.peak_flops.get("bf16", 1e15) / 16.0)
-    for key, (dtype, prefixes) in MOE_SOURCES.items():
-        width, peak_key = MOE_WEIGHT_ONLY.get(key, (GEMM_WIDTH.get(key, 2.0), key))
+    sources = [(key, dtype, prefixes, False) for key, (dtype, prefixes) in MOE_SOURCES.items()]
+    for key, dtype, prefixes, required in [*sources, (*TRITON_FP8_EXPERTS, True)]:
+        rate = "fp8" if key == TRITON_FP8_EXPERTS[0] else key
+        width, peak_key = MOE_WEIGHT_ONLY.get(rate, (GEMM_WIDTH.get(rate, 2.0), rate))
         if peak_key not in hw.peak_flops:
             continue
-        found = moe_rows(source, gpu_id, dtype, prefixes)
-        if found is None:
+        if required and str(fits.get("moe.fp8", {}).get("kernel", "")).startswith(prefixes):
+            continue  # the base fp8 fit is this kernel already (Hopper)
+        found = moe_rows(source, gpu_id, dtype, prefixes, require=required)
+        if found is None and not required:
             prov[f"moe.{key}"] = f"no balanced {dtype} fused-MoE table: routed experts use the dense GEMM parameters"
+        if found is None:
             continue
         table, kernel, rows = found
         shapes = moe_shapes(rows, width, vector_peak, bandwidth, hbm, t_gemm)
