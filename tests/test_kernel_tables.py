@@ -396,6 +396,35 @@ def test_a_launch_that_runs_mxfp4_experts_through_marlin_prefills_slower_and_dec
     )
 
 
+def test_a_launch_that_turns_flashinfer_and_deepgemm_off_runs_fp8_experts_on_vllms_triton_kernel():
+    """On Blackwell vLLM's block-FP8 experts run FlashInfer's TRT-LLM kernel (the base fp8 fit); with FlashInfer and
+    DeepGEMM turned off they fall back to its Triton kernel, fitted on the wheel's older vLLM table that times it:
+    a long prompt costs more. On Hopper the base fp8 fit is that Triton kernel already, so nothing changes."""
+    from infercast.cost.batch import StepBatch
+    from infercast.cost.profile import has_measured_kernels
+
+    if not (has_measured_kernels("b200") and has_measured_kernels("h200")):
+        pytest.skip("no measured b200 / h200 kernel profiles installed")
+    engine = get_engine("vllm-0.14")
+    triton_engine = engine.model_copy(update={"moe_backend": "triton"})
+    prompt = StepBatch.uniform(prefill_seqs=1, chunk=8192, cached=0)
+    profile = load_profile("b200", "blackwell", "vllm")
+    assert "vllm_fused_moe" in profile.provenance["moe_eff_max.fp8_triton"]
+    default, triton = (
+        StepCostModel(Deployment.resolve("minimax-m2.5", "b200", tp=4, precision="fp8", engine=e), profile)
+        for e in (engine, triton_engine)
+    )
+    assert "vllm_fused_moe" in triton.sources[triton.names.index("experts_gate_up")]
+    assert triton.step_time(prompt)[0] > 1.1 * default.step_time(prompt)[0]
+    hopper = load_profile("h200", "hopper", "vllm")
+    assert hopper.moe_params("fp8_triton") is None
+    same = [
+        StepCostModel(Deployment.resolve("minimax-m2.5", "h200", tp=4, precision="fp8", engine=e), hopper)
+        for e in (engine, triton_engine)
+    ]
+    assert same[0].step_time(prompt)[0] == same[1].step_time(prompt)[0]
+
+
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
     from infercast.records.kernel_tables import version_key
 

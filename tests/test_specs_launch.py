@@ -250,10 +250,11 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
     assert parse_launch(str(options)).overrides["graph_max_tokens"][0] == 0
 
 
-def test_a_vllm_line_with_marlin_in_its_environment_runs_mxfp4_experts_through_marlin():
+def test_a_vllm_lines_environment_picks_its_moe_kernel():
     """``VLLM_MXFP4_USE_MARLIN=1 vllm serve ...`` (vllm/envs.py reads it as an integer): the engine's MoE kernel is
     Marlin, named in the settings with the variable as its source; 0 keeps the default; other variables are named
-    in a warning; a value vLLM would refuse is refused naming the variable."""
+    in a warning; a value vLLM would refuse is refused naming the variable. FlashInfer's and DeepGEMM's FP8 MoE
+    both off: vLLM's Triton kernel."""
     for line in ("VLLM_MXFP4_USE_MARLIN=1 vllm serve m --max-num-seqs 8", "env VLLM_MXFP4_USE_MARLIN=1 vllm serve m"):
         parsed = parse_launch(line)
         assert parsed.overrides["moe_backend"] == ("marlin", "VLLM_MXFP4_USE_MARLIN=1") and parsed.model == "m"
@@ -269,6 +270,14 @@ def test_a_vllm_line_with_marlin_in_its_environment_runs_mxfp4_experts_through_m
     with pytest.raises(InfercastError, match="VLLM_MXFP4_USE_MARLIN must be 0 or 1") as caught:
         parse_launch("VLLM_MXFP4_USE_MARLIN=yes vllm serve m")
     assert caught.value.field == "launch"
+    # block-FP8 experts fall back to vLLM's Triton kernel only with FlashInfer's and DeepGEMM's both off
+    both = parse_launch("VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0 vllm serve m")
+    assert both.overrides["moe_backend"][0] == "triton" and not both.warnings
+    alone = parse_launch("VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_USE_DEEP_GEMM=1 vllm serve m")
+    assert "moe_backend" not in alone.overrides
+    assert alone.warnings == (
+        "launch: 'VLLM_USE_FLASHINFER_MOE_FP8=0' is not modelled by infercast (the prediction runs without it)",
+    )
 
 
 def test_trtllm_batch_waiting_reaches_the_engine_and_holds_prompts(tmp_path):

@@ -139,7 +139,7 @@ class StepCostModel:
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
         (``gemm_act_quant_bytes``), on its row."""
-        moe_key = _moe_key(dep) if moe is not None else _weight_only_experts(dep, p)
+        moe_key = _moe_key(dep, p) if moe is not None else _weight_only_experts(dep, p)
         self.sources = [_op_source(r, p, moe_key) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
@@ -437,11 +437,14 @@ def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) ->
     return out
 
 
-def _moe_key(dep: Deployment) -> str | None:
+def _moe_key(dep: Deployment, p: CostProfile | None = None) -> str | None:
     """Compute key of the fused-MoE kernels the routed experts run, when a fitted MoE kernel covers the expert
-    format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate, NVFP4 experts at the fp4 rate, int4
-    (W4A16) experts on their own fit (others run as dense GEMMs)."""
+    format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate (``fp8_triton``: vLLM's Triton kernel
+    where the launch picks it and ``p`` has its fit), NVFP4 experts at the fp4 rate, int4 (W4A16) experts on their
+    own fit (others run as dense GEMMs)."""
     key, fmt = dep.compute_key, dep.scheme.expert_weight_format.name
+    if (key, fmt) == ("fp8", "fp8") and dep.engine.moe_backend == "triton" and p and p.moe_params("fp8_triton"):
+        return "fp8_triton"
     if (key in ("bf16", "fp16") and fmt in ("bf16", "fp16")) or (key, fmt) in (("fp8", "fp8"), ("fp4", "nvfp4")):
         return key
     if key in ("bf16", "fp16") and fmt.startswith("int4"):
@@ -464,7 +467,7 @@ def _weight_only_experts(dep: Deployment, p: CostProfile) -> str | None:
 
 def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, float, float] | None:
     """The profile's fused-MoE parameters for this deployment's routed experts, or None (dense GEMMs)."""
-    key = _moe_key(dep) if dep.model.moe else None
+    key = _moe_key(dep, p) if dep.model.moe else None
     return p.moe_params(key) if key else None
 
 

@@ -77,11 +77,13 @@ class EngineSpec(BaseModel):
         "0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with --disable-cuda-graph; TensorRT-LLM "
         "cuda_graph_config.max_batch_size); None: the cost profile's graph_max_tokens, the release default.",
     )
-    moe_backend: Literal["marlin"] | None = Field(
+    moe_backend: Literal["marlin", "triton"] | None = Field(
         default=None,
         description="The fused-MoE kernel a launch picks where the engine offers several for the experts' format: "
         "'marlin', vLLM's Marlin W4A16 kernel for MXFP4 experts (VLLM_MXFP4_USE_MARLIN=1; on Hopper its default is "
-        "OpenAI's Triton kernel); None: the release default, the kernel the cost profile's tables time.",
+        "OpenAI's Triton kernel); 'triton', vLLM's Triton kernel for block-FP8 experts (VLLM_USE_FLASHINFER_MOE_FP8=0 "
+        "with VLLM_MOE_USE_DEEP_GEMM=0; on Blackwell its default is FlashInfer's); None: the release default, the "
+        "kernel the cost profile's tables time.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
     fp8_kv_schemes: tuple[str, ...] = Field(

@@ -372,15 +372,41 @@ _LIST_FLAGS = {"--cuda-graph-sizes"}
 """Flags that take several values (space- or comma-separated)."""
 
 
-def _marlin(name: str, text: Any) -> str | None:
-    """vLLM's ``VLLM_MXFP4_USE_MARLIN`` (read as an integer, vllm/envs.py): 1 runs MXFP4 experts through Marlin."""
-    if str(text) not in ("0", "1"):
+def _env_flag(name: str, text: str) -> bool:
+    """A vLLM boolean environment variable (vllm/envs.py reads it as an integer: 0 or 1)."""
+    if text not in ("0", "1"):
         raise InfercastError(f"{name} must be 0 or 1, got {text!r}", field="launch")
-    return "marlin" if str(text) == "1" else None
+    return text == "1"
 
 
-_ENVIRONMENT: dict[str, dict[str, Any]] = {"vllm": {"VLLM_MXFP4_USE_MARLIN": ("moe_backend", _marlin)}}
-"""Environment variables of a launch line (``NAME=value vllm serve ...``) that set an engine field, per engine."""
+VLLM_MOE_ENV = ("VLLM_MXFP4_USE_MARLIN", "VLLM_USE_FLASHINFER_MOE_FP8", "VLLM_MOE_USE_DEEP_GEMM", "VLLM_USE_DEEP_GEMM")
+"""vLLM environment variables that pick a fused-MoE kernel (``EngineSpec.moe_backend``): Marlin for MXFP4 experts
+(``get_mxfp4_backend``, quantization/mxfp4.py), Triton for block-FP8 experts once FlashInfer's and DeepGEMM's are
+both turned off (``select_fp8_moe_backend``, fused_moe/oracle/fp8.py)."""
+
+
+def _vllm_environment(env: dict[str, str], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """The MoE kernel a vLLM launch's environment picks (:data:`VLLM_MOE_ENV`); other variables go to ``unknown``."""
+    flags = {name: _env_flag(name, env[name]) for name in VLLM_MOE_ENV if name in env}
+    unknown += [f"{k}={v}" for k, v in env.items() if k not in flags]
+    picked = []
+    if flags.get("VLLM_MXFP4_USE_MARLIN"):
+        picked.append(("marlin", "VLLM_MXFP4_USE_MARLIN=1"))
+    deep_gemm = next((k for k in ("VLLM_MOE_USE_DEEP_GEMM", "VLLM_USE_DEEP_GEMM") if flags.get(k) is False), None)
+    if flags.get("VLLM_USE_FLASHINFER_MOE_FP8") is False and deep_gemm:
+        picked.append(("triton", f"VLLM_USE_FLASHINFER_MOE_FP8=0 {deep_gemm}=0"))
+    named = " ".join(text for _, text in picked).split()
+    defaults = {"VLLM_MXFP4_USE_MARLIN": False, "VLLM_MOE_USE_DEEP_GEMM": True, "VLLM_USE_DEEP_GEMM": True}
+    unknown += [
+        f"{k}={env[k]}"
+        for k, on in flags.items()
+        if defaults.get(k) != on and not any(word.startswith(f"{k}=") for word in named)
+    ]
+    if picked:
+        found["moe_backend"] = picked[0]
+    unknown += [text for _, text in picked[1:]]
+
+
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -421,13 +447,11 @@ def parse_launch(text: str) -> UserLaunch:
 def _flags(engine: str, table: dict[str, Any], words: list[str], env: list[str] | None = None) -> UserLaunch:
     found: dict[str, tuple[Any, str]] = {}
     unknown: list[str] = []
-    for assignment in env or []:
-        variable, _, setting = assignment.partition("=")
-        entry = _ENVIRONMENT.get(engine, {}).get(variable)
-        if entry is None:
-            unknown.append(assignment)
-        elif (converted := entry[1](variable, setting)) is not None:
-            found[entry[0]] = (converted, assignment)
+    variables = dict(word.partition("=")[::2] for word in env or [])
+    if engine == "vllm":
+        _vllm_environment(variables, found, unknown)
+    else:
+        unknown += list(env or [])
     i = 0
     while i < len(words):
         word = words[i]
