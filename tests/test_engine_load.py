@@ -129,7 +129,7 @@ def test_closed_loop_records_are_validated():
         check_record(_closed(spec_acceptance=0.7))
     check_record(_closed(moe_backend="marlin"))
     with pytest.raises(InfercastError, match="moe_backend") as caught:
-        check_record(_closed(moe_backend="triton"))
+        check_record(_closed(moe_backend="cutlass"))
     assert caught.value.field == "moe_backend"
 
 

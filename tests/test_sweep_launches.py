@@ -134,6 +134,28 @@ def test_a_vllm_gpt_oss_hopper_script_that_exports_marlin_runs_its_experts_throu
     assert _records(row("2025-11-01T00:00:00.000Z"))[0].moe_backend == ""
 
 
+def test_minimax_fp8_b200_scripts_that_turn_flashinfer_and_deepgemm_off_run_triton_experts() -> None:
+    """minimaxm2.5_fp8_b200.sh exported VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0 from 2026-03-11
+    to 2026-04-02 (f342df18e, 626932a11); bddbf4031 dropped both."""
+
+    def row(measured: str) -> dict[str, str]:
+        return _wheel(
+            measured,
+            id="2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c64_tp4_ep1_7",
+            silicon_data_source="source_file=2026-04-06.csv; model=MiniMax-M2.5; silicon_concurrency=64; "
+            f"measured={measured}; wip=False",
+            backend="vllm",
+            backend_version="0.18.0",
+            model_path="MiniMaxAI/MiniMax-M2.5",
+            tp_size="4",
+            moe_tp_size="4",
+        )
+
+    rec = _records(row("2026-03-20T00:00:00.000Z"))[0]
+    assert rec.moe_backend == "triton" and "FP8 experts through vLLM's Triton kernel" in rec.notes
+    assert _records(row("2026-04-10T00:00:00.000Z"))[0].moe_backend == ""
+
+
 def test_a_database_dump_row_names_its_model_by_its_config_prefix() -> None:
     """db-dump rows carry no model=: their id's config prefix (dsr1_) names the family; 2026-04-17 on B300 is the
     first version of dsr1_fp4_b300.sh (SGLang: 256 running requests, --mem-fraction-static 0.85)."""

@@ -199,7 +199,8 @@ class Record:
     """Serving kinds with ``spec_tokens``: the chance each draft token is accepted (given the ones before it)."""
     moe_backend: str = ""
     """Serving kinds: the fused-MoE kernel the run's launch picked where the engine offers several (``marlin``:
-    vLLM ``VLLM_MXFP4_USE_MARLIN=1``, MXFP4 experts through Marlin; empty: the release default)."""
+    vLLM ``VLLM_MXFP4_USE_MARLIN=1``, MXFP4 experts through Marlin; ``triton``: vLLM's Triton kernel for block-FP8
+    experts, FlashInfer's and DeepGEMM's turned off; empty: the release default)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -256,7 +257,7 @@ class Record:
 
 RUN_SCHEDULERS = ("chunked", "prefill-first", "inflight")
 """Step policies a serving record may name (the simulator's schedulers that engines run)."""
-MOE_BACKENDS = ("marlin",)
+MOE_BACKENDS = ("marlin", "triton")
 """Fused-MoE kernels a serving record may name (``EngineSpec.moe_backend``)."""
 FIELDS = [f.name for f in fields(Record) if f.metadata.get("csv", True)]
 _CSV = frozenset(FIELDS)

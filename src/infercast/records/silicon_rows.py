@@ -352,6 +352,12 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
     return records
 
 
+MOE_KERNEL_NOTES = {
+    "marlin": "MXFP4 experts through Marlin (VLLM_MXFP4_USE_MARLIN=1)",
+    "triton": "FP8 experts through vLLM's Triton kernel (VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0)",
+}
+"""How a row's notes name the fused-MoE kernel its launch script picked (``Launch.moe_backend``)."""
+
 LAUNCH_APPLIED = frozenset(
     {
         "budget",
@@ -487,8 +493,9 @@ def _notes(
                 if launch.dp_attention
                 else f"TP {row['sweep_tp']}, {layout[launch.expert_parallel] if flagged else layout['none']}"
             )
-        if settings["moe_backend"] == "marlin":
-            applied += f"{', ' if applied else ''}MXFP4 experts through Marlin (VLLM_MXFP4_USE_MARLIN=1)"
+        kernel = MOE_KERNEL_NOTES.get(settings["moe_backend"])
+        if kernel:
+            applied += f"{', ' if applied else ''}{kernel}"
         extra = "".join(f"; {text}" for text in (launch.speculative, launch.note) if text)
         tail = f"; launch: {launch.source} ({applied or 'engine defaults'}{extra})"
     else:

@@ -59,7 +59,7 @@ TEXT = {
     "kv_cache": ("fp8", "auto"),
     "speculative": ("mtp-config-exists", "mtp-image-match"),
     "expert_parallel": EXPERT_PARALLEL,
-    "moe_backend": ("marlin",),
+    "moe_backend": ("marlin", "triton"),
 }
 """Settings that name one of a few values."""
 OTHER = ("async_scheduling", "note")
