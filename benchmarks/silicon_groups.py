@@ -8,7 +8,8 @@ p90 |error| of mean TTFT and TPOT, the signed median, the points over-predicted 
 closed-loop throughput at each sweep's highest concurrency (clients x output tokens / (TTFT + (output - 1) x TPOT),
 measured and predicted alike). No parameter but the MTP acceptances are fitted on these rows, so each group's figures
 are its leave-that-group-out errors (GPU, model or engine release left out). ``--write`` saves
-``benchmarks/silicon_groups.md``; ``--csv`` writes every point (for diagnosis). About 1.5 minutes on two cores.
+``benchmarks/silicon_groups.md``; ``--csv`` writes every point (for diagnosis: with its layout, cliff warning, the
+launch script it was read with and its row id). About 1.5 minutes on two cores.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,6 +76,13 @@ def throughput_errors(compared: Sequence[Comparison]) -> list[tuple[Comparison, 
         predicted = osl / (ttft.predicted + (osl - 1) * tpot.predicted)
         out.append((ttft, predicted / measured - 1.0))
     return out
+
+
+def launch_of(rec: Record) -> str:
+    """The launch script (``path @ commit``) a dated sweep row was read with, from its notes; else its engine release
+    as the row gives it (e.g. ``sglang 0.5.6.post2``): what to group points by when diagnosing one script's runs."""
+    found = re.search(r"launch: benchmarks/(\S+ @ [0-9a-f]+)", rec.notes)
+    return found[1] if found else rec.notes.split(";", 1)[0].split(" (", 1)[0]
 
 
 def _row(label: str, metric: str, errors: Sequence[float]) -> str:
@@ -215,6 +224,11 @@ def main() -> None:
                     "error",
                     "measured",
                     "predicted",
+                    "ep",
+                    "attention_dp",
+                    "cliff",
+                    "launch",
+                    "id",
                 ]
             )
             for c in compared:
@@ -234,6 +248,11 @@ def main() -> None:
                         c.error,
                         c.measured,
                         c.predicted,
+                        r.ep,
+                        r.attention_dp,
+                        c.cliff or "",
+                        launch_of(r),
+                        r.source.rsplit(" id ", 1)[-1],
                     ]
                 )
 
