@@ -122,7 +122,7 @@ def _graphs(eng: EngineSpec, cite: Any) -> Setting:
 
 
 def _family_settings(eng: EngineSpec, cite: Any) -> dict[str, Setting]:
-    """Settings of one engine family (vLLM's MXFP4 MoE kernel; SGLang's request polling; TensorRT-LLM's prompt
+    """Settings of one engine family (vLLM's MoE kernel; SGLang's request polling; TensorRT-LLM's prompt
     holding), shown for that family's presets or wherever a launch set them."""
     out: dict[str, Setting] = {}
     if eng.moe_backend:
