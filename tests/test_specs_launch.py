@@ -445,3 +445,13 @@ def test_a_capacity_policy_other_than_no_evict_is_named_once_on_both_ways_in(tmp
             "launch: 'scheduler_config.capacity_scheduler_policy: MAX_UTILIZATION' is simulated as "
             "GUARANTEED_NO_EVICT (requests admitted only with room to end)"
         )
+
+
+def test_the_moe_kernels_a_launch_may_pick_are_one_list():
+    """EngineSpec.moe_backend's choices are MOE_BACKENDS, which records and the sweep launch file check against."""
+    import typing
+
+    from infercast.specs.engine import MOE_BACKENDS, EngineSpec
+
+    literal = typing.get_args(EngineSpec.model_fields["moe_backend"].annotation)[0]
+    assert typing.get_args(literal) == MOE_BACKENDS

@@ -16,6 +16,8 @@ The functional forms are the step model's (:mod:`infercast.cost.step`), with a m
 * weight-only MXFP4 experts on GPUs without FP4 tensor cores: the dense 16-bit GEMM curve with ``eff_max`` and
   ``m_half`` divided by one factor (:func:`w4a16_slowdown`), so only many rows per expert pay the dequantising;
   one factor for the tables' MXFP4 kernel, one for vLLM's Marlin kernel (:data:`MARLIN_EXPERTS`)
+* vLLM's Triton kernel on block-FP8 experts where the GPU's base fp8 fit is another kernel: the fused-MoE form
+  again, on that kernel's rows of whichever release timed it (:data:`TRITON_FP8_EXPERTS`)
 * gated-DeltaNet prefill (:func:`fit_gdn`): ``max(chunks · t_chunk, FLOPs / (peak · eff)) + t0``, a sequence's
   64-token chunks in series
 
@@ -238,7 +240,7 @@ TRITON_FP8_EXPERTS = ("fp8_triton", "fp8_block", ("vllm_fp8moe_triton", "vllm_fu
 base fp8 fit is another kernel (Blackwell, whose vLLM default is FlashInfer's TRT-LLM kernel). vLLM falls back to it
 when a launch turns FlashInfer and DeepGEMM off (``VLLM_USE_FLASHINFER_MOE_FP8=0``, ``VLLM_MOE_USE_DEEP_GEMM=0``:
 ``select_fp8_moe_backend``, vllm/model_executor/layers/fused_moe/oracle/fp8.py); the wheel times it in an older
-release's table (``vllm_fused_moe``, vLLM 0.19)."""
+release's table (``vllm_fused_moe``: vLLM 0.22 on B200 in aiconfigurator-core 0.12)."""
 MOE_WEIGHT_ONLY = {"int4": (FORMATS["int4-g32"].bytes_per_element, "bf16")}
 """Weight-only expert formats (16-bit activations): bytes per expert weight (int4 with a 16-bit scale per group of
 32, the format catalog's) and the compute key whose peak they run at: Marlin W4A16 experts (Kimi-K2.5's int4

@@ -64,6 +64,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from infercast.errors import InfercastError, nearest, require_positive_int, unknown_choice
+from infercast.specs.engine import MOE_BACKENDS
 
 GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
 """What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
@@ -257,8 +258,6 @@ class Record:
 
 RUN_SCHEDULERS = ("chunked", "prefill-first", "inflight")
 """Step policies a serving record may name (the simulator's schedulers that engines run)."""
-MOE_BACKENDS = ("marlin", "triton")
-"""Fused-MoE kernels a serving record may name (``EngineSpec.moe_backend``)."""
 FIELDS = [f.name for f in fields(Record) if f.metadata.get("csv", True)]
 _CSV = frozenset(FIELDS)
 _INT_FIELDS = {f.name for f in fields(Record) if f.type == "int"}

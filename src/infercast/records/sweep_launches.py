@@ -21,6 +21,7 @@ from typing import Any
 
 from infercast.errors import InfercastError
 from infercast.files import load_yaml
+from infercast.specs.engine import MOE_BACKENDS
 
 DATA = Path(__file__).resolve().parent / "data" / "sweep_launches.yaml"
 FIELD = "sweep_launches"
@@ -59,7 +60,7 @@ TEXT = {
     "kv_cache": ("fp8", "auto"),
     "speculative": ("mtp-config-exists", "mtp-image-match"),
     "expert_parallel": EXPERT_PARALLEL,
-    "moe_backend": ("marlin", "triton"),
+    "moe_backend": MOE_BACKENDS,
 }
 """Settings that name one of a few values."""
 OTHER = ("async_scheduling", "note")

@@ -29,6 +29,11 @@ class GpuTier(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
 
 
+MOE_BACKENDS = ("marlin", "triton")
+"""The fused-MoE kernels a launch may pick over the release default (``EngineSpec.moe_backend``); records and the
+sweep launch file name them by these words."""
+
+
 class EngineSpec(BaseModel):
     """How an engine reserves memory and sizes its batches (its documented defaults)."""
 
