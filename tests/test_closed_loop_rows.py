@@ -13,7 +13,14 @@ import pytest
 
 from infercast.errors import InfercastError
 from infercast.records.readers import load_records, read_records
-from infercast.records.silicon_rows import catalog_gpu_id, catalog_model_id, convert
+from infercast.records.silicon_rows import (
+    catalog_gpu_id,
+    catalog_model_id,
+    convert,
+    convert_rows,
+    drifting_runs,
+    lockstep_ttft_bound,
+)
 from tests.cli_helpers import run, run_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -475,3 +482,18 @@ def test_a_vllm_release_from_0_14_on_reads_as_the_async_scheduling_preset() -> N
         "trtllm-1.1",
         "trtllm",
     ]
+
+
+def test_a_sglang_run_set_faster_than_any_lockstep_wave_is_read_with_drifting_clients() -> None:
+    # Qwen3-32B bf16 on 2 H100s: one 1024-token prompt is >= 2 x 32.0e9 x 1024 / (2 x 989e12) = 33 ms of linear
+    # layers, so 16 clients sent together average >= 8.5 prompts' worth, 0.28 s
+    fast = _row(engine="sglang", engine_version="0.5.6", precision="bf16", ttft_ms_mean="150.0")
+    slow = _row(engine="sglang", engine_version="0.5.6", precision="bf16", ttft_ms_mean="900.0", id="x_c16_2")
+    assert lockstep_ttft_bound(fast) == pytest.approx(0.281, rel=0.01)
+    assert drifting_runs([fast, slow]) == [True, True]  # one set: its client held no lockstep
+    assert drifting_runs([slow]) == [False]
+    # engines that mix prompts into the decode steps keep fixed lengths; dated sweeps already vary theirs
+    assert drifting_runs([{**fast, "engine": "vllm"}, {**fast, "min_len_ratio": "0.8"}]) == [False, False]
+    records, _, _ = convert_rows([("a", fast), ("b", slow)])
+    assert {r.min_len_ratio for r in records} == {0.8}
+    assert all("clients drifting apart" in r.notes for r in records)

@@ -53,7 +53,12 @@ every row's notes:
   clients: 841 / 806 / 844 ms at 128 / 256 / 512 output tokens) and equals the prefill time of all C prompts
   (TTFT x tp / (C x L) = 56-120 us per token, against 12 us for the vLLM rows), i.e. the clients stayed
   synchronised in waves, which only equal lengths sustain. How far equal-length clients drift apart is the
-  engines' varying per-request latency (``request_jitter_s``, fitted with the load fit).
+  engines' varying per-request latency (``request_jitter_s``, fitted with the load fit). Where the data rule the
+  waves out, they are not assumed (:func:`drifting_runs`): a run set of an engine that prefills prompts apart from
+  the decodes (SGLang) whose mean TTFT at C clients is somewhere below (C + 1) / 2 prompts' linear-layer FLOPs at
+  the datasheet peak (:func:`lockstep_ttft_bound`, a wave's least mean TTFT) is read with lengths in [0.8 L, L],
+  the simulator's drifting clients. One set is: SGLang 0.5.6 Llama-3.1-8B on H200 (19 of its 46 rows below the
+  bound, down to 0.42 of it); SGLang 0.5.1 and 0.5.8 on H100 stay at 1.6x the bound or more.
 - Dated sweep rows with a launch script: the settings of the SemiAnalysis InferenceMAX script version in effect on
   the row's measured date (:mod:`infercast.records.sweep_launches`, ``records/data/sweep_launches.yaml``: path @
   commit per version, rules on clients, lengths and TP): step budget (SGLang: its prefill batch cap), sequence
@@ -159,6 +164,7 @@ from infercast.specs.catalog import (
     model_catalog,
     model_id_for_repo,
 )
+from infercast.specs.engine import get_engine
 from infercast.specs.precision import get_scheme
 
 REQUIRED = (
@@ -527,13 +533,21 @@ def _notes(
             if fraction and launch is None
             else ""
         ),
-        lengths=(
-            f"lengths uniform in [{ratio:g} L, L] (the sweep's benchmark client)"
-            if ratio < 1
-            else "fixed lengths (the benchmark client's)"
-        ),
+        lengths=_lengths_note(row, ratio),
         budget=tail,
     )
+
+
+def _lengths_note(row: dict[str, str], ratio: float) -> str:
+    """How a row's notes state its prompt and output lengths."""
+    if row.get(DRIFT_MARK) == "1":
+        return (
+            f"fixed lengths, clients drifting apart (read as lengths uniform in [{ratio:g} L, L]: some mean TTFT "
+            "of this run set is below what a lockstep wave of C prompts takes at the datasheet peak)"
+        )
+    if ratio < 1:
+        return f"lengths uniform in [{ratio:g} L, L] (the sweep's benchmark client)"
+    return "fixed lengths (the benchmark client's)"
 
 
 def is_closed_loop_table(columns: Iterable[str]) -> bool:
@@ -625,6 +639,56 @@ def client_capped_sweeps(rows: Iterable[dict[str, str]]) -> list[bool]:
     keys = [_capped_key(row) for row in rows]
     capped = {key for key, row in zip(keys, rows, strict=True) if key and _capped(row)}
     return [key in capped for key in keys]
+
+
+def drifting_runs(rows: Iterable[dict[str, str]]) -> list[bool]:
+    """For each row (this module's format), whether its clients are read as drifting apart although its lengths
+    were fixed: a row of aiconfigurator's own runs (not a dated sweep, whose lengths already vary) of an engine that
+    prefills prompts apart from the decodes (SGLang: equal lengths keep such clients in lockstep waves), in a run
+    set (engine, release, model, GPU, precision) where some row's mean TTFT is below :func:`lockstep_ttft_bound`.
+    No lockstep wave can be that fast, so that set's client did not hold its clients together, whatever it did."""
+    rows = list(rows)
+    keys = [prefill_first_run_set(row) for row in rows]
+    ruled_out = {key for key, row in zip(keys, rows, strict=True) if key and _below_lockstep(row)}
+    return [key in ruled_out for key in keys]
+
+
+def prefill_first_run_set(row: dict[str, str]) -> tuple[str, ...] | None:
+    """The run set of a fixed-length row of a prefill-first engine, else None."""
+    if row.get(SWEEP_MARK) == "1" or float(row.get("min_len_ratio") or 1.0) < 1.0:
+        return None
+    engine = (row.get("engine") or "").strip().lower()
+    try:
+        preset = get_engine(release_preset(engine, row.get("engine_version") or ""))
+    except InfercastError:
+        return None
+    if preset.scheduler != "prefill-first":
+        return None
+    return tuple((row.get(c) or "").strip() for c in ("engine", "engine_version", "model", "gpu", "precision"))
+
+
+def _below_lockstep(row: dict[str, str]) -> bool:
+    try:
+        ttft = float(row["ttft_ms_mean"]) / 1e3
+        bound = lockstep_ttft_bound(row)
+    except (KeyError, ValueError, InfercastError):
+        return False
+    return ttft < bound
+
+
+def lockstep_ttft_bound(row: dict[str, str]) -> float:
+    """Seconds: the least mean TTFT of C clients sending equal prompts of L tokens together. However batched, the
+    k-th prompt served finishes after k prompts' prefill work, so the mean is at least (C + 1) / 2 prefills; each
+    takes at least 2 x active parameters x L FLOPs (linear layers only) over the replica's GPUs at the datasheet
+    peak of the precision's tensor cores."""
+    model = get_model(catalog_model_id(row["model"]))
+    hw = get_hardware(catalog_gpu_id(row["gpu"]))
+    scheme = get_scheme(row_precision((row.get("precision") or "").strip() or "bf16", model.id))
+    tp, _, attention_dp = layout_of(row)
+    clients, prompt = int(row["concurrency"]), int(row["input_len"])
+    peak = hw.peak(scheme.compute_key(hw)) * tp * attention_dp
+    per_prompt = 2.0 * model.active_params_excluding_embedding * prompt / peak
+    return (clients + 1) / 2 * per_prompt
 
 
 def _capped_key(row: dict[str, str]) -> tuple[str, ...] | None:
@@ -772,6 +836,8 @@ DB_DUMP = "db-dump/"
 """Source prefix of the wheel's rows dumped from the public sweeps' results database: the same grid (1k/1k, 1k/8k,
 8k/1k), config-named ids (``minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733``), CI workflow runs and public
 release images, so read as dated sweeps (docs/accuracy-notes.md)."""
+DRIFT_MARK = "drifting_clients"
+"""The key :func:`convert_rows` sets on a fixed-length row read with drifting clients (:func:`drifting_runs`)."""
 SWEEP_MARK = "dated_sweep"
 """The key :func:`from_wheel_row` sets on a dated sweep's row: its readings (8-bit KV for fp8, the TensorRT-LLM
 release) follow the row's source, not any row with a length range."""
@@ -862,6 +928,11 @@ def convert_rows(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[Record], 
     records: list[Record] = []
     skipped = 0
     unplaced: list[str] = []
+    drifting = drifting_runs(row for _, row in rows)
+    rows = [
+        (origin, {**row, "min_len_ratio": str(SWEEP_LENGTH_RATIO), DRIFT_MARK: "1"} if drift else row)
+        for (origin, row), drift in zip(rows, drifting, strict=True)
+    ]
     for origin, row in rows:
         if not concurrency_recorded(row):
             skipped += 1
