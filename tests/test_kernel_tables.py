@@ -317,9 +317,9 @@ def test_without_moe_tables_the_experts_are_dense_gemms_and_dense_models_are_unc
     i = dense.names.index("experts_gate_up")
     assert dense.per_token == [] and "gemm/vllm" in dense.sources[i]
     assert dense.m_half[i, 0] == profile.gemm_m_half["bf16"]
-    # MXFP4 experts (no fitted fused-MoE kernel for them): dense behaviour with the measured profile too
+    # MXFP4 experts take the fused-MoE fit of the tables' MXFP4 kernel
     mx = StepCostModel(Deployment.resolve("qwen3-30b-a3b", "h100-sxm", precision="mxfp4-moe"), profile)
-    assert mx.per_token == []
+    assert mx.per_token and "w4a16_mxfp4" in mx.sources[mx.names.index("experts_gate_up")]
     # int4 (W4A16) experts take the fit of the tables' Marlin int4 kernels
     w4 = StepCostModel(Deployment.resolve("qwen3-30b-a3b", "h100-sxm", precision="int4"), profile)
     assert w4.per_token and "int4_wo" in w4.sources[w4.names.index("experts_gate_up")]
@@ -339,17 +339,19 @@ def test_nvfp4_experts_take_the_fitted_fp4_fused_moe_kernels_where_measured():
 
 
 def test_mxfp4_experts_without_fp4_tensor_cores_take_the_dequantising_kernels_ceiling():
-    """gpt-oss on Hopper runs its MXFP4 experts weight-only: many rows per expert (prefill) cost more than the
-    dense 16-bit GEMM's curve prices, a few (decode) the same; Blackwell (FP4 tensor cores) keeps the dense curve."""
+    """gpt-oss on Hopper runs its MXFP4 experts weight-only. Without the fused-MoE fit (``moe_*.mxfp4``), the lowered
+    dense curve prices them: many rows per expert (prefill) cost more than the dense 16-bit GEMM's curve prices, a
+    few (decode) the same; Blackwell (FP4 tensor cores) keeps the dense curve."""
     from dataclasses import replace
 
     from infercast.cost.batch import StepBatch
-    from infercast.cost.profile import has_measured_kernels
+    from infercast.cost.profile import MOE_PARAMS, has_measured_kernels
 
     if not has_measured_kernels("h100-sxm"):
         pytest.skip("no measured h100-sxm kernel profile installed")
     dep = Deployment.resolve("gpt-oss-120b", "h100-sxm")
-    profile = load_profile("h100-sxm", "hopper", "vllm")
+    fitted = load_profile("h100-sxm", "hopper", "vllm")
+    profile = replace(fitted, **{n: {k: v for k, v in getattr(fitted, n).items() if k != "mxfp4"} for n in MOE_PARAMS})
     w4, dense = (
         StepCostModel(dep, profile),
         StepCostModel(
@@ -371,12 +373,16 @@ def test_a_launch_that_runs_mxfp4_experts_through_marlin_prefills_slower_and_dec
     """vLLM's Marlin kernel (VLLM_MXFP4_USE_MARLIN=1) dequantises inside Ampere-style MMA tiles: its slowdown, fitted
     on the wheel's Marlin fused-MoE rows, exceeds the Triton kernel's, so a long prompt costs more; a decode step
     streams the same weights. A launch without it keeps the tables' own kernel."""
+    from dataclasses import replace
+
     from infercast.cost.batch import StepBatch
-    from infercast.cost.profile import has_measured_kernels
+    from infercast.cost.profile import MOE_PARAMS, has_measured_kernels
 
     if not has_measured_kernels("h200"):
         pytest.skip("no measured h200 kernel profile installed")
-    profile = load_profile("h200", "hopper", "vllm")
+    fitted = load_profile("h200", "hopper", "vllm")
+    # against the Triton kernel's lowered dense curve (the fused-MoE fit, its default, prices decode apart)
+    profile = replace(fitted, **{n: {k: v for k, v in getattr(fitted, n).items() if k != "mxfp4"} for n in MOE_PARAMS})
     assert profile.gemm_eff_max["w4a16_marlin"] < profile.gemm_eff_max["w4a16"]
     assert "marlin" in profile.provenance["gemm_eff_max.w4a16_marlin"]
     engine = get_engine("vllm-0.14")
@@ -394,6 +400,30 @@ def test_a_launch_that_runs_mxfp4_experts_through_marlin_prefills_slower_and_dec
     assert StepCostModel(dense, profile).step_time(prompt)[0] == pytest.approx(
         StepCostModel(Deployment.resolve("llama-3.1-8b", "h200", engine=engine), profile).step_time(prompt)[0]
     )
+
+
+def test_weight_only_mxfp4_experts_take_their_kernels_fused_moe_fit_unless_marlin_runs_them():
+    """gpt-oss's MXFP4 experts on Hopper run each engine's own kernel, fitted in the fused-MoE form (its own streaming
+    rate and fixed time: at a few rows per expert the Triton kernels stream slower than the dense GEMMs priced
+    alone); a launch that picks Marlin keeps the lowered dense curve."""
+    from infercast.cost.batch import StepBatch
+    from infercast.cost.profile import has_measured_kernels
+
+    if not has_measured_kernels("h200"):
+        pytest.skip("no measured h200 kernel profile installed")
+    for engine in ("vllm-0.14", "trtllm"):
+        profile = load_profile("h200", "hopper", engine)
+        assert profile.moe_params("mxfp4") is not None
+        model = StepCostModel(Deployment.resolve("gpt-oss-120b", "h200", tp=4, engine=engine), profile)
+        assert "w4a16_mxfp4" in model.sources[model.names.index("experts_gate_up")]
+    assert "moe_torch_flow" in load_profile("h200", "hopper", "trtllm").provenance["moe_eff_max.mxfp4"]
+    marlin_engine = get_engine("vllm-0.14").model_copy(update={"moe_backend": "marlin"})
+    profile = load_profile("h200", "hopper", "vllm-0.14")
+    marlin = StepCostModel(Deployment.resolve("gpt-oss-120b", "h200", tp=4, engine=marlin_engine), profile)
+    fused = StepCostModel(Deployment.resolve("gpt-oss-120b", "h200", tp=4, engine="vllm-0.14"), profile)
+    assert "marlin" in marlin.sources[marlin.names.index("experts_gate_up")]
+    decode = StepBatch.uniform(decode_seqs=4, context=2048)
+    assert fused.step_time(decode)[0] > marlin.step_time(decode)[0]
 
 
 def test_a_launch_that_turns_flashinfer_and_deepgemm_off_runs_fp8_experts_on_vllms_triton_kernel():

@@ -250,6 +250,21 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
     assert parse_launch(str(options)).overrides["graph_max_tokens"][0] == 0
 
 
+def test_a_trtllm_moe_config_backend_names_its_moe_kernel(tmp_path: Path) -> None:
+    """``moe_config.backend: TRITON`` (InferenceX's gpt-oss H200 configs) runs MXFP4 experts through OpenAI's Triton
+    kernels; CUTLASS is the release default; another backend is named as not modelled."""
+    options = tmp_path / "gptoss-config.yml"
+    options.write_text("moe_config:\n  backend: TRITON\nprint_iter_log: true\n", encoding="utf-8")
+    parsed = parse_launch(str(options))
+    assert parsed.overrides["moe_backend"] == ("triton", "moe_config.backend: TRITON") and not parsed.warnings
+    options.write_text("moe_config:\n  backend: CUTLASS\n", encoding="utf-8")
+    assert "moe_backend" not in parse_launch(str(options)).overrides and not parse_launch(str(options)).warnings
+    options.write_text("moe_config:\n  backend: DEEPGEMM\n", encoding="utf-8")
+    assert parse_launch(str(options)).warnings == (
+        "launch: 'moe_config.backend: DEEPGEMM' is not modelled by infercast (the prediction runs without it)",
+    )
+
+
 def test_a_vllm_lines_environment_picks_its_moe_kernel():
     """``VLLM_MXFP4_USE_MARLIN=1 vllm serve ...`` (vllm/envs.py reads it as an integer): the engine's MoE kernel is
     Marlin, named in the settings with the variable as its source; 0 keeps the default; other variables are named

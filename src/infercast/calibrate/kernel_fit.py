@@ -15,7 +15,8 @@ The functional forms are the step model's (:mod:`infercast.cost.step`), with a m
   (the activation kernel, the three routing kernels), fixed from the dense fits
 * weight-only MXFP4 experts on GPUs without FP4 tensor cores: the dense 16-bit GEMM curve with ``eff_max`` and
   ``m_half`` divided by one factor (:func:`w4a16_slowdown`), so only many rows per expert pay the dequantising;
-  one factor for the tables' MXFP4 kernel, one for vLLM's Marlin kernel (:data:`MARLIN_EXPERTS`)
+  one factor for the tables' MXFP4 kernel, one for vLLM's Marlin kernel (:data:`MARLIN_EXPERTS`); the tables'
+  MXFP4 kernel also in the fused-MoE form (``moe_*.mxfp4``, :func:`_fit_fused_weight_only`)
 * vLLM's Triton kernel on block-FP8 experts where the GPU's base fp8 fit is another kernel: the fused-MoE form
   again, on that kernel's rows of whichever release timed it (:data:`TRITON_FP8_EXPERTS`)
 * gated-DeltaNet prefill (:func:`fit_gdn`): ``max(chunks · t_chunk, FLOPs / (peak · eff)) + t0``, a sequence's
@@ -244,9 +245,8 @@ release's table (``vllm_fused_moe``: vLLM 0.22 on B200 in aiconfigurator-core 0.
 MOE_WEIGHT_ONLY = {"int4": (FORMATS["int4-g32"].bytes_per_element, "bf16")}
 """Weight-only expert formats (16-bit activations): bytes per expert weight (int4 with a 16-bit scale per group of
 32, the format catalog's) and the compute key whose peak they run at: Marlin W4A16 experts (Kimi-K2.5's int4
-checkpoint). gpt-oss's MXFP4 experts are not fitted so (their TPOT worsened on every GPU and engine but
-TensorRT-LLM on Hopper: docs/accuracy-notes.md); they take the dense curve's ceiling lowered by
-:func:`w4a16_slowdown` instead (:data:`W4A16_EXPERTS`)."""
+checkpoint). gpt-oss's MXFP4 experts are fitted beside the lowered dense curve (:data:`W4A16_EXPERTS`), on EP 1 rows
+only; vLLM's Marlin kernel, where a launch picks it, keeps the lowered curve (``w4a16_marlin``)."""
 MOE_DISTRIBUTION = "power_law_1.01"
 """Rows fitted: tokens routed to the experts by a power law of exponent 1.01, aiconfigurator's own default for MoE
 estimates (aiconfigurator-core 0.12.0 sdk/config.py ``workload_distribution = "power_law"``, sdk/models/deepseek.py
@@ -616,13 +616,19 @@ class WeightOnlyExperts:
     prefixes: tuple[str, ...]
     width: str
     what: str
+    fused: str = ""
+    """Key of the whole fused-MoE form fitted on the same rows (decode included), where one is."""
 
 
-W4A16_EXPERTS = WeightOnlyExperts("w4a16", "w4a16_mxfp4", (), "mxfp4", "weight-only MXFP4 experts")
+W4A16_EXPERTS = WeightOnlyExperts("w4a16", "w4a16_mxfp4", (), "mxfp4", "weight-only MXFP4 experts", "mxfp4")
 """The fused-MoE rows of MXFP4 experts with 16-bit activations (gpt-oss's checkpoint), the table's most measured
-kernel (vLLM's OpenAI Triton kernel on Hopper). Fitted only on GPUs without FP4 tensor cores, where every engine
-runs such experts weight-only (dequantising to 16-bit in the kernel); Blackwell's engines run them as MXFP4 x
-MXFP8 (TensorRT-LLM, FlashInfer), not this table's kernel."""
+kernel (vLLM's OpenAI Triton kernel on Hopper; per engine, its own: SGLang's Triton kernel, TensorRT-LLM's
+``moe_torch_flow``, which aiconfigurator's collector runs on the TRITON backend that TensorRT-LLM's
+``resolve_moe_backend`` picks for gpt-oss on Hopper: collector/trtllm/collect_moe.py, citing model_config.py at
+1.3.0rc20). Fitted only on GPUs without FP4 tensor cores, where every engine runs such experts weight-only
+(dequantising to 16-bit in the kernel); Blackwell's engines run them as MXFP4 x MXFP8 (TensorRT-LLM, FlashInfer),
+not this table's kernel. Both forms are fitted: the lowered dense curve (``gemm_*.w4a16``) and the whole fused-MoE
+form (``moe_*.mxfp4``), which the step model takes where present."""
 MARLIN_EXPERTS = WeightOnlyExperts(
     "w4a16_marlin",
     "int4_wo",
@@ -709,6 +715,8 @@ def _fit_w4a16_experts(
         f"{_at_bound({'at_bound': edge})}"
     )
     prov[f"gemm_eff_max.{experts.key}"] = prov[f"gemm_m_half.{experts.key}"] = note
+    if experts.fused:
+        _fit_fused_weight_only(hw, rows, table, kernel, width, dense, experts, kernels, prov)
     fits[f"gemm.{experts.key}" if engines == ENGINES else f"gemm.{experts.key}.{engines[0]}"] = {
         "table": table,
         "kernel": kernel,
@@ -717,6 +725,33 @@ def _fit_w4a16_experts(
         "slowdown": round(s, 4),
         **_bound_entry({"at_bound": edge}),
     }
+
+
+def _fit_fused_weight_only(
+    hw: HardwareSpec,
+    rows: Any,
+    table: str,
+    kernel: str,
+    width: float,
+    dense: tuple,
+    experts: WeightOnlyExperts,
+    kernels: dict,
+    prov: dict,
+) -> None:
+    """The fused-MoE form (:func:`fit_moe`) on all the EP 1 rows of a weight-only kernel, decode sizes included,
+    under ``moe_*.<experts.fused>``: its own streaming rate and fixed time, where the lowered dense curve keeps the
+    dense ones (the tables' MXFP4 kernels on Hopper stream far slower than dense GEMMs at a few rows per expert)."""
+    bandwidth, peak = hw.memory.bandwidth_bytes_s, hw.peak("bf16")
+    vector_peak = hw.peak_flops.get("fp32", peak / 16.0)
+    shapes = moe_shapes(rows, width, vector_peak, bandwidth, dense[2], dense[3])
+    r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, peak, bandwidth)
+    note = (
+        f"{table} {experts.dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} EP 1 points, "
+        f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
+    )
+    for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
+        kernels.setdefault(name, {})[experts.fused] = _g(r[value])
+        prov[f"{name}.{experts.fused}"] = note
 
 
 GDN_START = (2e-6, 0.2, 1e-5)

@@ -441,7 +441,8 @@ def _moe_key(dep: Deployment, p: CostProfile | None = None) -> str | None:
     """Compute key of the fused-MoE kernels the routed experts run, when a fitted MoE kernel covers the expert
     format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate (``fp8_triton``: vLLM's Triton kernel
     where the launch picks it and ``p`` has its fit), NVFP4 experts at the fp4 rate, int4 (W4A16) experts on their
-    own fit (others run as dense GEMMs)."""
+    own fit, weight-only MXFP4 experts on their kernel's fit (``mxfp4``, unless the launch runs vLLM's Marlin
+    kernel); others run as dense GEMMs, or on :func:`_weight_only_experts`' lowered curve."""
     key, fmt = dep.compute_key, dep.scheme.expert_weight_format.name
     if (key, fmt) == ("fp8", "fp8") and dep.engine.moe_backend == "triton" and p and p.moe_params("fp8_triton"):
         return "fp8_triton"
@@ -449,6 +450,14 @@ def _moe_key(dep: Deployment, p: CostProfile | None = None) -> str | None:
         return key
     if key in ("bf16", "fp16") and fmt.startswith("int4"):
         return "int4"  # weight-only (W4A16) experts at the 16-bit rate
+    if (
+        key in ("bf16", "fp16")
+        and fmt == "mxfp4"
+        and dep.engine.moe_backend != "marlin"
+        and p
+        and p.moe_params("mxfp4")
+    ):
+        return "mxfp4"  # weight-only MXFP4 experts on the engine's own Hopper kernel (kernel_fit.W4A16_EXPERTS)
     return None
 
 

@@ -361,8 +361,10 @@ def convert(row: dict[str, str], origin: str = "") -> list[Record]:
 MOE_KERNEL_NOTES = {
     "marlin": "MXFP4 experts through Marlin (VLLM_MXFP4_USE_MARLIN=1)",
     "triton": "FP8 experts through vLLM's Triton kernel (VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0)",
+    "trtllm triton": "MXFP4 experts through OpenAI's Triton kernels (moe_config backend TRITON)",
 }
-"""How a row's notes name the fused-MoE kernel its launch script picked (``Launch.moe_backend``)."""
+"""How a row's notes name the fused-MoE kernel its launch script picked (``Launch.moe_backend``; an engine's own
+wording under '<engine> <backend>')."""
 
 LAUNCH_APPLIED = frozenset(
     {
@@ -499,7 +501,8 @@ def _notes(
                 if launch.dp_attention
                 else f"TP {row['sweep_tp']}, {layout[launch.expert_parallel] if flagged else layout['none']}"
             )
-        kernel = MOE_KERNEL_NOTES.get(settings["moe_backend"])
+        picked = settings["moe_backend"]
+        kernel = MOE_KERNEL_NOTES.get(f"{engine} {picked}", MOE_KERNEL_NOTES.get(picked))
         if kernel:
             applied += f"{', ' if applied else ''}{kernel}"
         extra = "".join(f"; {text}" for text in (launch.speculative, launch.note) if text)

@@ -87,8 +87,9 @@ class EngineSpec(BaseModel):
         description="The fused-MoE kernel a launch picks where the engine offers several for the experts' format: "
         "'marlin', vLLM's Marlin W4A16 kernel for MXFP4 experts (VLLM_MXFP4_USE_MARLIN=1; on Hopper its default is "
         "OpenAI's Triton kernel); 'triton', vLLM's Triton kernel for block-FP8 experts (VLLM_USE_FLASHINFER_MOE_FP8=0 "
-        "with VLLM_MOE_USE_DEEP_GEMM=0; on Blackwell its default is FlashInfer's); None: the release default, the "
-        "kernel the cost profile's tables time.",
+        "with VLLM_MOE_USE_DEEP_GEMM=0; on Blackwell its default is FlashInfer's), and for MXFP4 experts OpenAI's "
+        "Triton kernel (TensorRT-LLM moe_config.backend TRITON; vLLM's own default on Hopper); None: the release "
+        "default, the kernel the cost profile's tables time.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
     fp8_kv_schemes: tuple[str, ...] = Field(

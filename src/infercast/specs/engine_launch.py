@@ -639,6 +639,8 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
             found["ep"] = (_int(key, value), f"{key}: {value}")
         elif key == "cuda_graph_config":
             _cuda_graph_config(value, found, unknown)
+        elif key == "moe_config" and isinstance(value, dict):
+            _moe_config(value, found, unknown)
         elif key == "scheduler_config" and isinstance(value, dict):
             policy = str(value.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")).upper()
             if policy != "GUARANTEED_NO_EVICT":
@@ -666,6 +668,17 @@ def _cuda_graph_config(value: Any, found: dict[str, tuple[Any, str]], unknown: l
             found["graph_max_tokens"] = (largest, f"cuda_graph_config.{key}: {item}")
         else:
             unknown.append(f"cuda_graph_config.{key}")
+
+
+def _moe_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """TensorRT-LLM ``moe_config.backend``: ``TRITON`` runs MXFP4 experts through OpenAI's Triton kernels
+    (``EngineSpec.moe_backend`` 'triton'); ``CUTLASS`` is the release default; others are named as not modelled."""
+    for key, item in value.items():
+        backend = str(item).upper()
+        if key == "backend" and backend == "TRITON":
+            found["moe_backend"] = ("triton", f"moe_config.backend: {item}")
+        elif key != "backend" or backend != "CUTLASS":
+            unknown.append(f"moe_config.{key}: {item}")
 
 
 def _kv_cache_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
