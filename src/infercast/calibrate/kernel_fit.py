@@ -715,9 +715,12 @@ def _fit_w4a16_experts(
         f"{_at_bound({'at_bound': edge})}"
     )
     prov[f"gemm_eff_max.{experts.key}"] = prov[f"gemm_m_half.{experts.key}"] = note
+    suffix = "" if engines == ENGINES else f".{engines[0]}"
     if experts.fused:
-        _fit_fused_weight_only(hw, rows, table, kernel, width, dense, experts, kernels, prov)
-    fits[f"gemm.{experts.key}" if engines == ENGINES else f"gemm.{experts.key}.{engines[0]}"] = {
+        fits[f"moe.{experts.fused}{suffix}"] = _fit_fused_weight_only(
+            hw, rows, table, kernel, width, dense, experts, kernels, prov
+        )
+    fits[f"gemm.{experts.key}{suffix}"] = {
         "table": table,
         "kernel": kernel,
         "points": len(chosen),
@@ -737,10 +740,11 @@ def _fit_fused_weight_only(
     experts: WeightOnlyExperts,
     kernels: dict,
     prov: dict,
-) -> None:
+) -> dict:
     """The fused-MoE form (:func:`fit_moe`) on all the EP 1 rows of a weight-only kernel, decode sizes included,
     under ``moe_*.<experts.fused>``: its own streaming rate and fixed time, where the lowered dense curve keeps the
-    dense ones (the tables' MXFP4 kernels on Hopper stream far slower than dense GEMMs at a few rows per expert)."""
+    dense ones (the tables' MXFP4 kernels on Hopper stream far slower than dense GEMMs at a few rows per expert).
+    Returns the fit's statistics for the profile's ``fits``."""
     bandwidth, peak = hw.memory.bandwidth_bytes_s, hw.peak("bf16")
     vector_peak = hw.peak_flops.get("fp32", peak / 16.0)
     shapes = moe_shapes(rows, width, vector_peak, bandwidth, dense[2], dense[3])
@@ -752,6 +756,16 @@ def _fit_fused_weight_only(
     for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
         kernels.setdefault(name, {})[experts.fused] = _g(r[value])
         prov[f"{name}.{experts.fused}"] = note
+    return {
+        "table": table,
+        "dtype": experts.dtype,
+        "kernel": kernel,
+        "distribution": str(rows["distribution"].iloc[0]),
+        "points": r["points"],
+        "rms_log_residual": round(r["rms_log_residual"], 4),
+        "ep_sizes": [1],
+        **_bound_entry(r),
+    }
 
 
 GDN_START = (2e-6, 0.2, 1e-5)
