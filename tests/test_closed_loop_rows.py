@@ -497,3 +497,6 @@ def test_a_sglang_run_set_faster_than_any_lockstep_wave_is_read_with_drifting_cl
     records, _, _ = convert_rows([("a", fast), ("b", slow)])
     assert {r.min_len_ratio for r in records} == {0.8}
     assert all("clients drifting apart" in r.notes for r in records)
+    # a malformed row is refused by its conversion, naming it, not by the screen
+    with pytest.raises(InfercastError, match="b: not a number"):
+        convert_rows([("a", fast), ("b", {**slow, "min_len_ratio": "x"})])

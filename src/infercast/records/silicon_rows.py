@@ -657,8 +657,13 @@ def drifting_runs(rows: Iterable[dict[str, str]]) -> list[bool]:
 
 
 def prefill_first_run_set(row: dict[str, str]) -> tuple[str, ...] | None:
-    """The run set of a fixed-length row of a prefill-first engine, else None."""
-    if row.get(SWEEP_MARK) == "1" or float(row.get("min_len_ratio") or 1.0) < 1.0:
+    """The run set of a fixed-length row of a prefill-first engine, else None (a malformed row too: converting it
+    names the field)."""
+    try:
+        ranged = float(row.get("min_len_ratio") or 1.0) < 1.0
+    except ValueError:
+        return None
+    if row.get(SWEEP_MARK) == "1" or ranged:
         return None
     engine = (row.get("engine") or "").strip().lower()
     try:
