@@ -57,8 +57,8 @@ every row's notes:
   waves out, they are not assumed (:func:`drifting_runs`): a run set of an engine that prefills prompts apart from
   the decodes (SGLang) whose mean TTFT at C clients is somewhere below (C + 1) / 2 prompts' linear-layer FLOPs at
   the datasheet peak (:func:`lockstep_ttft_bound`, a wave's least mean TTFT) is read with lengths in [0.8 L, L],
-  the simulator's drifting clients. One set is: SGLang 0.5.6 Llama-3.1-8B on H200 (19 of its 46 rows below the
-  bound, down to 0.42 of it); SGLang 0.5.1 and 0.5.8 on H100 stay at 1.6x the bound or more.
+  the simulator's drifting clients. One set is: SGLang 0.5.6 Llama-3.1-8B on H200 (17 of its 46 rows below the
+  bound, down to 0.45 of it); SGLang 0.5.1 and 0.5.8 on H100 stay at 1.6x the bound or more.
 - Dated sweep rows with a launch script: the settings of the SemiAnalysis InferenceMAX script version in effect on
   the row's measured date (:mod:`infercast.records.sweep_launches`, ``records/data/sweep_launches.yaml``: path @
   commit per version, rules on clients, lengths and TP): step budget (SGLang: its prefill batch cap), sequence
@@ -687,15 +687,18 @@ def _below_lockstep(row: dict[str, str]) -> bool:
 def lockstep_ttft_bound(row: dict[str, str]) -> float:
     """Seconds: the least mean TTFT of C clients sending equal prompts of L tokens together. However batched, the
     k-th prompt served finishes after k prompts' prefill work, so the mean is at least (C + 1) / 2 prefills; each
-    takes at least 2 x active parameters x L FLOPs (linear layers only) over the replica's GPUs at the datasheet
-    peak of the precision's tensor cores."""
+    takes at least 2 x active parameters x L FLOPs (linear layers only: neither the embedding gather nor the LM
+    head, which a prefill runs for its last token alone) over the replica's GPUs at the datasheet peak of the
+    precision's tensor cores."""
     model = get_model(catalog_model_id(row["model"]))
     hw = get_hardware(catalog_gpu_id(row["gpu"]))
     scheme = get_scheme(row_precision((row.get("precision") or "").strip() or "bf16", model.id))
     tp, _, attention_dp = layout_of(row)
     clients, prompt = int(row["concurrency"]), int(row["input_len"])
     peak = hw.peak(scheme.compute_key(hw)) * tp * attention_dp
-    per_prompt = 2.0 * model.active_params_excluding_embedding * prompt / peak
+    # tied or not, the table counts once among the active parameters; a separate LM head once more
+    per_token = model.active_params - model.embedding_params - model.lm_head_stored_params
+    per_prompt = 2.0 * per_token * prompt / peak
     return (clients + 1) / 2 * per_prompt
 
 
