@@ -22,8 +22,9 @@ LAUNCH_HELP = (
     "Your engine launch: a 'vllm serve MODEL --max-num-seqs 256 ...' or 'python -m sglang.launch_server ...' or "
     "'trtllm-serve ...' line (quoted), or a TensorRT-LLM extra_llm_api_options YAML path. Its batch limit, token "
     "budget, memory fraction, block size, KV dtype, CUDA-graph sizes, MoE kernel (vLLM's VLLM_* variables before "
-    "the command), TP, EP and attention DP replace the engine's release defaults (simulate also runs its "
-    "speculative drafts); flags and variables infercast does not model are named in a warning."
+    "the command, TensorRT-LLM's moe_config backend), TP, EP and attention DP replace the engine's release "
+    "defaults (simulate also runs its speculative drafts); flags and variables infercast does not model are named "
+    "in a warning."
 )
 LaunchOption = Annotated[str | None, typer.Option("--launch", help=LAUNCH_HELP)]
 

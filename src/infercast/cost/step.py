@@ -462,10 +462,10 @@ def _moe_key(dep: Deployment, p: CostProfile | None = None) -> str | None:
 
 
 def _weight_only_experts(dep: Deployment, p: CostProfile) -> str | None:
-    """``w4a16`` where the routed experts are MXFP4 weights computed at a 16-bit rate and the profile has that
-    kernel's fitted curve (:func:`infercast.calibrate.kernel_fit.w4a16_slowdown`: GPUs without FP4 tensor cores);
-    ``w4a16_marlin`` where the launch runs them through vLLM's Marlin kernel instead (``EngineSpec.moe_backend``);
-    else None (dense 16-bit GEMM parameters)."""
+    """For MXFP4 experts computed at a 16-bit rate that no fused-MoE fit prices (:func:`_moe_key`'s ``mxfp4``):
+    ``w4a16`` where the profile has that kernel's lowered curve (:func:`infercast.calibrate.kernel_fit.
+    w4a16_slowdown`: GPUs without FP4 tensor cores); ``w4a16_marlin`` where the launch runs them through vLLM's
+    Marlin kernel (``EngineSpec.moe_backend``); else None (dense 16-bit GEMM parameters)."""
     if not dep.model.moe or dep.compute_key not in ("bf16", "fp16"):
         return None
     if dep.scheme.expert_weight_format.name != "mxfp4":
