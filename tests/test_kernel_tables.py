@@ -230,8 +230,8 @@ def _expert_time(model: StepCostModel, tokens: int) -> float:
     """Seconds of one MoE layer's routed experts on one rank as the step model charges them: the expert GEMM rows
     and the activation row (launches left out, as the tables time kernels), plus the router row's three routing
     kernels; i.e. what a fused-MoE table row measures."""
-    from infercast.calibrate.kernel_fit import MOE_AUX_KERNELS
     from infercast.cost.batch import StepBatch
+    from infercast.cost.operators import ROUTING_KERNELS
 
     b = model.breakdown(StepBatch.uniform(decode_seqs=tokens, context=1))
     pk = (
@@ -244,7 +244,7 @@ def _expert_time(model: StepCostModel, tokens: int) -> float:
         i = b.names.index(name)
         total += b.time_s[i, 0] - model.kernels[i, 0] * pk
     layers = model.dep.model.num_moe_layers
-    return total / layers + MOE_AUX_KERNELS * model.profile.gemm_latency_s
+    return total / layers + ROUTING_KERNELS * model.profile.gemm_latency_s
 
 
 @needs_pyarrow
@@ -453,6 +453,35 @@ def test_a_launch_that_turns_flashinfer_and_deepgemm_off_runs_fp8_experts_on_vll
         for e in (engine, triton_engine)
     ]
     assert same[0].step_time(prompt)[0] == same[1].step_time(prompt)[0]
+
+
+def test_mxfp4_experts_on_blackwell_run_one_trtllm_gen_call_per_layer():
+    """vLLM's default MXFP4 kernel on Blackwell (and TensorRT-LLM's with moe_config backend TRTLLM) routes and
+    activates inside one call: the router row keeps its GEMM alone, the activation row costs nothing, the down
+    projection launches nothing of its own, and decode is cheaper. TensorRT-LLM's CUTLASS default and Hopper keep
+    the separate kernels."""
+    from infercast.cost.batch import StepBatch
+
+    decode = StepBatch.uniform(decode_seqs=8, context=2048)
+
+    def model(gpu: str, engine: str, backend: str | None = None) -> StepCostModel:
+        spec = get_engine(engine).model_copy(update={"moe_backend": backend})
+        return StepCostModel(Deployment.resolve("gpt-oss-120b", gpu, tp=1, precision="mxfp4-moe", engine=spec))
+
+    vllm, cutlass, trtllm, hopper = (
+        model("b200", "vllm-0.14"),
+        model("b200", "trtllm-1.1"),
+        model("b200", "trtllm-1.1", "trtllm"),
+        model("h200", "vllm-0.14"),
+    )
+    layers = vllm.dep.model.num_moe_layers
+    for m in (vllm, trtllm):
+        kernels = dict(zip(m.names, m.kernels[:, 0], strict=True))
+        assert (kernels["router"], kernels["experts_gate_up"], kernels["experts_down"]) == (layers, layers, 0)
+        assert m.breakdown(decode).time_s[m.names.index("moe_activation"), 0] == 0.0
+    for m in (cutlass, hopper):
+        assert m.kernels[m.names.index("router"), 0] == 4 * layers
+    assert trtllm.step_time(decode)[0] < 0.95 * cutlass.step_time(decode)[0]
 
 
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():

@@ -156,6 +156,28 @@ def test_trtllm_gpt_oss_h200_configs_run_their_experts_through_triton() -> None:
     assert rec.moe_backend == "triton" and "MXFP4 experts through OpenAI's Triton kernels" in rec.notes
 
 
+def test_trtllm_gpt_oss_b200_configs_run_their_moe_layers_through_trtllm_gen() -> None:
+    """gptoss_fp4_b200_trt*.sh write ``moe_config: backend: TRTLLM`` in every version: the rows carry it, and their
+    notes say so in TensorRT-LLM's words."""
+
+    rec = _records(
+        _wheel(
+            "2026-02-10T00:00:00.000Z",
+            backend="trtllm",
+            backend_version="1.2.0rc6",
+            model_path="openai/gpt-oss-120b",
+            system="b200_sxm",
+            precision="fp4",
+            silicon_data_source="source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=8; "
+            "measured=2026-02-10T00:00:00.000Z",
+            clients="8",
+            id="x_c8_tp4_ep1_1",
+            tp_size="4",
+        )
+    )[0]
+    assert rec.moe_backend == "trtllm" and "trtllm-gen kernels (moe_config backend TRTLLM)" in rec.notes
+
+
 def test_minimax_fp8_b200_scripts_that_turn_flashinfer_and_deepgemm_off_run_triton_experts() -> None:
     """minimaxm2.5_fp8_b200.sh exported VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0 from 2026-03-11
     to 2026-04-02 (f342df18e, 626932a11); bddbf4031 dropped both."""

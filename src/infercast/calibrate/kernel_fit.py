@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from infercast.cost.operators import ROUTING_KERNELS
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, SAME_DIE
 from infercast.errors import InfercastError
 from infercast.records.kernel_tables import (
@@ -253,9 +254,6 @@ estimates (aiconfigurator-core 0.12.0 sdk/config.py ``workload_distribution = "p
 ``_power_law_alpha = 1.01``): served prompts do not route evenly. The step model keeps its balanced token count,
 so the fitted efficiencies carry the imbalance (the balanced rows under-predicted MoE prefill:
 docs/accuracy-notes.md)."""
-MOE_AUX_KERNELS = 3
-"""Routing kernels per MoE layer the step model charges on the router row (topk_softmax, moe_align_block_size,
-moe_sum; cost/operators.py), each at the dense fixed GEMM time: inside the measured fused-MoE time too."""
 MOE_START = [0.6, 32.0, 0.7, 5e-6, 1.0]
 MOE_LOWER = [0.02, 0.5, 0.05, 1e-8, 1e-4]
 MOE_UPPER = [1.0, 8192.0, 1.0, 2e-4, 100.0]
@@ -296,7 +294,8 @@ def moe_shapes(
     down = (2 * routed * w * h, touched * w * h * width + routed * (w + h) * act)
     act_bytes = t * (k / ep * (3 * w + h) + h) * act
     act_flops = t * k / ep * 4 * w
-    known = np.maximum(act_flops / vector_peak, act_bytes / (bandwidth * hbm)) + MOE_AUX_KERNELS * t_gemm
+    # the router row's routing kernels, each at the dense GEMM's fixed time, are inside the measured time too
+    known = np.maximum(act_flops / vector_peak, act_bytes / (bandwidth * hbm)) + ROUTING_KERNELS * t_gemm
     pairs = t * k * (h + w) * MOE_PAIR_ELEMENT_BYTES
     return MoEShapes(t, gate_up[0] + down[0], gate_up, down, np.maximum(t * k / e, M_FLOOR), pairs, known)
 

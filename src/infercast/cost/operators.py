@@ -78,6 +78,11 @@ def build_op_table(dep: Deployment) -> OpTable:
     return OpTable(rows=ops, weight_bytes=weight_total, moe_k_over_e=k_over_e)
 
 
+ROUTING_KERNELS = 3
+"""vLLM fused_moe's kernels per MoE layer besides the router GEMM and the expert GEMMs: topk_softmax,
+moe_align_block_size (sort tokens by expert) and moe_sum (weighted sum of the k expert outputs)."""
+
+
 def _linear_rows(dep: Deployment) -> tuple[list[OpRow], float]:
     """GEMMs (and the embedding gather) from the shared per-rank layer list, and the weight bytes they stream."""
     m, tp, ep = dep.model, dep.tp, dep.ep
@@ -117,9 +122,7 @@ def _linear_rows(dep: Deployment) -> tuple[list[OpRow], float]:
             op.active = feat
             op.act_in = lin.k * lin.layers
         if lin.name == "router":
-            # vLLM fused_moe: topk_softmax, moe_align_block_size (sort tokens by expert) and moe_sum (weighted
-            # sum of the k expert outputs) per MoE layer, besides the router GEMM and the expert GEMMs
-            op.kernels += 3 * lin.layers
+            op.kernels += ROUTING_KERNELS * lin.layers
         ops.append(op)
     return ops, weight_total
 

@@ -21,12 +21,13 @@ profile has them for the compute key (``CostProfile.moe_params``, fitted to the 
 :mod:`infercast.calibrate.kernel_fit` with this form): ``moe_eff_max``/``moe_m_half`` at M = T·k/E rows per
 expert, ``moe_hbm_efficiency`` on their bytes, ``moe_latency_s`` per kernel, and ``moe_pair_passes · T·k·(h + w)
 · act / (HBM · moe_hbm_efficiency)`` per step on the gate/up row (T: the tokens the rank's experts see).
-Without them the experts are dense GEMMs.
+Without them the experts are dense GEMMs. A monolithic fused-MoE kernel (MXFP4 experts through the trtllm-gen
+kernels on Blackwell, :func:`_monolithic_experts`) is one call per layer: no routing or activation kernels beside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -37,7 +38,7 @@ from infercast.cost.cache import SpecCache, spec_key
 from infercast.cost.collectives import collective_curve
 from infercast.cost.curves import Curve
 from infercast.cost.op_row import EXPERT_FRAC, NUM_COLUMNS, OpRow
-from infercast.cost.operators import OpTable, build_op_table
+from infercast.cost.operators import ROUTING_KERNELS, OpTable, build_op_table
 from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, CostProfile, load_profile, profile_generation
 from infercast.errors import InfercastError
 from infercast.specs.deployment import Deployment
@@ -94,7 +95,8 @@ class StepCostModel:
         hw = dep.hardware
         self.profile = profile or load_profile(hw.id, hw.architecture, dep.engine.id)
         self.table: OpTable = _op_table(dep)
-        rows = self.table.rows
+        moe_key = _moe_key(dep, self.profile) if dep.model.moe else None
+        rows = _monolithic(self.table.rows) if _monolithic_experts(dep) else self.table.rows
         n = len(rows)
         self.n_ops = n
         self.names = [r.name for r in rows]
@@ -104,7 +106,7 @@ class StepCostModel:
         self.coef = _coefficients(dep, rows, p)
         """One stacked coefficient matrix: FLOPs, bytes, GEMM rows (the last set to 1 where the efficiency is
         independent of rows)."""
-        moe = _moe_params(dep, p)
+        moe = self.profile.moe_params(moe_key) if moe_key else None
         inv_peak, eff_max, m_half = _compute_ceilings(dep, rows, p, moe, self.coef)
         inv_bw, self.curves = _bandwidths(hw, rows, p, moe)
         """Operators priced by a measured curve: (index, message-bytes coefficients, calls per step, curve)."""
@@ -139,7 +141,7 @@ class StepCostModel:
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
         experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
         (``gemm_act_quant_bytes``), on its row."""
-        moe_key = _moe_key(dep, p) if moe is not None else _weight_only_experts(dep, p)
+        moe_key = moe_key if moe is not None else _weight_only_experts(dep, p)
         self.sources = [_op_source(r, p, moe_key) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
@@ -287,6 +289,34 @@ def _kernel_latency(row: OpRow, p: CostProfile) -> float:
 
 MOE_GEMMS = ("experts_gate_up", "experts_down")
 """Operators of the routed experts' grouped GEMMs: fused-MoE parameters where measured."""
+
+
+def _monolithic_experts(dep: Deployment) -> bool:
+    """MXFP4 experts on a GPU with FP4 tensor cores through the trtllm-gen fused-MoE kernels: one call per layer that
+    routes, activates and runs both grouped GEMMs (flashinfer ``trtllm_fp4_block_scale_moe``). vLLM's default there
+    (``get_mxfp4_backend``, quantization/mxfp4.py, 0.11-0.14: ``SM100_FI_MXFP4_BF16``, or ``_MXFP8_TRTLLM`` with
+    ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``) and SGLang's (``flashinfer_mxfp4`` for gpt-oss on SM100); TensorRT-LLM
+    runs them where a launch sets ``moe_config.backend: TRTLLM`` (its default is CUTLASS)."""
+    if dep.model.moe is None or dep.scheme.expert_weight_format.name != "mxfp4" or "fp4" not in dep.hardware.peak_flops:
+        return False
+    default = None if not dep.engine.id.startswith("trtllm") else "trtllm"
+    return dep.engine.moe_backend == default
+
+
+def _monolithic(rows: list[OpRow]) -> list[OpRow]:
+    """Copies of ``rows`` for a monolithic fused-MoE kernel: the router row keeps its GEMM alone (no routing
+    kernels), the activation row is empty and the down projection launches nothing of its own (the gate/up row
+    carries the one call)."""
+    out = []
+    for r in rows:
+        if r.name == "router":
+            r = replace(r, kernels=r.kernels / (1 + ROUTING_KERNELS))
+        elif r.name == "moe_activation":
+            r = replace(r, kernels=0.0, flops=np.zeros_like(r.flops), bytes=np.zeros_like(r.bytes))
+        elif r.name == "experts_down":
+            r = replace(r, kernels=0.0)
+        out.append(r)
+    return out
 
 
 _Moe = tuple[float, float, float, float, float] | None

@@ -29,7 +29,7 @@ class GpuTier(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
 
 
-MOE_BACKENDS = ("marlin", "triton")
+MOE_BACKENDS = ("marlin", "triton", "trtllm")
 """The fused-MoE kernels a launch may pick over the release default (``EngineSpec.moe_backend``); records and the
 sweep launch file name them by these words."""
 
@@ -82,13 +82,15 @@ class EngineSpec(BaseModel):
         "0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with --disable-cuda-graph; TensorRT-LLM "
         "cuda_graph_config.max_batch_size); None: the cost profile's graph_max_tokens, the release default.",
     )
-    moe_backend: Literal["marlin", "triton"] | None = Field(
+    moe_backend: Literal["marlin", "triton", "trtllm"] | None = Field(
         default=None,
         description="The fused-MoE kernel a launch picks where the engine offers several for the experts' format: "
         "'marlin', vLLM's Marlin W4A16 kernel for MXFP4 experts (VLLM_MXFP4_USE_MARLIN=1; on Hopper its default is "
         "OpenAI's Triton kernel); 'triton', vLLM's Triton kernel for block-FP8 experts (VLLM_USE_FLASHINFER_MOE_FP8=0 "
         "with VLLM_MOE_USE_DEEP_GEMM=0; on Blackwell its default is FlashInfer's), and for MXFP4 experts OpenAI's "
-        "Triton kernel (TensorRT-LLM moe_config.backend TRITON; vLLM's own default on Hopper); None: the release "
+        "Triton kernel (TensorRT-LLM moe_config.backend TRITON; vLLM's own default on Hopper); 'trtllm', "
+        "TensorRT-LLM's TRTLLM backend (moe_config.backend TRTLLM: the trtllm-gen kernels, one call per MoE layer "
+        "on Blackwell, which vLLM and SGLang run MXFP4 experts through by default there); None: the release "
         "default, the kernel the cost profile's tables time.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
