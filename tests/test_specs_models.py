@@ -83,6 +83,17 @@ def test_kv_bytes_per_token_mla_deepseek():
     assert m.attention_kind == "MLA"
 
 
+def test_mla_down_projections_are_one_gemm():
+    """q_a and kv_a read the same hidden state: every engine runs them as one GEMM (its columns both widths)."""
+    from infercast.specs.sharding import rank_linears
+
+    m = get_model("deepseek-v3")
+    linears = {lin.name: lin for lin in rank_linears(m, tp=8)}
+    assert "q_a_proj" not in linears and "kv_a_proj" not in linears
+    fused = linears["qkv_a_proj"]
+    assert (fused.k, fused.n) == (7168, 1536 + 512 + 64) and fused.replicated
+
+
 def test_kv_bytes_sliding_window_gpt_oss():
     m = get_model("gpt-oss-120b")
     per_layer_tok = 2 * 8 * 64 * 2  # K,V x 8 KV heads x 64 dims x bf16

@@ -93,14 +93,15 @@ def _mla_linears(model: ModelSpec, tp: int) -> list[Linear]:
     L = model.num_attention_layers  # layers with softmax attention (all but the linear-attention ones)
     qk = m.qk_nope_head_dim + m.qk_rope_head_dim
     out: list[Linear] = []
+    kv_a = m.kv_lora_rank + m.qk_rope_head_dim
     if m.q_lora_rank:
-        out.append(Linear("q_a_proj", "attention", h, m.q_lora_rank, L, "dense", "tokens", replicated=True))
+        # the q and kv down-projections share their input: one GEMM in every engine (vLLM fused_qkv_a_proj and
+        # SGLang fused_qkv_a_proj_with_mqa, models/deepseek_v2.py; TensorRT-LLM's MLA kv_a_proj_with_mqa holds both)
+        out.append(Linear("qkv_a_proj", "attention", h, m.q_lora_rank + kv_a, L, "dense", "tokens", replicated=True))
         out.append(Linear("q_b_proj", "attention", m.q_lora_rank, nq / tp * qk, L, "dense", "tokens"))
     else:
         out.append(Linear("q_proj", "attention", h, nq / tp * qk, L, "dense", "tokens"))
-    out.append(
-        Linear("kv_a_proj", "attention", h, m.kv_lora_rank + m.qk_rope_head_dim, L, "dense", "tokens", replicated=True)
-    )
+        out.append(Linear("kv_a_proj", "attention", h, kv_a, L, "dense", "tokens", replicated=True))
     kv_b_n = nq / tp * (m.qk_nope_head_dim + m.v_head_dim)
     out.append(Linear("kv_b_proj", "attention", m.kv_lora_rank, kv_b_n, L, "dense", "tokens"))
     out.append(Linear("o_proj", "attention", nq / tp * m.v_head_dim, h, L, "dense", "tokens"))
