@@ -484,6 +484,29 @@ def test_mxfp4_experts_on_blackwell_run_one_trtllm_gen_call_per_layer():
     assert trtllm.step_time(decode)[0] < 0.95 * cutlass.step_time(decode)[0]
 
 
+def test_trtllm_runs_its_own_cutlass_moe_kernel_unless_a_launch_picks_another():
+    """TensorRT-LLM's default MoE backend is CUTLASS: its experts take the fit of that kernel from its own table
+    (``moe_*.fp8_cutlass``); a launch with the TRTLLM backend takes the base fit, DEEPGEMM its own kernel's where
+    the GPU's table has one. vLLM keeps the base fit."""
+    from infercast.cost.profile import has_measured_kernels
+
+    if not (has_measured_kernels("h100-sxm") and has_measured_kernels("b200")):
+        pytest.skip("no measured h100-sxm / b200 kernel profiles installed")
+
+    def model(gpu: str, engine: str, backend: str | None = None) -> StepCostModel:
+        spec = get_engine(engine).model_copy(update={"moe_backend": backend})
+        return StepCostModel(Deployment.resolve("deepseek-r1", gpu, tp=8, precision="fp8", engine=spec))
+
+    def source(m: StepCostModel) -> str:
+        return m.sources[m.names.index("experts_gate_up")]
+
+    assert "moe_torch_flow_cutlass" in source(model("h100-sxm", "trtllm-1.1"))
+    assert "moe/vllm/" in source(model("h100-sxm", "trtllm-1.1", "trtllm"))
+    assert "moe/vllm/" in source(model("h100-sxm", "vllm-0.14"))
+    assert "deepgemm" in source(model("b200", "trtllm-1.1", "deepgemm"))
+    assert "moe/vllm/" in source(model("b200", "trtllm-1.1", "trtllm"))
+
+
 def test_table_versions_sort_releases_above_their_dev_and_rc_builds():
     from infercast.records.kernel_tables import version_key
 

@@ -252,19 +252,21 @@ def test_cuda_graph_launch_settings_reach_the_step_cost(tmp_path):
 
 def test_a_trtllm_moe_config_backend_names_its_moe_kernel(tmp_path: Path) -> None:
     """``moe_config.backend: TRITON`` (InferenceX's gpt-oss H200 configs) runs MXFP4 experts through OpenAI's Triton
-    kernels, ``TRTLLM`` (its B200 configs) through the trtllm-gen kernels; CUTLASS is the release default; another
-    backend is named as not modelled."""
+    kernels, ``TRTLLM`` (its B200 configs) through the trtllm-gen kernels, ``DEEPGEMM`` through DeepGEMM's; CUTLASS
+    is the release default; another backend is named as not modelled."""
     options = tmp_path / "gptoss-config.yml"
     options.write_text("moe_config:\n  backend: TRITON\nprint_iter_log: true\n", encoding="utf-8")
     parsed = parse_launch(str(options))
     assert parsed.overrides["moe_backend"] == ("triton", "moe_config.backend: TRITON") and not parsed.warnings
     options.write_text("moe_config:\n  backend: TRTLLM\n", encoding="utf-8")
     assert parse_launch(str(options)).overrides["moe_backend"] == ("trtllm", "moe_config.backend: TRTLLM")
+    options.write_text("moe_config:\n  backend: DEEPGEMM\n", encoding="utf-8")
+    assert parse_launch(str(options)).overrides["moe_backend"] == ("deepgemm", "moe_config.backend: DEEPGEMM")
     options.write_text("moe_config:\n  backend: CUTLASS\n", encoding="utf-8")
     assert "moe_backend" not in parse_launch(str(options)).overrides and not parse_launch(str(options)).warnings
-    options.write_text("moe_config:\n  backend: DEEPGEMM\n", encoding="utf-8")
+    options.write_text("moe_config:\n  backend: WIDEEP\n", encoding="utf-8")
     assert parse_launch(str(options)).warnings == (
-        "launch: 'moe_config.backend: DEEPGEMM' is not modelled by infercast (the prediction runs without it)",
+        "launch: 'moe_config.backend: WIDEEP' is not modelled by infercast (the prediction runs without it)",
     )
 
 

@@ -480,6 +480,7 @@ def fit_engine_gemms(
         table, frame = relative(source, path), read_table(path)
         _fit_gemm_table(hw, table, frame, kernels, prov, fits, f".{engine}", True, partner)
         _fit_w4a16_experts(source, gpu_id, kernels, prov, fits, (engine,), base)
+        _fit_engine_moe(source, gpu_id, engine, kernels, prov, fits, base or {})
         _fit_gdn_table(source, gpu_id, kernels, prov, fits, (engine,))
         if kernels:
             curves[engine], provenance[engine] = kernels, prov
@@ -581,27 +582,71 @@ def _fit_moe_kernels(source: Source, gpu_id: str, kernels: dict, prov: dict, fit
             prov[f"moe.{key}"] = f"no balanced {dtype} fused-MoE table: routed experts use the dense GEMM parameters"
         if found is None:
             continue
-        table, kernel, rows = found
-        shapes = moe_shapes(rows, width, vector_peak, bandwidth, hbm, t_gemm)
-        r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(peak_key), bandwidth)
-        note = (
-            f"{table} {dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} points, "
-            f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
-        )
-        for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
-            kernels.setdefault(name, {})[key] = _g(r[value])
-            prov[f"{name}.{key}"] = note
-        fits[f"moe.{key}"] = {
-            "table": table,
-            "dtype": dtype,
-            "kernel": kernel,
-            "distribution": str(rows["distribution"].iloc[0]),
-            "points": r["points"],
-            "rms_log_residual": round(r["rms_log_residual"], 4),
-            "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
-            "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
-            **_bound_entry(r),
-        }
+        shapes = moe_shapes(found[2], width, vector_peak, bandwidth, hbm, t_gemm)
+        fits[f"moe.{key}"] = _store_moe_fit(hw, found, dtype, key, shapes, peak_key, kernels, prov)
+
+
+def _store_moe_fit(
+    hw: HardwareSpec,
+    found: tuple[str, str, Any],
+    dtype: str,
+    key: str,
+    shapes: MoEShapes,
+    peak_key: str,
+    kernels: dict,
+    prov: dict,
+) -> dict:
+    """Fit :func:`fit_moe` to one kernel's rows (``found``: table, kernel, rows), store its five parameters under
+    ``key`` in ``kernels`` with their provenance, and return the fit's statistics for the profile's ``fits``."""
+    table, kernel, rows = found
+    r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(peak_key), hw.memory.bandwidth_bytes_s)
+    note = (
+        f"{table} {dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} points, "
+        f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
+    )
+    for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
+        kernels.setdefault(name, {})[key] = _g(r[value])
+        prov[f"{name}.{key}"] = note
+    return {
+        "table": table,
+        "dtype": dtype,
+        "kernel": kernel,
+        "distribution": str(rows["distribution"].iloc[0]),
+        "points": r["points"],
+        "rms_log_residual": round(r["rms_log_residual"], 4),
+        "tp_sizes": sorted(int(x) for x in rows["moe_tp_size"].unique()),
+        "ep_sizes": sorted(int(x) for x in rows["moe_ep_size"].unique()),
+        **_bound_entry(r),
+    }
+
+
+ENGINE_MOE_KERNELS = {"trtllm": {"cutlass": ("moe_torch_flow_cutlass",), "deepgemm": ("deepgemm",)}}
+"""An engine's own fused-MoE kernels where they are not the base fit's: per backend (the suffix of the keys they are
+stored under, ``EngineSpec.moe_backend``'s word), the kernel sources in the engine's table. TensorRT-LLM's
+``moe_config.backend`` defaults to CUTLASS (``MoeConfig``, tensorrt_llm/llmapi/llm_args.py); DEEPGEMM is a launch's
+choice. The base fits are vLLM's Triton (Hopper) and FlashInfer TRT-LLM (Blackwell) kernels; TensorRT-LLM's TRTLLM
+backend runs those trtllm-gen kernels on Blackwell."""
+
+
+def _fit_engine_moe(
+    source: Source, gpu_id: str, engine: str, kernels: dict, prov: dict, fits: dict, base: dict
+) -> None:
+    """``moe_*.<key>_<backend>``: the fused-MoE form fitted to each of ``engine``'s own kernels
+    (:data:`ENGINE_MOE_KERNELS`), per compute key its table holds; the fixed terms are the base fits'."""
+    if "hbm_efficiency" not in base or "gemm_latency_s" not in base:
+        return
+    hw = get_hardware(gpu_id)
+    bandwidth = hw.memory.bandwidth_bytes_s
+    vector_peak = hw.peak_flops.get("fp32", hw.peak_flops.get("bf16", 1e15) / 16.0)
+    for backend, prefixes in ENGINE_MOE_KERNELS.get(engine, {}).items():
+        for key, (dtype, _) in MOE_SOURCES.items():
+            width, peak_key = MOE_WEIGHT_ONLY.get(key, (GEMM_WIDTH.get(key, 2.0), key))
+            found = moe_rows(source, gpu_id, dtype, prefixes, engines=(engine,), require=True)
+            if peak_key not in hw.peak_flops or found is None:
+                continue
+            shapes = moe_shapes(found[2], width, vector_peak, bandwidth, base["hbm_efficiency"], base["gemm_latency_s"])
+            named = f"{key}_{backend}"
+            fits[f"moe.{named}.{engine}"] = _store_moe_fit(hw, found, dtype, named, shapes, peak_key, kernels, prov)
 
 
 @dataclass(frozen=True)

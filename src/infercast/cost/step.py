@@ -468,6 +468,18 @@ def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) ->
 
 
 def _moe_key(dep: Deployment, p: CostProfile | None = None) -> str | None:
+    """:func:`_base_moe_key`, or TensorRT-LLM's own kernel of that key where the profile has its fit
+    (``<key>_<backend>``, calibrate.kernel_fit.ENGINE_MOE_KERNELS): the launch's ``moe_config.backend``, else its
+    CUTLASS default. Its TRTLLM backend runs the base fits' trtllm-gen kernels on Blackwell."""
+    key = _base_moe_key(dep, p)
+    if key and p and dep.engine.id.startswith("trtllm"):
+        own = f"{key}_{dep.engine.moe_backend or 'cutlass'}"
+        if p.moe_params(own):
+            return own
+    return key
+
+
+def _base_moe_key(dep: Deployment, p: CostProfile | None = None) -> str | None:
     """Compute key of the fused-MoE kernels the routed experts run, when a fitted MoE kernel covers the expert
     format: 16-bit experts at a 16-bit rate, fp8 experts at the fp8 rate (``fp8_triton``: vLLM's Triton kernel
     where the launch picks it and ``p`` has its fit), NVFP4 experts at the fp4 rate, int4 (W4A16) experts on their

@@ -363,6 +363,7 @@ MOE_KERNEL_NOTES = {
     "triton": "FP8 experts through vLLM's Triton kernel (VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0)",
     "trtllm triton": "MXFP4 experts through OpenAI's Triton kernels (moe_config backend TRITON)",
     "trtllm trtllm": "MoE layers through the trtllm-gen kernels (moe_config backend TRTLLM)",
+    "trtllm deepgemm": "MoE layers through DeepGEMM (moe_config backend DEEPGEMM)",
 }
 """How a row's notes name the fused-MoE kernel its launch script picked (``Launch.moe_backend``; an engine's own
 wording under '<engine> <backend>')."""

@@ -29,7 +29,7 @@ class GpuTier(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
 
 
-MOE_BACKENDS = ("marlin", "triton", "trtllm")
+MOE_BACKENDS = ("marlin", "triton", "trtllm", "deepgemm")
 """The fused-MoE kernels a launch may pick over the release default (``EngineSpec.moe_backend``); records and the
 sweep launch file name them by these words."""
 
@@ -82,7 +82,7 @@ class EngineSpec(BaseModel):
         "0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with --disable-cuda-graph; TensorRT-LLM "
         "cuda_graph_config.max_batch_size); None: the cost profile's graph_max_tokens, the release default.",
     )
-    moe_backend: Literal["marlin", "triton", "trtllm"] | None = Field(
+    moe_backend: Literal["marlin", "triton", "trtllm", "deepgemm"] | None = Field(
         default=None,
         description="The fused-MoE kernel a launch picks where the engine offers several for the experts' format: "
         "'marlin', vLLM's Marlin W4A16 kernel for MXFP4 experts (VLLM_MXFP4_USE_MARLIN=1; on Hopper its default is "
@@ -90,8 +90,8 @@ class EngineSpec(BaseModel):
         "with VLLM_MOE_USE_DEEP_GEMM=0; on Blackwell its default is FlashInfer's), and for MXFP4 experts OpenAI's "
         "Triton kernel (TensorRT-LLM moe_config.backend TRITON; vLLM's own default on Hopper); 'trtllm', "
         "TensorRT-LLM's TRTLLM backend (moe_config.backend TRTLLM: the trtllm-gen kernels, one call per MoE layer "
-        "on Blackwell, which vLLM and SGLang run MXFP4 experts through by default there); None: the release "
-        "default, the kernel the cost profile's tables time.",
+        "on Blackwell, which vLLM and SGLang run MXFP4 experts through by default there); 'deepgemm', its DEEPGEMM "
+        "backend; None: the release default (TensorRT-LLM: CUTLASS), the kernel the cost profile's tables time.",
     )
     comm_buffer_bytes: float = Field(ge=0, description="Only reserved when tp > 1.")
     fp8_kv_schemes: tuple[str, ...] = Field(

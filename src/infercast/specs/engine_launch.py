@@ -672,11 +672,11 @@ def _cuda_graph_config(value: Any, found: dict[str, tuple[Any, str]], unknown: l
 
 def _moe_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
     """TensorRT-LLM ``moe_config.backend``: ``TRITON`` runs MXFP4 experts through OpenAI's Triton kernels
-    (``EngineSpec.moe_backend`` 'triton'), ``TRTLLM`` through the trtllm-gen kernels ('trtllm'); ``CUTLASS`` is the
-    release default; others are named as not modelled."""
+    (``EngineSpec.moe_backend`` 'triton'), ``TRTLLM`` through the trtllm-gen kernels ('trtllm'), ``DEEPGEMM``
+    through DeepGEMM's ('deepgemm'); ``CUTLASS`` is the release default; others are named as not modelled."""
     for key, item in value.items():
         backend = str(item).upper()
-        if key == "backend" and backend in ("TRITON", "TRTLLM"):
+        if key == "backend" and backend in ("TRITON", "TRTLLM", "DEEPGEMM"):
             found["moe_backend"] = (backend.lower(), f"moe_config.backend: {item}")
         elif key != "backend" or backend != "CUTLASS":
             unknown.append(f"moe_config.{key}: {item}")
