@@ -110,6 +110,17 @@ def test_a_dated_sweeps_fp8_rows_run_an_8_bit_kv_cache_on_every_engine() -> None
         assert {r.kv_precision for r in convert(row)} == {kv}
 
 
+def test_modelopt_fp8_checkpoints_carry_an_8_bit_kv_cache_like_its_nvfp4_ones() -> None:
+    """NVIDIA's FP8 checkpoints come from TensorRT Model Optimizer, whose kv_cache_quant_algo defaults to FP8: vLLM's
+    'auto' KV dtype follows it, as for its NVFP4 checkpoints; another origin's FP8 checkpoint keeps 16 bits."""
+    own = "source_file=/data/h200_sxm/vllm/0.12.0/m.csv; silicon_concurrency=16"
+    for path, kv in (("nvidia/Llama-3.1-8B-Instruct-FP8", "fp8"), ("Qwen/Qwen3-32B-FP8", "bf16")):
+        row = from_wheel_row(
+            _row(backend="vllm", backend_version="0.12.0", batch_size="16", silicon_data_source=own, model_path=path)
+        )
+        assert row is not None and {r.kv_precision for r in convert(row)} == {kv}
+
+
 def test_a_dated_sweeps_tensorrt_llm_row_without_a_version_reads_as_a_later_release() -> None:
     sweep = "source_file=2026-04-06.csv; silicon_concurrency=16"
     row = from_wheel_row(_row(backend_version="", batch_size="16", silicon_data_source=sweep))
