@@ -540,3 +540,18 @@ def test_gated_deltanet_prefill_runs_a_sequences_chunks_in_series():
     lone_s = model.breakdown(lone).memory_s[i, 0]
     assert lone_s == pytest.approx(layers * 128 * per_chunk, rel=1e-9)
     assert model.breakdown(pair).memory_s[i, 0] == pytest.approx(lone_s / 2, rel=1e-9)
+
+
+def test_mla_latents_and_qk_norm_add_their_rmsnorm_kernels():
+    """MLA runs an RMSNorm on each latent, QK-norm one on q and one on k per layer (vLLM, SGLang); TensorRT-LLM fuses
+    QK-norm into its RoPE kernel."""
+    from infercast.cost.operators import build_op_table
+
+    def norm_kernels(model: str, engine: str = "vllm") -> float:
+        table = build_op_table(Deployment.resolve(model, "h100-sxm", tp=8, engine=engine))
+        return next(r.kernels for r in table.rows if r.name == "norms")
+
+    assert norm_kernels("deepseek-v3") == 61 * 2 + 1 + 61 * 2
+    assert norm_kernels("qwen3-32b") == 64 * 2 + 1 + 64 * 2
+    assert norm_kernels("qwen3-32b", "trtllm") == 64 * 2 + 1
+    assert norm_kernels("llama-3.1-70b") == 80 * 2 + 1

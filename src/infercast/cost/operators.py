@@ -197,12 +197,27 @@ def _rope_row(dep: Deployment) -> OpRow:
 
 
 def _norm_row(dep: Deployment) -> OpRow:
-    """Norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm."""
+    """Norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm; with MLA the
+    latents' RMSNorms (``q_a_layernorm``, ``kv_a_layernorm``: vLLM and SGLang models/deepseek_v2.py, TensorRT-LLM's
+    MLA module), with QK-norm the per-head q and k RMSNorms (vLLM and SGLang models/qwen3.py; TensorRT-LLM fuses
+    them into its RoPE kernel, ``QKNormRoPEAttention``)."""
     m = dep.model
     h, L = m.hidden_size, m.num_layers
     act = dep.scheme.activation_format.bytes_per_element
     norms = OpRow("norms", "norm", "elementwise", None, kernels=L * m.norms_per_layer + 1)
     norms.bytes[F["tokens"]] = (L * m.norms_per_layer * 4 + 2) * h * act
+    if m.mla:  # read and write each latent
+        La = m.num_attention_layers
+        width = m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0)
+        norms.kernels += La * (2 if m.mla.q_lora_rank else 1)
+        norms.bytes[F["tokens"]] += La * 2 * width * act
+        norms.flops[F["tokens"]] += La * 5 * width
+    if m.qk_norm and not dep.engine.id.startswith("trtllm"):  # this rank's q and k heads, in place
+        La, hd = m.num_attention_layers, m.head_dim
+        width = (m.num_attention_heads / dep.tp + m.kv_heads_per_rank(dep.tp)) * hd
+        norms.kernels += La * 2
+        norms.bytes[F["tokens"]] += La * 2 * width * act
+        norms.flops[F["tokens"]] += La * 5 * width
     # per element: residual add, square, accumulate, scale by rsqrt(mean), multiply by the weight
     norms.flops[F["tokens"]] = (L * m.norms_per_layer + 1) * 5 * h
     return norms
