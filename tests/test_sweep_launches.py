@@ -134,9 +134,16 @@ def test_a_vllm_gpt_oss_hopper_script_that_exports_marlin_runs_its_experts_throu
     assert _records(row("2025-11-01T00:00:00.000Z"))[0].moe_backend == ""
 
 
-def test_trtllm_gpt_oss_h200_configs_run_their_experts_through_triton() -> None:
-    """gptoss_fp4_h200_trt*.sh write ``moe_config: backend: TRITON`` in every version: the rows carry it, and their
-    notes say so in TensorRT-LLM's words."""
+@pytest.mark.parametrize(
+    ("system", "backend", "words"),
+    [
+        ("h200_sxm", "triton", "MXFP4 experts through OpenAI's Triton kernels"),
+        ("b200_sxm", "trtllm", "trtllm-gen kernels (moe_config backend TRTLLM)"),
+    ],
+)
+def test_trtllm_gpt_oss_configs_carry_their_moe_backend(system: str, backend: str, words: str) -> None:
+    """gptoss_fp4_h200_trt*.sh write ``moe_config: backend: TRITON`` in every version, gptoss_fp4_b200_trt*.sh
+    ``TRTLLM``: the rows carry it, and their notes say so in TensorRT-LLM's words."""
 
     rec = _records(
         _wheel(
@@ -144,7 +151,7 @@ def test_trtllm_gpt_oss_h200_configs_run_their_experts_through_triton() -> None:
             backend="trtllm",
             backend_version="1.2.0rc6",
             model_path="openai/gpt-oss-120b",
-            system="h200_sxm",
+            system=system,
             precision="fp4",
             silicon_data_source="source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=8; "
             "measured=2026-02-10T00:00:00.000Z",
@@ -153,29 +160,7 @@ def test_trtllm_gpt_oss_h200_configs_run_their_experts_through_triton() -> None:
             tp_size="4",
         )
     )[0]
-    assert rec.moe_backend == "triton" and "MXFP4 experts through OpenAI's Triton kernels" in rec.notes
-
-
-def test_trtllm_gpt_oss_b200_configs_run_their_moe_layers_through_trtllm_gen() -> None:
-    """gptoss_fp4_b200_trt*.sh write ``moe_config: backend: TRTLLM`` in every version: the rows carry it, and their
-    notes say so in TensorRT-LLM's words."""
-
-    rec = _records(
-        _wheel(
-            "2026-02-10T00:00:00.000Z",
-            backend="trtllm",
-            backend_version="1.2.0rc6",
-            model_path="openai/gpt-oss-120b",
-            system="b200_sxm",
-            precision="fp4",
-            silicon_data_source="source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=8; "
-            "measured=2026-02-10T00:00:00.000Z",
-            clients="8",
-            id="x_c8_tp4_ep1_1",
-            tp_size="4",
-        )
-    )[0]
-    assert rec.moe_backend == "trtllm" and "trtllm-gen kernels (moe_config backend TRTLLM)" in rec.notes
+    assert rec.moe_backend == backend and words in rec.notes
 
 
 def test_minimax_fp8_b200_scripts_that_turn_flashinfer_and_deepgemm_off_run_triton_experts() -> None:
