@@ -206,20 +206,19 @@ def _norm_row(dep: Deployment) -> OpRow:
     act = dep.scheme.activation_format.bytes_per_element
     norms = OpRow("norms", "norm", "elementwise", None, kernels=L * m.norms_per_layer + 1)
     norms.bytes[F["tokens"]] = (L * m.norms_per_layer * 4 + 2) * h * act
-    if m.mla:  # read and write each latent
-        La = m.num_attention_layers
-        width = m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0)
-        norms.kernels += La * (2 if m.mla.q_lora_rank else 1)
-        norms.bytes[F["tokens"]] += La * 2 * width * act
-        norms.flops[F["tokens"]] += La * 5 * width
-    if m.qk_norm and not dep.engine.id.startswith("trtllm"):  # this rank's q and k heads, in place
-        La, hd = m.num_attention_layers, m.head_dim
-        width = (m.num_attention_heads / dep.tp + m.kv_heads_per_rank(dep.tp)) * hd
-        norms.kernels += La * 2
-        norms.bytes[F["tokens"]] += La * 2 * width * act
-        norms.flops[F["tokens"]] += La * 5 * width
     # per element: residual add, square, accumulate, scale by rsqrt(mean), multiply by the weight
     norms.flops[F["tokens"]] = (L * m.norms_per_layer + 1) * 5 * h
+    extra: list[tuple[int, float]] = []  # (kernels in all layers, elements normalised per token and layer)
+    if m.mla:  # each latent, read and written
+        per_latent = 2 if m.mla.q_lora_rank else 1
+        extra.append((per_latent * m.num_attention_layers, float(m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0))))
+    if m.qk_norm and not dep.engine.id.startswith("trtllm"):  # this rank's q and k heads, in place
+        heads = m.num_attention_heads / dep.tp + m.kv_heads_per_rank(dep.tp)
+        extra.append((2 * m.num_attention_layers, heads * m.head_dim))
+    for kernels, width in extra:
+        norms.kernels += kernels
+        norms.bytes[F["tokens"]] += m.num_attention_layers * 2 * width * act
+        norms.flops[F["tokens"]] += m.num_attention_layers * 5 * width
     return norms
 
 
