@@ -199,8 +199,8 @@ def _rope_row(dep: Deployment) -> OpRow:
 def _norm_row(dep: Deployment) -> OpRow:
     """Norms (fused residual-add + RMSNorm: read input and residual, write both) and the final norm; with MLA the
     latents' RMSNorms (``q_a_layernorm``, ``kv_a_layernorm``: vLLM and SGLang models/deepseek_v2.py, TensorRT-LLM's
-    MLA module), with QK-norm the per-head q and k RMSNorms (vLLM and SGLang models/qwen3.py; TensorRT-LLM fuses
-    them into its RoPE kernel, ``QKNormRoPEAttention``)."""
+    MLA module). QK-norm's per-head norms are left out: counted, the calibration refit moves their time into the
+    request overheads (docs/accuracy-notes.md, tenth pass)."""
     m = dep.model
     h, L = m.hidden_size, m.num_layers
     act = dep.scheme.activation_format.bytes_per_element
@@ -212,9 +212,6 @@ def _norm_row(dep: Deployment) -> OpRow:
     if m.mla:  # each latent, read and written
         per_latent = 2 if m.mla.q_lora_rank else 1
         extra.append((per_latent * m.num_attention_layers, float(m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0))))
-    if m.qk_norm and not dep.engine.id.startswith("trtllm"):  # this rank's q and k heads, in place
-        heads = m.num_attention_heads / dep.tp + m.kv_heads_per_rank(dep.tp)
-        extra.append((2 * m.num_attention_layers, heads * m.head_dim))
     for kernels, width in extra:
         norms.kernels += kernels
         norms.bytes[F["tokens"]] += m.num_attention_layers * 2 * width * act
