@@ -208,14 +208,11 @@ def _norm_row(dep: Deployment) -> OpRow:
     norms.bytes[F["tokens"]] = (L * m.norms_per_layer * 4 + 2) * h * act
     # per element: residual add, square, accumulate, scale by rsqrt(mean), multiply by the weight
     norms.flops[F["tokens"]] = (L * m.norms_per_layer + 1) * 5 * h
-    extra: list[tuple[int, float]] = []  # (kernels in all layers, elements normalised per token and layer)
     if m.mla:  # each latent, read and written
-        per_latent = 2 if m.mla.q_lora_rank else 1
-        extra.append((per_latent * m.num_attention_layers, float(m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0))))
-    for kernels, width in extra:
-        norms.kernels += kernels
-        norms.bytes[F["tokens"]] += m.num_attention_layers * 2 * width * act
-        norms.flops[F["tokens"]] += m.num_attention_layers * 5 * width
+        La, width = m.num_attention_layers, m.mla.kv_lora_rank + (m.mla.q_lora_rank or 0)
+        norms.kernels += La * (2 if m.mla.q_lora_rank else 1)
+        norms.bytes[F["tokens"]] += La * 2 * width * act
+        norms.flops[F["tokens"]] += La * 5 * width
     return norms
 
 

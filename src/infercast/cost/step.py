@@ -320,7 +320,8 @@ def _monolithic(rows: list[OpRow]) -> list[OpRow]:
 
 
 _Moe = tuple[float, float, float, float, float] | None
-"""The fused-MoE parameters of :func:`_moe_params`: eff_max, m_half, HBM efficiency, latency, pair passes."""
+"""The fused-MoE parameters of :func:`_moe_key`'s kernel (``CostProfile.moe_params``): eff_max, m_half, HBM
+efficiency, latency, pair passes."""
 
 
 def _coefficients(dep: Deployment, rows: list[OpRow], p: CostProfile) -> np.ndarray:
@@ -514,12 +515,6 @@ def _weight_only_experts(dep: Deployment, p: CostProfile) -> str | None:
         return None
     keys = ("w4a16_marlin", "w4a16") if dep.engine.moe_backend == "marlin" else ("w4a16",)
     return next((k for k in keys if k in p.gemm_eff_max), None)
-
-
-def _moe_params(dep: Deployment, p: CostProfile) -> tuple[float, float, float, float, float] | None:
-    """The profile's fused-MoE parameters for this deployment's routed experts, or None (dense GEMMs)."""
-    key = _moe_key(dep, p) if dep.model.moe else None
-    return p.moe_params(key) if key else None
 
 
 def _op_source(row: OpRow, p: CostProfile, moe_key: str | None = None) -> str:
