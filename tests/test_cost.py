@@ -553,3 +553,23 @@ def test_mla_latents_add_their_rmsnorm_kernels():
     assert norm_kernels("deepseek-v3") == 61 * 2 + 1 + 61 * 2
     assert norm_kernels("qwen3-32b") == norm_kernels("qwen3-32b", "trtllm") == 64 * 2 + 1
     assert norm_kernels("llama-3.1-70b") == 80 * 2 + 1
+
+
+def test_narrow_expert_shards_lower_the_fused_moe_ceiling():
+    """A fused-MoE fit with ``moe_width_half`` prices experts split tensor-parallel (few columns per rank) below the
+    same experts whole on each rank (expert parallel); without it the two ceilings are equal."""
+    from infercast.cost.profile import load_profile
+
+    base = load_profile("b200", "blackwell", "vllm")
+    with_width = replace(base, moe_width_half={**base.moe_width_half, "fp4": 200.0})
+    without = replace(base, moe_width_half={})
+
+    def ceiling(profile, ep: int) -> float:
+        dep = Deployment.resolve("deepseek-r1", "b200", tp=8, ep=ep, precision="nvfp4")
+        m = StepCostModel(dep, profile)
+        return float(1.0 / m.inv_peak_eff[m.names.index("experts_gate_up"), 0])
+
+    # DeepSeek-R1's 2,048 expert columns: 256 per rank split 8 ways, all 2,048 under EP 8
+    narrow, whole = 256 / (256 + 200), 2048 / (2048 + 200)
+    assert ceiling(with_width, 1) / ceiling(with_width, 8) == pytest.approx(narrow / whole)
+    assert ceiling(without, 1) == ceiling(without, 8)

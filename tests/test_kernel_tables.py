@@ -210,6 +210,20 @@ def test_moe_fit_recovers_known_parameters_from_synthetic_rows():
     got = (r["eff_max"], r["m_half"], r["hbm"], r["t0"], r["passes"])
     assert r["points"] == len(frame) and r["rms_log_residual"] < 1e-6
     assert got == pytest.approx(MOE_TRUE, rel=1e-3)
+    assert "width_half" not in r  # no narrow-shard slowdown in these rows: five parameters
+
+
+def test_moe_fit_finds_a_narrow_shard_slowdown_where_the_rows_show_one():
+    """Rows whose grouped GEMMs slow down as the experts' columns per rank narrow (w / (w + 300)) get the sixth
+    parameter back; the step model applies it to a deployment's shard width."""
+    from infercast.calibrate.kernel_fit import fit_moe, moe_layer_time, moe_shapes
+
+    frame = _synthetic_moe_rows()
+    peak, bw = 989e12, 3.35e12
+    shapes = moe_shapes(frame, 2.0, 67e12, bw, 0.85, 4e-6)
+    latency = moe_layer_time(shapes, peak, bw, (*MOE_TRUE, 300.0))
+    r = fit_moe(shapes, latency, peak, bw)
+    assert r["width_half"] == pytest.approx(300.0, rel=1e-2) and r["rms_log_residual"] < 1e-4
 
 
 @needs_pyarrow

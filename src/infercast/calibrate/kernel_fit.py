@@ -36,7 +36,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from infercast.cost.operators import ROUTING_KERNELS
-from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, SAME_DIE
+from infercast.cost.profile import MOE_PAIR_ELEMENT_BYTES, MOE_PARAMS, MOE_WIDTH_HALF, SAME_DIE
 from infercast.errors import InfercastError
 from infercast.records.kernel_tables import (
     GPU_DIRS,
@@ -257,6 +257,11 @@ docs/accuracy-notes.md)."""
 MOE_START = [0.6, 32.0, 0.7, 5e-6, 1.0]
 MOE_LOWER = [0.02, 0.5, 0.05, 1e-8, 1e-4]
 MOE_UPPER = [1.0, 8192.0, 1.0, 2e-4, 100.0]
+WIDTH_HALF = (128.0, 1.0, 8192.0)
+"""Start and bounds of ``moe_width_half`` (expert columns per rank)."""
+WIDTH_GAIN = 0.01
+"""A kernel's fit takes the width term only where it lowers the RMS log residual by this share: elsewhere its
+table shows no narrow-shard slowdown worth a sixth parameter."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +275,7 @@ class MoEShapes:
     rows: np.ndarray  # GEMM rows per expert, floored at M_FLOOR
     pairs: np.ndarray  # bytes of the routed pairs' activations, T·k·(h + w)·2
     known: np.ndarray  # seconds the step model charges the layer outside the two expert GEMM rows
+    width: np.ndarray  # expert columns per rank (intermediate size / MoE TP)
 
 
 def moe_shapes(
@@ -297,14 +303,16 @@ def moe_shapes(
     # the router row's routing kernels, each at the dense GEMM's fixed time, are inside the measured time too
     known = np.maximum(act_flops / vector_peak, act_bytes / (bandwidth * hbm)) + ROUTING_KERNELS * t_gemm
     pairs = t * k * (h + w) * MOE_PAIR_ELEMENT_BYTES
-    return MoEShapes(t, gate_up[0] + down[0], gate_up, down, np.maximum(t * k / e, M_FLOOR), pairs, known)
+    return MoEShapes(t, gate_up[0] + down[0], gate_up, down, np.maximum(t * k / e, M_FLOOR), pairs, known, w)
 
 
 def moe_layer_time(s: MoEShapes, peak: float, bandwidth: float, params: Any) -> np.ndarray:
     """Seconds of one fused-MoE layer on one rank: the step model's expert rows with the MoE parameters
-    ``(eff_max, m_half, hbm_eff, t_kernel, pair_passes)``, plus the known rest (:class:`MoEShapes`)."""
-    eff, half, hbm, t0, passes = params
+    ``(eff_max, m_half, hbm_eff, t_kernel, pair_passes[, width_half])``, plus the known rest (:class:`MoEShapes`)."""
+    eff, half, hbm, t0, passes = params[:5]
     slow = (s.rows + half) / (s.rows * peak * eff)
+    if len(params) > 5:
+        slow = slow * (s.width + params[5]) / s.width
     total = s.known + 2 * t0 + passes * s.pairs / (bandwidth * hbm)
     for flops, nbytes in (s.gate_up, s.down):
         total = total + np.maximum(flops * slow, nbytes / (bandwidth * hbm))
@@ -312,13 +320,18 @@ def moe_layer_time(s: MoEShapes, peak: float, bandwidth: float, params: Any) -> 
 
 
 def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: float) -> dict:
-    """(eff_max, m_half, hbm_eff, t_kernel, pair_passes) of one MoE kernel by least squares on log time."""
+    """(eff_max, m_half, hbm_eff, t_kernel, pair_passes) of one MoE kernel by least squares on log time, and
+    ``width_half`` (:data:`WIDTH_HALF`) where the rows show narrow shards slowing it down (:data:`WIDTH_GAIN`)."""
 
     def residual(x: np.ndarray) -> np.ndarray:
         return np.log(moe_layer_time(shapes, peak, bandwidth, np.exp(x)) / latency_s)
 
+    start, lower, upper = ([*b, w] for b, w in zip((MOE_START, MOE_LOWER, MOE_UPPER), WIDTH_HALF, strict=True))
     params, rms, edge = _fit(residual, MOE_START, MOE_LOWER, MOE_UPPER, MOE_PARAMS)
-    return {
+    wide = _fit(residual, start, lower, upper, (*MOE_PARAMS, MOE_WIDTH_HALF))
+    if wide[1] < (1.0 - WIDTH_GAIN) * rms:
+        params, rms, edge = wide
+    out = {
         "eff_max": params[0],
         "m_half": params[1],
         "hbm": params[2],
@@ -328,6 +341,17 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
         "rms_log_residual": rms,
         "at_bound": edge,
     }
+    if len(params) > 5:
+        out["width_half"] = params[5]
+    return out
+
+
+def _store_moe(kernels: dict, prov: dict, key: str, r: dict, note: str) -> None:
+    """A fused-MoE fit's parameters under ``key`` in ``kernels`` (the width term where it has one), with ``note``."""
+    names = (*MOE_PARAMS, MOE_WIDTH_HALF) if "width_half" in r else MOE_PARAMS
+    for name, value in zip(names, ("eff_max", "m_half", "hbm", "t0", "passes", "width_half"), strict=False):
+        kernels.setdefault(name, {})[key] = _g(r[value])
+        prov[f"{name}.{key}"] = note
 
 
 def moe_rows(
@@ -604,9 +628,7 @@ def _store_moe_fit(
         f"{table} {dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} points, "
         f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
     )
-    for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
-        kernels.setdefault(name, {})[key] = _g(r[value])
-        prov[f"{name}.{key}"] = note
+    _store_moe(kernels, prov, key, r, note)
     return {
         "table": table,
         "dtype": dtype,
@@ -797,9 +819,7 @@ def _fit_fused_weight_only(
         f"{table} {experts.dtype} ({kernel}, {rows['distribution'].iloc[0]}), {r['points']} EP 1 points, "
         f"RMS log residual {r['rms_log_residual']:.3f}{_at_bound(r)}"
     )
-    for name, value in zip(MOE_PARAMS, ("eff_max", "m_half", "hbm", "t0", "passes"), strict=True):
-        kernels.setdefault(name, {})[experts.fused] = _g(r[value])
-        prov[f"{name}.{experts.fused}"] = note
+    _store_moe(kernels, prov, experts.fused, r, note)
     return {
         "table": table,
         "dtype": experts.dtype,

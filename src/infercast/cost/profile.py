@@ -49,6 +49,8 @@ GDN_PARAMS = ("gdn_chunk_s", "gdn_prefill_efficiency")
 measured from kernel tables (``profiles/kernels/<gpu>.yaml``); 0 where no table was imported. Not part of the
 end-to-end fit (``KERNEL_PARAMS``), which runs on top of them."""
 MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
+MOE_WIDTH_HALF = "moe_width_half"
+"""The fused-MoE fits' optional sixth parameter (``CostProfile.moe_width_half``)."""
 """Routed-expert (fused MoE) kernel parameters per compute key, measured from fused-MoE kernel tables
 (``profiles/kernels/<gpu>.yaml``; see :func:`CostProfile.moe_params`). A key without them: the routed experts
 run as dense GEMMs (``gemm_*``, ``hbm_efficiency``, ``gemm_latency_s``). Not part of the end-to-end fit."""
@@ -153,6 +155,10 @@ class CostProfile:
     moe_pair_passes: dict[str, float] = field(default_factory=dict)
     """Passes over every routed token-expert pair's activations (T·k·(hidden + expert width) 16-bit elements per
     layer, at moe_hbm_efficiency): sorting, gathers, intermediate buffers and the weighted sum."""
+    moe_width_half: dict[str, float] = field(default_factory=dict)
+    """Expert columns per rank (the intermediate width over its tensor-parallel split) at which the grouped GEMM
+    reaches half its compute ceiling: narrow shards run slower (efficiency x w / (w + moe_width_half)). Absent where
+    the kernel's table shows no such slowdown (the fit leaves it on its lower bound)."""
     gemm_act_quant_bytes: dict[str, float] = field(default_factory=dict)
     """Per compute key: bytes per input activation element, at the datasheet HBM rate, of the activation
     quantisation pass an 8-bit GEMM runs before it (unfused dynamic quantisation: read 16-bit, write 8-bit,
@@ -210,7 +216,7 @@ class CostProfile:
         """Copy with parameters replaced; keys are names or 'gemm_eff_max.bf16' style paths."""
         flat: dict[str, Any] = {}
         eff, half = dict(self.gemm_eff_max), dict(self.gemm_m_half)
-        moe: dict[str, Any] = {name: dict(getattr(self, name)) for name in MOE_PARAMS}
+        moe: dict[str, Any] = {name: dict(getattr(self, name)) for name in (*MOE_PARAMS, MOE_WIDTH_HALF)}
         quant = dict(self.gemm_act_quant_bytes)
         prov = dict(self.provenance)
         for key, value in values.items():

@@ -19,7 +19,8 @@ All parameters come from :mod:`infercast.cost.profile`.
 The routed experts (``experts_gate_up``, ``experts_down``) take the fused-MoE parameters where the GPU's kernel
 profile has them for the compute key (``CostProfile.moe_params``, fitted to the fused-MoE tables by
 :mod:`infercast.calibrate.kernel_fit` with this form): ``moe_eff_max``/``moe_m_half`` at M = T·k/E rows per
-expert, ``moe_hbm_efficiency`` on their bytes, ``moe_latency_s`` per kernel, and ``moe_pair_passes · T·k·(h + w)
+expert (times w / (w + ``moe_width_half``) for w expert columns per rank, where the fit has it), ``moe_hbm_efficiency``
+on their bytes, ``moe_latency_s`` per kernel, and ``moe_pair_passes · T·k·(h + w)
 · act / (HBM · moe_hbm_efficiency)`` per step on the gate/up row (T: the tokens the rank's experts see).
 Without them the experts are dense GEMMs. A monolithic fused-MoE kernel (MXFP4 experts through the trtllm-gen
 kernels on Blackwell, :func:`_monolithic_experts`) is one call per layer: no routing or activation kernels beside it.
@@ -107,7 +108,8 @@ class StepCostModel:
         """One stacked coefficient matrix: FLOPs, bytes, GEMM rows (the last set to 1 where the efficiency is
         independent of rows)."""
         moe = self.profile.moe_params(moe_key) if moe_key else None
-        inv_peak, eff_max, m_half = _compute_ceilings(dep, rows, p, moe, self.coef)
+        narrow = _narrow_shard(dep, p, moe_key) if moe is not None else 1.0
+        inv_peak, eff_max, m_half = _compute_ceilings(dep, rows, p, moe, self.coef, narrow)
         inv_bw, self.curves = _bandwidths(hw, rows, p, moe)
         """Operators priced by a measured curve: (index, message-bytes coefficients, calls per step, curve)."""
         self.inv_peak_eff = (inv_peak / eff_max)[:, None]
@@ -346,10 +348,11 @@ def _coefficients(dep: Deployment, rows: list[OpRow], p: CostProfile) -> np.ndar
 
 
 def _compute_ceilings(
-    dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe, coef: np.ndarray
+    dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe, coef: np.ndarray, narrow: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(1 / peak, eff_max, m_half) per operator; sets the rows coefficient of ``coef`` to 1 for the operators
-    whose efficiency does not depend on GEMM rows (attention, elementwise, communication)."""
+    whose efficiency does not depend on GEMM rows (attention, elementwise, communication). ``narrow``: the fused
+    MoE ceiling's factor for this deployment's expert shards (:func:`_narrow_shard`)."""
     hw, n = dep.hardware, len(rows)
     vector_peak = hw.peak_flops.get("fp32", hw.peak_flops[dep.attention_key] / TENSOR_TO_VECTOR_RATIO)
     inv_peak, eff_max, m_half = (np.zeros(n) for _ in range(3))
@@ -358,7 +361,7 @@ def _compute_ceilings(
         if r.kind == "gemm":
             inv_peak[i] = 1.0 / hw.peak(_compute_key(r))
             if moe and r.name in MOE_GEMMS:
-                eff_max[i], m_half[i] = moe[:2]
+                eff_max[i], m_half[i] = moe[0] * narrow, moe[1]
             else:
                 key = weight_only if weight_only and r.name in MOE_GEMMS else _compute_key(r)
                 eff_max[i], m_half[i] = p.gemm_params(key)
@@ -443,6 +446,22 @@ def _chunk_serial(dep: Deployment, rows: list[OpRow], p: CostProfile) -> list[tu
     return [(i, layers * p.gdn_chunk_s / GDN_CHUNK) for i, r in enumerate(rows) if r.name == GDN_PREFILL]
 
 
+def _expert_width(dep: Deployment) -> float:
+    """Columns of each routed expert's intermediate dimension on one rank (split tp x attention_dp / ep ways)."""
+    assert dep.model.moe is not None
+    return dep.model.moe.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
+
+
+def _narrow_shard(dep: Deployment, p: CostProfile, moe_key: str | None) -> float:
+    """w / (w + moe_width_half) for the experts' w columns per rank, where the fused-MoE fit of ``moe_key`` has
+    that parameter (narrow shards of a grouped GEMM run below its ceiling); else 1."""
+    half = p.moe_width_half.get(moe_key or "", 0.0)
+    if not half or dep.model.moe is None:
+        return 1.0
+    width = _expert_width(dep)
+    return width / (width + half)
+
+
 def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) -> list[tuple[int, float]]:
     """Seconds per token outside the roofline (see :attr:`StepCostModel.per_token`): the fused-MoE pair passes
     and the 8-bit GEMMs' activation quantisation."""
@@ -451,7 +470,7 @@ def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) ->
     if moe and "experts_gate_up" in names:
         mm = dep.model.moe
         assert mm is not None
-        width = mm.expert_intermediate_size / (dep.tp * dep.attention_dp // dep.ep)
+        width = _expert_width(dep)
         pair_bytes = (
             mm.experts_per_token * (dep.model.hidden_size + width) * MOE_PAIR_ELEMENT_BYTES * dep.model.num_moe_layers
         )
