@@ -200,7 +200,7 @@ def _synthetic_moe_rows() -> pd.DataFrame:
 
 
 def test_moe_fit_recovers_known_parameters_from_synthetic_rows():
-    from infercast.calibrate.kernel_fit import fit_moe, moe_layer_time, moe_shapes
+    from infercast.calibrate.kernel_fit import _store_moe, fit_moe, moe_layer_time, moe_shapes
 
     frame = _synthetic_moe_rows()
     peak, bw = 989e12, 3.35e12
@@ -211,6 +211,9 @@ def test_moe_fit_recovers_known_parameters_from_synthetic_rows():
     assert r["points"] == len(frame) and r["rms_log_residual"] < 1e-6
     assert got == pytest.approx(MOE_TRUE, rel=1e-3)
     assert "width_half" not in r  # no narrow-shard slowdown in these rows: five parameters
+    kernels: dict = {}
+    _store_moe(kernels, {}, "fp8", r, "synthetic")
+    assert kernels["moe_width_half"] == {"fp8": 0.0}  # stored as none, so it overrides a base fit's term
 
 
 def test_moe_fit_finds_a_narrow_shard_slowdown_where_the_rows_show_one():

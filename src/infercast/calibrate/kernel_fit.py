@@ -347,10 +347,11 @@ def fit_moe(shapes: MoEShapes, latency_s: np.ndarray, peak: float, bandwidth: fl
 
 
 def _store_moe(kernels: dict, prov: dict, key: str, r: dict, note: str) -> None:
-    """A fused-MoE fit's parameters under ``key`` in ``kernels`` (the width term where it has one), with ``note``."""
-    names = (*MOE_PARAMS, MOE_WIDTH_HALF) if "width_half" in r else MOE_PARAMS
-    for name, value in zip(names, ("eff_max", "m_half", "hbm", "t0", "passes", "width_half"), strict=False):
-        kernels.setdefault(name, {})[key] = _g(r[value])
+    """A fused-MoE fit's six parameters under ``key`` in ``kernels``, with ``note``: the width term 0 where the fit
+    has none, so that an engine's own fit of a key never keeps the base fit's width term."""
+    values = (r["eff_max"], r["m_half"], r["hbm"], r["t0"], r["passes"], r.get("width_half", 0.0))
+    for name, value in zip((*MOE_PARAMS, MOE_WIDTH_HALF), values, strict=True):
+        kernels.setdefault(name, {})[key] = _g(value)
         prov[f"{name}.{key}"] = note
 
 
@@ -620,8 +621,9 @@ def _store_moe_fit(
     kernels: dict,
     prov: dict,
 ) -> dict:
-    """Fit :func:`fit_moe` to one kernel's rows (``found``: table, kernel, rows), store its five parameters under
-    ``key`` in ``kernels`` with their provenance, and return the fit's statistics for the profile's ``fits``."""
+    """Fit :func:`fit_moe` to one kernel's rows (``found``: table, kernel, rows), store its parameters under ``key``
+    in ``kernels`` with their provenance (:func:`_store_moe`), and return the fit's statistics for the profile's
+    ``fits``."""
     table, kernel, rows = found
     r = fit_moe(shapes, rows["latency"].to_numpy(float) * 1e-3, hw.peak(peak_key), hw.memory.bandwidth_bytes_s)
     note = (

@@ -157,8 +157,8 @@ class CostProfile:
     layer, at moe_hbm_efficiency): sorting, gathers, intermediate buffers and the weighted sum."""
     moe_width_half: dict[str, float] = field(default_factory=dict)
     """Expert columns per rank (the intermediate width over its tensor-parallel split) at which the grouped GEMM
-    reaches half its compute ceiling: narrow shards run slower (efficiency x w / (w + moe_width_half)). Absent where
-    the kernel's table shows no such slowdown (the fit leaves it on its lower bound)."""
+    reaches half its compute ceiling: narrow shards run slower (efficiency x w / (w + moe_width_half)). 0 (or absent)
+    where the kernel's table shows no such slowdown (calibrate.kernel_fit.WIDTH_GAIN)."""
     gemm_act_quant_bytes: dict[str, float] = field(default_factory=dict)
     """Per compute key: bytes per input activation element, at the datasheet HBM rate, of the activation
     quantisation pass an 8-bit GEMM runs before it (unfused dynamic quantisation: read 16-bit, write 8-bit,
