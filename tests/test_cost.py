@@ -51,8 +51,9 @@ def _random_batches(rng: np.random.Generator, window: int | None, count: int) ->
 
 
 # ----- fast paths agree with step_time ------------------------------------------------------------------------
-# CUDA graphs for any small step / for decode steps only / decode only plus an unfused engine's per-layer time
-@pytest.mark.parametrize("engine", ["vllm", "trtllm", "torch"])
+# CUDA graphs for any small step / for decode steps only / decode only plus an unfused engine's per-layer time /
+# a per-token all-reduce time (vllm-0.14's allreduce_token_s)
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", "torch", "vllm-0.14"])
 @pytest.mark.parametrize("name", DEPLOYMENTS)
 def test_compiled_scalar_matches_step_time(name, engine):
     model = _model(name, engine)
@@ -61,6 +62,25 @@ def test_compiled_scalar_matches_step_time(name, engine):
     for batch in batches:
         expected = float(model.step_time(batch)[0])
         assert fn(**dict(zip(FEATURES, batch.x[:, 0].tolist(), strict=True))) == pytest.approx(expected, rel=1e-12)
+
+
+def test_allreduce_token_time_adds_per_token_per_call_at_tp_above_one():
+    """``allreduce_token_s`` adds that many seconds per step token per all-reduce call (the all-reduce row's
+    kernels) to the all-reduce row, and nothing where there is no all-reduce (TP 1)."""
+    for name, calls in (("llama-70b-fp8-tp4", 2 * 80 + 1), ("llama-8b", 0)):
+        dep = _dep(name)
+        base = StepCostModel(dep).profile
+        off, on = (
+            StepCostModel(dep, replace(base, allreduce_token_s=0.0)),
+            StepCostModel(dep, replace(base, allreduce_token_s=25e-9)),
+        )
+        batch = StepBatch.from_items([(2048, 0)], [1000] * 16)
+        tokens = float(batch.x[F["tokens"], 0])
+        extra = float(on.step_time(batch)[0] - off.step_time(batch)[0])
+        assert extra == pytest.approx(25e-9 * calls * tokens, rel=1e-9, abs=1e-15)
+        if calls:
+            i = on.names.index("tp_allreduce")
+            assert on.kernels[i, 0] == calls and "25 ns per token per call" in on.sources[i]
 
 
 def test_a_launched_capture_size_bounds_the_graphed_steps_in_both_paths():

@@ -82,6 +82,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # an API server's serial time per streamed token: ~60-120 us for a Python process that detokenises and sends
     # every response (load_fit.FRONT_END_GRID); from a hundredth of that to ten times
     "stream_token_s": (1e-6, 1e-3),
+    # time per token per all-reduce call beyond the collective curves: ~25 ns in vLLM 0.14's public TP >= 2 runs
+    # (benchmarks/allreduce_token_fit.py); from a hundredth of that to four times (100 ns: an 8k prompt on an
+    # 80-layer model would gain 0.13 s)
+    "allreduce_token_s": (2.5e-10, 1e-7),
 }
 """Lower and upper bound of each fitted parameter (per base name)."""
 NOT_FITTED = ("graph_max_tokens",)
@@ -91,9 +95,10 @@ HARNESS_ONLY = ("layer_overhead_graph_s", "layer_overhead_eager_s", "decode_attn
 """Parameters of an unfused engine's layers and its decode attention without split-KV, fitted only when asked for
 by name: calibrate/harness_fit.py fits the layer overheads; decode_attn_cta_bytes_s is read off the harness's decode
 steps (benchmarks/harness_h100.py), and its bounds serve a user who fits it with ``calibrate``."""
-READ_OFF = ("eager_layer_host_s",)
+READ_OFF = ("eager_layer_host_s", "allreduce_token_s")
 """Parameters read off measurements by a script (benchmarks/mixed_steps.py: TensorRT-LLM's mixed steps in its
-closed-loop runs), fitted only when asked for by name."""
+closed-loop runs; benchmarks/allreduce_token_fit.py: vLLM 0.14's public silicon rows), fitted only when asked for
+by name."""
 PRIOR_WEIGHT = 0.1
 """Weight of the pull towards priors (per log-unit of parameter change), relative to one point's log error."""
 SENSITIVITY = 2e-3

@@ -4,7 +4,8 @@ Values resolve in layers: the ``ideal`` engine (pure roofline, all efficiencies 
 alone; otherwise architecture/engine priors (``profiles/defaults.yaml``), then kernel parameters and
 collective latency tables measured per GPU (``profiles/kernels/<gpu>.yaml``, written by
 ``infercast calibrate --from aiconfigurator``), then fitted engine parameters shared by all GPUs
-(``profiles/engine_load.yaml``), then end-to-end fitted values per GPU (``profiles/<gpu>.yaml``; its optional
+(``profiles/engine_load.yaml``), then an engine release's own parameters fitted on the public silicon rows
+(``profiles/silicon_fit.yaml``), then end-to-end fitted values per GPU (``profiles/<gpu>.yaml``; its optional
 ``engines`` section overrides engine parameters for that GPU only). ``provenance`` records, per parameter,
 ``measured: ...``, ``fitted: ...`` or ``prior: ...``.
 """
@@ -74,6 +75,7 @@ ENGINE_PARAMS = (
     "decode_attn_cta_bytes_s",
     "eager_layer_host_s",
     "stream_token_s",
+    "allreduce_token_s",
 )
 
 
@@ -131,6 +133,10 @@ class CostProfile:
     """Serial front-end time per streamed output token (the API server's process detokenises and sends each one):
     one first-in-first-out queue per server that new requests also pass through, so past its rate requests wait
     before they reach the engine and every token reaches its client late (0: the front-end never binds)."""
+    allreduce_token_s: float = 0.0
+    """Time per token per tensor-parallel all-reduce beyond the collectives' measured curves, whatever the hidden
+    size: what an engine's TP > 1 steps take in its served runs and in none of the kernels its tables time (vLLM
+    0.14: fitted on the public silicon rows, ``profiles/silicon_fit.yaml``; 0: the curves alone)."""
     gdn_chunk_s: float = 0.0
     """Serial time per 64-token chunk of one sequence in a gated-DeltaNet layer's chunked prefill kernel: the
     chunks of a sequence run one after another (each carries the recurrent state to the next), so a lone long
@@ -307,6 +313,13 @@ def load_fit() -> dict[str, Any]:
 def fitted_engine_values() -> dict[str, dict[str, Any]]:
     """``engine_load.yaml``'s fitted values per engine (shared by all GPUs); empty when never fitted."""
     return _engines_yaml().get("engines") or {}
+
+
+@cache
+def silicon_fit() -> dict[str, Any]:
+    """``silicon_fit.yaml``: engine-release parameters fitted on the public silicon rows, with their errors left
+    out by model and by GPU (benchmarks/allreduce_token_fit.py); empty when never fitted."""
+    return _read_yaml("silicon_fit.yaml") or {}
 
 
 @cache
@@ -500,6 +513,10 @@ def _with_package_fits(profile: CostProfile, fitted_key: str) -> CostProfile:
     if shared and fitted_key in shared.get("engines", {}):
         src = f"fitted (engine, all GPUs){as_note}: {shared.get('fitted_from', 'calibration')}"
         profile = profile.with_values(_release_values(eng, shared["engines"][fitted_key]), src)
+    silicon = silicon_fit()
+    if profile.engine in silicon.get("engines", {}):  # fitted per release: its own id, never ``fitted_as``
+        src = f"fitted (release, all GPUs): {silicon.get('fitted_from', 'public silicon rows')}"
+        profile = profile.with_values(_flatten(silicon["engines"][profile.engine]), src)
     data = _overrides.get(profile.hardware) or _gpu_profile_file(profile.hardware)
     if data:
         src = f"fitted: {data.get('fitted_from', 'calibration')}"

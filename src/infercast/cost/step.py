@@ -141,12 +141,17 @@ class StepCostModel:
         prompt token of one sequence). Such a step takes at least that x its mean chunk per sequence."""
         self.per_token: list[tuple[int, float]] = _per_token(dep, rows, p, moe)
         """Seconds per token of the step on an operator outside its roofline: (op index, seconds). The routed
-        experts' pair passes (fused-MoE tables), on the gate/up row; an 8-bit GEMM's activation quantisation
+        experts' pair passes (fused-MoE tables), on the gate/up row; the all-reduces' per-token time beyond their
+        curves (``allreduce_token_s``), on the all-reduce row; an 8-bit GEMM's activation quantisation
         (``gemm_act_quant_bytes``), on its row."""
         moe_key = moe_key if moe is not None else _weight_only_experts(dep, p)
         self.sources = [_op_source(r, p, moe_key) for r in rows]
         for i, _, _, curve in self.curves:
             self.sources[i] = curve.source
+        if p.allreduce_token_s and "tp_allreduce" in self.names:
+            i = self.names.index("tp_allreduce")
+            fitted = p.provenance.get("allreduce_token_s", "")
+            self.sources[i] = f"{self.sources[i]}; {p.allreduce_token_s * 1e9:.0f} ns per token per call: {fitted}"
         self.active = np.array([r.active for r in rows])
         self.is_comm = np.array([k == "comm" for k in self.kinds])
         self.group_names = list(dict.fromkeys(self.groups))
@@ -463,8 +468,9 @@ def _narrow_shard(dep: Deployment, p: CostProfile, moe_key: str | None) -> float
 
 
 def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) -> list[tuple[int, float]]:
-    """Seconds per token outside the roofline (see :attr:`StepCostModel.per_token`): the fused-MoE pair passes
-    and the 8-bit GEMMs' activation quantisation."""
+    """Seconds per token outside the roofline (see :attr:`StepCostModel.per_token`): the fused-MoE pair passes,
+    the tensor-parallel all-reduces' time beyond their curves (``allreduce_token_s``) and the 8-bit GEMMs'
+    activation quantisation."""
     hw, names = dep.hardware, [r.name for r in rows]
     out: list[tuple[int, float]] = []
     if moe and "experts_gate_up" in names:
@@ -480,6 +486,9 @@ def _per_token(dep: Deployment, rows: list[OpRow], p: CostProfile, moe: _Moe) ->
             pair_bytes /= dep.ep
         seconds = moe[4] * pair_bytes / (hw.memory.bandwidth_bytes_s * moe[2])
         out.append((names.index("experts_gate_up"), seconds))
+    if p.allreduce_token_s and "tp_allreduce" in names:  # per token of each all-reduce call, beyond its curve
+        i = names.index("tp_allreduce")
+        out.append((i, p.allreduce_token_s * rows[i].kernels))
     for i, r in enumerate(rows):  # 8-bit GEMMs quantise their input activations first (memory-bound, serial)
         quant = p.gemm_act_quant_bytes.get(r.compute_key or "", 0.0) if r.kind == "gemm" else 0.0
         if quant and r.act_in and r.active == F["tokens"]:
