@@ -9,9 +9,10 @@ holds; every other aggregated row (one engine serving prefill and decode) with a
 out, and this script predicts each of them as ``infercast validate`` does (read as
 ``records/silicon_rows.py`` reads the calibration rows: fixed lengths, 10 x C requests, the same engine
 settings) and reports median and p90 |error| of mean TTFT and TPOT by GPU, engine and model. Nothing here is
-fitted but one reading, the MTP acceptance of each model whose runs drafted with MTP (TensorRT-LLM
-DeepSeek-R1, SGLang Qwen3.5; ``benchmarks/mtp_acceptance.py``, with its own left-out figures): the numbers say
-how far the tool carries beyond its calibration. Disaggregated rows are left out (the
+fitted but two things, each with its own left-out figures: the MTP acceptance of each model whose runs drafted
+with MTP (TensorRT-LLM DeepSeek-R1, SGLang Qwen3.5; ``benchmarks/mtp_acceptance.py``) and vLLM 0.14's per-token
+all-reduce time (``benchmarks/allreduce_token_fit.py``): the numbers say how far the tool carries beyond its
+calibration. Disaggregated rows are left out (the
 simulator's disaggregated pools take TP only), as are the rows whose concurrency was not recorded.
 
 The same errors, by engine and load, are the error bands that ``predict``, ``simulate`` and ``sweep`` print for a
@@ -329,7 +330,7 @@ def bands_file(
         "source": f"aiconfigurator-core {version} systems/silicon_sample.csv: {len(compared) // 2} "
         "aggregated closed-loop points outside the calibration file (other GPUs, models, engine "
         "releases); nothing is fitted to them but the MTP acceptance of the runs that drafted "
-        "(benchmarks/mtp_acceptance.py)",
+        "(benchmarks/mtp_acceptance.py) and vLLM 0.14's per-token all-reduce time (benchmarks/allreduce_token_fit.py)",
         "method": "median (typical) and p90 of |error| of infercast's predictions of those points, by engine x "
         "load and every coarser level; used for a GPU or a model the serving calibration never measured",
         "coverage": {metric: {k: round(v, 3) for k, v in c.items()} for metric, c in shares.items()},

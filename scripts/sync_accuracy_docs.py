@@ -1,7 +1,8 @@
 """Copy the accuracy headline from the generated benchmark tables into README.md and docs/accuracy.md.
 
 The figures live in ``benchmarks/accuracy.md`` (cross-validated on the calibration set) and
-``benchmarks/silicon_groups.md`` (the public silicon set, never fitted). This script rewrites the text between
+``benchmarks/silicon_groups.md`` (the public silicon set; the two things fitted there report their left-out
+figures, of which the headline quotes the per-release fit's by model). This script rewrites the text between
 ``<!-- accuracy-headline -->`` and ``<!-- /accuracy-headline -->`` in both pages, so no figure is typed by hand.
 ``--check`` exits 1 when a page is stale (tests/test_docs.py runs it).
 
@@ -36,6 +37,17 @@ def _row(rows: list[list[str]], *first: str) -> list[str]:
     raise SystemExit(f"no row {first} in the generated tables: re-run the benchmark scripts")
 
 
+def _left_out_by_model() -> str:
+    """The whole set's TTFT and TPOT, median / mean, with the per-release fit's value chosen without each model
+    (``cost/profiles/silicon_fit.yaml``'s report, written by benchmarks/allreduce_token_fit.py)."""
+    text = (ROOT / "src" / "infercast" / "cost" / "profiles" / "silicon_fit.yaml").read_text(encoding="utf-8")
+    found = re.search(r"each model left out .*?whole set TTFT ([\d.]+) / ([\d.]+) %, TPOT ([\d.]+) / ([\d.]+) %", text)
+    if not found:
+        raise SystemExit("no left-out figures in silicon_fit.yaml: re-run benchmarks/allreduce_token_fit.py --write")
+    a, b, c, d = found.groups()
+    return f"TTFT {a}% / {b}%, TPOT {c}% / {d}%"
+
+
 def headline() -> str:
     """The headline paragraph, from the generated tables."""
     acc = _rows(ROOT / "benchmarks" / "accuracy.md")
@@ -47,11 +59,11 @@ def headline() -> str:
         f"Cross-validated (leave one engine, TP or model out) on {_row(acc, 'closed-loop tpot')[1]} closed-loop "
         f"runs of vLLM, SGLang and TensorRT-LLM on H100, mean TPOT is off by {tpot_in.split(' / ')[0]} and mean "
         f"TTFT by {ttft_in.split(' / ')[0]} at the median. On {ttft[2]} points of the public silicon set (other "
-        "GPUs, models and engine releases; fitted there only: two MTP acceptances) the median / mean errors are "
+        "GPUs, models and engine releases; fitted there only: two MTP acceptances and vLLM 0.14's all-reduce time "
+        f"per token, left out by model: {_left_out_by_model()}) the median / mean errors are "
         f"{tpot[3]} / {tpot[4]} (TPOT) and {ttft[3]} / {ttft[4]} (TTFT), and {thr[3]} / {thr[4]} for throughput at "
         f"each sweep's highest load; {ttft[7]} TTFT points are over-predicted more than 3x. Predictions there print "
-        "that wider band; `benchmarks/accuracy.md` has the tables by GPU, model, engine "
-        "release and load."
+        "that wider band (by GPU, model, release and load: `benchmarks/accuracy.md`)."
     )
 
 

@@ -676,6 +676,19 @@ def test_vllm_from_0_14_hides_its_per_step_cpu_work_and_shares_vllms_fitted_load
     assert "per-request ones vllm's fitted values" in note and "published serving runs" in note
 
 
+def test_a_releases_silicon_fit_is_its_own_not_the_release_it_takes_fitted_values_from():
+    """vLLM 0.14's per-token all-reduce time comes from ``silicon_fit.yaml`` (fitted on the public silicon rows,
+    bounded as every time), named as such; vllm, whose other fitted values it shares, keeps none."""
+    from infercast.cost.profile import load_profile, silicon_fit
+
+    fitted = silicon_fit()["engines"]["vllm-0.14"]["allreduce_token_s"]
+    assert 0 < fitted <= 60e-9  # benchmarks/allreduce_token_fit.py's grid
+    for gpu, arch in (("h100-sxm", "hopper"), ("b200", "blackwell")):
+        new, old = load_profile(gpu, arch, "vllm-0.14"), load_profile(gpu, arch, "vllm")
+        assert new.allreduce_token_s == fitted and old.allreduce_token_s == 0.0
+        assert "silicon_sample.csv" in new.provenance["allreduce_token_s"]
+
+
 def test_one_serving_family_says_its_load_size_and_statistic():
     """Closed-loop and vllm-bench rows are one family: the former closed-loop kinds are refused with the mapping,
     an open-loop or offline row must give its size, and a throughput row has no statistic."""
