@@ -13,12 +13,13 @@ regime, the most specific row with enough points winning:
 
 A GPU, a model or an engine release that the serving calibration never measured (a prior-only GPU included) takes
 its band from ``infercast/data/heldout_bands.yaml`` instead, which ``benchmarks/heldout_silicon.py --write``
-derives from published serving sweeps of other GPUs and models that nothing is fitted to: the same median and
+derives from published serving sweeps of other GPUs and models that almost nothing is fitted to: the same median and
 p90 of |error|, by engine and load. The cross-validated bands measured how well infercast does inside its
 calibration; outside it they were 2-4x too narrow (31-41 % of those points inside their p90 band), so those
-predictions get the error measured out there. No cost-model parameter is fitted to those points (only the MTP
-acceptance of the runs that drafted, a reading of those runs): they set how sure a prediction says it is, not what
-it says. A simulated run on a cliff (TTFT mostly queueing for KV blocks or batch slots,
+predictions get the error measured out there. One cost-model parameter is fitted to those points, vLLM 0.14's
+per-token all-reduce time (``cost/profiles/silicon_fit.yaml``, whose script reports it left out by model and by
+GPU), besides the MTP acceptance of the runs that drafted (a reading of those runs); otherwise they set how sure a
+prediction says it is, not what it says. A simulated run on a cliff (TTFT mostly queueing for KV blocks or batch slots,
 ``sim/cliff.py``) takes its TTFT band from that file's ``cliff`` section instead (:func:`cliff_band`): the error
 on those points whose own simulation was on a cliff of the same cause.
 
