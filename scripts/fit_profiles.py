@@ -36,6 +36,10 @@ from infercast.calibrate.profile_fit import PROFILE_DIR, fit, write_engine_profi
 from infercast.cost.profile import load_profile, set_profile_override  # noqa: E402
 from infercast.records.readers import load_records, measurement_files  # noqa: E402
 
+WRITTEN_ELSEWHERE = ("defaults.yaml", "silicon_fit.yaml")
+"""Profile files this script does not write: the priors, and the release parameters fitted on the public silicon
+rows (benchmarks/allreduce_token_fit.py)."""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,7 +54,7 @@ def main() -> None:
     folder = args.out or PROFILE_DIR
     if args.out is None:
         for old in PROFILE_DIR.glob("*.yaml"):
-            if old.name != "defaults.yaml":
+            if old.name not in WRITTEN_ELSEWHERE:
                 old.unlink()  # a fit from scratch: GPUs no longer measured fall back to priors
     result = fit(records, source=source, keep_measured_curves=True)
     for gpu in result.gpus:
