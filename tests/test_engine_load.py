@@ -45,6 +45,7 @@ from infercast.sim.workload import WorkloadSpec, length_range
 from infercast.specs.catalog import get_model
 from infercast.specs.deployment import Deployment
 from infercast.specs.engine import get_engine
+from infercast.specs.engine_launch import parse_launch
 
 
 def simulate_closed_loop(dep, prof, clients, input_len, output_len, *, range_ratio=0.8, warm_up_rounds=0, **kw):
@@ -90,6 +91,20 @@ def test_engine_presets_carry_their_documented_limits():
     }
     assert chunks == {"l4": 2048, "l40s": 8192, "h100-sxm": 8192, "h200": 8192, "b200": 16384, "mi300x": 16384}
     assert Deployment.resolve("llama-3.1-8b", "b200", engine="sglang").engine.max_num_seqs == sglang.max_num_seqs
+    # SGLang's cuda_graph_max_bs by device memory and TP: its decode batches above it run eagerly
+    graphs = {
+        (g, tp): Deployment.resolve("qwen3-32b", g, tp=tp, engine="sglang").engine.graph_max_tokens
+        for g in ("l4", "l40s", "h100-sxm", "b200")
+        for tp in (1, 4)
+    }
+    assert graphs == {
+        ("l4", 1): 24, ("l4", 4): 80, ("l40s", 1): 32, ("l40s", 4): 160,
+        ("h100-sxm", 1): 256, ("h100-sxm", 4): 512, ("b200", 1): 512, ("b200", 4): 512,
+    }  # fmt: skip
+    assert "cuda_graph_max_bs" in sglang.sources["graph_max_tokens"] and vllm.graph_max_tokens is None
+    launched = parse_launch("python -m sglang.launch_server --model-path m --tp 4 --cuda-graph-max-bs 64")
+    mine = Deployment.resolve("qwen3-32b", "h100-sxm", tp=4, engine=launched.apply(sglang))
+    assert mine.engine.graph_max_tokens == 64  # the launch's, not the tier's
     assert sglang.scheduler == "prefill-first"  # enable_mixed_chunk off: prefill batches run without decodes
     assert trtllm.max_num_seqs == 2048 and trtllm.max_num_batched_tokens == 8192
     assert trtllm.scheduler == "inflight"  # enable_chunked_prefill off: whole prompts beside the decodes

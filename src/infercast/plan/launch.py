@@ -35,7 +35,7 @@ def _role_flags(engine: str, role: str | None) -> list[str]:
 
 def engine_command(model: ModelSpec, c: Candidate, tp: int, role: str | None = None) -> str:
     """One server process of ``c`` (``role``: prefill / decode for a disaggregated unit)."""
-    eng = get_engine(c.engine).for_hardware(get_hardware(c.gpu))
+    eng = get_engine(c.engine).for_hardware(get_hardware(c.gpu), tp)
     repo = hf_repo(model)
     seqs = c.max_num_seqs or eng.max_num_seqs
     chunk = c.max_num_batched_tokens or eng.max_num_batched_tokens

@@ -103,8 +103,8 @@ class Deployment:
     ) -> Deployment:
         model_spec = get_model(model)
         hw = get_hardware(gpu)
-        eng = get_engine(engine).for_hardware(hw)
         tp = require_positive_int("tp", tp)
+        eng = get_engine(engine).for_hardware(hw, tp)
         ep = require_positive_int("ep", ep)
         pp = require_positive_int("pp", pp)
         dp = require_positive_int("attention_dp", attention_dp)

@@ -17,16 +17,23 @@ if TYPE_CHECKING:
 
 
 class GpuTier(BaseModel):
-    """Batch limits an engine takes by default on GPUs with at least this much memory instead of its base ones
-    (vLLM's ``EngineArgs.get_batch_defaults``: 70 GiB, A100 excepted; SGLang's ``chunked_prefill_size`` by device
-    memory). A limit left out keeps the base value."""
+    """Batch limits an engine takes by default on GPUs with at least this much memory (and at least ``min_tp``
+    tensor-parallel ranks) instead of its base ones (vLLM's ``EngineArgs.get_batch_defaults``: 70 GiB, A100
+    excepted; SGLang's ``chunked_prefill_size`` and ``cuda_graph_max_bs`` by device memory and TP). A limit left
+    out keeps a smaller tier's value, else the base one."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     min_memory_gib: float = Field(gt=0, description="Device memory as the driver reports it (MemorySpec.usable).")
+    min_tp: int = Field(default=1, ge=1, description="Tensor-parallel ranks from which the tier applies.")
     excluded: tuple[str, ...] = Field(default=(), description="GPU ids containing one of these skip this tier.")
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    graph_max_tokens: int | None = Field(default=None, ge=0)
+
+
+TIER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "graph_max_tokens")
+"""The engine settings a GPU tier may set."""
 
 
 MOE_BACKENDS = ("marlin", "triton", "trtllm", "deepgemm")
@@ -147,18 +154,21 @@ class EngineSpec(BaseModel):
         """The id with the release it models, for titles: 'vllm (vLLM 0.12)'; the id alone without a release."""
         return f"{self.id} ({self.release})" if self.release else self.id
 
-    def for_hardware(self, hw: HardwareSpec) -> EngineSpec:
-        """The preset as the engine sets itself up on ``hw``: the batch limits of the largest memory tier it
-        reaches (and is not excluded from), the base ones below every tier."""
+    def for_hardware(self, hw: HardwareSpec, tp: int = 1) -> EngineSpec:
+        """The preset as the engine sets itself up on ``hw`` at ``tp`` ranks: each limit from the largest tier
+        (memory, then TP) that reaches and sets it (and is not excluded from), the base value below every tier."""
         memory = hw.memory.usable
         reached = [
-            t for t in self.gpu_tiers if memory >= t.min_memory_gib * 2**30 and not any(x in hw.id for x in t.excluded)
+            t
+            for t in self.gpu_tiers
+            if memory >= t.min_memory_gib * 2**30 and tp >= t.min_tp and not any(x in hw.id for x in t.excluded)
         ]
-        if not reached:
-            return self
-        tier = max(reached, key=lambda t: t.min_memory_gib)
-        limits = {"max_num_seqs": tier.max_num_seqs, "max_num_batched_tokens": tier.max_num_batched_tokens}
-        return self.model_copy(update={k: v for k, v in limits.items() if v is not None})
+        limits: dict[str, int] = {}
+        for name in TIER_LIMITS:
+            setting = [t for t in reached if getattr(t, name) is not None]
+            if setting:
+                limits[name] = getattr(max(setting, key=lambda t: (t.min_memory_gib, t.min_tp)), name)
+        return self.model_copy(update=limits) if limits else self
 
 
 @cache
