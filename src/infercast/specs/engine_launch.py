@@ -64,7 +64,7 @@ class EngineLaunch:
                 and getattr(base, name) != getattr(eng, name)
                 and not src.get(name, "").startswith(USER)
             ):
-                return f"GPU tier ({dep.hardware.id}): {src.get(name, 'not verified')}"
+                return f"GPU tier ({dep.hardware.id}): {src.get(name) or src.get('all') or 'not verified'}"
             return cite(name)
 
         chunked = eng.scheduler != "inflight"
@@ -86,8 +86,7 @@ class EngineLaunch:
                 prefix_caching,
                 cite(
                     "prefix_caching",
-                    "on (vLLM V1 enable_prefix_caching, SGLang radix cache; TensorRT-LLM enable_block_reuse: not "
-                    "verified); simulate --no-prefix-caching turns it off",
+                    "on (vLLM V1 enable_prefix_caching, SGLang radix cache, TensorRT-LLM enable_block_reuse)",
                 )
                 if prefix_caching
                 else "given (--no-prefix-caching)",
