@@ -54,7 +54,7 @@ def test_trtllm_yaml():
         "scheduler": "chunked",
         "graph_max_tokens": 128,  # cuda_graph_config.max_batch_size: generation batches replayed as graphs
     }
-    assert any("cuda_graph_config.enable_padding" in w for w in launch.warnings)
+    assert not any("enable_padding" in w for w in launch.warnings)  # padded: every batch up to 128 replays
     assert launch.attention_dp is None and not any("enable_attention_dp" in w for w in launch.warnings)
 
 
@@ -113,7 +113,7 @@ def test_predict_launch_prints_settings_and_uses_them(capsys):
     assert code == 0 and "Engine settings: vllm (vLLM 0.12)" in text
 
 
-def test_simulate_launch_reaches_the_simulator(capsys):
+def test_simulate_launch_reaches_the_simulator(capsys, tmp_path):
     from tests.cli_helpers import run, run_json
 
     yaml = str(FIXTURES / "trtllm_extra_llm_api_options.yaml")
@@ -127,7 +127,11 @@ def test_simulate_launch_reaches_the_simulator(capsys):
     )
     assert out["engine_settings"]["kv_dtype"]["value"] == "fp8"
     code, _, err = run(capsys, *args)
-    assert code == 0 and "cuda_graph_config" in err
+    assert code == 0 and "launch" not in err  # every key of the docs' example is read
+    unread = tmp_path / "extra.yaml"
+    unread.write_text(Path(yaml).read_text() + "stream_interval: 10\n", encoding="utf-8")
+    code, _, err = run(capsys, *args[:-1], str(unread))
+    assert code == 0 and "stream_interval" in err
     code, _, err = run(capsys, "simulate", "--launch", "vllm serve m --max-num-seqs zero")
     assert code == 2 and "--max-num-seqs" in err
 
@@ -175,7 +179,7 @@ def test_launch_flags_that_change_speed_are_never_dropped_silently(tmp_path):
     sglang = parse_launch("python -m sglang.launch_server --model-path m --disable-radix-cache")
     assert any("--disable-radix-cache" in w for w in sglang.warnings)
     options = tmp_path / "extra.yaml"
-    text = "stream_interval: 10\ncuda_graph_config:\n  max_batch_size: 64\n  enable_padding: true\n"
+    text = "stream_interval: 10\ncuda_graph_config:\n  max_batch_size: 64\n  enable_padding: false\n"
     options.write_text(text, encoding="utf-8")
     named = " ".join(parse_launch(str(options)).warnings)
     assert "'stream_interval'" in named and "'cuda_graph_config.enable_padding'" in named
@@ -475,3 +479,23 @@ def test_the_moe_kernels_a_launch_may_pick_are_one_list():
 
     literal = typing.get_args(EngineSpec.model_fields["moe_backend"].annotation)[0]
     assert typing.get_args(literal) == MOE_BACKENDS
+
+
+def test_trtllm_piecewise_graphs_cover_prompt_steps(tmp_path):
+    """``torch_compile_config.enable_piecewise_cuda_graph`` (the InferenceX DeepSeek-R1 B200 scripts at higher
+    loads) replays steps with prompt tokens as graphs, up to the largest ``capture_num_tokens``; without the list,
+    up to the generation graphs' batch size (TensorRT-LLM's TorchCompileConfig)."""
+    options = tmp_path / "extra.yaml"
+    text = (
+        "cuda_graph_config:\n  enable_padding: true\n  max_batch_size: 64\ntorch_compile_config:\n"
+        "  capture_num_tokens: [1, 2, 4, 256, 512, 8192]\n  enable_piecewise_cuda_graph: true\n"
+    )
+    options.write_text(text, encoding="utf-8")
+    values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
+    assert (values["cuda_graphs"], values["graph_max_tokens"]) == ("tokens", 8192)
+    options.write_text(text.replace("  capture_num_tokens: [1, 2, 4, 256, 512, 8192]\n", ""), encoding="utf-8")
+    values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
+    assert (values["cuda_graphs"], values["graph_max_tokens"]) == ("tokens", 64)
+    options.write_text(text.replace("true\n", "false\n").replace("enable_padding: false", "enable_padding: true"))
+    values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
+    assert "cuda_graphs" not in values and values["graph_max_tokens"] == 64

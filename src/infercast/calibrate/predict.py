@@ -23,8 +23,8 @@ from infercast.errors import InfercastError
 from infercast.records.record import SERVING_KINDS, Record
 from infercast.specs.catalog import get_hardware, get_model
 from infercast.specs.deployment import Deployment
-from infercast.specs.engine import EngineSpec, get_engine
-from infercast.specs.engine_launch import USER
+from infercast.specs.engine import get_engine
+from infercast.specs.engine_launch import UserLaunch
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.truncate import truncated
 
@@ -82,15 +82,16 @@ def record_deployment(
     layers: int,
     attention_dp: int = 1,
     moe_backend: str = "",
+    cuda_graphs: str = "",
+    graph_max_tokens: int = 0,
 ) -> Deployment:
-    """The deployment a record describes (cached: records share a few); ``moe_backend``: the run's fused-MoE
-    kernel where its launch picked one (EngineSpec.moe_backend)."""
+    """The deployment a record describes (cached: records share a few); ``moe_backend``, ``cuda_graphs`` and
+    ``graph_max_tokens``: the run's fused-MoE kernel and CUDA graphs where its launch set them (EngineSpec fields
+    of those names; empty / 0: the preset's)."""
     spec = truncated(get_model(model), layers)
-    launched: str | EngineSpec = engine
-    if moe_backend:
-        preset = get_engine(engine)
-        sources = {**preset.sources, "moe_backend": f"{USER}: the run's moe_backend {moe_backend}"}
-        launched = preset.model_copy(update={"moe_backend": moe_backend, "sources": sources})
+    given = {"moe_backend": moe_backend, "cuda_graphs": cuda_graphs, "graph_max_tokens": graph_max_tokens}
+    overrides = {k: (v, f"the run's {k} {v}") for k, v in given.items() if v}
+    launched = UserLaunch(engine, overrides).apply(get_engine(engine)) if overrides else engine
     return Deployment.resolve(
         spec,
         gpu,
@@ -115,6 +116,8 @@ def deployment_of(rec: Record, engine: str | None = None, layers: int | None = N
         rec.layers if layers is None else layers,
         rec.attention_dp,
         rec.moe_backend,
+        rec.cuda_graphs,
+        rec.graph_max_tokens,
     )
 
 

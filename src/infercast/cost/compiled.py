@@ -22,6 +22,13 @@ from infercast.cost.batch import FEATURES, NUM_FEATURES, F, StepBatch
 from infercast.cost.step import StepCostModel
 
 
+def _graphed(model: StepCostModel) -> str:
+    """The step's CUDA-graph test (:meth:`StepCostModel.evaluate`): decode-only graphs are captured by batch size."""
+    if model.graphs_decode_only:
+        return f"seqs <= {model.graph_max_tokens!r} and prefill_tokens <= 0.0"
+    return f"tokens <= {model.graph_max_tokens!r}"
+
+
 def compile_scalar(model: StepCostModel) -> Callable[..., float]:
     """A Python function ``f(**features) -> seconds`` for one step, called with every name of
     :data:`~infercast.cost.batch.FEATURES` as a keyword (a missing or unknown feature is a TypeError).
@@ -61,8 +68,7 @@ def compile_scalar(model: StepCostModel) -> Callable[..., float]:
         lines.append(f"    ({', '.join(split)},) = ({', '.join(f'{f} / _m' for f in split)},)")
     if model.table.moe_k_over_e:
         lines.append(f"    frac = -_expm1(tokens * {float(model.log1m_k_over_e)!r}) if tokens > 0 else 0.0")
-    decode_only = " and prefill_tokens <= 0.0" if model.graphs_decode_only else ""
-    lines.append(f"    graphed = tokens <= {model.graph_max_tokens!r}{decode_only}")
+    lines.append(f"    graphed = {_graphed(model)}")
     lines.append(f"    pk = {float(p.kernel_overhead_graph_s)!r} if graphed else {float(p.kernel_overhead_eager_s)!r}")
     lines.append("    total = 0.0")
     namespace: dict[str, object] = {"_expm1": math.expm1, "inf": math.inf, "_bisect": bisect_right}

@@ -118,8 +118,11 @@ class StepCostModel:
         self.kernels = np.array([r.kernels for r in rows])[:, None]
         self.graphs_decode_only = dep.engine.cuda_graphs == "decode"
         launched = dep.engine.graph_max_tokens
-        self.graph_max_tokens = float(p.graph_max_tokens if launched is None else launched)
-        """Largest step replayed as a CUDA graph: the launch's (EngineSpec.graph_max_tokens), else the profile's."""
+        ranks = dep.attention_dp if dep.engine.limits_per_dp_rank else 1
+        self.graph_max_tokens = float(p.graph_max_tokens if launched is None else launched) * ranks
+        """Largest step replayed as a CUDA graph: the launch's (EngineSpec.graph_max_tokens), else the profile's,
+        per attention-DP rank where each rank captures its own. Decode-only graphs are captured by batch size, so
+        there it bounds the step's sequences (a draft-verify step's 1 + k tokens per sequence replay in one)."""
         layers = -(-dep.model.num_layers // dep.pp)  # the most loaded pipeline stage's
         self.layer_overhead_s = (p.layer_overhead_graph_s * layers, p.layer_overhead_eager_s * layers)
         # an eager step is host-bound below this (whole model: under pipeline parallelism a step's micro-batches
@@ -202,9 +205,10 @@ class StepCostModel:
             chunk = cols[F["prefill_tokens"]] / np.maximum(cols[F["prefill_seqs"]], 1.0)
             memory[i] = np.maximum(memory[i], on[i] * per_token * chunk)
         tokens = cols[F["tokens"]]
-        graphed = tokens <= self.graph_max_tokens
         if self.graphs_decode_only:  # graphs captured for generation batches alone: a prompt chunk runs eagerly
-            graphed = graphed & (cols[F["prefill_tokens"]] <= 0)
+            graphed = (cols[F["seqs"]] <= self.graph_max_tokens) & (cols[F["prefill_tokens"]] <= 0)
+        else:
+            graphed = tokens <= self.graph_max_tokens
         per_kernel = np.where(graphed, self.profile.kernel_overhead_graph_s, self.profile.kernel_overhead_eager_s)
         per_step = self.profile.step_overhead_s + self.profile.seq_overhead_s * cols[F["seqs"]]
         if any(self.layer_overhead_s):

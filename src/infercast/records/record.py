@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from infercast.errors import InfercastError, nearest, require_positive_int, unknown_choice
-from infercast.specs.engine import MOE_BACKENDS
+from infercast.specs.engine import GRAPH_SCOPES, MOE_BACKENDS
 
 GROUP_FIELDS = ("engine", "model", "gpu", "tp", "precision", "load")
 """What ``validate --by`` can group points by; ``load``: light (<= 16 concurrent requests), medium (<= 64), heavy,
@@ -202,6 +202,13 @@ class Record:
     """Serving kinds: the fused-MoE kernel the run's launch picked where the engine offers several (``marlin``:
     vLLM ``VLLM_MXFP4_USE_MARLIN=1``, MXFP4 experts through Marlin; ``triton``: vLLM's Triton kernel for block-FP8
     experts, FlashInfer's and DeepGEMM's turned off; empty: the release default)."""
+    cuda_graphs: str = ""
+    """Serving kinds: which steps the run's launch replayed as CUDA graphs (``decode``: steps without prompt tokens
+    of at most ``graph_max_tokens`` sequences, e.g. TensorRT-LLM ``cuda_graph_config``; ``tokens``: any step of at
+    most ``graph_max_tokens`` tokens, e.g. TensorRT-LLM's piecewise graphs; empty: the preset's)."""
+    graph_max_tokens: int = 0
+    """Serving kinds: the largest step the run's launch replayed as a CUDA graph, in the unit ``cuda_graphs`` says
+    (0 / empty: the preset's)."""
     op: str = ""
     value: float = math.nan
     unit: str = "s"
@@ -327,6 +334,8 @@ def check_record(rec: Record) -> None:
         raise unknown_choice("scheduler", rec.scheduler, list(RUN_SCHEDULERS))
     if rec.moe_backend and rec.moe_backend not in MOE_BACKENDS:
         raise unknown_choice("moe_backend", rec.moe_backend, list(MOE_BACKENDS))
+    if rec.cuda_graphs and rec.cuda_graphs not in GRAPH_SCOPES:
+        raise unknown_choice("cuda_graphs", rec.cuda_graphs, list(GRAPH_SCOPES))
     if rec.kind == "hbm_copy" and not (math.isfinite(rec.bytes) and rec.bytes > 0):
         raise InfercastError(f"must be a finite number > 0 for hbm_copy, got {rec.bytes}", field="bytes")
     if rec.kind in SERVING_KINDS:

@@ -66,8 +66,9 @@ every row's notes:
   the row's measured date (:mod:`infercast.records.sweep_launches`, ``records/data/sweep_launches.yaml``: path @
   commit per version, rules on clients, lengths and TP): step budget (SGLang: its prefill batch cap), sequence
   limit, memory fraction, SGLang's scheduler-recv-interval, TensorRT-LLM's batch waiting
-  (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``) and attention-DP balancing
-  (``attention_dp_config``), an 8-bit KV cache where the script sets one, and the
+  (``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``), attention-DP balancing
+  (``attention_dp_config``) and CUDA graphs (``cuda_graph_config.max_batch_size``, and the piecewise graphs of
+  ``torch_compile_config`` that also cover prompt steps), an 8-bit KV cache where the script sets one, and the
   ``vllm-0.14`` preset where its config turns async scheduling on. A setting the script leaves out is the engine
   preset's. They replace the engine bullets below; the notes say "launch: <source>". Rows of families or dates
   without a script version (GB200, B300 before April 2026, the undated gap-analysis tables) and the points only
@@ -389,6 +390,7 @@ LAUNCH_APPLIED = frozenset(
         "spec_tokens",
         "parallel",
         "moe_backend",
+        "cuda_graphs",
     }
 )
 """The launch script settings (:mod:`infercast.records.sweep_launches`) a matched dated sweep row is read with.
@@ -451,6 +453,8 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None, mode
         "spec_tokens": 0,
         "spec_acceptance": 0.0,
         "moe_backend": "",
+        "cuda_graphs": "",
+        "graph_max_tokens": 0,
     }
     if launch is None:
         return out
@@ -471,6 +475,10 @@ def _engine_settings(row: dict[str, str], held: int, launch: Launch | None, mode
         out["spec_tokens"], out["spec_acceptance"] = launch.spec_tokens, mtp_acceptance(model)
     if "moe_backend" in LAUNCH_APPLIED:
         out["moe_backend"] = launch.moe_backend
+    if "cuda_graphs" in LAUNCH_APPLIED and (launch.piecewise_tokens or launch.graph_batch):
+        piecewise = launch.piecewise_tokens > 0
+        out["cuda_graphs"] = "tokens" if piecewise else "decode"
+        out["graph_max_tokens"] = launch.piecewise_tokens if piecewise else launch.graph_batch
     return out
 
 
@@ -503,6 +511,10 @@ def _notes(
             )
             if settings[field]
         )
+        graphs = {"decode": "decode CUDA graphs up to {} sequences", "tokens": "piecewise CUDA graphs up to {} tokens"}
+        if settings["cuda_graphs"]:
+            scope = graphs[settings["cuda_graphs"]].format(settings["graph_max_tokens"])
+            applied += f"{', ' if applied else ''}{scope}"
         layout = {"none": "experts split tensor-parallel", "always": "expert parallel", "if-ep": "expert parallel"}
         if launch.expert_parallel and row.get("sweep_tp"):
             flagged = launch.expert_parallel != "if-ep" or int(row["sweep_ep"]) > 1

@@ -54,6 +54,8 @@ NUMERIC = (
     "adp_balance_iters",
     "spec_tokens",
     "dp_attention",
+    "graph_batch",
+    "piecewise_tokens",
 )
 """Settings that are numbers or expressions of the row (see the data file's header)."""
 TEXT = {
@@ -125,6 +127,10 @@ class Launch:
     expert_parallel: str = ""
     dp_attention: bool = False
     moe_backend: str = ""
+    graph_batch: int = 0
+    """TensorRT-LLM ``cuda_graph_config.max_batch_size``: the largest generation batch replayed as a CUDA graph."""
+    piecewise_tokens: int = 0
+    """TensorRT-LLM piecewise CUDA graphs (``torch_compile_config``): the largest of ``capture_num_tokens``; 0: off."""
     note: str = ""
 
 
@@ -285,6 +291,8 @@ def launch_for(row: SweepRow, table: dict[tuple[str, ...], tuple[_Version, ...]]
         expert_parallel=values.get("expert_parallel", ""),
         dp_attention=bool(values.get("dp_attention", False)),
         moe_backend=values.get("moe_backend", ""),
+        graph_batch=int(values.get("graph_batch", 0)),
+        piecewise_tokens=int(values.get("piecewise_tokens", 0)),
         note=values.get("note", ""),
     )
 

@@ -39,6 +39,9 @@ TIER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "graph_max_tokens")
 MOE_BACKENDS = ("marlin", "triton", "trtllm", "deepgemm")
 """The fused-MoE kernels a launch may pick over the release default (``EngineSpec.moe_backend``); records and the
 sweep launch file name them by these words."""
+GRAPH_SCOPES = ("tokens", "decode")
+"""Which steps replay as CUDA graphs (``EngineSpec.cuda_graphs``): any step up to a size in tokens, or steps
+without prompt tokens up to a batch size in sequences."""
 
 
 class EngineSpec(BaseModel):
@@ -77,17 +80,21 @@ class EngineSpec(BaseModel):
     )
     cuda_graphs: Literal["tokens", "decode"] = Field(
         default="tokens",
-        description="Which steps of at most graph_max_tokens tokens replay as CUDA graphs: 'tokens' any (vLLM V1's "
-        "piecewise graphs cover mixed prefill-decode batches), 'decode' only steps without prompt tokens (graphs "
-        "captured for generation batches alone: TensorRT-LLM's PyTorch backend, SGLang, vLLM V0, infercast's "
-        "harness); the other steps launch their kernels eagerly.",
+        description="Which steps replay as CUDA graphs: 'tokens' any step of at most graph_max_tokens tokens (vLLM "
+        "V1's piecewise graphs cover mixed prefill-decode batches; TensorRT-LLM's with torch_compile_config "
+        "enable_piecewise_cuda_graph), 'decode' only steps without prompt tokens of at most graph_max_tokens "
+        "sequences (graphs captured for generation batches alone, by batch size: TensorRT-LLM's PyTorch backend, "
+        "SGLang, vLLM V0, infercast's harness; a draft-verify step's tokens ride in its sequences' graph); the "
+        "other steps launch their kernels eagerly. Per attention-DP rank where the engine's limits are.",
     )
     graph_max_tokens: int | None = Field(
         default=None,
         ge=0,
-        description="Largest step (tokens) the launch replays as a CUDA graph (vLLM --max-cudagraph-capture-size, "
-        "0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with --disable-cuda-graph; TensorRT-LLM "
-        "cuda_graph_config.max_batch_size); None: the cost profile's graph_max_tokens, the release default.",
+        description="Largest step the launch replays as a CUDA graph, in tokens or, for 'decode' graphs, sequences "
+        "(vLLM --max-cudagraph-capture-size, 0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with "
+        "--disable-cuda-graph; TensorRT-LLM cuda_graph_config.max_batch_size, or the largest of "
+        "torch_compile_config.capture_num_tokens with piecewise graphs); None: the cost profile's "
+        "graph_max_tokens, the release default.",
     )
     moe_backend: Literal["marlin", "triton", "trtllm", "deepgemm"] | None = Field(
         default=None,

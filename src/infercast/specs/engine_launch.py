@@ -638,6 +638,8 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
             found["ep"] = (_int(key, value), f"{key}: {value}")
         elif key == "cuda_graph_config":
             _cuda_graph_config(value, found, unknown)
+        elif key == "torch_compile_config" and isinstance(value, dict):
+            _torch_compile_config(value, found, unknown)
         elif key == "moe_config" and isinstance(value, dict):
             _moe_config(value, found, unknown)
         elif key == "scheduler_config" and isinstance(value, dict):
@@ -648,7 +650,35 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
             continue  # no bearing on the modelled step
         else:
             unknown.append(str(key))
+    piecewise = found.pop("piecewise", None)
+    if piecewise is not None:  # prompt steps replay as (piecewise) graphs too, up to the largest captured size
+        (tokens, text), batch = piecewise, found.get("graph_max_tokens", (TRTLLM_GRAPH_BATCH, ""))[0]
+        found["cuda_graphs"] = ("tokens", text)
+        found["graph_max_tokens"] = (tokens or batch, text if tokens else f"{text} (capture sizes: the graphs')")
     return found, unknown
+
+
+TRTLLM_GRAPH_BATCH = 128
+"""TensorRT-LLM's ``cuda_graph_config.max_batch_size`` when a launch leaves it out (CudaGraphConfig,
+tensorrt_llm/llmapi/llm_args.py: ``max_batch_size or 128``)."""
+
+
+def _torch_compile_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """TensorRT-LLM ``torch_compile_config``: with ``enable_piecewise_cuda_graph`` steps of any kind (prompt tokens
+    too) of up to the largest ``capture_num_tokens`` replay as piecewise graphs (without the list, the generation
+    graphs' batch sizes: TorchCompileConfig, tensorrt_llm/llmapi/llm_args.py); other keys are not modelled."""
+    on = _bool("torch_compile_config.enable_piecewise_cuda_graph", value.get("enable_piecewise_cuda_graph", False))
+    sizes = value.get("capture_num_tokens")
+    read = ("enable_piecewise_cuda_graph", "capture_num_tokens")
+    unknown += [f"torch_compile_config.{k}" for k in value if k not in read]
+    if not on:
+        return
+    if sizes is not None and not (isinstance(sizes, list) and sizes):
+        raise InfercastError(
+            f"torch_compile_config.capture_num_tokens must be a list of token counts, got {sizes!r}", field="launch"
+        )
+    largest = max(_int("torch_compile_config.capture_num_tokens", n) for n in sizes) if sizes else 0
+    found["piecewise"] = (largest, "torch_compile_config.enable_piecewise_cuda_graph: true")
 
 
 def _cuda_graph_config(value: Any, found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
@@ -665,7 +695,9 @@ def _cuda_graph_config(value: Any, found: dict[str, tuple[Any, str]], unknown: l
         elif key == "batch_sizes" and isinstance(item, list) and item:
             largest = max(_int(f"cuda_graph_config.{key}", size) for size in item)
             found["graph_max_tokens"] = (largest, f"cuda_graph_config.{key}: {item}")
-        else:
+        elif key == "enable_padding" and _bool(f"cuda_graph_config.{key}", item):
+            continue  # a batch pads up to the next captured size: every batch up to the largest replays, as modelled
+        else:  # without padding only the captured sizes replay; infercast counts every batch up to the largest
             unknown.append(f"cuda_graph_config.{key}")
 
 
