@@ -98,6 +98,27 @@ def test_a_launched_capture_size_bounds_the_graphed_steps_in_both_paths():
         )
 
 
+def test_decode_only_graphs_count_sequences_per_attention_rank():
+    """Engines that capture generation batches by batch size (TensorRT-LLM, SGLang) replay a draft-verify step of
+    B sequences x (1 + k) tokens in the graph of B: the check counts sequences, not tokens. Where each
+    attention-DP rank captures its own (TensorRT-LLM), the limit is per rank. Both paths agree."""
+    dep = _dep("llama-8b", engine="trtllm")
+
+    def limited(size: int) -> StepCostModel:
+        engine = dep.engine.model_copy(update={"graph_max_tokens": size})
+        return StepCostModel(Deployment.resolve(dep.model, dep.hardware, engine=engine))
+
+    verify = StepBatch.from_items((), [1000] * 64)
+    verify.x[F["seqs"], 0] = 16  # 16 sequences x (1 + 3 drafts) query tokens, as the simulator's verify step
+    at, above, below = (float(limited(n).step_time(verify)[0]) for n in (16, 10**6, 15))
+    assert at == above < below
+    fn = compile_scalar(limited(16))
+    assert fn(**dict(zip(FEATURES, verify.x[:, 0].tolist(), strict=True))) == pytest.approx(at, rel=1e-12)
+    engine = dep.engine.model_copy(update={"graph_max_tokens": 16})
+    wide = Deployment.resolve("qwen3-30b-a3b", "h100-sxm", tp=1, ep=4, attention_dp=4, engine=engine)
+    assert StepCostModel(wide).graph_max_tokens == 16 * 4  # four ranks, each capturing batches of up to 16
+
+
 def test_decode_only_graphs_launch_a_small_prompt_step_eagerly():
     """An engine whose CUDA graphs cover generation batches alone (TensorRT-LLM, SGLang) launches a step with a
     prompt chunk eagerly, however few its tokens; one with piecewise graphs for mixed batches (vLLM V1) replays

@@ -406,3 +406,16 @@ def test_a_vllm_script_with_expert_parallel_and_dp_attention_lays_out_as_launche
     }
     rec = _records(plain)[0]
     assert (rec.tp, rec.ep, rec.attention_dp) == (2, 2, 1)
+
+
+def test_tensorrt_llm_deepseek_rows_carry_their_scripts_cuda_graphs() -> None:
+    """dsr1_fp8_b200_trt.sh @ ec7bafaae captures generation batches up to the clients (cuda_graph_config) and,
+    at 1k/1k from 64 clients, piecewise graphs up to max_num_tokens that replay prompt steps too: the rows carry
+    both, and the notes say which."""
+    over = {"backend": "trtllm", "backend_version": "1.2.0rc6.post3"}
+    light = _records(_wheel("2026-01-29T15:27:29Z", clients="8", **over))[0]
+    loaded = _records(_wheel("2026-01-29T15:27:29Z", clients="64", **over))[0]
+    assert (light.cuda_graphs, light.graph_max_tokens) == ("decode", 8)
+    assert (loaded.cuda_graphs, loaded.graph_max_tokens) == ("tokens", 8192)
+    assert "decode CUDA graphs up to 8 sequences" in light.notes
+    assert "piecewise CUDA graphs up to 8192 tokens" in loaded.notes
