@@ -63,8 +63,7 @@ def headline() -> str:
         f"per token, left out by model: {_left_out_by_model()}) the median / mean errors are "
         f"{tpot[3]} / {tpot[4]} (TPOT) and {ttft[3]} / {ttft[4]} (TTFT), and {thr[3]} / {thr[4]} for throughput at "
         f"each sweep's highest load; {ttft[7]} TTFT and {tpot[7]} TPOT points are over-predicted more than 3x. "
-        "Predictions there print "
-        "that wider band, by engine and load (`benchmarks/accuracy.md`)."
+        "Predictions there print that wider band, by engine and load (`benchmarks/accuracy.md`)."
     )
 
 

@@ -496,6 +496,10 @@ def test_trtllm_piecewise_graphs_cover_prompt_steps(tmp_path):
     options.write_text(text.replace("  capture_num_tokens: [1, 2, 4, 256, 512, 8192]\n", ""), encoding="utf-8")
     values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
     assert (values["cuda_graphs"], values["graph_max_tokens"]) == ("tokens", 64)
+    unsized = "torch_compile_config:\n  enable_piecewise_cuda_graph: true\n"
+    options.write_text(unsized, encoding="utf-8")  # the release default's size (the cost profile's)
+    values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
+    assert values == {"cuda_graphs": "tokens"}
     options.write_text(text.replace("true\n", "false\n").replace("enable_padding: false", "enable_padding: true"))
     values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
     assert "cuda_graphs" not in values and values["graph_max_tokens"] == 64

@@ -50,11 +50,11 @@ GDN_PARAMS = ("gdn_chunk_s", "gdn_prefill_efficiency")
 measured from kernel tables (``profiles/kernels/<gpu>.yaml``); 0 where no table was imported. Not part of the
 end-to-end fit (``KERNEL_PARAMS``), which runs on top of them."""
 MOE_PARAMS = ("moe_eff_max", "moe_m_half", "moe_hbm_efficiency", "moe_latency_s", "moe_pair_passes")
-MOE_WIDTH_HALF = "moe_width_half"
-"""The fused-MoE fits' optional sixth parameter (``CostProfile.moe_width_half``)."""
 """Routed-expert (fused MoE) kernel parameters per compute key, measured from fused-MoE kernel tables
 (``profiles/kernels/<gpu>.yaml``; see :func:`CostProfile.moe_params`). A key without them: the routed experts
 run as dense GEMMs (``gemm_*``, ``hbm_efficiency``, ``gemm_latency_s``). Not part of the end-to-end fit."""
+MOE_WIDTH_HALF = "moe_width_half"
+"""The fused-MoE fits' optional sixth parameter (``CostProfile.moe_width_half``)."""
 MOE_PAIR_ELEMENT_BYTES = 2.0
 """Bytes per element of the routed pairs' activations that ``moe_pair_passes`` counts passes over: the fused-MoE
 tables' 16-bit hidden states. The fit (calibrate/kernel_fit.py) and the step model (cost/step.py) both take

@@ -652,15 +652,11 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
             unknown.append(str(key))
     piecewise = found.pop("piecewise", None)
     if piecewise is not None:  # prompt steps replay as (piecewise) graphs too, up to the largest captured size
-        (tokens, text), batch = piecewise, found.get("graph_max_tokens", (TRTLLM_GRAPH_BATCH, ""))[0]
+        tokens, text = piecewise
         found["cuda_graphs"] = ("tokens", text)
-        found["graph_max_tokens"] = (tokens or batch, text if tokens else f"{text} (capture sizes: the graphs')")
+        if tokens:  # else the generation graphs' size: the launch's, or the release default (the cost profile's)
+            found["graph_max_tokens"] = (tokens, text)
     return found, unknown
-
-
-TRTLLM_GRAPH_BATCH = 128
-"""TensorRT-LLM's ``cuda_graph_config.max_batch_size`` when a launch leaves it out (CudaGraphConfig,
-tensorrt_llm/llmapi/llm_args.py: ``max_batch_size or 128``)."""
 
 
 def _torch_compile_config(value: dict[str, Any], found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
