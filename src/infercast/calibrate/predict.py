@@ -196,6 +196,16 @@ def serving_cliff_cause(rec: Record, profiles: dict[str, CostProfile] | None = N
         return simulate_serving(deployment_of(rec), profile_for(rec, profiles), serving_bench(rec)).cliff
 
 
+def serving_burst(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float | None:
+    """Where a serving TTFT record's simulation notes that its mean TTFT is mostly the opening burst, the mean TTFT
+    (seconds) of the requests after it; None otherwise, and for other kinds (the note is about TTFT)."""
+    if rec.kind != "serving_ttft":
+        return None
+    with located(rec):
+        bench = serving_bench(rec)
+        return simulate_serving(deployment_of(rec), profile_for(rec, profiles), bench).burst_rest_ttft_s
+
+
 def predict_located(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float:
     """:func:`predict_record`, with any user error prefixed by the record's ``path:row``."""
     with located(rec):

@@ -97,6 +97,10 @@ class BenchStatistics:
     cliff: str | None = None
     """The cause of the run's cliff warning, ``"kv"`` or ``"slots"`` (:func:`infercast.sim.cliff.find_cliff`: TTFT
     mostly queueing for KV blocks or batch slots), as ``simulate`` would print it for this benchmark; None: none."""
+    burst_rest_ttft_s: float | None = None
+    """Where the mean TTFT is mostly the closed loop's opening burst (:func:`infercast.sim.burst.opening_burst`), as
+    ``simulate`` would note for this benchmark, the mean TTFT of the requests after it; None: no such note (never
+    where a warm-up is left out of the means)."""
 
     def value(self, kind: str, statistic: str) -> float:
         """The figure a serving record of ``kind`` reports with ``statistic`` (mean / median)."""
@@ -164,7 +168,12 @@ def simulate_serving(dep: Deployment, profile: CostProfile, bench: ServingBench,
         ttft = (res["ttft_s"]["mean"], res["ttft_s"]["p50"])
         tpot = (res["tpot_s"]["mean"], res["tpot_s"]["p50"])
     out = _CACHE[key] = BenchStatistics(
-        *ttft, *tpot, res["output_throughput_tok_s"], bool(queued), res.cliff["cause"] if res.cliff else None
+        *ttft,
+        *tpot,
+        res["output_throughput_tok_s"],
+        bool(queued),
+        res.cliff["cause"] if res.cliff else None,
+        res.burst["rest_ttft_mean_s"] if res.burst and not bench.warmup else None,
     )
     return out
 

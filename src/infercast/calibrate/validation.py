@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.analysis.error_bands import ErrorBand, Regime, confidence, load_level
-from infercast.calibrate.predict import metric_of, predict_located, serving_cliff_cause
+from infercast.calibrate.predict import metric_of, predict_located, serving_burst, serving_cliff_cause
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.records.record import GROUP_FIELDS, Record
@@ -32,6 +32,9 @@ class Comparison:
     cliff: str | None = None
     """The cause (``"kv"``, ``"slots"``) of the cliff warning the point's simulation carries; None: none (or not a
     serving point)."""
+    burst: float | None = None
+    """Where the point's simulation notes that its mean TTFT is mostly the opening burst, the mean TTFT (seconds)
+    of the requests after it (serving TTFT points only); None: no such note."""
 
     @property
     def error(self) -> float:
@@ -82,7 +85,8 @@ def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None =
 def comparison(rec: Record, profiles: dict[str, CostProfile] | None = None) -> Comparison:
     """One record, predicted (an InfercastError naming the record's ``path:row`` where refused), with its band."""
     predicted = predict_located(rec, profiles)  # simulates a serving record; the cliff's cause reads that run
-    return Comparison(rec, predicted, rec.value_si, band_of(rec), serving_cliff_cause(rec, profiles))
+    notes = serving_cliff_cause(rec, profiles), serving_burst(rec, profiles)
+    return Comparison(rec, predicted, rec.value_si, band_of(rec), *notes)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from infercast.analysis.error_bands import Confidence, cliff_band, deployment_co
 from infercast.cost.front_end import with_front_end
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError, nearest
+from infercast.sim.burst import opening_burst
 from infercast.sim.cliff import find_cliff
 from infercast.sim.cluster import Coordinator, Router
 from infercast.sim.config import (
@@ -53,10 +54,13 @@ class SimulationResult:
     """Expected error of the mean TTFT / TPOT in this regime, and warnings (:mod:`infercast.analysis.error_bands`)."""
     cliff: dict[str, Any] | None = None
     """TTFT dominated by queueing for KV blocks or batch slots: cause and remedy (:func:`.cliff.find_cliff`)."""
+    burst: dict[str, Any] | None = None
+    """A closed loop's mean TTFT that is mostly its opening burst, and the TTFT after it
+    (:func:`.burst.opening_burst`)."""
 
     def to_dict(self) -> dict[str, Any]:
         extra = self.confidence.to_dict() if self.confidence else {}
-        return {**self.summary.to_dict(), **extra, "cliff": self.cliff, "config": self.config}
+        return {**self.summary.to_dict(), **extra, "cliff": self.cliff, "burst": self.burst, "config": self.config}
 
     def requests(self) -> pd.DataFrame:
         """One row per request: arrival, lengths, TTFT, TPOT, E2E, queueing (:meth:`RequestTable.queue_delay`),
@@ -221,7 +225,7 @@ def run(config: SimulationConfig) -> SimulationResult:
     summary = summarize(table, recorder, reps, config.observe.goodput, work, pools.get("prefill_instances", 0))
     conf = _confidence(config.deployment, summary, reps, pools, work)
     result = SimulationResult(summary, table, recorder, description, reps, config, conf)
-    return _on_cliff(result, work, config.cluster.disagg)
+    return _with_burst(_on_cliff(result, work, config.cluster.disagg), work)
 
 
 def _cluster(
@@ -328,6 +332,18 @@ def _on_cliff(result: SimulationResult, work: Workload, disagg: DisaggConfig | N
     elif (band := bands.get("ttft")) is not None:
         bands["ttft"] = replace(band, typical=band.p90, regime={**band.regime, "cliff": cliff["cause"]})
     return replace(result, cliff=cliff, confidence=Confidence(bands, [f"cliff: {cliff['message']}", *conf.warnings]))
+
+
+def _with_burst(result: SimulationResult, work: Workload) -> SimulationResult:
+    """``result`` with its opening burst (:func:`opening_burst`) and, when there is one, its note among the
+    warnings: the mean TTFT then hangs on how many requests follow the burst."""
+    burst = opening_burst(result.table, work.closed_loop)
+    conf = result.confidence
+    if burst is None:
+        return result
+    if conf is not None:
+        conf = Confidence(conf.bands, [*conf.warnings, f"burst: {burst['message']}"])
+    return replace(result, burst=burst, confidence=conf)
 
 
 def with_tp(dep: Deployment, tp: int | None) -> Deployment:
