@@ -66,3 +66,16 @@ def test_a_measured_point_carries_the_ttft_after_its_burst():
     point = comparison(ttft)
     assert point.burst is not None and 0.0 < point.burst < point.predicted
     assert comparison(tpot).burst is None
+
+
+def test_validate_points_name_the_burst(tmp_path, capsys):
+    from tests.cli_helpers import run, run_json
+
+    values = ["r_c128_tp1_epnone_1", "vllm", "0.12.0", "nvidia/Llama-3.1-8B-Instruct-FP8", "h200_sxm", "fp8", "1"]
+    data = tmp_path / "rows.csv"
+    data.write_text(COLUMNS + "\n" + ",".join([*values, "4000", "200", "128", "100.0", "20.0"]) + "\n")
+    points = run_json(capsys, "validate", "--data", str(data), "--points")["points"]
+    ttft, tpot = points
+    assert ttft["burst_rest_ttft_s"] > 0 and ttft["cliff"] is None and tpot["burst_rest_ttft_s"] is None
+    code, out, _ = run(capsys, "validate", "--data", str(data), "--points")
+    assert code == 0 and "burst;" in out

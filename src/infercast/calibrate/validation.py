@@ -67,6 +67,8 @@ class Comparison:
             "error": self.error,
             "band_typical": self.band.typical if self.band else None,
             "band_p90": self.band.p90 if self.band else None,
+            "cliff": self.cliff,
+            "burst_rest_ttft_s": self.burst,
             "source": r.source,
         }
 

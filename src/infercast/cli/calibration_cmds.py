@@ -382,7 +382,10 @@ def points_table(rows: list) -> Table:
         p.add_column(h, overflow="fold")
     for col in ("load", "in tok", "out tok", "measured", "predicted", "error", "band (p90)"):
         p.add_column(col, no_wrap=True, justify="left" if col == "load" else "right")
-    for r in rows:
+    notes = [_note(r) for r in rows]
+    if any(notes):
+        p.add_column("note", overflow="fold")
+    for r, note in zip(rows, notes, strict=True):
         rec = r.record
         p.add_row(
             r.metric,
@@ -394,8 +397,19 @@ def points_table(rows: list) -> Table:
             _value(r.metric, r.predicted),
             f"{r.error:+.1%}",
             f"±{r.band.typical:.0%} ({r.band.p90:.0%})" if r.band else "-",
+            *([note] if any(notes) else []),
         )
     return p
+
+
+def _note(row: Any) -> str:
+    """What the point's simulation says about its mean TTFT: a cliff (its cause), or an opening burst (the TTFT
+    after it)."""
+    if row.cliff:
+        return f"cliff ({'KV blocks' if row.cliff == 'kv' else 'batch slots'})"
+    if row.burst is not None:
+        return f"burst; {_value(row.metric, row.burst)} after it"
+    return ""
 
 
 def validate(
