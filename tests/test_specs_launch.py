@@ -503,3 +503,22 @@ def test_trtllm_piecewise_graphs_cover_prompt_steps(tmp_path):
     options.write_text(text.replace("true\n", "false\n").replace("enable_padding: false", "enable_padding: true"))
     values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
     assert "cuda_graphs" not in values and values["graph_max_tokens"] == 64
+
+
+def test_trtllm_prefill_graph_backend_keys(tmp_path):
+    """TensorRT-LLM's newer top-level ``prefill_cuda_graph_backend`` (piecewise or breakable) and
+    ``prefill_capture_num_tokens`` read as the deprecated ``torch_compile_config`` keys do; a bad backend is one
+    line naming the allowed ones, and capture sizes with prefill graphs off are named as not modelled."""
+    options = tmp_path / "extra.yaml"
+    for backend in ("piecewise", "breakable"):
+        options.write_text(f"prefill_cuda_graph_backend: {backend}\nprefill_capture_num_tokens: [1, 64, 3072]\n")
+        values = {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()}
+        assert (values["cuda_graphs"], values["graph_max_tokens"]) == ("tokens", 3072)
+    options.write_text("prefill_cuda_graph_backend: piecewise\n")
+    assert {k: v for k, (v, _) in parse_launch(str(options)).overrides.items()} == {"cuda_graphs": "tokens"}
+    options.write_text("prefill_capture_num_tokens: [64]\n")
+    launch = parse_launch(str(options))
+    assert launch.overrides == {} and any("prefill_capture_num_tokens" in w for w in launch.warnings)
+    options.write_text("prefill_cuda_graph_backend: full\n")
+    with pytest.raises(InfercastError, match="disabled, piecewise, breakable"):
+        parse_launch(str(options))

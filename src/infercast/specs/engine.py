@@ -81,20 +81,21 @@ class EngineSpec(BaseModel):
     cuda_graphs: Literal["tokens", "decode"] = Field(
         default="tokens",
         description="Which steps replay as CUDA graphs: 'tokens' any step of at most graph_max_tokens tokens (vLLM "
-        "V1's piecewise graphs cover mixed prefill-decode batches; TensorRT-LLM's with torch_compile_config "
-        "enable_piecewise_cuda_graph), 'decode' only steps without prompt tokens of at most graph_max_tokens "
-        "sequences (graphs captured for generation batches alone, by batch size: TensorRT-LLM's PyTorch backend, "
-        "SGLang, vLLM V0, infercast's harness; a draft-verify step's tokens ride in its sequences' graph); the "
-        "other steps launch their kernels eagerly. Per attention-DP rank where the engine's limits are.",
+        "V1's piecewise graphs cover mixed prefill-decode batches; TensorRT-LLM's with prefill_cuda_graph_backend "
+        "piecewise or breakable, formerly torch_compile_config enable_piecewise_cuda_graph), 'decode' only steps "
+        "without prompt tokens of at most graph_max_tokens sequences (graphs captured for generation batches "
+        "alone, by batch size: TensorRT-LLM's PyTorch backend, SGLang, vLLM V0, infercast's harness; a "
+        "draft-verify step's tokens ride in its sequences' graph); the other steps launch their kernels eagerly. "
+        "Per attention-DP rank where the engine's limits are.",
     )
     graph_max_tokens: int | None = Field(
         default=None,
         ge=0,
         description="Largest step the launch replays as a CUDA graph, in tokens or, for 'decode' graphs, sequences "
         "(vLLM --max-cudagraph-capture-size, 0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with "
-        "--disable-cuda-graph; TensorRT-LLM cuda_graph_config.max_batch_size, or the largest of "
-        "torch_compile_config.capture_num_tokens with piecewise graphs); None: the cost profile's "
-        "graph_max_tokens, the release default.",
+        "--disable-cuda-graph; TensorRT-LLM cuda_graph_config.max_batch_size, or with prefill graphs the largest "
+        "of prefill_capture_num_tokens, formerly torch_compile_config.capture_num_tokens); None: the cost "
+        "profile's graph_max_tokens, the release default.",
     )
     moe_backend: Literal["marlin", "triton", "trtllm", "deepgemm"] | None = Field(
         default=None,

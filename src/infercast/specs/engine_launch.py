@@ -640,6 +640,8 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
             _cuda_graph_config(value, found, unknown)
         elif key == "torch_compile_config" and isinstance(value, dict):
             _torch_compile_config(value, found, unknown)
+        elif key in ("prefill_cuda_graph_backend", "prefill_capture_num_tokens"):
+            found[key] = (value, f"{key}: {value}")
         elif key == "moe_config" and isinstance(value, dict):
             _moe_config(value, found, unknown)
         elif key == "scheduler_config" and isinstance(value, dict):
@@ -650,6 +652,7 @@ def _trtllm_yaml_found(data: Any, where: str) -> tuple[dict[str, tuple[Any, str]
             continue  # no bearing on the modelled step
         else:
             unknown.append(str(key))
+    _prefill_graphs(found, unknown)
     piecewise = found.pop("piecewise", None)
     if piecewise is not None:  # prompt steps replay as (piecewise) graphs too, up to the largest captured size
         tokens, text = piecewise
@@ -675,6 +678,36 @@ def _torch_compile_config(value: dict[str, Any], found: dict[str, tuple[Any, str
         )
     largest = max(_int("torch_compile_config.capture_num_tokens", n) for n in sizes) if sizes else 0
     found["piecewise"] = (largest, "torch_compile_config.enable_piecewise_cuda_graph: true")
+
+
+PREFILL_GRAPH_BACKENDS = ("disabled", "piecewise", "breakable")
+"""TensorRT-LLM's ``prefill_cuda_graph_backend`` (PrefillCudaGraphBackend, tensorrt_llm/llmapi/llm_args.py, from
+1.3.0rc2x on; it replaces ``torch_compile_config.enable_piecewise_cuda_graph``)."""
+
+
+def _prefill_graphs(found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """TensorRT-LLM's top-level ``prefill_cuda_graph_backend``: ``piecewise`` or ``breakable`` replay steps with
+    prompt tokens as graphs too, up to the largest ``prefill_capture_num_tokens`` (the newer names of
+    ``torch_compile_config``'s piecewise keys, read the same way); ``disabled`` is the default. Capture sizes
+    without a backend that uses them are named among the keys not modelled."""
+    backend, text = found.pop("prefill_cuda_graph_backend", ("disabled", ""))
+    sizes = found.pop("prefill_capture_num_tokens", (None, ""))[0]
+    name = str(backend).lower()
+    if name not in PREFILL_GRAPH_BACKENDS:
+        raise InfercastError(
+            f"prefill_cuda_graph_backend must be one of {', '.join(PREFILL_GRAPH_BACKENDS)}, got {backend!r}",
+            field="launch",
+        )
+    if name == "disabled":
+        if sizes is not None:
+            unknown.append("prefill_capture_num_tokens (prefill graphs off)")
+        return
+    if sizes is not None and not (isinstance(sizes, list) and sizes):
+        raise InfercastError(
+            f"prefill_capture_num_tokens must be a list of token counts, got {sizes!r}", field="launch"
+        )
+    largest = max(_int("prefill_capture_num_tokens", n) for n in sizes) if sizes else 0
+    found["piecewise"] = (largest, text)
 
 
 def _cuda_graph_config(value: Any, found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
