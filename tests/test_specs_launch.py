@@ -522,3 +522,24 @@ def test_trtllm_prefill_graph_backend_keys(tmp_path):
     options.write_text("prefill_cuda_graph_backend: full\n")
     with pytest.raises(InfercastError, match="disabled, piecewise, breakable"):
         parse_launch(str(options))
+
+
+def test_sglang_piecewise_graphs_cover_prompt_steps():
+    """SGLang ``--enable-piecewise-cuda-graph`` replays prompt steps as graphs up to
+    ``--piecewise-cuda-graph-max-tokens`` (default 4096) or the largest ``--piecewise-cuda-graph-tokens``, and
+    never below the decode graphs' ``--cuda-graph-max-bs``; sizes without the switch are named in a warning."""
+    base = "python -m sglang.launch_server --model-path x --tp 8 "
+
+    def values(line: str) -> dict:
+        return {k: v for k, (v, _) in parse_launch(base + line).overrides.items()}
+
+    assert values("--enable-piecewise-cuda-graph") == {"cuda_graphs": "tokens", "graph_max_tokens": 4096}
+    wide = values("--enable-piecewise-cuda-graph --piecewise-cuda-graph-max-tokens 256 --cuda-graph-max-bs 512")
+    assert wide == {"cuda_graphs": "tokens", "graph_max_tokens": 512}
+    listed = values("--piecewise-cuda-graph-tokens 16 256 2048 --enable-piecewise-cuda-graph")
+    assert listed["graph_max_tokens"] == 2048
+    off = parse_launch(base + "--piecewise-cuda-graph-max-tokens 8192")
+    assert off.overrides == {} and "piecewise graphs that are off" in off.warnings[0]
+    eager = parse_launch(base + "--enable-piecewise-cuda-graph --disable-cuda-graph")
+    assert {k: v for k, (v, _) in eager.overrides.items()} == {"graph_max_tokens": 0}
+    assert values("--disable-piecewise-cuda-graph") == {}

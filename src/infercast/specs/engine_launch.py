@@ -307,6 +307,10 @@ _SGLANG: dict[str, Any] = {
     "--disable-overlap-schedule": ("overlap_scheduler", False),
     "--cuda-graph-max-bs": ("graph_max_tokens", _count),
     "--disable-cuda-graph": ("graph_max_tokens", 0),
+    "--enable-piecewise-cuda-graph": ("sglang_piecewise", True),
+    "--disable-piecewise-cuda-graph": ("sglang_piecewise", False),
+    "--piecewise-cuda-graph-max-tokens": ("sglang_piecewise_tokens", _count),
+    "--piecewise-cuda-graph-tokens": ("sglang_piecewise_tokens", _largest),
     "--quantization": ("quantization", _text),
     "--speculative-num-draft-tokens": ("spec_tokens", _sglang_drafts),
     "--speculative-num-steps": ("spec_steps", _int),
@@ -364,10 +368,12 @@ _SWITCHES = {
     "--enable-expert-parallel",
     "-ep",
     "--enable-dp-attention",
+    "--enable-piecewise-cuda-graph",
+    "--disable-piecewise-cuda-graph",
 }
 
 
-_LIST_FLAGS = {"--cuda-graph-sizes"}
+_LIST_FLAGS = {"--cuda-graph-sizes", "--piecewise-cuda-graph-tokens"}
 """Flags that take several values (space- or comma-separated)."""
 
 
@@ -513,6 +519,7 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         unknown += inner_unknown
     notes = _prefill_cap(engine, found)
     _vllm_capture_default(engine, found)
+    _sglang_piecewise(found, notes)
     kv = found.pop("kv", (None, ""))[0]
     tp, ep, attention_dp = _layout(engine, found, notes)
     model = found.pop("model", (None, ""))[0]
@@ -537,6 +544,30 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         notes.append(f"launch: '{found.pop('prefix_off')[1]}' is not applied: simulate --no-prefix-caching does that")
     spec_method = None if method is None else str(method[0])
     return UserLaunch(engine, found, kv, tp, model, tuple(notes), spec_tokens, spec_method, ep, attention_dp)
+
+
+SGLANG_PIECEWISE_TOKENS = 4096
+"""SGLang ``--piecewise-cuda-graph-max-tokens`` default (ServerArgs, python/sglang/srt/server_args.py, 0.5): the
+largest step its piecewise CUDA graphs capture when ``--enable-piecewise-cuda-graph`` turns them on."""
+
+
+def _sglang_piecewise(found: dict[str, tuple[Any, str]], notes: list[str]) -> None:
+    """SGLang ``--enable-piecewise-cuda-graph`` (off in 0.5): steps with prompt tokens replay as graphs too, up to
+    ``--piecewise-cuda-graph-max-tokens`` (or the largest ``--piecewise-cuda-graph-tokens``); decode batches keep
+    their own graphs up to ``--cuda-graph-max-bs``, so the launch's graph limit is the larger of the two."""
+    on = found.pop("sglang_piecewise", None)
+    sizes = found.pop("sglang_piecewise_tokens", None)
+    if on is None or not on[0]:
+        if sizes is not None:
+            notes.append(f"launch: '{sizes[1]}' sizes piecewise graphs that are off (--enable-piecewise-cuda-graph)")
+        return
+    tokens, text = sizes if sizes is not None else (SGLANG_PIECEWISE_TOKENS, f"{on[1]} (up to 4096 tokens)")
+    decode = found.get("graph_max_tokens")
+    if decode is not None and decode[0] == 0:
+        notes.append(f"launch: '{decode[1]}' turns every CUDA graph off: '{on[1]}' has no effect")
+        return
+    found["cuda_graphs"] = ("tokens", on[1])
+    found["graph_max_tokens"] = (max(tokens, decode[0]) if decode else tokens, text)
 
 
 VLLM_CAPTURE_CAP = 512
