@@ -543,3 +543,26 @@ def test_sglang_piecewise_graphs_cover_prompt_steps():
     eager = parse_launch(base + "--enable-piecewise-cuda-graph --disable-cuda-graph")
     assert {k: v for k, (v, _) in eager.overrides.items()} == {"graph_max_tokens": 0}
     assert values("--disable-piecewise-cuda-graph") == {}
+
+
+def test_vllm_compilation_config_graph_keys():
+    """vLLM ``--compilation-config`` (or ``-O``): ``cudagraph_mode`` NONE launches eagerly, FULL_DECODE_ONLY graphs
+    decode-only steps alone, the capture size comes from ``max_cudagraph_capture_size`` or the largest of
+    ``cudagraph_capture_sizes``; other keys are named, a bad mode is one line naming the allowed ones."""
+
+    def launch(config: str):
+        return parse_launch(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --compilation-config '{config}'")
+
+    def values(config: str) -> dict:
+        return {k: v for k, (v, _) in launch(config).overrides.items()}
+
+    assert values('{"cudagraph_mode": "FULL_DECODE_ONLY"}') == {"cuda_graphs": "decode"}
+    assert values('{"cudagraph_mode": "PIECEWISE", "max_cudagraph_capture_size": 32}') == {"graph_max_tokens": 32}
+    assert values('{"cudagraph_mode": "NONE"}') == {"graph_max_tokens": 0}
+    sized = launch('{"level": 0, "cudagraph_capture_sizes": [1, 2, 4, 8]}')
+    assert sized.overrides["graph_max_tokens"][0] == 8 and "--compilation-config level" in sized.warnings[0]
+    assert "level" in parse_launch("vllm serve x -O 3").warnings[0]
+    with pytest.raises(InfercastError, match="NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE"):
+        launch('{"cudagraph_mode": "BOGUS"}')
+    with pytest.raises(InfercastError, match="JSON object"):
+        launch("notjson")

@@ -85,7 +85,8 @@ class EngineSpec(BaseModel):
         "piecewise or breakable, formerly torch_compile_config enable_piecewise_cuda_graph; SGLang's with "
         "--enable-piecewise-cuda-graph), 'decode' only steps "
         "without prompt tokens of at most graph_max_tokens sequences (graphs captured for generation batches "
-        "alone, by batch size: TensorRT-LLM's PyTorch backend, SGLang, vLLM V0, infercast's harness; a "
+        "alone, by batch size: TensorRT-LLM's PyTorch backend, SGLang, vLLM V0 and V1 with cudagraph_mode "
+        "FULL_DECODE_ONLY, infercast's harness; a "
         "draft-verify step's tokens ride in its sequences' graph); the other steps launch their kernels eagerly. "
         "Per attention-DP rank where the engine's limits are.",
     )
@@ -93,11 +94,11 @@ class EngineSpec(BaseModel):
         default=None,
         ge=0,
         description="Largest step the launch replays as a CUDA graph, in tokens or, for 'decode' graphs, sequences "
-        "(vLLM --max-cudagraph-capture-size, 0 with --enforce-eager; SGLang --cuda-graph-max-bs, 0 with "
-        "--disable-cuda-graph; TensorRT-LLM cuda_graph_config.max_batch_size, or with prefill graphs the largest "
-        "of prefill_capture_num_tokens, formerly torch_compile_config.capture_num_tokens; SGLang's piecewise graphs "
-        "up to --piecewise-cuda-graph-max-tokens); None: the cost "
-        "profile's graph_max_tokens, the release default.",
+        "(vLLM --max-cudagraph-capture-size or --compilation-config, 0 with --enforce-eager; SGLang "
+        "--cuda-graph-max-bs, 0 with --disable-cuda-graph; TensorRT-LLM cuda_graph_config.max_batch_size, or with "
+        "prefill graphs the largest of prefill_capture_num_tokens, formerly torch_compile_config.capture_num_tokens; "
+        "SGLang's piecewise graphs up to --piecewise-cuda-graph-max-tokens); None: the cost profile's "
+        "graph_max_tokens, the release default.",
     )
     moe_backend: Literal["marlin", "triton", "trtllm", "deepgemm"] | None = Field(
         default=None,

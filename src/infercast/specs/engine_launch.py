@@ -260,6 +260,58 @@ def _vllm_spec(flag: str, text: Any) -> tuple[int, str | None]:
     return _int(f"{flag} num_speculative_tokens", config["num_speculative_tokens"]), method and str(method)
 
 
+def _vllm_compilation(flag: str, text: Any) -> dict[str, Any]:
+    """vLLM ``--compilation-config`` / ``-O`` (JSON, or a bare optimisation level): read by :func:`_vllm_graphs`."""
+    if str(text).isdigit():
+        return {"level": int(str(text))}
+    try:
+        config = json.loads(str(text))
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict):
+        raise InfercastError(f"{flag} must be a JSON object, got {text!r}", field="launch")
+    return config
+
+
+VLLM_GRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+"""vLLM ``CompilationConfig.cudagraph_mode`` (CUDAGraphMode, vllm/config/compilation.py, 0.11+; default
+FULL_AND_PIECEWISE)."""
+
+
+def _vllm_graphs(found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
+    """vLLM ``--compilation-config``'s CUDA-graph keys: ``cudagraph_mode`` NONE launches every step eagerly,
+    FULL_DECODE_ONLY replays decode-only steps alone (mixed and prompt steps run eagerly: the 'decode' scope), the
+    others replay any step up to the capture size; ``max_cudagraph_capture_size`` or the largest of
+    ``cudagraph_capture_sizes`` is that size. Other keys are named as not modelled."""
+    entry = found.pop("compilation", None)
+    if entry is None:
+        return
+    config, text = entry
+    for key in config:
+        if key not in ("cudagraph_mode", "max_cudagraph_capture_size", "cudagraph_capture_sizes"):
+            unknown.append(f"--compilation-config {key}")
+    sizes = config.get("cudagraph_capture_sizes")
+    if "max_cudagraph_capture_size" in config:
+        size = _count("--compilation-config max_cudagraph_capture_size", config["max_cudagraph_capture_size"])
+        found["graph_max_tokens"] = (size, text)
+    elif sizes is not None:
+        if not (isinstance(sizes, list) and sizes):
+            raise InfercastError(f"cudagraph_capture_sizes must be a list of sizes, got {sizes!r}", field="launch")
+        found["graph_max_tokens"] = (max(_int("cudagraph_capture_sizes", n) for n in sizes), text)
+    if "cudagraph_mode" not in config:
+        return
+    mode = str(config["cudagraph_mode"]).upper()
+    if mode not in VLLM_GRAPH_MODES:
+        raise InfercastError(
+            f"cudagraph_mode must be one of {', '.join(VLLM_GRAPH_MODES)}, got {config['cudagraph_mode']!r}",
+            field="launch",
+        )
+    if mode == "NONE":
+        found["graph_max_tokens"] = (0, text)
+    elif mode == "FULL_DECODE_ONLY":
+        found["cuda_graphs"] = ("decode", text)
+
+
 def _sglang_drafts(flag: str, text: Any) -> int:
     """SGLang ``--speculative-num-draft-tokens`` counts the step's last verified token too: drafts are one fewer."""
     return _int(flag, text, minimum=2) - 1
@@ -285,6 +337,8 @@ _VLLM: dict[str, Any] = {
     "--max-cudagraph-capture-size": ("graph_max_tokens", _count),
     "--cuda-graph-sizes": ("graph_max_tokens", _largest),
     "--enforce-eager": ("graph_max_tokens", 0),
+    "--compilation-config": ("compilation", _vllm_compilation),
+    "-O": ("compilation", _vllm_compilation),
     "--enable-expert-parallel": ("ep_all", True),
     "-ep": ("ep_all", True),
     "--data-parallel-size": ("dp", _int),
@@ -518,6 +572,7 @@ def _launch(engine: str, found: dict[str, tuple[Any, str]], unknown: list[str]) 
         found = {**inner, **found}
         unknown += inner_unknown
     notes = _prefill_cap(engine, found)
+    _vllm_graphs(found, unknown)
     _vllm_capture_default(engine, found)
     _sglang_piecewise(found, notes)
     kv = found.pop("kv", (None, ""))[0]
