@@ -543,6 +543,7 @@ def test_sglang_piecewise_graphs_cover_prompt_steps():
     eager = parse_launch(base + "--enable-piecewise-cuda-graph --disable-cuda-graph")
     assert {k: v for k, (v, _) in eager.overrides.items()} == {"graph_max_tokens": 0}
     assert values("--disable-piecewise-cuda-graph") == {}
+    assert values("--cuda-graph-bs 1 2 4 8 160") == {"graph_max_tokens": 160}
 
 
 def test_vllm_compilation_config_graph_keys():

@@ -360,6 +360,7 @@ _SGLANG: dict[str, Any] = {
     "--disable-radix-cache": ("prefix_off", True),
     "--disable-overlap-schedule": ("overlap_scheduler", False),
     "--cuda-graph-max-bs": ("graph_max_tokens", _count),
+    "--cuda-graph-bs": ("graph_max_tokens", _largest),
     "--disable-cuda-graph": ("graph_max_tokens", 0),
     "--enable-piecewise-cuda-graph": ("sglang_piecewise", True),
     "--disable-piecewise-cuda-graph": ("sglang_piecewise", False),
@@ -427,7 +428,7 @@ _SWITCHES = {
 }
 
 
-_LIST_FLAGS = {"--cuda-graph-sizes", "--piecewise-cuda-graph-tokens"}
+_LIST_FLAGS = {"--cuda-graph-sizes", "--cuda-graph-bs", "--piecewise-cuda-graph-tokens"}
 """Flags that take several values (space- or comma-separated)."""
 
 
