@@ -63,6 +63,8 @@ def test_trtllm_serve_line_reads_its_yaml():
     launch = parse_launch(f"trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2 --extra_llm_api_options {yaml}")
     assert (launch.engine, launch.tp, launch.kv_precision) == ("trtllm", 2, "fp8")
     assert launch.overrides["max_num_seqs"][0] == 256
+    newer = parse_launch(f"trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2 --config {yaml}")
+    assert newer.overrides == launch.overrides  # --config: the newer name of --extra_llm_api_options
 
 
 @pytest.mark.parametrize(

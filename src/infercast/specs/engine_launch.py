@@ -386,6 +386,7 @@ _TRTLLM_SERVE: dict[str, Any] = {
     "--tp_size": ("tp", _int),
     "--ep_size": ("ep", _int),
     "--extra_llm_api_options": ("yaml", _text),
+    "--config": ("yaml", _text),  # the newer name of --extra_llm_api_options (trtllm-serve, 1.3+)
 }
 _NO_SPEED = {
     "--host",
