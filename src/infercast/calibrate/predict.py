@@ -187,23 +187,15 @@ def predict_record(rec: Record, profiles: dict[str, CostProfile] | None = None) 
     raise InfercastError(f"cannot predict records of kind {rec.kind!r}", field="kind")
 
 
-def serving_cliff_cause(rec: Record, profiles: dict[str, CostProfile] | None = None) -> str | None:
-    """The cause (``"kv"``, ``"slots"``) of the cliff warning a serving record's simulation carries; None when it
-    carries none or the record is of another kind."""
+def serving_notes(rec: Record, profiles: dict[str, CostProfile] | None = None) -> tuple[str | None, float | None]:
+    """What a serving record's simulation says about its mean TTFT, as ``simulate`` would print it: the cause
+    (``"kv"``, ``"slots"``) of its cliff warning, and, for a TTFT record whose mean is mostly the opening burst,
+    the mean TTFT (seconds) of the requests after it; (None, None) for other kinds."""
     if rec.kind not in SERVING_KINDS:
-        return None
+        return None, None
     with located(rec):
-        return simulate_serving(deployment_of(rec), profile_for(rec, profiles), serving_bench(rec)).cliff
-
-
-def serving_burst(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float | None:
-    """Where a serving TTFT record's simulation notes that its mean TTFT is mostly the opening burst, the mean TTFT
-    (seconds) of the requests after it; None otherwise, and for other kinds (the note is about TTFT)."""
-    if rec.kind != "serving_ttft":
-        return None
-    with located(rec):
-        bench = serving_bench(rec)
-        return simulate_serving(deployment_of(rec), profile_for(rec, profiles), bench).burst_rest_ttft_s
+        stats = simulate_serving(deployment_of(rec), profile_for(rec, profiles), serving_bench(rec))
+    return stats.cliff, stats.burst_rest_ttft_s if rec.kind == "serving_ttft" else None
 
 
 def predict_located(rec: Record, profiles: dict[str, CostProfile] | None = None) -> float:

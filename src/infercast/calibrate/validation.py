@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.analysis.error_bands import ErrorBand, Regime, confidence, load_level
-from infercast.calibrate.predict import metric_of, predict_located, serving_burst, serving_cliff_cause
+from infercast.calibrate.predict import metric_of, predict_located, serving_notes
 from infercast.cost.profile import CostProfile
 from infercast.errors import InfercastError
 from infercast.records.record import GROUP_FIELDS, Record
@@ -87,8 +87,7 @@ def compare(records: Sequence[Record], profiles: dict[str, CostProfile] | None =
 def comparison(rec: Record, profiles: dict[str, CostProfile] | None = None) -> Comparison:
     """One record, predicted (an InfercastError naming the record's ``path:row`` where refused), with its band."""
     predicted = predict_located(rec, profiles)  # simulates a serving record; the cliff's cause reads that run
-    notes = serving_cliff_cause(rec, profiles), serving_burst(rec, profiles)
-    return Comparison(rec, predicted, rec.value_si, band_of(rec), *notes)
+    return Comparison(rec, predicted, rec.value_si, band_of(rec), *serving_notes(rec, profiles))
 
 
 @dataclass(frozen=True)

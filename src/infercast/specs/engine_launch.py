@@ -222,6 +222,14 @@ def _largest(flag: str, text: Any) -> int:
     return max(sizes)
 
 
+def _largest_listed(key: str, sizes: Any) -> int:
+    """The largest of a YAML or JSON list of sizes (capture token counts, batch sizes); one line naming ``key``
+    where it is not a non-empty list of positive integers."""
+    if not (isinstance(sizes, list) and sizes):
+        raise InfercastError(f"{key} must be a list of positive integers, got {sizes!r}", field="launch")
+    return max(_int(key, n) for n in sizes)
+
+
 def _fraction(flag: str, text: Any, zero: bool = False) -> float:
     span = "[0, 1]" if zero else "(0, 1]"
     try:
@@ -295,9 +303,7 @@ def _vllm_graphs(found: dict[str, tuple[Any, str]], unknown: list[str]) -> None:
         size = _count("--compilation-config max_cudagraph_capture_size", config["max_cudagraph_capture_size"])
         found["graph_max_tokens"] = (size, text)
     elif sizes is not None:
-        if not (isinstance(sizes, list) and sizes):
-            raise InfercastError(f"cudagraph_capture_sizes must be a list of sizes, got {sizes!r}", field="launch")
-        found["graph_max_tokens"] = (max(_int("cudagraph_capture_sizes", n) for n in sizes), text)
+        found["graph_max_tokens"] = (_largest_listed("cudagraph_capture_sizes", sizes), text)
     if "cudagraph_mode" not in config:
         return
     mode = str(config["cudagraph_mode"]).upper()
@@ -618,7 +624,7 @@ def _sglang_piecewise(found: dict[str, tuple[Any, str]], notes: list[str]) -> No
         if sizes is not None:
             notes.append(f"launch: '{sizes[1]}' sizes piecewise graphs that are off (--enable-piecewise-cuda-graph)")
         return
-    tokens, text = sizes if sizes is not None else (SGLANG_PIECEWISE_TOKENS, f"{on[1]} (up to 4096 tokens)")
+    tokens, text = sizes if sizes is not None else (SGLANG_PIECEWISE_TOKENS, f"{on[1]} (SGLang's default size)")
     decode = found.get("graph_max_tokens")
     if decode is not None and decode[0] == 0:
         notes.append(f"launch: '{decode[1]}' turns every CUDA graph off: '{on[1]}' has no effect")
@@ -760,11 +766,7 @@ def _torch_compile_config(value: dict[str, Any], found: dict[str, tuple[Any, str
     unknown += [f"torch_compile_config.{k}" for k in value if k not in read]
     if not on:
         return
-    if sizes is not None and not (isinstance(sizes, list) and sizes):
-        raise InfercastError(
-            f"torch_compile_config.capture_num_tokens must be a list of token counts, got {sizes!r}", field="launch"
-        )
-    largest = max(_int("torch_compile_config.capture_num_tokens", n) for n in sizes) if sizes else 0
+    largest = 0 if sizes is None else _largest_listed("torch_compile_config.capture_num_tokens", sizes)
     found["piecewise"] = (largest, "torch_compile_config.enable_piecewise_cuda_graph: true")
 
 
@@ -790,11 +792,7 @@ def _prefill_graphs(found: dict[str, tuple[Any, str]], unknown: list[str]) -> No
         if sizes is not None:
             unknown.append("prefill_capture_num_tokens (prefill graphs off)")
         return
-    if sizes is not None and not (isinstance(sizes, list) and sizes):
-        raise InfercastError(
-            f"prefill_capture_num_tokens must be a list of token counts, got {sizes!r}", field="launch"
-        )
-    largest = max(_int("prefill_capture_num_tokens", n) for n in sizes) if sizes else 0
+    largest = 0 if sizes is None else _largest_listed("prefill_capture_num_tokens", sizes)
     found["piecewise"] = (largest, text)
 
 
